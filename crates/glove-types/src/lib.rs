@@ -1,0 +1,28 @@
+//! Glove's pure data layer.
+//!
+//! A tour of the crate:
+//!
+//! * [`codes`] — the one catalogue of stable error codes, one table per area;
+//! * [`error`] — [`Rejection`], a code plus location plus message;
+//! * [`ids`] — validated identifier newtypes with one charset and bound;
+//! * [`digest`] — SHA-256 / BLAKE3 digests as 64 lowercase hex characters and
+//!   Glove's domain-separated digest definitions;
+//! * [`canon`] — the strict decoder and the RFC 8785 canonical encoder;
+//! * [`paths`] — canonical absolute path checks used by the schemas;
+//! * [`policy`] — the operator's session policy, decoded into a
+//!   [`policy::ValidatedPolicy`] that cannot exist unless every rule held;
+//! * [`plan`] — the controller's identifier-only plan and
+//!   [`plan::admit`], which yields an [`plan::AdmittedPlan`].
+//!
+//! The crate does no I/O and contains no `unsafe` code.
+#![forbid(unsafe_code)]
+
+pub mod canon;
+pub mod codes;
+pub mod digest;
+pub mod error;
+pub mod ids;
+
+pub use codes::ErrorCode;
+pub use digest::{Blake3Digest, Sha256Digest};
+pub use error::Rejection;
