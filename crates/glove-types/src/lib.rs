@@ -8,6 +8,7 @@
 //! * [`digest`] — SHA-256 / BLAKE3 digests as 64 lowercase hex characters and
 //!   Glove's domain-separated digest definitions;
 //! * [`canon`] — the strict decoder and the RFC 8785 canonical encoder;
+//! * [`stage`] — session stages and apply states with their legal transitions;
 //! * [`paths`] — canonical absolute path checks used by the schemas;
 //! * [`policy`] — the operator's session policy, decoded into a
 //!   [`policy::ValidatedPolicy`] that cannot exist unless every rule held;
@@ -22,6 +23,7 @@ pub mod codes;
 pub mod digest;
 pub mod error;
 pub mod ids;
+pub mod stage;
 
 pub use codes::ErrorCode;
 pub use digest::{Blake3Digest, Sha256Digest};
