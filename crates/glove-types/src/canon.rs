@@ -427,9 +427,14 @@ mod tests {
             parse_canonical(b"{ }", 1024).unwrap_err().code(),
             JSON_NONCANONICAL
         );
+        // serde_json reads `-0` as a float; a leading zero is a syntax error.
         assert_eq!(
             parse_canonical(b"-0", 1024).unwrap_err().code(),
-            JSON_NONCANONICAL
+            JSON_FLOAT
+        );
+        assert_eq!(
+            parse_canonical(b"01", 1024).unwrap_err().code(),
+            JSON_SYNTAX
         );
     }
 
