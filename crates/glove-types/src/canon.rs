@@ -428,10 +428,7 @@ mod tests {
             JSON_NONCANONICAL
         );
         // serde_json reads `-0` as a float; a leading zero is a syntax error.
-        assert_eq!(
-            parse_canonical(b"-0", 1024).unwrap_err().code(),
-            JSON_FLOAT
-        );
+        assert_eq!(parse_canonical(b"-0", 1024).unwrap_err().code(), JSON_FLOAT);
         assert_eq!(
             parse_canonical(b"01", 1024).unwrap_err().code(),
             JSON_SYNTAX

@@ -23,6 +23,9 @@ pub mod codes;
 pub mod digest;
 pub mod error;
 pub mod ids;
+pub mod paths;
+pub mod plan;
+pub mod policy;
 pub mod stage;
 
 pub use codes::ErrorCode;

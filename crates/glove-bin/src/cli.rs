@@ -1,0 +1,227 @@
+//! The `glove` command line.
+
+use crate::report::{error_json, error_line, print_json, EXIT_OK, EXIT_REJECTED};
+use crate::{explain, protected};
+use clap::{Args, Parser, Subcommand};
+use glove_types::codes::file::{FILE_IO, FILE_NOT_FOUND, FILE_TOO_LARGE};
+use glove_types::plan::{admit, DecodedPlan, MAX_PLAN_BYTES};
+use glove_types::policy::{Explanation, ValidatedPolicy};
+use glove_types::{Blake3Digest, Rejection};
+use serde_json::json;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+
+/// Glove runs AI coding agents inside a Linux sandbox under operator-owned
+/// policy and keeps authenticated receipts of what each session used.
+#[derive(Debug, Parser)]
+#[command(name = "glove", version, about, long_about = None)]
+pub struct Cli {
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Top-level commands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Check and explain a session policy.
+    #[command(subcommand)]
+    Policy(PolicyCommand),
+    /// Check a controller plan against a policy.
+    #[command(subcommand)]
+    Plan(PlanCommand),
+}
+
+/// `glove policy …`
+#[derive(Debug, Subcommand)]
+pub enum PolicyCommand {
+    /// Validate a policy file (read as a protected file); exit 0 when valid.
+    Validate(PolicyFile),
+    /// Show what a policy allows, per runtime template.
+    Explain(PolicyFile),
+}
+
+/// A policy file argument.
+#[derive(Debug, Args)]
+pub struct PolicyFile {
+    /// The policy file: regular, owned by you, mode 0600, one link, at most 1 MiB.
+    #[arg(long, value_name = "FILE")]
+    pub file: PathBuf,
+    /// Print one JSON object instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `glove plan …`
+#[derive(Debug, Subcommand)]
+pub enum PlanCommand {
+    /// Admit or reject a plan against a policy; prints the plan digests.
+    Check(PlanCheck),
+}
+
+/// Arguments of `glove plan check`.
+#[derive(Debug, Args)]
+pub struct PlanCheck {
+    /// The policy file (protected, as for `policy validate`).
+    #[arg(long, value_name = "FILE")]
+    pub policy: PathBuf,
+    /// The plan file: canonical JSON, at most 64 KiB.
+    #[arg(long, value_name = "FILE")]
+    pub plan: PathBuf,
+    /// The time to check expiry against, in Unix milliseconds (default: now).
+    #[arg(long, value_name = "MS")]
+    pub now: Option<u64>,
+    /// The controller's BLAKE3 plan digest, verified when given.
+    #[arg(long, value_name = "HEX")]
+    pub controller_digest: Option<String>,
+    /// Print one JSON object instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Runs a parsed command and returns the exit status.
+pub fn run(cli: Cli) -> i32 {
+    match cli.command {
+        Command::Policy(PolicyCommand::Validate(a)) => policy_validate(&a),
+        Command::Policy(PolicyCommand::Explain(a)) => policy_explain(&a),
+        Command::Plan(PlanCommand::Check(a)) => plan_check(&a),
+    }
+}
+
+fn fail(e: &Rejection, json: bool, extra: Option<(&str, serde_json::Value)>) -> i32 {
+    if json {
+        let mut v = error_json(e);
+        if let (Some((k, x)), Some(m)) = (extra, v.as_object_mut()) {
+            m.insert(k.to_owned(), x);
+        }
+        print_json(&v);
+    } else {
+        eprintln!("{}", error_line(e));
+    }
+    EXIT_REJECTED
+}
+
+fn policy_validate(a: &PolicyFile) -> i32 {
+    let result = protected::read(&a.file, protected::Requirements::POLICY)
+        .and_then(|b| ValidatedPolicy::from_json(&b));
+    match (result, a.json) {
+        (Ok(_), true) => {
+            print_json(&json!({"valid": true, "code": null, "message": null}));
+            EXIT_OK
+        }
+        (Ok(p), false) => {
+            println!(
+                "policy is valid: revision {}, {} runtime template(s)",
+                p.revision(),
+                p.runtime_templates().len()
+            );
+            EXIT_OK
+        }
+        (Err(e), true) => {
+            print_json(&json!({
+                "valid": false,
+                "code": e.code().as_str(),
+                "location": e.location(),
+                "message": e.message(),
+            }));
+            EXIT_REJECTED
+        }
+        (Err(e), false) => fail(&e, false, None),
+    }
+}
+
+fn policy_explain(a: &PolicyFile) -> i32 {
+    let result = protected::read(&a.file, protected::Requirements::POLICY)
+        .and_then(|b| Explanation::from_json(&b));
+    match result {
+        Ok(x) => {
+            if a.json {
+                match serde_json::to_value(&x) {
+                    Ok(v) => print_json(&v),
+                    Err(e) => {
+                        eprintln!("error[{}]: {e}", FILE_IO);
+                        return EXIT_REJECTED;
+                    }
+                }
+            } else {
+                print!("{}", explain::render(&x));
+            }
+            if x.valid {
+                EXIT_OK
+            } else {
+                EXIT_REJECTED
+            }
+        }
+        Err(e) => fail(&e, a.json, None),
+    }
+}
+
+fn read_bounded(path: &Path, max: usize) -> Result<Vec<u8>, Rejection> {
+    let shown = path.display();
+    let file = std::fs::File::open(path).map_err(|e| match e.kind() {
+        std::io::ErrorKind::NotFound => {
+            Rejection::new(FILE_NOT_FOUND, format!("{shown} does not exist"))
+        }
+        _ => Rejection::new(FILE_IO, format!("cannot open {shown}: {e}")),
+    })?;
+    let mut buf = Vec::new();
+    file.take(max as u64 + 1)
+        .read_to_end(&mut buf)
+        .map_err(|e| Rejection::new(FILE_IO, format!("cannot read {shown}: {e}")))?;
+    if buf.len() > max {
+        return Err(Rejection::new(
+            FILE_TOO_LARGE,
+            format!("{shown} is larger than {max} bytes"),
+        ));
+    }
+    Ok(buf)
+}
+
+fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+        .unwrap_or(0)
+}
+
+fn plan_check(a: &PlanCheck) -> i32 {
+    let result = (|| {
+        let policy = ValidatedPolicy::from_json(&protected::read(
+            &a.policy,
+            protected::Requirements::POLICY,
+        )?)?;
+        let supplied = a
+            .controller_digest
+            .as_deref()
+            .map(Blake3Digest::parse)
+            .transpose()
+            .map_err(|e| e.at("--controller-digest"))?;
+        let plan = DecodedPlan::decode(&read_bounded(&a.plan, MAX_PLAN_BYTES)?)?;
+        admit(
+            plan,
+            supplied.as_ref(),
+            &policy,
+            a.now.unwrap_or_else(now_ms),
+        )
+    })();
+    match result {
+        Ok(p) => {
+            if a.json {
+                print_json(&json!({
+                    "admitted": true,
+                    "session_id": p.plan().session_id(),
+                    "plan_content_digest": p.plan_content_digest(),
+                    "controller_plan_digest": p.controller_plan_digest(),
+                    "plan_context_digest": p.plan_context_digest(),
+                }));
+            } else {
+                println!("plan admitted: session {}", p.plan().session_id());
+                println!("  plan_content_digest     {}", p.plan_content_digest());
+                println!("  controller_plan_digest  {}", p.controller_plan_digest());
+                println!("  plan_context_digest     {}", p.plan_context_digest());
+            }
+            EXIT_OK
+        }
+        Err(e) => fail(&e, a.json, Some(("admitted", json!(false)))),
+    }
+}

@@ -1,0 +1,16 @@
+//! Wiring for the `glove` command and the `gloved` service.
+//!
+//! * [`protected`] — reading operator files (policy, plans) as protected
+//!   files: one descriptor, identity re-checked after the read;
+//! * [`cli`] — the `glove` command line (clap), parsed in two phases: raw
+//!   flags, then resolved commands;
+//! * [`explain`] — the text rendering of `glove policy explain`;
+//! * [`report`] — how errors and results reach the terminal: `error[<code>]:
+//!   <message>` on stderr, or one JSON object with `--json`, and the
+//!   documented exit statuses.
+#![forbid(unsafe_code)]
+
+pub mod cli;
+pub mod explain;
+pub mod protected;
+pub mod report;

@@ -1,0 +1,577 @@
+//! The controller's plan, schema version 1, and its admission.
+//!
+//! A plan is identifier-only: no field can carry a host path, an executable,
+//! an environment variable or a secret value. Plans must arrive as canonical
+//! JSON ([`crate::canon`]); [`DecodedPlan::decode`] checks the structure and
+//! [`admit`] matches it against a [`ValidatedPolicy`], yielding an
+//! [`AdmittedPlan`] with the plan's three digests.
+
+mod digests;
+
+pub use digests::{plan_context_digest, PLAN_CONTEXT_DOMAIN};
+
+use crate::codes::json::JSON_INVALID_TYPE;
+use crate::codes::plan::*;
+use crate::digest::{Blake3Digest, Sha256Digest};
+use crate::ids::{
+    AliasId, IdempotencyKey, PolicyId, ProfileId, ProjectionId, RuntimeId, RuntimeTemplateId,
+    SecretHandle, SessionId,
+};
+use crate::policy::{
+    Access, CleanupPolicy, Materialization, ResourceLimits, SandboxBackend, ValidatedPolicy,
+};
+use crate::{canon, Rejection};
+use serde::{Deserialize, Serialize};
+
+/// Largest plan accepted, in bytes.
+pub const MAX_PLAN_BYTES: usize = 64 * 1024;
+/// Most entries in any plan array.
+pub const MAX_PLAN_ENTRIES: usize = 64;
+/// Clock skew tolerated for `issued_at_ms` in the future, milliseconds.
+pub const MAX_CLOCK_SKEW_MS: u64 = 30_000;
+
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+struct RawPlan {
+    schema_version: u64,
+    session_id: String,
+    idempotency_key: String,
+    policy_revision: u64,
+    issued_at_ms: u64,
+    expires_at_ms: u64,
+    runtime_template_id: String,
+    runtime_id: String,
+    adapter_command_digest: String,
+    sandbox_backend: String,
+    resource_profile: RawLimits,
+    egress_policy_ids: Vec<String>,
+    tool_policy_ids: Vec<String>,
+    secret_handles: Vec<String>,
+    path_grants: Vec<RawGrant>,
+    library_projections: Vec<RawProjection>,
+}
+
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+struct RawLimits {
+    profile_id: String,
+    cpu_time_ms: u64,
+    memory_bytes: u64,
+    pids: u64,
+    wall_time_ms: u64,
+    disk_bytes: u64,
+    terminal_output_bytes: u64,
+}
+
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+struct RawGrant {
+    alias: String,
+    access: String,
+    materialization: String,
+    cleanup_policy: String,
+    ttl_secs: u64,
+    max_bytes: u64,
+}
+
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+struct RawProjection {
+    projection_id: String,
+    sha256: String,
+    destination_alias: String,
+}
+
+/// A path grant requested by a plan.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct PathGrant {
+    /// The policy's path alias.
+    pub alias: AliasId,
+    /// Requested access mode.
+    pub access: Access,
+    /// Requested materialization.
+    pub materialization: Materialization,
+    /// Requested cleanup policy.
+    pub cleanup_policy: CleanupPolicy,
+    /// Grant lifetime, seconds.
+    pub ttl_secs: u64,
+    /// Byte quota.
+    pub max_bytes: u64,
+}
+
+/// A library projection requested by a plan.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct LibraryProjection {
+    /// Projection id.
+    pub projection_id: ProjectionId,
+    /// SHA-256 of the bundle file.
+    pub sha256: Sha256Digest,
+    /// The policy's projection destination alias.
+    pub destination_alias: AliasId,
+}
+
+/// A structurally valid plan (canonical bytes, valid ids, digests and enum
+/// values, sorted unique arrays) that has not been matched to a policy yet.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct DecodedPlan {
+    #[serde(skip)]
+    canonical: Vec<u8>,
+    schema_version: u64,
+    session_id: SessionId,
+    idempotency_key: IdempotencyKey,
+    policy_revision: u64,
+    issued_at_ms: u64,
+    expires_at_ms: u64,
+    runtime_template_id: RuntimeTemplateId,
+    runtime_id: RuntimeId,
+    adapter_command_digest: Sha256Digest,
+    sandbox_backend: SandboxBackend,
+    profile_id: ProfileId,
+    limits: ResourceLimits,
+    egress_policy_ids: Vec<PolicyId>,
+    tool_policy_ids: Vec<PolicyId>,
+    secret_handles: Vec<SecretHandle>,
+    path_grants: Vec<PathGrant>,
+    library_projections: Vec<LibraryProjection>,
+}
+
+fn sorted_unique<T, K: Ord>(
+    items: &[T],
+    field: &str,
+    key: impl Fn(&T) -> K,
+) -> Result<(), Rejection> {
+    if items.len() > MAX_PLAN_ENTRIES {
+        return Err(
+            Rejection::new(PLAN_TOO_MANY, format!("at most {MAX_PLAN_ENTRIES} entries")).at(field),
+        );
+    }
+    for (i, w) in items.windows(2).enumerate() {
+        let (a, b) = (key(&w[0]), key(&w[1]));
+        if a == b {
+            return Err(Rejection::new(PLAN_ARRAY_DUPLICATE, "entry appears twice")
+                .at(format!("{field}[{}]", i + 1)));
+        }
+        if a > b {
+            return Err(
+                Rejection::new(PLAN_ARRAY_NOT_CANONICAL, "entries must be sorted")
+                    .at(format!("{field}[{}]", i + 1)),
+            );
+        }
+    }
+    Ok(())
+}
+
+fn id_list<T>(
+    items: &[String],
+    field: &str,
+    make: impl Fn(String) -> Result<T, Rejection>,
+) -> Result<Vec<T>, Rejection> {
+    sorted_unique(items, field, |s| s.clone())?;
+    items
+        .iter()
+        .enumerate()
+        .map(|(i, s)| make(s.clone()).map_err(|e| e.at(format!("{field}[{i}]"))))
+        .collect()
+}
+
+fn wire<T>(v: &str, field: &str, parse: impl Fn(&str) -> Option<T>) -> Result<T, Rejection> {
+    parse(v).ok_or_else(|| {
+        Rejection::new(
+            JSON_INVALID_TYPE,
+            format!("{v:?} is not a defined {field} value"),
+        )
+        .at(field)
+    })
+}
+
+impl DecodedPlan {
+    /// Decodes a plan that must be canonical JSON of at most
+    /// [`MAX_PLAN_BYTES`].
+    pub fn decode(bytes: &[u8]) -> Result<Self, Rejection> {
+        let raw: RawPlan = canon::decode(bytes, MAX_PLAN_BYTES, canon::Form::Canonical)?;
+        if raw.schema_version != 1 {
+            return Err(Rejection::new(
+                PLAN_SCHEMA_VERSION,
+                format!(
+                    "schema_version {} is not supported; expected 1",
+                    raw.schema_version
+                ),
+            )
+            .at("schema_version"));
+        }
+        let rp = &raw.resource_profile;
+        let mut path_grants = Vec::with_capacity(raw.path_grants.len());
+        sorted_unique(&raw.path_grants, "path_grants", |g| g.alias.clone())?;
+        for (i, g) in raw.path_grants.iter().enumerate() {
+            let at = format!("path_grants[{i}]");
+            path_grants.push(PathGrant {
+                alias: AliasId::new(g.alias.clone()).map_err(|e| e.at(format!("{at}.alias")))?,
+                access: wire(&g.access, "access", Access::parse).map_err(|e| e.at(&at))?,
+                materialization: wire(
+                    &g.materialization,
+                    "materialization",
+                    Materialization::parse,
+                )
+                .map_err(|e| e.at(&at))?,
+                cleanup_policy: wire(&g.cleanup_policy, "cleanup_policy", CleanupPolicy::parse)
+                    .map_err(|e| e.at(&at))?,
+                ttl_secs: g.ttl_secs,
+                max_bytes: g.max_bytes,
+            });
+        }
+        sorted_unique(&raw.library_projections, "library_projections", |p| {
+            p.projection_id.clone()
+        })?;
+        let mut library_projections = Vec::with_capacity(raw.library_projections.len());
+        for (i, p) in raw.library_projections.iter().enumerate() {
+            let at = format!("library_projections[{i}]");
+            library_projections.push(LibraryProjection {
+                projection_id: ProjectionId::new(p.projection_id.clone())
+                    .map_err(|e| e.at(format!("{at}.projection_id")))?,
+                sha256: Sha256Digest::parse(&p.sha256).map_err(|e| e.at(format!("{at}.sha256")))?,
+                destination_alias: AliasId::new(p.destination_alias.clone())
+                    .map_err(|e| e.at(format!("{at}.destination_alias")))?,
+            });
+        }
+        Ok(DecodedPlan {
+            canonical: bytes.to_vec(),
+            schema_version: raw.schema_version,
+            session_id: SessionId::new(raw.session_id.clone()).map_err(|e| e.at("session_id"))?,
+            idempotency_key: IdempotencyKey::new(raw.idempotency_key.clone())
+                .map_err(|e| e.at("idempotency_key"))?,
+            policy_revision: raw.policy_revision,
+            issued_at_ms: raw.issued_at_ms,
+            expires_at_ms: raw.expires_at_ms,
+            runtime_template_id: RuntimeTemplateId::new(raw.runtime_template_id.clone())
+                .map_err(|e| e.at("runtime_template_id"))?,
+            runtime_id: RuntimeId::new(raw.runtime_id.clone()).map_err(|e| e.at("runtime_id"))?,
+            adapter_command_digest: Sha256Digest::parse(&raw.adapter_command_digest)
+                .map_err(|e| e.at("adapter_command_digest"))?,
+            sandbox_backend: wire(
+                &raw.sandbox_backend,
+                "sandbox_backend",
+                SandboxBackend::parse,
+            )?,
+            profile_id: ProfileId::new(rp.profile_id.clone())
+                .map_err(|e| e.at("resource_profile.profile_id"))?,
+            limits: ResourceLimits {
+                cpu_time_ms: rp.cpu_time_ms,
+                memory_bytes: rp.memory_bytes,
+                pids: rp.pids,
+                wall_time_ms: rp.wall_time_ms,
+                disk_bytes: rp.disk_bytes,
+                terminal_output_bytes: rp.terminal_output_bytes,
+            },
+            egress_policy_ids: id_list(&raw.egress_policy_ids, "egress_policy_ids", PolicyId::new)?,
+            tool_policy_ids: id_list(&raw.tool_policy_ids, "tool_policy_ids", PolicyId::new)?,
+            secret_handles: id_list(&raw.secret_handles, "secret_handles", SecretHandle::new)?,
+            path_grants,
+            library_projections,
+        })
+    }
+
+    /// The exact canonical bytes the plan arrived as.
+    pub fn canonical_bytes(&self) -> &[u8] {
+        &self.canonical
+    }
+    /// The session id.
+    pub fn session_id(&self) -> &SessionId {
+        &self.session_id
+    }
+    /// The idempotency key.
+    pub fn idempotency_key(&self) -> &IdempotencyKey {
+        &self.idempotency_key
+    }
+    /// `plan_content_digest`: SHA-256 of the canonical bytes.
+    pub fn plan_content_digest(&self) -> Sha256Digest {
+        Sha256Digest::of(&self.canonical)
+    }
+    /// `controller_plan_digest`: BLAKE3 of the canonical bytes.
+    pub fn controller_plan_digest(&self) -> Blake3Digest {
+        Blake3Digest::of(&self.canonical)
+    }
+}
+
+/// A plan that matched the policy at admission time. Only [`admit`] makes
+/// one.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct AdmittedPlan {
+    #[serde(flatten)]
+    plan: DecodedPlan,
+    plan_content_digest: Sha256Digest,
+    controller_plan_digest: Blake3Digest,
+    plan_context_digest: Sha256Digest,
+}
+
+impl AdmittedPlan {
+    /// The decoded plan.
+    pub fn plan(&self) -> &DecodedPlan {
+        &self.plan
+    }
+    /// SHA-256 of the canonical plan bytes.
+    pub fn plan_content_digest(&self) -> &Sha256Digest {
+        &self.plan_content_digest
+    }
+    /// BLAKE3 of the canonical plan bytes.
+    pub fn controller_plan_digest(&self) -> &Blake3Digest {
+        &self.controller_plan_digest
+    }
+    /// The plan-context digest ([`plan_context_digest`]).
+    pub fn plan_context_digest(&self) -> &Sha256Digest {
+        &self.plan_context_digest
+    }
+    /// The resource limits the plan was admitted with.
+    pub fn limits(&self) -> &ResourceLimits {
+        &self.plan.limits
+    }
+    /// The requested path grants.
+    pub fn path_grants(&self) -> &[PathGrant] {
+        &self.plan.path_grants
+    }
+    /// The requested library projections.
+    pub fn library_projections(&self) -> &[LibraryProjection] {
+        &self.plan.library_projections
+    }
+    /// The runtime template id.
+    pub fn runtime_template_id(&self) -> &RuntimeTemplateId {
+        &self.plan.runtime_template_id
+    }
+    /// Expiry time, milliseconds since the Unix epoch.
+    pub fn expires_at_ms(&self) -> u64 {
+        self.plan.expires_at_ms
+    }
+}
+
+fn mismatch(code: crate::ErrorCode, at: &str, what: &str) -> Rejection {
+    Rejection::new(code, format!("{what} does not match the local policy")).at(at)
+}
+
+/// Matches a decoded plan against the policy at time `now_ms` (Unix epoch
+/// milliseconds). When the controller supplied its BLAKE3 digest, it must
+/// equal the digest of the canonical bytes. Messages name plan fields and
+/// identifiers only, never policy paths.
+pub fn admit(
+    plan: DecodedPlan,
+    supplied_controller_digest: Option<&Blake3Digest>,
+    policy: &ValidatedPolicy,
+    now_ms: u64,
+) -> Result<AdmittedPlan, Rejection> {
+    let controller = plan.controller_plan_digest();
+    if let Some(s) = supplied_controller_digest {
+        if *s != controller {
+            return Err(Rejection::new(
+                PLAN_CONTROLLER_DIGEST_MISMATCH,
+                "controller_plan_digest is not the BLAKE3 digest of the canonical plan",
+            ));
+        }
+    }
+    if plan.policy_revision != policy.revision() {
+        return Err(Rejection::new(
+            PLAN_POLICY_REVISION_MISMATCH,
+            format!(
+                "plan names policy revision {}; the local policy is revision {}",
+                plan.policy_revision,
+                policy.revision()
+            ),
+        )
+        .at("policy_revision"));
+    }
+    if plan.expires_at_ms <= plan.issued_at_ms
+        || plan.expires_at_ms - plan.issued_at_ms > policy.max_plan_ttl_ms()
+    {
+        return Err(Rejection::new(
+            PLAN_EXPIRY_WINDOW_INVALID,
+            format!(
+                "the expiry window must be positive and at most {} ms",
+                policy.max_plan_ttl_ms()
+            ),
+        )
+        .at("expires_at_ms"));
+    }
+    if plan.issued_at_ms > now_ms.saturating_add(MAX_CLOCK_SKEW_MS) {
+        return Err(
+            Rejection::new(PLAN_NOT_YET_VALID, "issued_at_ms lies in the future")
+                .at("issued_at_ms"),
+        );
+    }
+    if now_ms >= plan.expires_at_ms {
+        return Err(Rejection::new(PLAN_EXPIRED, "the plan has expired").at("expires_at_ms"));
+    }
+    let tpl = policy
+        .template(plan.runtime_template_id.as_str())
+        .ok_or_else(|| {
+            Rejection::new(
+                PLAN_RUNTIME_TEMPLATE_UNKNOWN,
+                format!(
+                    "runtime template {} is not in the local policy",
+                    plan.runtime_template_id
+                ),
+            )
+            .at("runtime_template_id")
+        })?;
+    if tpl.runtime_id() != &plan.runtime_id {
+        return Err(mismatch(PLAN_RUNTIME_MISMATCH, "runtime_id", "runtime_id"));
+    }
+    if tpl.adapter_command_digest() != &plan.adapter_command_digest {
+        return Err(mismatch(
+            PLAN_ADAPTER_DIGEST_MISMATCH,
+            "adapter_command_digest",
+            "adapter_command_digest",
+        ));
+    }
+    if tpl.sandbox_backend() != plan.sandbox_backend {
+        return Err(mismatch(
+            PLAN_SANDBOX_BACKEND_MISMATCH,
+            "sandbox_backend",
+            "sandbox_backend",
+        ));
+    }
+    let profile = policy.profile(plan.profile_id.as_str()).ok_or_else(|| {
+        Rejection::new(
+            PLAN_RESOURCE_PROFILE_UNKNOWN,
+            format!(
+                "resource profile {} is not in the local policy",
+                plan.profile_id
+            ),
+        )
+        .at("resource_profile.profile_id")
+    })?;
+    let (want, got) = (profile.limits(), &plan.limits);
+    for (name, w, g) in [
+        ("cpu_time_ms", want.cpu_time_ms, got.cpu_time_ms),
+        ("memory_bytes", want.memory_bytes, got.memory_bytes),
+        ("pids", want.pids, got.pids),
+        ("wall_time_ms", want.wall_time_ms, got.wall_time_ms),
+        ("disk_bytes", want.disk_bytes, got.disk_bytes),
+        (
+            "terminal_output_bytes",
+            want.terminal_output_bytes,
+            got.terminal_output_bytes,
+        ),
+    ] {
+        if w != g {
+            return Err(Rejection::new(
+                PLAN_RESOURCE_LIMIT_MISMATCH,
+                format!("{name} is {g}; profile {} fixes {w}", plan.profile_id),
+            )
+            .at(format!("resource_profile.{name}")));
+        }
+    }
+    for (i, id) in plan.egress_policy_ids.iter().enumerate() {
+        if !policy.egress_policy_ids().contains(id) {
+            return Err(Rejection::new(
+                PLAN_EGRESS_POLICY_UNKNOWN,
+                format!("egress policy {id} is not in the local policy"),
+            )
+            .at(format!("egress_policy_ids[{i}]")));
+        }
+    }
+    for (i, id) in plan.tool_policy_ids.iter().enumerate() {
+        if !policy.tool_policy_ids().contains(id) {
+            return Err(Rejection::new(
+                PLAN_TOOL_POLICY_UNKNOWN,
+                format!("tool policy {id} is not in the local policy"),
+            )
+            .at(format!("tool_policy_ids[{i}]")));
+        }
+    }
+    for (i, h) in plan.secret_handles.iter().enumerate() {
+        if !policy.secret_handles().contains(h) {
+            return Err(Rejection::new(
+                PLAN_SECRET_HANDLE_UNKNOWN,
+                format!("secret handle {h} is not in the local policy"),
+            )
+            .at(format!("secret_handles[{i}]")));
+        }
+    }
+    for (i, g) in plan.path_grants.iter().enumerate() {
+        let at = format!("path_grants[{i}]");
+        let alias = policy.path_alias(g.alias.as_str()).ok_or_else(|| {
+            Rejection::new(
+                PLAN_PATH_ALIAS_UNKNOWN,
+                format!("path alias {} is not in the local policy", g.alias),
+            )
+            .at(format!("{at}.alias"))
+        })?;
+        if !tpl.allowed_path_aliases().contains(&g.alias) {
+            return Err(Rejection::new(
+                PLAN_PATH_ALIAS_NOT_ALLOWED,
+                format!("template {} does not allow alias {}", tpl.id(), g.alias),
+            )
+            .at(format!("{at}.alias")));
+        }
+        let tuple = alias
+            .access()
+            .iter()
+            .find(|t| t.access == g.access)
+            .ok_or_else(|| {
+                Rejection::new(
+                    PLAN_PATH_ACCESS_MISMATCH,
+                    format!("alias {} does not allow {}", g.alias, g.access.as_str()),
+                )
+                .at(format!("{at}.access"))
+            })?;
+        if tuple.materialization != g.materialization {
+            return Err(mismatch(
+                PLAN_PATH_MATERIALIZATION_MISMATCH,
+                &format!("{at}.materialization"),
+                "materialization",
+            ));
+        }
+        if tuple.cleanup_policy != g.cleanup_policy {
+            return Err(mismatch(
+                PLAN_PATH_CLEANUP_MISMATCH,
+                &format!("{at}.cleanup_policy"),
+                "cleanup_policy",
+            ));
+        }
+        if tuple.max_bytes != g.max_bytes {
+            return Err(mismatch(
+                PLAN_PATH_QUOTA_MISMATCH,
+                &format!("{at}.max_bytes"),
+                "max_bytes",
+            ));
+        }
+        if g.ttl_secs == 0 || g.ttl_secs > alias.max_ttl_secs() {
+            return Err(Rejection::new(
+                PLAN_PATH_TTL_INVALID,
+                format!("ttl_secs must lie in 1..={}", alias.max_ttl_secs()),
+            )
+            .at(format!("{at}.ttl_secs")));
+        }
+    }
+    for (i, p) in plan.library_projections.iter().enumerate() {
+        let at = format!("library_projections[{i}].destination_alias");
+        if policy.destination(p.destination_alias.as_str()).is_none() {
+            return Err(Rejection::new(
+                PLAN_PROJECTION_DESTINATION_UNKNOWN,
+                format!(
+                    "destination {} is not in the local policy",
+                    p.destination_alias
+                ),
+            )
+            .at(at));
+        }
+        if !tpl
+            .allowed_projection_destinations()
+            .contains(&p.destination_alias)
+        {
+            return Err(Rejection::new(
+                PLAN_PROJECTION_DESTINATION_NOT_ALLOWED,
+                format!(
+                    "template {} does not allow destination {}",
+                    tpl.id(),
+                    p.destination_alias
+                ),
+            )
+            .at(at));
+        }
+    }
+    let plan_context_digest = plan_context_digest(&plan)?;
+    Ok(AdmittedPlan {
+        plan_content_digest: plan.plan_content_digest(),
+        controller_plan_digest: controller,
+        plan_context_digest,
+        plan,
+    })
+}

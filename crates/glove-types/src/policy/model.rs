@@ -1,0 +1,446 @@
+//! The validated policy model. Every value here has passed its rule; the
+//! types have no public constructors, so holding one is the proof.
+
+use crate::digest::Sha256Digest;
+use crate::ids::{AliasId, PolicyId, ProfileId, RuntimeId, RuntimeTemplateId, SecretHandle};
+use serde::Serialize;
+
+/// Where a runtime template may run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SandboxBackend {
+    /// Glove's Linux managed-session sandbox.
+    LinuxProduction,
+    /// A remote Linux container; construction-only, never operational.
+    RemoteLinuxContainer,
+}
+
+impl SandboxBackend {
+    /// Parses the wire name.
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "linux_production" => Some(Self::LinuxProduction),
+            "remote_linux_container" => Some(Self::RemoteLinuxContainer),
+            _ => None,
+        }
+    }
+
+    /// The wire name.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::LinuxProduction => "linux_production",
+            Self::RemoteLinuxContainer => "remote_linux_container",
+        }
+    }
+}
+
+macro_rules! wire_enum {
+    ($(#[$m:meta])* $name:ident { $( $(#[$vm:meta])* $v:ident = $s:literal ),+ $(,)? }) => {
+        $(#[$m])*
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+        pub enum $name { $( $(#[$vm])* #[serde(rename = $s)] $v ),+ }
+
+        impl $name {
+            /// Parses the wire name.
+            pub fn parse(s: &str) -> Option<Self> {
+                match s { $( $s => Some(Self::$v), )+ _ => None }
+            }
+            /// The wire name.
+            pub const fn as_str(self) -> &'static str {
+                match self { $( Self::$v => $s ),+ }
+            }
+        }
+    };
+}
+
+wire_enum!(
+    /// How a granted path may be used.
+    Access {
+        /// Bound read-only.
+        ReadOnly = "read_only",
+        /// A private copy in a quota-sized tmpfs, discarded after the session.
+        EphemeralWrite = "ephemeral_write",
+        /// A private copy in a hard-sized image that outlives the session.
+        RetainedWrite = "retained_write",
+        /// Legacy live host writes: parsed, always refused at launch.
+        DirectWrite = "direct_write",
+    }
+);
+
+wire_enum!(
+    /// How a grant reaches the sandbox.
+    Materialization {
+        /// A bind mount of the host directory.
+        Bind = "bind",
+        /// A copy made without following links.
+        Copy = "copy",
+    }
+);
+
+wire_enum!(
+    /// What to do when the alias's host path is missing.
+    CreatePolicy {
+        /// The host path must exist.
+        RequireExisting = "require_existing",
+        /// Start from an empty directory when the host path is missing.
+        EmptyDirectory = "empty_directory",
+    }
+);
+
+wire_enum!(
+    /// What happens to a materialization after the session.
+    CleanupPolicy {
+        /// Nothing was materialized (read-only binds, direct writes).
+        None = "none",
+        /// Removed at cleanup.
+        Remove = "remove",
+        /// Kept for inspection and a later, separate apply.
+        Retain = "retain",
+    }
+);
+
+/// The six limits of a resource profile. Every field is positive and within
+/// the documented bound (`docs/policy.md`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+pub struct ResourceLimits {
+    /// CPU time, milliseconds.
+    pub cpu_time_ms: u64,
+    /// Memory, bytes (no swap).
+    pub memory_bytes: u64,
+    /// Maximum number of processes and threads.
+    pub pids: u64,
+    /// Wall-clock time, milliseconds.
+    pub wall_time_ms: u64,
+    /// Writable disk, bytes.
+    pub disk_bytes: u64,
+    /// Terminal output, bytes.
+    pub terminal_output_bytes: u64,
+}
+
+/// A named resource profile.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct ResourceProfile {
+    pub(crate) profile_id: ProfileId,
+    #[serde(flatten)]
+    pub(crate) limits: ResourceLimits,
+}
+
+impl ResourceProfile {
+    /// The profile id.
+    pub fn id(&self) -> &ProfileId {
+        &self.profile_id
+    }
+    /// The six limits.
+    pub fn limits(&self) -> &ResourceLimits {
+        &self.limits
+    }
+}
+
+/// The native runtimes with a built-in discovery surface.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum NativeRuntime {
+    /// OpenAI Codex (`codex`).
+    Codex,
+    /// Anthropic Claude Code (`claude`).
+    ClaudeCode,
+    /// pi coding agent (`pi`).
+    Pi,
+    /// GitHub Copilot CLI (`copilot`).
+    Copilot,
+    /// opencode (`opencode`).
+    Opencode,
+}
+
+impl NativeRuntime {
+    /// Every native runtime.
+    pub const ALL: [NativeRuntime; 5] = [
+        Self::Codex,
+        Self::ClaudeCode,
+        Self::Pi,
+        Self::Copilot,
+        Self::Opencode,
+    ];
+
+    /// Parses a runtime id.
+    pub fn parse(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|r| r.runtime_id() == s)
+    }
+
+    /// The runtime id.
+    pub const fn runtime_id(self) -> &'static str {
+        match self {
+            Self::Codex => "codex",
+            Self::ClaudeCode => "claude-code",
+            Self::Pi => "pi",
+            Self::Copilot => "copilot",
+            Self::Opencode => "opencode",
+        }
+    }
+
+    /// The executable name discovery looks for.
+    pub const fn executable_name(self) -> &'static str {
+        match self {
+            Self::Codex => "codex",
+            Self::ClaudeCode => "claude",
+            Self::Pi => "pi",
+            Self::Copilot => "copilot",
+            Self::Opencode => "opencode",
+        }
+    }
+
+    /// The adapter's skill directory inside the private home.
+    pub const fn skill_directory(self) -> &'static str {
+        match self {
+            Self::Codex => "/home/agent/.codex/skills",
+            Self::ClaudeCode => "/home/agent/.claude/skills",
+            Self::Pi => "/home/agent/.pi/agent/skills",
+            Self::Copilot => "/home/agent/.copilot/skills",
+            Self::Opencode => "/home/agent/.config/opencode/skills",
+        }
+    }
+
+    /// The environment the adapter manages (besides `HOME`).
+    pub const fn managed_environment(self) -> Option<&'static str> {
+        match self {
+            Self::Codex => Some("CODEX_HOME=/home/agent/.codex"),
+            Self::Copilot => Some("COPILOT_HOME=/home/agent/.copilot"),
+            Self::Opencode => Some("XDG_CONFIG_HOME=/home/agent/.config"),
+            Self::ClaudeCode | Self::Pi => None,
+        }
+    }
+}
+
+/// What a template runs: a pinned executable or a discovery surface.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(tag = "mode", rename_all = "snake_case")]
+pub enum LaunchTarget {
+    /// One absolute executable path.
+    Pinned {
+        /// The executable.
+        executable_path: String,
+    },
+    /// A native runtime found in explicit, ordered search directories.
+    Discovery {
+        /// The runtime whose executable is searched for.
+        runtime: NativeRuntime,
+        /// Ordered search directories; the inherited `PATH` is never used.
+        executable_search_paths: Vec<String>,
+    },
+}
+
+/// The launch fields of a template, all covered by its adapter digest.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Launch {
+    pub(crate) target: LaunchTarget,
+    pub(crate) arguments: Vec<String>,
+    pub(crate) environment: Vec<String>,
+    pub(crate) read_only_paths: Vec<String>,
+}
+
+impl Launch {
+    /// The executable or discovery surface.
+    pub fn target(&self) -> &LaunchTarget {
+        &self.target
+    }
+    /// Ordered arguments.
+    pub fn arguments(&self) -> &[String] {
+        &self.arguments
+    }
+    /// Canonical `NAME=value` entries, sorted, unique names.
+    pub fn environment(&self) -> &[String] {
+        &self.environment
+    }
+    /// Sorted read-only host paths mounted at the same place inside.
+    pub fn read_only_paths(&self) -> &[String] {
+        &self.read_only_paths
+    }
+}
+
+/// A validated runtime template.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct RuntimeTemplate {
+    pub(crate) runtime_template_id: RuntimeTemplateId,
+    pub(crate) runtime_id: RuntimeId,
+    pub(crate) adapter_command_digest: Sha256Digest,
+    pub(crate) sandbox_backend: SandboxBackend,
+    pub(crate) allowed_path_aliases: Vec<AliasId>,
+    pub(crate) allowed_projection_destinations: Vec<AliasId>,
+    pub(crate) launch: Launch,
+}
+
+impl RuntimeTemplate {
+    /// The template id.
+    pub fn id(&self) -> &RuntimeTemplateId {
+        &self.runtime_template_id
+    }
+    /// The runtime id.
+    pub fn runtime_id(&self) -> &RuntimeId {
+        &self.runtime_id
+    }
+    /// The adapter command digest (checked against the launch fields).
+    pub fn adapter_command_digest(&self) -> &Sha256Digest {
+        &self.adapter_command_digest
+    }
+    /// The sandbox backend.
+    pub fn sandbox_backend(&self) -> SandboxBackend {
+        self.sandbox_backend
+    }
+    /// Aliases a plan may grant with this template.
+    pub fn allowed_path_aliases(&self) -> &[AliasId] {
+        &self.allowed_path_aliases
+    }
+    /// Destinations a plan may project libraries to with this template.
+    pub fn allowed_projection_destinations(&self) -> &[AliasId] {
+        &self.allowed_projection_destinations
+    }
+    /// The launch fields.
+    pub fn launch(&self) -> &Launch {
+        &self.launch
+    }
+}
+
+/// One allowed way to use a path alias.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct AccessTuple {
+    /// Access mode.
+    pub access: Access,
+    /// Materialization.
+    pub materialization: Materialization,
+    /// Create policy.
+    pub create_policy: CreatePolicy,
+    /// Cleanup policy.
+    pub cleanup_policy: CleanupPolicy,
+    /// Byte quota (zero for read-only access).
+    pub max_bytes: u64,
+}
+
+/// A validated path alias: host path and sandbox target stay local.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct PathAlias {
+    pub(crate) alias: AliasId,
+    pub(crate) host_path: String,
+    pub(crate) target_path: String,
+    pub(crate) max_ttl_secs: u64,
+    pub(crate) access: Vec<AccessTuple>,
+}
+
+impl PathAlias {
+    /// The alias.
+    pub fn id(&self) -> &AliasId {
+        &self.alias
+    }
+    /// The host path (local only; never sent to a controller).
+    pub fn host_path(&self) -> &str {
+        &self.host_path
+    }
+    /// The path inside the sandbox.
+    pub fn target_path(&self) -> &str {
+        &self.target_path
+    }
+    /// Longest grant lifetime, seconds.
+    pub fn max_ttl_secs(&self) -> u64 {
+        self.max_ttl_secs
+    }
+    /// Allowed access tuples, one per access mode.
+    pub fn access(&self) -> &[AccessTuple] {
+        &self.access
+    }
+}
+
+/// A library projection destination.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct ProjectionDestination {
+    pub(crate) alias: AliasId,
+    pub(crate) target_path: String,
+}
+
+impl ProjectionDestination {
+    /// The destination alias.
+    pub fn id(&self) -> &AliasId {
+        &self.alias
+    }
+    /// The sandbox directory bundles are mounted under.
+    pub fn target_path(&self) -> &str {
+        &self.target_path
+    }
+}
+
+/// A named egress policy with its endpoints.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct EgressPolicy {
+    pub(crate) egress_policy_id: PolicyId,
+    pub(crate) endpoints: Vec<String>,
+    pub(crate) allow_private: bool,
+}
+
+impl EgressPolicy {
+    /// The policy id.
+    pub fn id(&self) -> &PolicyId {
+        &self.egress_policy_id
+    }
+    /// Sorted `host:port` endpoints.
+    pub fn endpoints(&self) -> &[String] {
+        &self.endpoints
+    }
+    /// Whether private and loopback addresses are allowed.
+    pub fn allow_private(&self) -> bool {
+        self.allow_private
+    }
+}
+
+/// Where the operator keeps the credential behind a secret handle.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct CredentialSource {
+    pub(crate) secret_handle: SecretHandle,
+    pub(crate) source_path: String,
+}
+
+impl CredentialSource {
+    /// The handle plans name.
+    pub fn handle(&self) -> &SecretHandle {
+        &self.secret_handle
+    }
+    /// The owner-protected source file (local only).
+    pub fn source_path(&self) -> &str {
+        &self.source_path
+    }
+}
+
+/// The construction-only remote backend.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct RemoteBackend {
+    pub(crate) host: String,
+    pub(crate) port: u16,
+    pub(crate) user: String,
+    pub(crate) host_key: String,
+    pub(crate) container_image: String,
+    pub(crate) container_image_digest: Sha256Digest,
+}
+
+impl RemoteBackend {
+    /// Host name or address (never contacted by validation).
+    pub fn host(&self) -> &str {
+        &self.host
+    }
+    /// SSH port.
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+    /// SSH user.
+    pub fn user(&self) -> &str {
+        &self.user
+    }
+    /// The pinned `ssh-ed25519` host key.
+    pub fn host_key(&self) -> &str {
+        &self.host_key
+    }
+    /// The untagged `name@sha256:<hex>` image reference.
+    pub fn container_image(&self) -> &str {
+        &self.container_image
+    }
+    /// The image digest, equal to the reference's suffix.
+    pub fn container_image_digest(&self) -> &Sha256Digest {
+        &self.container_image_digest
+    }
+}

@@ -1,0 +1,837 @@
+//! The policy rules. Each check returns the first broken rule with its code
+//! and the location of the offending field.
+
+use super::launch::adapter_command_digest;
+use super::model::*;
+use super::raw::*;
+use super::ValidatedPolicy;
+use crate::codes::policy::*;
+use crate::digest::Sha256Digest;
+use crate::ids::{AliasId, PolicyId, ProfileId, RuntimeId, RuntimeTemplateId, SecretHandle};
+use crate::paths::{
+    check_canonical, check_not_restricted, is_within, overlaps, RESTRICTED_HOST_ROOTS,
+    RESTRICTED_TARGET_ROOTS,
+};
+use crate::Rejection;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+
+/// Entries per top-level or nested array.
+pub(crate) const MAX_ENTRIES: usize = 256;
+/// Longest argument or environment entry, bytes.
+pub(crate) const MAX_STRING: usize = 4096;
+/// Longest `max_plan_ttl_ms` (25 hours).
+pub(crate) const MAX_PLAN_TTL_MS: u64 = 90_000_000;
+/// Longest alias TTL (24 hours).
+pub(crate) const MAX_ALIAS_TTL_SECS: u64 = 86_400;
+
+/// Upper bounds of the six limits.
+pub(crate) const MAX_CPU_TIME_MS: u64 = 86_400_000;
+pub(crate) const MAX_WALL_TIME_MS: u64 = 86_400_000;
+pub(crate) const MAX_MEMORY_BYTES: u64 = 1 << 40;
+pub(crate) const MAX_PIDS: u64 = 65_536;
+pub(crate) const MAX_DISK_BYTES: u64 = 1 << 44;
+pub(crate) const MAX_TERMINAL_OUTPUT_BYTES: u64 = 1 << 32;
+pub(crate) const MAX_QUOTA_BYTES: u64 = 1 << 44;
+
+/// Environment names Glove sets itself; `GLOVE_*` is reserved too.
+pub(crate) const RESERVED_ENV: &[&str] = &[
+    "CLAUDE_CONFIG_DIR",
+    "CODEX_HOME",
+    "COPILOT_HOME",
+    "HOME",
+    "LD_AUDIT",
+    "LD_LIBRARY_PATH",
+    "LD_PRELOAD",
+    "PI_CODING_AGENT_DIR",
+    "XDG_CONFIG_HOME",
+];
+
+fn r(code: crate::ErrorCode, msg: impl Into<String>) -> Rejection {
+    Rejection::new(code, msg)
+}
+
+fn idx(field: &str, i: usize) -> String {
+    format!("{field}[{i}]")
+}
+
+/// Checks that `items` is strictly increasing under `key`: sorted and unique.
+fn check_sorted_unique<T, K: Ord + std::fmt::Debug>(
+    items: &[T],
+    field: &str,
+    key: impl Fn(&T) -> K,
+) -> Result<(), Rejection> {
+    if items.len() > MAX_ENTRIES {
+        return Err(r(POLICY_TOO_MANY, format!("at most {MAX_ENTRIES} entries")).at(field));
+    }
+    for (i, w) in items.windows(2).enumerate() {
+        let (a, b) = (key(&w[0]), key(&w[1]));
+        if a == b {
+            return Err(
+                r(POLICY_ARRAY_DUPLICATE, format!("{b:?} appears twice")).at(idx(field, i + 1))
+            );
+        }
+        if a > b {
+            return Err(r(
+                POLICY_ARRAY_NOT_CANONICAL,
+                format!("{b:?} must sort before {a:?}"),
+            )
+            .at(idx(field, i + 1)));
+        }
+    }
+    Ok(())
+}
+
+fn ids<T>(
+    items: &[String],
+    field: &str,
+    make: impl Fn(String) -> Result<T, Rejection>,
+) -> Result<Vec<T>, Rejection> {
+    check_sorted_unique(items, field, |s| s.clone())?;
+    items
+        .iter()
+        .enumerate()
+        .map(|(i, s)| make(s.clone()).map_err(|e| e.at(idx(field, i))))
+        .collect()
+}
+
+fn path(p: &str, at: impl AsRef<str>) -> Result<String, Rejection> {
+    check_canonical(p).map_err(|e| e.at(at))?;
+    Ok(p.to_owned())
+}
+
+fn digest(s: &str, at: &str) -> Result<Sha256Digest, Rejection> {
+    Sha256Digest::parse(s).map_err(|e| e.at(at))
+}
+
+/// A template whose claimed adapter digest differs from the computed one
+/// (collected instead of failing only for `explain`).
+pub(crate) type DigestMismatch = (RuntimeTemplateId, Sha256Digest);
+
+pub(crate) fn validate(
+    raw: RawPolicy,
+    tolerate_digest_mismatch: bool,
+) -> Result<(ValidatedPolicy, Vec<DigestMismatch>), Rejection> {
+    if raw.schema_version != 1 {
+        return Err(r(
+            POLICY_SCHEMA_VERSION,
+            format!(
+                "schema_version {} is not supported; expected 1",
+                raw.schema_version
+            ),
+        )
+        .at("schema_version"));
+    }
+    if raw.revision == 0 {
+        return Err(r(POLICY_REVISION_INVALID, "revision must be at least 1").at("revision"));
+    }
+    if raw.max_plan_ttl_ms == 0 || raw.max_plan_ttl_ms > MAX_PLAN_TTL_MS {
+        return Err(r(
+            POLICY_PLAN_TTL_INVALID,
+            format!("max_plan_ttl_ms must lie in 1..={MAX_PLAN_TTL_MS}"),
+        )
+        .at("max_plan_ttl_ms"));
+    }
+
+    // Named id lists.
+    let egress_policy_ids = ids(&raw.egress_policy_ids, "egress_policy_ids", PolicyId::new)?;
+    let tool_policy_ids = ids(&raw.tool_policy_ids, "tool_policy_ids", PolicyId::new)?;
+    let secret_handles = ids(&raw.secret_handles, "secret_handles", SecretHandle::new)?;
+
+    // Resource profiles.
+    if raw.resource_profiles.is_empty() {
+        return Err(
+            r(POLICY_EMPTY, "at least one resource profile is required").at("resource_profiles")
+        );
+    }
+    check_sorted_unique(&raw.resource_profiles, "resource_profiles", |p| {
+        p.profile_id.clone()
+    })?;
+    let mut resource_profiles = Vec::with_capacity(raw.resource_profiles.len());
+    for (i, p) in raw.resource_profiles.iter().enumerate() {
+        let at = idx("resource_profiles", i);
+        resource_profiles.push(profile(p, raw.max_plan_ttl_ms).map_err(|e| e.at(&at))?);
+    }
+
+    // Path aliases.
+    check_sorted_unique(&raw.path_aliases, "path_aliases", |a| a.alias.clone())?;
+    let mut path_aliases = Vec::with_capacity(raw.path_aliases.len());
+    for (i, a) in raw.path_aliases.iter().enumerate() {
+        path_aliases.push(alias(a).map_err(|e| e.at(idx("path_aliases", i)))?);
+    }
+    for (i, a) in path_aliases.iter().enumerate() {
+        for b in path_aliases.iter().skip(i + 1) {
+            if overlaps(&a.host_path, &b.host_path) {
+                return Err(r(
+                    POLICY_ALIAS_OVERLAP,
+                    format!(
+                        "aliases {} and {} have overlapping host paths",
+                        a.alias, b.alias
+                    ),
+                )
+                .at("path_aliases"));
+            }
+        }
+    }
+
+    // Projection destinations.
+    check_sorted_unique(
+        &raw.library_projection_destinations,
+        "library_projection_destinations",
+        |d| d.alias.clone(),
+    )?;
+    let mut destinations = Vec::with_capacity(raw.library_projection_destinations.len());
+    for (i, d) in raw.library_projection_destinations.iter().enumerate() {
+        let at = idx("library_projection_destinations", i);
+        let id = AliasId::new(d.alias.clone()).map_err(|e| e.at(format!("{at}.alias")))?;
+        let target = path(&d.target_path, format!("{at}.target_path"))?;
+        check_not_restricted(&target, RESTRICTED_TARGET_ROOTS)
+            .map_err(|e| e.at(format!("{at}.target_path")))?;
+        destinations.push(ProjectionDestination {
+            alias: id,
+            target_path: target,
+        });
+    }
+
+    // Sandbox targets must not overlap one another.
+    let targets: Vec<(&str, &str)> = path_aliases
+        .iter()
+        .map(|a| (a.alias.as_str(), a.target_path.as_str()))
+        .chain(
+            destinations
+                .iter()
+                .map(|d| (d.alias.as_str(), d.target_path.as_str())),
+        )
+        .collect();
+    for (i, (na, ta)) in targets.iter().enumerate() {
+        for (nb, tb) in targets.iter().skip(i + 1) {
+            if overlaps(ta, tb) {
+                return Err(r(
+                    POLICY_TARGET_OVERLAP,
+                    format!("targets of {na} and {nb} overlap"),
+                )
+                .at("path_aliases"));
+            }
+        }
+    }
+
+    // Egress policies.
+    check_sorted_unique(&raw.egress_policies, "egress_policies", |e| {
+        e.egress_policy_id.clone()
+    })?;
+    let mut egress_policies = Vec::with_capacity(raw.egress_policies.len());
+    for (i, e) in raw.egress_policies.iter().enumerate() {
+        let at = idx("egress_policies", i);
+        egress_policies.push(egress(e, &egress_policy_ids).map_err(|x| x.at(&at))?);
+    }
+
+    // Credential sources.
+    check_sorted_unique(&raw.credential_sources, "credential_sources", |c| {
+        c.secret_handle.clone()
+    })?;
+    let mut credential_sources = Vec::with_capacity(raw.credential_sources.len());
+    for (i, c) in raw.credential_sources.iter().enumerate() {
+        let at = idx("credential_sources", i);
+        let h = SecretHandle::new(c.secret_handle.clone())
+            .map_err(|e| e.at(format!("{at}.secret_handle")))?;
+        if !secret_handles.contains(&h) {
+            return Err(r(
+                POLICY_SECRET_UNRESOLVED,
+                format!("secret handle {h} is not listed in secret_handles"),
+            )
+            .at(format!("{at}.secret_handle")));
+        }
+        let p = path(&c.source_path, format!("{at}.source_path"))?;
+        credential_sources.push(CredentialSource {
+            secret_handle: h,
+            source_path: p,
+        });
+    }
+
+    // Remote backend.
+    let remote_backend = match &raw.remote_backend {
+        Some(rb) => Some(remote(rb).map_err(|e| e.at("remote_backend"))?),
+        None => None,
+    };
+
+    // Runtime templates.
+    if raw.runtime_templates.is_empty() {
+        return Err(
+            r(POLICY_EMPTY, "at least one runtime template is required").at("runtime_templates")
+        );
+    }
+    check_sorted_unique(&raw.runtime_templates, "runtime_templates", |t| {
+        t.runtime_template_id.clone()
+    })?;
+    let mut runtime_templates = Vec::with_capacity(raw.runtime_templates.len());
+    let mut mismatches = Vec::new();
+    for (i, t) in raw.runtime_templates.iter().enumerate() {
+        let at = idx("runtime_templates", i);
+        let (tpl, computed) = template(t, &path_aliases, &destinations).map_err(|e| e.at(&at))?;
+        if computed != tpl.adapter_command_digest {
+            if !tolerate_digest_mismatch {
+                return Err(r(
+                    POLICY_ADAPTER_DIGEST_MISMATCH,
+                    format!(
+                        "adapter_command_digest is {} but the launch fields digest to {computed}",
+                        tpl.adapter_command_digest
+                    ),
+                )
+                .at(format!("{at}.adapter_command_digest")));
+            }
+            mismatches.push((tpl.runtime_template_id.clone(), computed));
+        }
+        let remote_tpl = tpl.sandbox_backend == SandboxBackend::RemoteLinuxContainer;
+        if remote_tpl != remote_backend.is_some() {
+            let msg = if remote_tpl {
+                "a remote_linux_container template needs a remote_backend"
+            } else {
+                "remote_backend excludes local (linux_production) templates"
+            };
+            return Err(r(POLICY_REMOTE_BACKEND_CONFLICT, msg).at(format!("{at}.sandbox_backend")));
+        }
+        runtime_templates.push(tpl);
+    }
+
+    Ok((
+        ValidatedPolicy {
+            schema_version: raw.schema_version,
+            revision: raw.revision,
+            max_plan_ttl_ms: raw.max_plan_ttl_ms,
+            runtime_templates,
+            path_aliases,
+            library_projection_destinations: destinations,
+            resource_profiles,
+            egress_policy_ids,
+            egress_policies,
+            tool_policy_ids,
+            secret_handles,
+            credential_sources,
+            remote_backend,
+        },
+        mismatches,
+    ))
+}
+
+fn profile(p: &RawProfile, max_plan_ttl_ms: u64) -> Result<ResourceProfile, Rejection> {
+    let id = ProfileId::new(p.profile_id.clone()).map_err(|e| e.at("profile_id"))?;
+    let bounds: [(&str, u64, u64); 6] = [
+        ("cpu_time_ms", p.cpu_time_ms, MAX_CPU_TIME_MS),
+        ("memory_bytes", p.memory_bytes, MAX_MEMORY_BYTES),
+        ("pids", p.pids, MAX_PIDS),
+        ("wall_time_ms", p.wall_time_ms, MAX_WALL_TIME_MS),
+        ("disk_bytes", p.disk_bytes, MAX_DISK_BYTES),
+        (
+            "terminal_output_bytes",
+            p.terminal_output_bytes,
+            MAX_TERMINAL_OUTPUT_BYTES,
+        ),
+    ];
+    for (name, v, max) in bounds {
+        if v == 0 || v > max {
+            return Err(r(
+                POLICY_LIMIT_INVALID,
+                format!("{name} must lie in 1..={max}"),
+            )
+            .at(name));
+        }
+    }
+    if max_plan_ttl_ms < p.wall_time_ms.saturating_add(1000) {
+        return Err(r(
+            POLICY_PLAN_TTL_TOO_SHORT,
+            format!(
+                "max_plan_ttl_ms ({max_plan_ttl_ms}) must be at least wall_time_ms + 1000 ({}) so the profile can launch",
+                p.wall_time_ms + 1000
+            ),
+        )
+        .at("wall_time_ms"));
+    }
+    Ok(ResourceProfile {
+        profile_id: id,
+        limits: ResourceLimits {
+            cpu_time_ms: p.cpu_time_ms,
+            memory_bytes: p.memory_bytes,
+            pids: p.pids,
+            wall_time_ms: p.wall_time_ms,
+            disk_bytes: p.disk_bytes,
+            terminal_output_bytes: p.terminal_output_bytes,
+        },
+    })
+}
+
+fn alias(a: &RawAlias) -> Result<PathAlias, Rejection> {
+    let id = AliasId::new(a.alias.clone()).map_err(|e| e.at("alias"))?;
+    let host = path(&a.host_path, "host_path")?;
+    check_not_restricted(&host, RESTRICTED_HOST_ROOTS).map_err(|e| e.at("host_path"))?;
+    let target = path(&a.target_path, "target_path")?;
+    check_not_restricted(&target, RESTRICTED_TARGET_ROOTS).map_err(|e| e.at("target_path"))?;
+    if a.max_ttl_secs == 0 || a.max_ttl_secs > MAX_ALIAS_TTL_SECS {
+        return Err(r(
+            POLICY_ALIAS_TTL_INVALID,
+            format!("max_ttl_secs must lie in 1..={MAX_ALIAS_TTL_SECS}"),
+        )
+        .at("max_ttl_secs"));
+    }
+    if a.access.is_empty() {
+        return Err(r(POLICY_EMPTY, "an alias needs at least one access tuple").at("access"));
+    }
+    if a.access.len() > 4 {
+        return Err(r(POLICY_TOO_MANY, "at most one tuple per access mode (4)").at("access"));
+    }
+    let mut access = Vec::with_capacity(a.access.len());
+    for (i, t) in a.access.iter().enumerate() {
+        access.push(tuple(t).map_err(|e| e.at(idx("access", i)))?);
+    }
+    for (i, w) in access.windows(2).enumerate() {
+        if w[0].access == w[1].access {
+            return Err(r(
+                POLICY_ACCESS_DUPLICATE,
+                format!("two tuples for {}", w[1].access.as_str()),
+            )
+            .at(idx("access", i + 1)));
+        }
+        if w[0].access.as_str() > w[1].access.as_str() {
+            return Err(r(
+                POLICY_ARRAY_NOT_CANONICAL,
+                "access tuples must be sorted by access",
+            )
+            .at(idx("access", i + 1)));
+        }
+    }
+    Ok(PathAlias {
+        alias: id,
+        host_path: host,
+        target_path: target,
+        max_ttl_secs: a.max_ttl_secs,
+        access,
+    })
+}
+
+fn tuple(t: &RawAccess) -> Result<AccessTuple, Rejection> {
+    let unknown = |f: &str, v: &str| {
+        r(
+            POLICY_ACCESS_UNKNOWN,
+            format!("{v:?} is not a defined {f} value"),
+        )
+        .at(f)
+    };
+    let access = Access::parse(&t.access).ok_or_else(|| unknown("access", &t.access))?;
+    let materialization = Materialization::parse(&t.materialization)
+        .ok_or_else(|| unknown("materialization", &t.materialization))?;
+    let create_policy = CreatePolicy::parse(&t.create_policy)
+        .ok_or_else(|| unknown("create_policy", &t.create_policy))?;
+    let cleanup_policy = CleanupPolicy::parse(&t.cleanup_policy)
+        .ok_or_else(|| unknown("cleanup_policy", &t.cleanup_policy))?;
+    let (mat, cleanup, writable) = match access {
+        Access::ReadOnly => (Materialization::Bind, CleanupPolicy::None, false),
+        Access::EphemeralWrite => (Materialization::Copy, CleanupPolicy::Remove, true),
+        Access::RetainedWrite => (Materialization::Copy, CleanupPolicy::Retain, true),
+        Access::DirectWrite => (Materialization::Bind, CleanupPolicy::None, true),
+    };
+    if materialization != mat || cleanup_policy != cleanup {
+        return Err(r(
+            POLICY_ACCESS_TUPLE_INVALID,
+            format!(
+                "{} requires materialization {} and cleanup_policy {}",
+                access.as_str(),
+                mat.as_str(),
+                cleanup.as_str()
+            ),
+        ));
+    }
+    if !writable && create_policy != CreatePolicy::RequireExisting {
+        return Err(r(
+            POLICY_ACCESS_TUPLE_INVALID,
+            "read_only requires create_policy require_existing",
+        )
+        .at("create_policy"));
+    }
+    let bytes_ok = if writable {
+        t.max_bytes > 0 && t.max_bytes <= MAX_QUOTA_BYTES
+    } else {
+        t.max_bytes == 0
+    };
+    if !bytes_ok {
+        return Err(r(
+            POLICY_MAX_BYTES_INVALID,
+            format!(
+                "max_bytes must be 1..={MAX_QUOTA_BYTES} for writable access and 0 for read_only"
+            ),
+        )
+        .at("max_bytes"));
+    }
+    Ok(AccessTuple {
+        access,
+        materialization,
+        create_policy,
+        cleanup_policy,
+        max_bytes: t.max_bytes,
+    })
+}
+
+fn egress(e: &RawEgress, listed: &[PolicyId]) -> Result<EgressPolicy, Rejection> {
+    let id = PolicyId::new(e.egress_policy_id.clone()).map_err(|x| x.at("egress_policy_id"))?;
+    if !listed.contains(&id) {
+        return Err(r(
+            POLICY_EGRESS_UNRESOLVED,
+            format!("egress policy {id} is not listed in egress_policy_ids"),
+        )
+        .at("egress_policy_id"));
+    }
+    check_sorted_unique(&e.endpoints, "endpoints", |s| s.clone())?;
+    for (i, ep) in e.endpoints.iter().enumerate() {
+        let private = endpoint_is_private(ep).map_err(|x| x.at(idx("endpoints", i)))?;
+        if private && !e.allow_private {
+            return Err(r(
+                POLICY_EGRESS_PRIVATE,
+                format!("{ep} is private or loopback; set allow_private to allow it"),
+            )
+            .at(idx("endpoints", i)));
+        }
+    }
+    Ok(EgressPolicy {
+        egress_policy_id: id,
+        endpoints: e.endpoints.clone(),
+        allow_private: e.allow_private,
+    })
+}
+
+/// Parses `host:port` (IPv6 in brackets) and says whether the host is a
+/// private, loopback or link-local address (or `localhost`).
+pub(crate) fn endpoint_is_private(ep: &str) -> Result<bool, Rejection> {
+    let bad = || {
+        r(
+            POLICY_EGRESS_ENDPOINT_INVALID,
+            format!("{ep:?} is not host:port"),
+        )
+    };
+    let (host, port) = ep.rsplit_once(':').ok_or_else(bad)?;
+    let port_ok = !port.is_empty()
+        && port.len() <= 5
+        && port.bytes().all(|b| b.is_ascii_digit())
+        && !port.starts_with('0')
+        && port.parse::<u32>().is_ok_and(|p| (1..=65535).contains(&p));
+    if !port_ok {
+        return Err(bad());
+    }
+    if let Some(v6) = host.strip_prefix('[').and_then(|h| h.strip_suffix(']')) {
+        let ip: Ipv6Addr = v6.parse().map_err(|_| bad())?;
+        return Ok(ip_private(IpAddr::V6(ip)));
+    }
+    if let Ok(ip) = host.parse::<Ipv4Addr>() {
+        return Ok(ip_private(IpAddr::V4(ip)));
+    }
+    if !dns_name_ok(host) {
+        return Err(bad());
+    }
+    Ok(host == "localhost" || host.ends_with(".localhost"))
+}
+
+fn ip_private(ip: IpAddr) -> bool {
+    match ip {
+        IpAddr::V4(v4) => {
+            v4.is_private()
+                || v4.is_loopback()
+                || v4.is_link_local()
+                || v4.is_unspecified()
+                || v4.octets()[0] == 0
+        }
+        IpAddr::V6(v6) => {
+            let s = v6.segments()[0];
+            v6.is_loopback()
+                || v6.is_unspecified()
+                || (s & 0xfe00) == 0xfc00
+                || (s & 0xffc0) == 0xfe80
+                || v6
+                    .to_ipv4_mapped()
+                    .is_some_and(|m| ip_private(IpAddr::V4(m)))
+        }
+    }
+}
+
+fn dns_name_ok(h: &str) -> bool {
+    !h.is_empty()
+        && h.len() <= 253
+        && h.split('.').all(|l| {
+            !l.is_empty()
+                && l.len() <= 63
+                && !l.starts_with('-')
+                && !l.ends_with('-')
+                && l.bytes()
+                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        })
+}
+
+fn remote(rb: &RawRemote) -> Result<RemoteBackend, Rejection> {
+    let bad = |f: &str, why: &str| r(POLICY_REMOTE_BACKEND_INVALID, why.to_owned()).at(f);
+    let host_ok = dns_name_ok(&rb.host) || rb.host.parse::<IpAddr>().is_ok();
+    if !host_ok {
+        return Err(bad(
+            "host",
+            "host must be a lowercase DNS name or an IP address",
+        ));
+    }
+    let port = u16::try_from(rb.port)
+        .ok()
+        .filter(|p| *p > 0)
+        .ok_or_else(|| bad("port", "port must lie in 1..=65535"))?;
+    let user_ok = !rb.user.is_empty()
+        && rb.user.len() <= 32
+        && rb
+            .user
+            .bytes()
+            .next()
+            .is_some_and(|b| b.is_ascii_lowercase() || b == b'_')
+        && rb
+            .user
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_' || b == b'-');
+    if !user_ok {
+        return Err(bad("user", "user must match [a-z_][a-z0-9_-]{0,31}"));
+    }
+    let key_ok = rb
+        .host_key
+        .strip_prefix("ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAI")
+        .is_some_and(|rest| {
+            rest.len() == 43
+                && rest
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'+' || b == b'/' || b == b'=')
+        });
+    if !key_ok {
+        return Err(bad(
+            "host_key",
+            "host_key must be one 'ssh-ed25519 <base64>' public key",
+        ));
+    }
+    let image_digest = Sha256Digest::parse(&rb.container_image_digest)
+        .map_err(|e| e.at("container_image_digest"))?;
+    let (name, suffix) = rb.container_image.split_once("@sha256:").ok_or_else(|| {
+        bad(
+            "container_image",
+            "container_image must be an untagged name@sha256:<hex> reference",
+        )
+    })?;
+    let last = name.rsplit('/').next().unwrap_or(name);
+    let name_ok = !name.is_empty()
+        && !last.contains(':')
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b"._-/:".contains(&b));
+    if !name_ok {
+        return Err(bad(
+            "container_image",
+            "container_image must be an untagged name@sha256:<hex> reference",
+        ));
+    }
+    if suffix != image_digest.to_hex() {
+        return Err(bad(
+            "container_image",
+            "the container_image digest differs from container_image_digest",
+        ));
+    }
+    Ok(RemoteBackend {
+        host: rb.host.clone(),
+        port,
+        user: rb.user.clone(),
+        host_key: rb.host_key.clone(),
+        container_image: rb.container_image.clone(),
+        container_image_digest: image_digest,
+    })
+}
+
+fn template(
+    t: &RawTemplate,
+    aliases: &[PathAlias],
+    destinations: &[ProjectionDestination],
+) -> Result<(RuntimeTemplate, Sha256Digest), Rejection> {
+    let id = RuntimeTemplateId::new(t.runtime_template_id.clone())
+        .map_err(|e| e.at("runtime_template_id"))?;
+    let runtime_id = RuntimeId::new(t.runtime_id.clone()).map_err(|e| e.at("runtime_id"))?;
+    let claimed = digest(&t.adapter_command_digest, "adapter_command_digest")?;
+    let backend = SandboxBackend::parse(&t.sandbox_backend).ok_or_else(|| {
+        r(
+            POLICY_SANDBOX_BACKEND_UNKNOWN,
+            format!("{:?} is not a sandbox backend", t.sandbox_backend),
+        )
+        .at("sandbox_backend")
+    })?;
+    let allowed_path_aliases = ids(
+        &t.allowed_path_aliases,
+        "allowed_path_aliases",
+        AliasId::new,
+    )?;
+    for (i, a) in allowed_path_aliases.iter().enumerate() {
+        if !aliases.iter().any(|x| &x.alias == a) {
+            return Err(r(
+                POLICY_ALIAS_UNRESOLVED,
+                format!("path alias {a} is not defined"),
+            )
+            .at(idx("allowed_path_aliases", i)));
+        }
+    }
+    let allowed_projection_destinations = ids(
+        &t.allowed_projection_destinations,
+        "allowed_projection_destinations",
+        AliasId::new,
+    )?;
+    for (i, d) in allowed_projection_destinations.iter().enumerate() {
+        if !destinations.iter().any(|x| &x.alias == d) {
+            return Err(r(
+                POLICY_DESTINATION_UNRESOLVED,
+                format!("projection destination {d} is not defined"),
+            )
+            .at(idx("allowed_projection_destinations", i)));
+        }
+    }
+    let launch = launch(&t.launch, &runtime_id).map_err(|e| e.at("launch"))?;
+    let computed = adapter_command_digest(runtime_id.as_str(), &launch)?;
+    Ok((
+        RuntimeTemplate {
+            runtime_template_id: id,
+            runtime_id,
+            adapter_command_digest: claimed,
+            sandbox_backend: backend,
+            allowed_path_aliases,
+            allowed_projection_destinations,
+            launch,
+        },
+        computed,
+    ))
+}
+
+fn launch(l: &RawLaunch, runtime_id: &RuntimeId) -> Result<Launch, Rejection> {
+    let pinned = l.executable_path.as_deref().filter(|p| !p.is_empty());
+    let target = match (pinned, l.runtime_discovery.as_deref()) {
+        (Some(exe), None) => {
+            if l.executable_search_paths.is_some() {
+                return Err(r(
+                    POLICY_DISCOVERY_SEARCH_PATHS,
+                    "executable_search_paths is only for runtime_discovery",
+                )
+                .at("executable_search_paths"));
+            }
+            LaunchTarget::Pinned {
+                executable_path: path(exe, "executable_path")?,
+            }
+        }
+        (None, Some(disc)) => {
+            let runtime = NativeRuntime::parse(disc).ok_or_else(|| {
+                r(
+                    POLICY_DISCOVERY_UNSUPPORTED,
+                    format!("{disc:?} has no native adapter; use a pinned executable_path"),
+                )
+                .at("runtime_discovery")
+            })?;
+            if runtime.runtime_id() != runtime_id.as_str() {
+                return Err(r(
+                    POLICY_DISCOVERY_RUNTIME_MISMATCH,
+                    format!("runtime_discovery {disc} differs from runtime_id {runtime_id}"),
+                )
+                .at("runtime_discovery"));
+            }
+            let paths = l.executable_search_paths.as_deref().unwrap_or_default();
+            if paths.is_empty() {
+                return Err(r(
+                    POLICY_DISCOVERY_SEARCH_PATHS,
+                    "runtime_discovery needs a non-empty executable_search_paths",
+                )
+                .at("executable_search_paths"));
+            }
+            if paths.len() > MAX_ENTRIES {
+                return Err(r(POLICY_TOO_MANY, format!("at most {MAX_ENTRIES} entries"))
+                    .at("executable_search_paths"));
+            }
+            let mut out: Vec<String> = Vec::with_capacity(paths.len());
+            for (i, p) in paths.iter().enumerate() {
+                let p = path(p, idx("executable_search_paths", i))?;
+                if out.contains(&p) {
+                    return Err(r(POLICY_ARRAY_DUPLICATE, format!("{p:?} appears twice"))
+                        .at(idx("executable_search_paths", i)));
+                }
+                out.push(p);
+            }
+            LaunchTarget::Discovery {
+                runtime,
+                executable_search_paths: out,
+            }
+        }
+        _ => {
+            return Err(r(
+                POLICY_LAUNCH_EXECUTABLE,
+                "set exactly one of a non-empty executable_path or runtime_discovery",
+            )
+            .at("executable_path"));
+        }
+    };
+
+    if l.arguments.len() > MAX_ENTRIES {
+        return Err(r(POLICY_TOO_MANY, format!("at most {MAX_ENTRIES} entries")).at("arguments"));
+    }
+    for (i, a) in l.arguments.iter().enumerate() {
+        if a.contains('\0') || a.len() > MAX_STRING {
+            return Err(r(
+                POLICY_ARGUMENT_INVALID,
+                format!("arguments must be at most {MAX_STRING} bytes without NUL"),
+            )
+            .at(idx("arguments", i)));
+        }
+    }
+
+    check_sorted_unique(&l.environment, "environment", |s| s.clone())?;
+    let mut names: Vec<&str> = Vec::with_capacity(l.environment.len());
+    for (i, e) in l.environment.iter().enumerate() {
+        let at = idx("environment", i);
+        let (name, value) = e
+            .split_once('=')
+            .ok_or_else(|| r(POLICY_ENVIRONMENT_INVALID, "entries must be NAME=value").at(&at))?;
+        let name_ok = name
+            .bytes()
+            .next()
+            .is_some_and(|b| b.is_ascii_alphabetic() || b == b'_')
+            && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_');
+        if !name_ok || value.contains('\0') || e.len() > MAX_STRING {
+            return Err(r(POLICY_ENVIRONMENT_INVALID, "entries must be NAME=value, NAME in [A-Za-z_][A-Za-z0-9_]*, no NUL, at most 4096 bytes").at(&at));
+        }
+        if RESERVED_ENV.contains(&name) || name.starts_with("GLOVE_") {
+            return Err(r(
+                POLICY_ENVIRONMENT_RESERVED,
+                format!("{name} is set by Glove and cannot be configured"),
+            )
+            .at(&at));
+        }
+        if names.contains(&name) {
+            return Err(r(POLICY_ENVIRONMENT_DUPLICATE, format!("{name} is set twice")).at(&at));
+        }
+        names.push(name);
+    }
+
+    check_sorted_unique(&l.read_only_paths, "read_only_paths", |s| s.clone())?;
+    let mut ro = Vec::with_capacity(l.read_only_paths.len());
+    for (i, p) in l.read_only_paths.iter().enumerate() {
+        let p = path(p, idx("read_only_paths", i))?;
+        if let LaunchTarget::Pinned { executable_path } = &target {
+            if overlaps(&p, executable_path) {
+                return Err(r(
+                    POLICY_RUNTIME_PATH_OVERLAP,
+                    format!("{p:?} overlaps the pinned executable"),
+                )
+                .at(idx("read_only_paths", i)));
+            }
+        }
+        if let Some(prev) = ro.iter().find(|q: &&String| is_within(&p, q)) {
+            return Err(r(
+                POLICY_RUNTIME_PATH_OVERLAP,
+                format!("{p:?} lies inside {prev:?}"),
+            )
+            .at(idx("read_only_paths", i)));
+        }
+        ro.push(p);
+    }
+
+    Ok(Launch {
+        target,
+        arguments: l.arguments.clone(),
+        environment: l.environment.clone(),
+        read_only_paths: ro,
+    })
+}
