@@ -144,7 +144,7 @@ impl ErrorCode {
         let mut out = String::from(
             "# Error codes\n\n\
              Generated from `crates/glove-types/src/codes/`; a test keeps this file in step.\n\
-             Regenerate with `GLOVE_BLESS=1 cargo test -p glove-types --test codes`.\n",
+             Regenerate with `GLOVE_BLESS=1 cargo test -p glove-types --test it codes`.\n",
         );
         let mut area = None;
         for c in Self::all() {

@@ -1,0 +1,33 @@
+//! glove-types integration tests: the error catalogue, every policy rule,
+//! plan admission, and the documented digest vectors.
+
+mod codes;
+mod digests;
+mod plan;
+mod policy;
+
+use std::path::PathBuf;
+
+pub(crate) fn repo_root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+pub(crate) fn example(name: &str) -> Vec<u8> {
+    std::fs::read(repo_root().join("docs/examples").join(name)).expect("example file")
+}
+
+pub(crate) fn snapshot_dir() -> String {
+    repo_root().join("snapshots").display().to_string()
+}
+
+/// Runs insta assertions with the workspace's `snapshots/` directory.
+#[macro_export]
+macro_rules! snap {
+    ($($t:tt)*) => {
+        insta::with_settings!({
+            snapshot_path => $crate::snapshot_dir(),
+            prepend_module_to_snapshot => false,
+            omit_expression => true,
+        }, { $($t)* });
+    };
+}
