@@ -1,0 +1,193 @@
+//! Properties of glove-types, for auditors:
+//!
+//! 1. canonical encoding round-trips and is a fixed point;
+//! 2. any re-ordering of object members or added whitespace in a canonical
+//!    input is either rejected as `json_noncanonical` or (when the bytes are
+//!    unchanged) accepted — and always maps back to the same canonical bytes;
+//! 3. changing any single bound field of an admitted plan is rejected with
+//!    that field's code;
+//! 4. the strict decoder never panics and only fails with a JSON code.
+
+use glove_types::canon::{parse_canonical, parse_strict, to_canonical, MAX_SAFE_INTEGER};
+use glove_types::codes::json::JSON_NONCANONICAL;
+use glove_types::codes::plan::*;
+use glove_types::codes::Area;
+use glove_types::plan::{admit, DecodedPlan};
+use glove_types::policy::ValidatedPolicy;
+use glove_types::ErrorCode;
+use proptest::prelude::*;
+use serde_json::{json, Map, Value};
+use std::path::PathBuf;
+
+fn json_value() -> impl Strategy<Value = Value> {
+    let max = i64::try_from(MAX_SAFE_INTEGER).unwrap_or(i64::MAX);
+    let leaf = prop_oneof![
+        Just(Value::Null),
+        any::<bool>().prop_map(Value::Bool),
+        (-max..=max).prop_map(|i| json!(i)),
+        any::<String>().prop_map(Value::String),
+        "[a-z\u{0}-\u{1f}\"\\\\\u{e9}\u{1f600}\u{ff61}]{0,8}".prop_map(Value::String),
+    ];
+    leaf.prop_recursive(5, 64, 6, |inner| {
+        prop_oneof![
+            prop::collection::vec(inner.clone(), 0..6).prop_map(Value::Array),
+            prop::collection::btree_map("[a-z\u{e9}\u{1f600}\u{ff61}]{0,6}", inner, 0..6)
+                .prop_map(|m| Value::Object(m.into_iter().collect::<Map<_, _>>())),
+        ]
+    })
+}
+
+/// Writes `v` as JSON with members in a permuted order and optional
+/// whitespace, both driven by `seed`.
+fn noisy(v: &Value, seed: &mut u64, out: &mut String) {
+    fn step(seed: &mut u64) -> u64 {
+        *seed = seed
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        *seed >> 33
+    }
+    let ws = |n: u64| match n % 4 {
+        0 => "",
+        1 => " ",
+        2 => "\n",
+        _ => "\t ",
+    };
+    match v {
+        Value::Object(m) => {
+            let mut keys: Vec<&String> = m.keys().collect();
+            for i in (1..keys.len()).rev() {
+                let j = usize::try_from(step(seed)).unwrap_or(0) % (i + 1);
+                keys.swap(i, j);
+            }
+            out.push('{');
+            for (i, k) in keys.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                out.push_str(ws(step(seed)));
+                out.push_str(&serde_json::to_string(k).unwrap_or_default());
+                out.push_str(ws(step(seed)));
+                out.push(':');
+                if let Some(x) = m.get(*k) {
+                    noisy(x, seed, out);
+                }
+            }
+            out.push('}');
+        }
+        Value::Array(a) => {
+            out.push('[');
+            for (i, x) in a.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                out.push_str(ws(step(seed)));
+                noisy(x, seed, out);
+            }
+            out.push(']');
+        }
+        other => out.push_str(&other.to_string()),
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(512))]
+
+    #[test]
+    fn canonical_round_trip(v in json_value()) {
+        let c = to_canonical(&v).expect("encodable");
+        let back = parse_canonical(&c, 1 << 20).expect("canonical bytes parse canonically");
+        prop_assert_eq!(&back, &v);
+        prop_assert_eq!(to_canonical(&back).expect("again"), c);
+    }
+
+    #[test]
+    fn reordering_and_whitespace(v in json_value(), seed in any::<u64>()) {
+        let canonical = to_canonical(&v).expect("encodable");
+        let mut s = String::new();
+        let mut seed = seed;
+        noisy(&v, &mut seed, &mut s);
+        let strict = parse_strict(s.as_bytes(), 1 << 20).expect("noisy form is valid JSON");
+        prop_assert_eq!(to_canonical(&strict).expect("encode"), canonical.clone());
+        match parse_canonical(s.as_bytes(), 1 << 20) {
+            Ok(_) => prop_assert_eq!(s.as_bytes(), &canonical[..]),
+            Err(e) => {
+                prop_assert_eq!(e.code(), JSON_NONCANONICAL);
+                prop_assert_ne!(s.as_bytes(), &canonical[..]);
+            }
+        }
+    }
+
+    #[test]
+    fn strict_decoder_fails_only_with_json_codes(bytes in prop::collection::vec(any::<u8>(), 0..256)) {
+        if let Err(e) = parse_strict(&bytes, 128) {
+            prop_assert_eq!(e.code().area(), Area::Json);
+        }
+    }
+
+    #[test]
+    fn single_bound_field_change_is_rejected(field in 0usize..FIELDS.len(), delta in 1u64..1000) {
+        let (ptr, code) = FIELDS[field];
+        let mut v: Value = serde_json::from_slice(&example("plan.json")).expect("plan");
+        let slot = v.pointer_mut(ptr).expect("pointer");
+        *slot = match slot.clone() {
+            Value::Number(n) => json!(n.as_u64().unwrap_or(0) + delta),
+            Value::String(s) if s.len() == 64 => json!(format!("{:064x}", delta)),
+            Value::String(s) => json!(format!("{s}-{delta}")),
+            Value::Array(_) => json!([format!("x{delta}")]),
+            other => other,
+        };
+        let bytes = to_canonical(&v).expect("canonical");
+        let policy = ValidatedPolicy::from_json(&example("policy.json")).expect("policy");
+        let got = DecodedPlan::decode(&bytes).and_then(|p| admit(p, None, &policy, NOW)).map(|_| ());
+        let err = got.expect_err("a changed bound field must be rejected");
+        prop_assert_eq!(err.code(), code, "{}", ptr);
+    }
+}
+
+const NOW: u64 = 1_796_000_001_000;
+
+const FIELDS: &[(&str, ErrorCode)] = &[
+    ("/policy_revision", PLAN_POLICY_REVISION_MISMATCH),
+    ("/runtime_template_id", PLAN_RUNTIME_TEMPLATE_UNKNOWN),
+    ("/runtime_id", PLAN_RUNTIME_MISMATCH),
+    ("/adapter_command_digest", PLAN_ADAPTER_DIGEST_MISMATCH),
+    (
+        "/resource_profile/profile_id",
+        PLAN_RESOURCE_PROFILE_UNKNOWN,
+    ),
+    (
+        "/resource_profile/cpu_time_ms",
+        PLAN_RESOURCE_LIMIT_MISMATCH,
+    ),
+    (
+        "/resource_profile/memory_bytes",
+        PLAN_RESOURCE_LIMIT_MISMATCH,
+    ),
+    ("/resource_profile/pids", PLAN_RESOURCE_LIMIT_MISMATCH),
+    (
+        "/resource_profile/wall_time_ms",
+        PLAN_RESOURCE_LIMIT_MISMATCH,
+    ),
+    ("/resource_profile/disk_bytes", PLAN_RESOURCE_LIMIT_MISMATCH),
+    (
+        "/resource_profile/terminal_output_bytes",
+        PLAN_RESOURCE_LIMIT_MISMATCH,
+    ),
+    ("/egress_policy_ids", PLAN_EGRESS_POLICY_UNKNOWN),
+    ("/tool_policy_ids", PLAN_TOOL_POLICY_UNKNOWN),
+    ("/secret_handles", PLAN_SECRET_HANDLE_UNKNOWN),
+    ("/path_grants/0/alias", PLAN_PATH_ALIAS_UNKNOWN),
+    ("/path_grants/0/max_bytes", PLAN_PATH_QUOTA_MISMATCH),
+    ("/path_grants/0/ttl_secs", PLAN_PATH_TTL_INVALID),
+    (
+        "/library_projections/0/destination_alias",
+        PLAN_PROJECTION_DESTINATION_UNKNOWN,
+    ),
+];
+
+fn example(name: &str) -> Vec<u8> {
+    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../docs/examples")
+        .join(name);
+    std::fs::read(p).expect("example")
+}
