@@ -14,7 +14,11 @@ use std::path::{Path, PathBuf};
 /// Glove runs AI coding agents inside a Linux sandbox under operator-owned
 /// policy and keeps authenticated receipts of what each session used.
 #[derive(Debug, Parser)]
-#[command(name = "glove", version, about, long_about = None)]
+#[command(
+    name = "glove",
+    version,
+    about = "Run AI coding agents in a Linux sandbox under operator-owned policy, with authenticated receipts"
+)]
 pub struct Cli {
     /// What to do.
     #[command(subcommand)]

@@ -1,0 +1,225 @@
+//! `glove` end to end: real binary, real files with real modes.
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn glove(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_glove"))
+        .args(args)
+        .env("NO_COLOR", "1")
+        .env("COLUMNS", "100")
+        .output()
+        .expect("run glove")
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+/// Copies an example into a temp dir with mode 0600.
+fn protected_copy(dir: &Path, name: &str) -> PathBuf {
+    let dst = dir.join(name);
+    std::fs::copy(repo().join("docs/examples").join(name), &dst).expect("copy");
+    std::fs::set_permissions(&dst, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+    dst
+}
+
+macro_rules! snap {
+    ($name:expr, $value:expr) => {
+        insta::with_settings!({
+            snapshot_path => repo().join("snapshots").display().to_string(),
+            prepend_module_to_snapshot => false,
+            omit_expression => true,
+        }, { insta::assert_snapshot!($name, $value) });
+    };
+}
+
+#[test]
+fn help_snapshots() {
+    for (name, args) in [
+        ("cli_help", vec!["--help"]),
+        ("cli_policy_help", vec!["policy", "--help"]),
+        (
+            "cli_policy_explain_help",
+            vec!["policy", "explain", "--help"],
+        ),
+        ("cli_plan_check_help", vec!["plan", "check", "--help"]),
+    ] {
+        let out = glove(&args);
+        assert_eq!(out.status.code(), Some(0), "{name}");
+        snap!(name, text(&out.stdout));
+    }
+}
+
+#[test]
+fn usage_error_is_status_2() {
+    let out = glove(&["policy", "frobnicate"]);
+    assert_eq!(out.status.code(), Some(2));
+}
+
+#[test]
+fn validate_and_explain_examples() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    for name in ["policy.json", "cloudflare-os-session-policy.json"] {
+        let p = protected_copy(dir.path(), name);
+        let p = p.to_str().expect("utf-8 path");
+        let out = glove(&["policy", "validate", "--file", p]);
+        assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+        let out = glove(&["policy", "validate", "--file", p, "--json"]);
+        assert_eq!(
+            text(&out.stdout).trim(),
+            r#"{"code":null,"message":null,"valid":true}"#
+        );
+        let out = glove(&["policy", "explain", "--file", p]);
+        assert_eq!(out.status.code(), Some(0));
+        snap!(format!("explain_text_{name}"), text(&out.stdout));
+        let out = glove(&["policy", "explain", "--file", p, "--json"]);
+        assert_eq!(out.status.code(), Some(0));
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+        snap!(
+            format!("explain_json_{name}"),
+            serde_json::to_string_pretty(&v).expect("pretty")
+        );
+    }
+}
+
+#[test]
+fn explain_shows_both_digests_on_mismatch() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let p = protected_copy(dir.path(), "policy.json");
+    let body = std::fs::read_to_string(&p).expect("read").replace(
+        "9d1ee6f01f40c5813bf566765cef30fc98c0fed227945707f7c1c2e5d3608bf1",
+        &"ab".repeat(32),
+    );
+    std::fs::write(&p, body).expect("write");
+    let ps = p.to_str().expect("utf-8");
+    let out = glove(&["policy", "explain", "--file", ps]);
+    assert_eq!(out.status.code(), Some(1));
+    let s = text(&out.stdout);
+    assert!(
+        s.contains(&"ab".repeat(32)) && s.contains("9d1ee6f01f40c581"),
+        "{s}"
+    );
+    let out = glove(&["policy", "validate", "--file", ps]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(text(&out.stderr).starts_with("error[policy_adapter_digest_mismatch]: "));
+    let out = glove(&["policy", "validate", "--file", ps, "--json"]);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert_eq!(v["valid"], false);
+    assert_eq!(v["code"], "policy_adapter_digest_mismatch");
+}
+
+fn validate_code(p: &Path) -> String {
+    let out = glove(&[
+        "policy",
+        "validate",
+        "--file",
+        p.to_str().expect("utf-8"),
+        "--json",
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    v["code"].as_str().unwrap_or_default().to_owned()
+}
+
+#[test]
+fn policy_is_read_as_a_protected_file() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let p = protected_copy(dir.path(), "policy.json");
+
+    std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o644)).expect("chmod");
+    assert_eq!(validate_code(&p), "file_bad_mode");
+    std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+
+    let link = dir.path().join("link.json");
+    std::os::unix::fs::symlink(&p, &link).expect("symlink");
+    assert_eq!(validate_code(&link), "file_symlink");
+
+    let hard = dir.path().join("hard.json");
+    std::fs::hard_link(&p, &hard).expect("hard link");
+    assert_eq!(validate_code(&p), "file_link_count");
+    std::fs::remove_file(&hard).expect("rm");
+
+    assert_eq!(validate_code(dir.path()), "file_not_regular");
+    assert_eq!(
+        validate_code(&dir.path().join("missing.json")),
+        "file_not_found"
+    );
+
+    let big = dir.path().join("big.json");
+    std::fs::write(&big, vec![b' '; (1 << 20) + 1]).expect("write");
+    std::fs::set_permissions(&big, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+    assert_eq!(validate_code(&big), "file_too_large");
+
+    let bad = dir.path().join("bad.json");
+    std::fs::write(&bad, b"{\"schema_version\":1,\"schema_version\":1}").expect("write");
+    std::fs::set_permissions(&bad, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+    assert_eq!(validate_code(&bad), "json_duplicate_key");
+
+    // Another owner: only checkable as root (chown needs privilege).
+    if rustix::process::geteuid().is_root() {
+        std::os::unix::fs::chown(&p, Some(65534), None).expect("chown");
+        assert_eq!(validate_code(&p), "file_wrong_owner");
+    } else {
+        eprintln!("skipping the wrong-owner case: needs root to chown");
+    }
+}
+
+#[test]
+fn plan_check() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let p = protected_copy(dir.path(), "policy.json");
+    let plan = repo().join("docs/examples/plan.json");
+    let (ps, plans) = (p.to_str().expect("utf-8"), plan.to_str().expect("utf-8"));
+    let out = glove(&[
+        "plan",
+        "check",
+        "--policy",
+        ps,
+        "--plan",
+        plans,
+        "--now",
+        "1796000001000",
+        "--json",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stdout));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert_eq!(v["admitted"], true);
+    assert_eq!(
+        v["plan_content_digest"],
+        "9f93bcd6beac6d49bce352f16d1d3c26f71b0fee81a060f1afd87e716e881cae"
+    );
+    let out = glove(&[
+        "plan",
+        "check",
+        "--policy",
+        ps,
+        "--plan",
+        plans,
+        "--now",
+        "1796000061000",
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(text(&out.stderr).starts_with("error[plan_expired]: "));
+    let out = glove(&[
+        "plan",
+        "check",
+        "--policy",
+        ps,
+        "--plan",
+        plans,
+        "--now",
+        "1796000001000",
+        "--controller-digest",
+        &"00".repeat(32),
+        "--json",
+    ]);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert_eq!(v["code"], "plan_controller_digest_mismatch");
+    assert_eq!(v["admitted"], false);
+}
