@@ -1,5 +1,118 @@
-//! Session and apply-transaction typestates.
+//! Glove's lifecycles as typestates: the session lifecycle and the apply
+//! transaction, with write-ahead proofs.
 //!
-//! Not yet implemented: see issue 4. The crate will depend on `glove-types`
-//! only and talk to storage through small port traits.
+//! A tour of the crate:
+//!
+//! * [`session`] — [`Session<S>`]: one type per stage
+//!   (`Created → Preparing → Starting → Running → Stopping → Exited`, and
+//!   `Failed` from every live stage). Each transition is `log_<step>` (append
+//!   the record, get a [`Durable`] proof) then `<step>(self, proof)`.
+//! * [`stage`] — the sealed stage types and the evidence each holds.
+//! * [`evidence`] — [`PlanDigests`], [`LaunchBinding`], [`ProcessIdentity`],
+//!   [`TerminalReceiptRef`], [`StopReason`].
+//! * [`proof`] — [`Durable<R>`], the write-ahead proof only this crate
+//!   mints, and what a log sees of a record ([`PendingRecord`],
+//!   [`AppendReceipt`]).
+//! * [`ports`] — the traits storage and time are reached through:
+//!   [`TransitionLog`], [`ReceiptLog`], [`Clock`], [`BaselineCleanup`].
+//! * [`start_auth`] — [`StartAuthorization`]: HMAC-SHA-256, short-lived,
+//!   bound to the session and both plan digests, single-use nonce.
+//! * [`any`] — [`AnySession`], the one dynamic view, with checked
+//!   `try_into_<stage>` conversions and idempotent-repeat checks.
+//! * [`record`] — the canonical-JSON session record the log stores.
+//! * [`recovery`] — rebuild sessions from records; interrupted ones become a
+//!   [`RecoveryDecision`] with a code, never a silent success.
+//! * [`apply`] — the apply transaction typestate, its single-use registry
+//!   and its recovery classification.
+//! * [`error`] — [`LifecycleError`], every variant with a stable code.
+//! * `memory` (feature `test-support`) — in-memory ports for tests.
+//!
+//! The crate does no I/O, depends on `glove-types` only among Glove crates,
+//! and contains no `unsafe` code. `docs/lifecycle.md` has the diagrams, the
+//! transition table and the recovery rules.
+//!
+//! # Example
+//!
+//! A whole session against in-memory ports (a real service passes its
+//! journal, receipt journal and system clock instead):
+//!
+//! ```
+//! # #[cfg(feature = "test-support")] fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! use glove_lifecycle::memory::{ManualClock, MemoryLog, MemoryReceipts};
+//! use glove_lifecycle::*;
+//! use glove_types::{ids::SessionId, Blake3Digest, Sha256Digest};
+//!
+//! let mut log = MemoryLog::new();
+//! let mut receipts = MemoryReceipts::new();
+//! let clock = ManualClock::at(1_000_000);
+//! let key = ServiceKey::new(&[7u8; 32])?;
+//! let mut nonces = UsedNonces::new(1024);
+//!
+//! let id = SessionId::new("s-1")?;
+//! let digests = PlanDigests::new(Sha256Digest::of(b"plan"), Blake3Digest::of(b"plan"));
+//!
+//! // Write-ahead: each record is durable before the next stage exists.
+//! let created = Session::create(Session::log_create(&id, digests, &mut log)?)?;
+//! let proof = created.log_prepare(&mut log)?;
+//! let preparing = created.prepare(proof)?;
+//!
+//! let auth = StartAuthorization::issue(&key, StartAuthFields {
+//!     session_id: id.clone(),
+//!     digests,
+//!     nonce: Nonce::from_bytes([1; 16]),
+//!     issued_at_ms: 1_000_000,
+//!     expires_at_ms: 1_030_000,
+//! })?;
+//! let verified = auth.verify(&key, &id, &digests, StartAuthPolicy::default(), &clock, &mut nonces)?;
+//! let binding = LaunchBinding::of_launch_spec(br#"{"argv":["/usr/bin/true"]}"#)?;
+//! let proof = preparing.log_start(binding, verified, &mut log)?;
+//! let starting = preparing.start(proof)?;
+//!
+//! let who = ProcessIdentity::new("0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0", 4242, 99, 7)?;
+//! let proof = starting.log_run(who, &mut log)?;
+//! let running = starting.run(proof)?;
+//! let proof = running.log_stop(StopReason::AgentExited, &mut log)?;
+//! let stopping = running.stop(proof)?;
+//!
+//! // The terminal receipt is durable in the receipt journal first.
+//! let receipt = TerminalReceiptRef::new(1, Sha256Digest::of(b"receipt"));
+//! receipts.put(Subject::Session(&id), receipt);
+//! let proof = stopping.log_exit(receipt, &receipts, &mut log)?;
+//! let exited = stopping.exit(proof)?;
+//! assert_eq!(exited.receipt(), receipt);
+//!
+//! // Recovery from the same records finds the terminal session.
+//! let report = recover_all(log.records(SubjectKind::Session));
+//! assert!(matches!(report.sessions.get(&id), Some(Ok(Recovered::Exited(_)))));
+//! # Ok(()) }
+//! # #[cfg(not(feature = "test-support"))] fn main() {}
+//! ```
 #![forbid(unsafe_code)]
+
+pub mod any;
+pub mod apply;
+pub mod error;
+pub mod evidence;
+#[cfg(feature = "test-support")]
+pub mod memory;
+pub mod ports;
+pub mod proof;
+pub mod record;
+pub mod recovery;
+pub mod session;
+pub mod stage;
+pub mod start_auth;
+
+pub use any::AnySession;
+pub use error::{LifecycleError, Refused};
+pub use evidence::{LaunchBinding, PlanDigests, ProcessIdentity, StopReason, TerminalReceiptRef};
+pub use ports::{BaselineCleanup, Clock, PortError, ReceiptLog, TransitionLog};
+pub use proof::{AppendReceipt, Durable, PendingRecord, Subject, SubjectKind};
+pub use record::{SessionEntry, SessionRecord};
+pub use recovery::{recover_all, recover_session, replay_session, Recovered, RecoveryDecision, RecoveryReport};
+pub use session::{Repeat, Session};
+pub use stage::{Created, Exited, Failed, Live, Preparing, Running, Stage, Starting, Stopping};
+pub use start_auth::{
+    Nonce, ServiceKey, StartAuthError, StartAuthFields, StartAuthPolicy, StartAuthorization,
+    UsedNonces, VerifiedStart,
+};

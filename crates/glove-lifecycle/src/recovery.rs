@@ -1,0 +1,317 @@
+//! Session recovery: rebuild each session from its replayed records, and
+//! never read "intent without outcome" as success.
+//!
+//! Replay is strict: record 0 must be the creation record; every later
+//! record must name the same session, carry the next sequence number, chain
+//! to the previous record's digest, and move along a legal edge of
+//! [`SessionStage::can_transition`]; a failure record must name the stage it
+//! left. Anything else fails closed with a code.
+//!
+//! Then the last durable record decides:
+//!
+//! | last record | outcome |
+//! | --- | --- |
+//! | created | [`Recovered::Created`]: nothing happened yet; safe to continue |
+//! | preparing | [`RecoveryDecision::AbandonPreparation`] |
+//! | starting | [`RecoveryDecision::ResolveLaunch`] |
+//! | running | [`RecoveryDecision::ReconcileProcess`] |
+//! | stopping | [`RecoveryDecision::FinishStop`] |
+//! | exited / failed | [`Recovered::Exited`] / [`Recovered::Failed`] |
+//!
+//! A decision hands the typed session to the runtime together with a
+//! recovery code; the runtime acts (verify the process identity without
+//! signalling on mismatch, clean up materializations, look for a terminal
+//! receipt) and then records `fail` with that code — or, for a stop whose
+//! receipt is found durable, `exit`.
+
+use crate::any::AnySession;
+use crate::error::LifecycleError;
+use crate::proof::{record_digest, SubjectKind};
+use crate::record::{SessionEntry, SessionRecord};
+use crate::session::Session;
+use crate::stage::{Created, Exited, Failed, Preparing, Running, Starting, Stopping};
+use crate::start_auth::Nonce;
+use glove_types::codes::lifecycle as c;
+use glove_types::ids::SessionId;
+use glove_types::stage::SessionStage;
+use glove_types::{ErrorCode, Sha256Digest};
+use std::collections::BTreeMap;
+
+/// What the runtime must resolve for a session interrupted mid-transition.
+#[derive(Debug)]
+pub enum RecoveryDecision {
+    /// Preparation had begun: remove partial materializations (after quota
+    /// and descriptor checks), then fail the session.
+    AbandonPreparation(Session<Preparing>),
+    /// Launch intent without outcome: the process may or may not exist. Find
+    /// and stop anything in the bound cgroup, then fail the session.
+    ResolveLaunch(Session<Starting>),
+    /// The session was running: compare the recorded process identity (boot
+    /// id, pid, start time, cgroup); signal only on an exact match; then fail
+    /// the session.
+    ReconcileProcess(Session<Running>),
+    /// Stop intent without outcome: if the receipt journal holds the terminal
+    /// receipt, record `exit`; otherwise fail the session.
+    FinishStop(Session<Stopping>),
+}
+
+impl RecoveryDecision {
+    /// The recovery code to record when failing the session.
+    pub fn code(&self) -> ErrorCode {
+        match self {
+            RecoveryDecision::AbandonPreparation(_) => c::LIFECYCLE_RECOVERY_PREPARING_INTERRUPTED,
+            RecoveryDecision::ResolveLaunch(_) => c::LIFECYCLE_RECOVERY_STARTING_INTERRUPTED,
+            RecoveryDecision::ReconcileProcess(_) => c::LIFECYCLE_RECOVERY_RUNNING_INTERRUPTED,
+            RecoveryDecision::FinishStop(_) => c::LIFECYCLE_RECOVERY_STOPPING_INTERRUPTED,
+        }
+    }
+
+    /// The stage the session was in.
+    pub fn stage(&self) -> SessionStage {
+        match self {
+            RecoveryDecision::AbandonPreparation(s) => s.stage(),
+            RecoveryDecision::ResolveLaunch(s) => s.stage(),
+            RecoveryDecision::ReconcileProcess(s) => s.stage(),
+            RecoveryDecision::FinishStop(s) => s.stage(),
+        }
+    }
+
+    /// The session id.
+    pub fn session_id(&self) -> &SessionId {
+        match self {
+            RecoveryDecision::AbandonPreparation(s) => s.id(),
+            RecoveryDecision::ResolveLaunch(s) => s.id(),
+            RecoveryDecision::ReconcileProcess(s) => s.id(),
+            RecoveryDecision::FinishStop(s) => s.id(),
+        }
+    }
+
+    /// The typed session as a dynamic one.
+    pub fn into_any(self) -> AnySession {
+        match self {
+            RecoveryDecision::AbandonPreparation(s) => s.into(),
+            RecoveryDecision::ResolveLaunch(s) => s.into(),
+            RecoveryDecision::ReconcileProcess(s) => s.into(),
+            RecoveryDecision::FinishStop(s) => s.into(),
+        }
+    }
+}
+
+/// A session after recovery.
+#[derive(Debug)]
+pub enum Recovered {
+    /// Only the creation record is durable; nothing to resolve.
+    Created(Session<Created>),
+    /// Interrupted mid-transition: the runtime must decide.
+    Interrupted(RecoveryDecision),
+    /// Terminal: exited.
+    Exited(Session<Exited>),
+    /// Terminal: failed.
+    Failed(Session<Failed>),
+}
+
+impl Recovered {
+    /// The stage of the last durable record.
+    pub fn stage(&self) -> SessionStage {
+        match self {
+            Recovered::Created(s) => s.stage(),
+            Recovered::Interrupted(d) => d.stage(),
+            Recovered::Exited(s) => s.stage(),
+            Recovered::Failed(s) => s.stage(),
+        }
+    }
+
+    /// The session as a dynamic one (a decision is dropped: call this only
+    /// once the decision has been acted on, or for display).
+    pub fn into_any(self) -> AnySession {
+        match self {
+            Recovered::Created(s) => s.into(),
+            Recovered::Interrupted(d) => d.into_any(),
+            Recovered::Exited(s) => s.into(),
+            Recovered::Failed(s) => s.into(),
+        }
+    }
+}
+
+/// Rebuilds one session from its records, in order, strictly.
+pub fn replay_session<B: AsRef<[u8]>>(records: &[B]) -> Result<AnySession, LifecycleError> {
+    let decoded = records
+        .iter()
+        .map(|b| decode_with_digest(b.as_ref()))
+        .collect::<Result<Vec<_>, _>>()?;
+    replay_decoded(decoded)
+}
+
+/// Rebuilds one session and classifies it (see the module docs).
+pub fn recover_session<B: AsRef<[u8]>>(records: &[B]) -> Result<Recovered, LifecycleError> {
+    replay_session(records).map(classify)
+}
+
+fn classify(s: AnySession) -> Recovered {
+    match s {
+        AnySession::Created(s) => Recovered::Created(s),
+        AnySession::Preparing(s) => Recovered::Interrupted(RecoveryDecision::AbandonPreparation(s)),
+        AnySession::Starting(s) => Recovered::Interrupted(RecoveryDecision::ResolveLaunch(s)),
+        AnySession::Running(s) => Recovered::Interrupted(RecoveryDecision::ReconcileProcess(s)),
+        AnySession::Stopping(s) => Recovered::Interrupted(RecoveryDecision::FinishStop(s)),
+        AnySession::Exited(s) => Recovered::Exited(s),
+        AnySession::Failed(s) => Recovered::Failed(s),
+    }
+}
+
+/// The result of recovering a whole session store.
+#[derive(Debug, Default)]
+pub struct RecoveryReport {
+    /// Each session, by id, recovered or refused with a code.
+    pub sessions: BTreeMap<SessionId, Result<Recovered, LifecycleError>>,
+    /// Records that could not be decoded at all (position in the input and
+    /// the reason). Their session is unknown; the store should be treated as
+    /// corrupt.
+    pub undecodable: Vec<(usize, LifecycleError)>,
+    /// Every start-authorization nonce found in a starting record, with its
+    /// expiry: re-insert them with
+    /// [`UsedNonces::insert_recovered`](crate::UsedNonces::insert_recovered).
+    pub used_nonces: Vec<(Nonce, u64)>,
+}
+
+/// Recovers every session in a store, given all its records in store order
+/// (records of different sessions may interleave).
+pub fn recover_all<B: AsRef<[u8]>, I: IntoIterator<Item = B>>(records: I) -> RecoveryReport {
+    let mut report = RecoveryReport::default();
+    let mut groups: BTreeMap<SessionId, Vec<(SessionRecord, Sha256Digest)>> = BTreeMap::new();
+    for (i, bytes) in records.into_iter().enumerate() {
+        match decode_with_digest(bytes.as_ref()) {
+            Ok((rec, digest)) => {
+                if let SessionEntry::Starting {
+                    nonce,
+                    authorization_expires_at_ms,
+                    ..
+                } = &rec.entry
+                {
+                    report.used_nonces.push((*nonce, *authorization_expires_at_ms));
+                }
+                groups
+                    .entry(rec.session_id.clone())
+                    .or_default()
+                    .push((rec, digest));
+            }
+            Err(e) => report.undecodable.push((i, e)),
+        }
+    }
+    for (id, group) in groups {
+        report.sessions.insert(id, replay_decoded(group).map(classify));
+    }
+    report
+}
+
+fn decode_with_digest(bytes: &[u8]) -> Result<(SessionRecord, Sha256Digest), LifecycleError> {
+    let rec = SessionRecord::decode(bytes)?;
+    Ok((rec, record_digest(SubjectKind::Session, bytes)))
+}
+
+fn replay_decoded(records: Vec<(SessionRecord, Sha256Digest)>) -> Result<AnySession, LifecycleError> {
+    let mut iter = records.into_iter();
+    let Some((first, first_digest)) = iter.next() else {
+        return Err(LifecycleError::MissingCreation {
+            kind: SubjectKind::Session,
+        });
+    };
+    let digests = match (&first.entry, first.seq) {
+        (SessionEntry::Created { digests }, 0) => *digests,
+        _ => {
+            return Err(LifecycleError::MissingCreation {
+                kind: SubjectKind::Session,
+            })
+        }
+    };
+    let id = first.session_id;
+    let mut history = vec![(SessionStage::Created, first_digest)];
+    let mut head_seq = 0u64;
+    let mut head_digest = first_digest;
+    let mut last = first.entry;
+    for (rec, digest) in iter {
+        if rec.session_id != id {
+            return Err(LifecycleError::RecordForeign {
+                expected: id.as_str().to_owned(),
+                found: rec.session_id.as_str().to_owned(),
+            });
+        }
+        let expected_seq = head_seq.saturating_add(1);
+        if rec.seq != expected_seq || rec.prev != Some(head_digest) {
+            return Err(LifecycleError::RecordSequence {
+                expected_seq,
+                found_seq: rec.seq,
+            });
+        }
+        let from = last.stage();
+        let to = rec.entry.stage();
+        let failed_elsewhere =
+            matches!(&rec.entry, SessionEntry::Failed { failed_in, .. } if *failed_in != from);
+        if !from.can_transition(to) || failed_elsewhere {
+            return Err(LifecycleError::IllegalTransition { from, to });
+        }
+        history.push((to, digest));
+        head_seq = rec.seq;
+        head_digest = digest;
+        last = rec.entry;
+    }
+    let h = (history, head_seq, head_digest);
+    Ok(match last {
+        SessionEntry::Created { digests: d } => {
+            AnySession::Created(build(&id, digests, h, Created { digests: d }))
+        }
+        SessionEntry::Preparing => {
+            AnySession::Preparing(build(&id, digests, h, Preparing { _private: () }))
+        }
+        SessionEntry::Starting {
+            binding,
+            authorization,
+            nonce,
+            authorization_expires_at_ms,
+        } => AnySession::Starting(build(
+            &id,
+            digests,
+            h,
+            Starting {
+                binding,
+                authorization,
+                nonce,
+                authorization_expires_at_ms,
+            },
+        )),
+        SessionEntry::Running { identity } => {
+            AnySession::Running(build(&id, digests, h, Running { identity }))
+        }
+        SessionEntry::Stopping { reason } => {
+            AnySession::Stopping(build(&id, digests, h, Stopping { reason }))
+        }
+        SessionEntry::Exited { receipt } => {
+            AnySession::Exited(build(&id, digests, h, Exited { receipt }))
+        }
+        SessionEntry::Failed {
+            code,
+            failed_in,
+            receipt,
+        } => AnySession::Failed(build(
+            &id,
+            digests,
+            h,
+            Failed {
+                code,
+                failed_in,
+                receipt,
+            },
+        )),
+    })
+}
+
+type Head = (Vec<(SessionStage, Sha256Digest)>, u64, Sha256Digest);
+
+fn build<S: crate::stage::Stage>(
+    id: &SessionId,
+    digests: crate::evidence::PlanDigests,
+    (history, head_seq, head_digest): Head,
+    stage: S,
+) -> Session<S> {
+    Session::from_parts(id.clone(), digests, history, head_seq, head_digest, stage)
+}
