@@ -1,5 +1,50 @@
-//! Durable storage for Glove: bounded append-only journals, the session store
-//! and the HMAC-chained receipt journal.
+//! Durable storage for Glove: bounded append-only journals, the session
+//! store and the HMAC-chained receipt journal.
 //!
-//! Not yet implemented: see issue 3.
+//! A tour of the crate, bottom up:
+//!
+//! * [`format`] — the one on-disk format: an 80-byte header, then records
+//!   of frame + payload + a SHA-256 digest chained to the previous record;
+//! * [`spec`] — [`JournalSpec`]: kind, byte and record bounds, record kinds;
+//! * [`anchor`] — [`Anchor`], a trusted (count, length, head digest) summary
+//!   a caller keeps to notice a journal cut at a record boundary;
+//! * [`replay`] — [`replay_bytes`], the pure, panic-free strict decoder that
+//!   classifies every failure as a torn tail or as corruption with a code and
+//!   a byte offset;
+//! * `placement` — protected placement checks and the file operations
+//!   (private);
+//! * [`journal`] — [`Journal`], the locked writer handle: create, open with
+//!   torn-tail repair, durable append with group commit, poisoning, rewrite;
+//! * [`session`] — [`SessionStore`], sessions created from canonical plans
+//!   with idempotent retry, stage transitions checked against the shared
+//!   stage graph, lookups by session id and idempotency key;
+//! * [`receipt`] — [`ReceiptJournal`]: capacity reservations, HMAC-chained
+//!   canonical-JSON receipts, paging, exact-head acknowledgement, compaction,
+//!   and the offline verifier [`verify_file`];
+//! * [`error`] — [`JournalError`], one `#[non_exhaustive]` enum whose
+//!   [`JournalError::code`] gives the stable code of every failure.
+//!
+//! `docs/journal.md` describes the format byte by byte and the guarantees.
+//! The crate contains no `unsafe` code; system calls go through `rustix`.
 #![forbid(unsafe_code)]
+
+pub mod anchor;
+pub mod error;
+pub mod format;
+pub mod journal;
+mod placement;
+pub mod receipt;
+pub mod replay;
+pub mod session;
+pub mod spec;
+
+pub use anchor::Anchor;
+pub use error::JournalError;
+pub use format::JournalKind;
+pub use journal::{Appended, Journal, OpenReport, Opened, RecordView, TornRepair};
+
+pub use replay::{replay_bytes, Replayed};
+pub use receipt::{verify_file, ReceiptJournal};
+pub use session::SessionStore;
+
+pub use spec::JournalSpec;

@@ -1,0 +1,566 @@
+//! [`Journal`]: the durable, bounded, exclusively locked append-only file.
+//!
+//! * **Create** writes the header to a fresh sibling opened with `O_EXCL`,
+//!   locks and `fsync`s it, renames it into place with `RENAME_NOREPLACE`
+//!   and `fsync`s the directory. A crash at any point leaves either no
+//!   journal or a complete header (never a half-written one at the name).
+//! * **Open** checks placement, takes the writer lock without waiting
+//!   (`journal_locked` if another handle holds it), reads the file once and
+//!   replays it strictly. A torn tail is cut off exactly once: its bytes are
+//!   first copied to a sibling `<name>.torn.<offset>.<random>` (synced, with
+//!   the directory), then the file is truncated and synced; the repair is
+//!   reported in [`OpenReport`].
+//! * **Append** is durable when it returns: the record is written with one
+//!   `pwrite` and covered by a completed `fdatasync`. Appenders on several
+//!   threads share syncs (group commit): while one thread syncs, others write
+//!   behind it and wait; the next sync covers them all. A record is
+//!   acknowledged only by a sync that *started after* it was written.
+//! * A failed write or sync **poisons** the handle: that call fails with
+//!   `journal_sync_failed` and every later call with `journal_poisoned`. The
+//!   descriptor is never synced again; reopen to recover (replay decides
+//!   what reached the disk).
+
+use crate::anchor::Anchor;
+use crate::error::{Bound, CorruptKind, IoOp, JournalError};
+use crate::format::{encode_record, record_len, Header, HEADER_LEN};
+use crate::placement;
+use crate::replay::{replay_bytes, RecordMeta, Replayed, TornTail};
+use crate::spec::JournalSpec;
+use rustix::fd::{AsFd, OwnedFd};
+use rustix::fs;
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::sync::{Condvar, Mutex, MutexGuard};
+
+/// Proof that a record is durably appended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[must_use = "an append's receipt tells where the record went"]
+pub struct Appended {
+    /// The record's sequence number.
+    pub seq: u64,
+    /// Byte offset of the record's frame.
+    pub offset: u64,
+    /// The record's chained digest.
+    pub digest: [u8; 32],
+}
+
+/// A torn tail that open cut off.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TornRepair {
+    /// Where the tail started (the new file length).
+    pub offset: u64,
+    /// How many bytes were cut.
+    pub len: u64,
+    /// The sibling file the cut bytes were saved to.
+    pub saved_as: PathBuf,
+}
+
+/// What open found and did, for the caller to log.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct OpenReport {
+    /// The torn tail that was repaired, if any.
+    pub torn: Option<TornRepair>,
+}
+
+/// A record as seen after open.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RecordView<'a> {
+    /// The record kind.
+    pub kind: u16,
+    /// The sequence number.
+    pub seq: u64,
+    /// Byte offset of the frame.
+    pub offset: u64,
+    /// The payload.
+    pub payload: &'a [u8],
+}
+
+/// A freshly opened journal with the records replay found.
+#[derive(Debug)]
+pub struct Opened {
+    /// The writer handle.
+    pub journal: Journal,
+    /// What open found and repaired.
+    pub report: OpenReport,
+    image: Vec<u8>,
+    records: Vec<RecordMeta>,
+}
+
+impl Opened {
+    /// The valid records, in order.
+    pub fn records(&self) -> impl Iterator<Item = RecordView<'_>> + '_ {
+        self.records.iter().map(|m| RecordView {
+            kind: m.kind,
+            seq: m.seq,
+            offset: m.offset,
+            payload: self.image.get(m.payload.clone()).unwrap_or(&[]),
+        })
+    }
+
+    /// The number of valid records.
+    pub fn record_count(&self) -> usize {
+        self.records.len()
+    }
+}
+
+#[derive(Debug)]
+struct State {
+    /// End of the last written record: where the next one goes.
+    end: u64,
+    /// Records written (equals the last written sequence number).
+    written: u64,
+    /// Chained digest of the last written record.
+    head: [u8; 32],
+    /// Highest sequence number covered by a completed sync.
+    synced: u64,
+    /// Whether some thread is inside `fdatasync` right now.
+    syncing: bool,
+    /// Set by a failed write or sync; the handle is unusable from then on.
+    poisoned: bool,
+    /// Reused encoding buffer.
+    scratch: Vec<u8>,
+}
+
+/// An open journal holding the exclusive writer lock.
+///
+/// `Journal` is `Send + Sync`: share it (for example in an `Arc`) between
+/// appending threads to get group commit.
+#[derive(Debug)]
+pub struct Journal {
+    file: OwnedFd,
+    dir: OwnedFd,
+    path: PathBuf,
+    name: OsString,
+    spec: JournalSpec,
+    header: Header,
+    state: Mutex<State>,
+    sync_done: Condvar,
+}
+
+impl Journal {
+    /// Creates a new, empty journal at `path`. The directory must already
+    /// exist with mode 0700; the file must not exist.
+    pub fn create(path: &Path, spec: &JournalSpec) -> Result<Journal, JournalError> {
+        Journal::create_with(path, spec, [])
+    }
+
+    /// Creates a new journal that already holds `records` when it first
+    /// appears under its name (so a crash never leaves it without them).
+    pub fn create_with<'a>(
+        path: &Path,
+        spec: &JournalSpec,
+        records: impl IntoIterator<Item = (u16, &'a [u8])>,
+    ) -> Result<Journal, JournalError> {
+        let (dir_path, name) = placement::split(path);
+        let dir = placement::open_dir(&dir_path)?;
+        let header = Header::new(spec.kind, placement::random()?, placement::random()?);
+        let (image, count, head) = build_image(spec, &header, records)?;
+        let (fd, end) = write_new(&dir, name, &image, false)?;
+        Ok(Journal::assemble(
+            fd, dir, path, spec, header, end, count, head,
+        ))
+    }
+
+    /// Opens an existing journal, replays it strictly and repairs a torn
+    /// tail. With an `anchor`, a file that is shorter than it, or does not
+    /// match it, is corrupt.
+    pub fn open(
+        path: &Path,
+        spec: &JournalSpec,
+        anchor: Option<&Anchor>,
+    ) -> Result<Opened, JournalError> {
+        let (dir_path, name) = placement::split(path);
+        let dir = placement::open_dir(&dir_path)?;
+        let fd = placement::open_in(dir.as_fd(), name, true)?;
+        let size = placement::check_file(fd.as_fd())?;
+        placement::lock(fd.as_fd())?;
+        if size > spec.max_bytes {
+            // Refuse before reading an unbounded amount.
+            if anchor.is_none_or(|a| size >= a.byte_len) {
+                return Err(JournalError::corrupt(
+                    CorruptKind::BoundExceeded,
+                    spec.max_bytes,
+                ));
+            }
+        }
+        let mut image = placement::read_exact(fd.as_fd(), size)?;
+        let replayed = replay_bytes(&image, spec, anchor)?;
+        let mut report = OpenReport::default();
+        if let Some(torn) = replayed.torn {
+            report.torn = Some(repair_torn(&dir, &fd, name, &dir_path, &image, torn)?);
+            image.truncate(usize::try_from(torn.offset).unwrap_or(image.len()));
+        }
+        let Replayed {
+            header,
+            records,
+            valid_len,
+            head,
+            ..
+        } = replayed;
+        let written = records.len() as u64;
+        let journal = Journal::assemble(fd, dir, path, spec, header, valid_len, written, head);
+        Ok(Opened {
+            journal,
+            report,
+            image,
+            records,
+        })
+    }
+
+    #[expect(clippy::too_many_arguments, reason = "private constructor")]
+    fn assemble(
+        file: OwnedFd,
+        dir: OwnedFd,
+        path: &Path,
+        spec: &JournalSpec,
+        header: Header,
+        end: u64,
+        written: u64,
+        head: [u8; 32],
+    ) -> Journal {
+        let name = placement::split(path).1.to_os_string();
+        Journal {
+            file,
+            dir,
+            path: path.to_path_buf(),
+            name,
+            spec: *spec,
+            header,
+            state: Mutex::new(State {
+                end,
+                written,
+                head,
+                synced: written,
+                syncing: false,
+                poisoned: false,
+                scratch: Vec::new(),
+            }),
+            sync_done: Condvar::new(),
+        }
+    }
+
+    fn state(&self) -> Result<MutexGuard<'_, State>, JournalError> {
+        // A panic while holding the lock leaves the state unknown: treat the
+        // handle as poisoned.
+        self.state.lock().map_err(|_| JournalError::Poisoned)
+    }
+
+    /// Appends one record and returns once it is durable.
+    pub fn append(&self, kind: u16, payload: &[u8]) -> Result<Appended, JournalError> {
+        let appended = self.write(kind, payload)?;
+        self.wait_durable(appended.seq)?;
+        Ok(appended)
+    }
+
+    /// Writes one record without waiting for a sync.
+    fn write(&self, kind: u16, payload: &[u8]) -> Result<Appended, JournalError> {
+        let mut st = self.state()?;
+        if st.poisoned {
+            return Err(JournalError::Poisoned);
+        }
+        self.check_room(&st, kind, payload.len(), 1)?;
+        let seq = st.written + 1;
+        let offset = st.end;
+        let mut buf = std::mem::take(&mut st.scratch);
+        buf.clear();
+        let digest = encode_record(&mut buf, &self.header.salt, &st.head, kind, seq, payload);
+        let result = placement::write_all_at(self.file.as_fd(), &buf, offset);
+        st.scratch = buf;
+        if let Err(errno) = result {
+            st.poisoned = true;
+            self.sync_done.notify_all();
+            return Err(JournalError::SyncFailed {
+                op: IoOp::Write,
+                errno,
+            });
+        }
+        st.end = offset + record_len(payload.len()) as u64;
+        st.written = seq;
+        st.head = digest;
+        Ok(Appended {
+            seq,
+            offset,
+            digest,
+        })
+    }
+
+    fn check_room(
+        &self,
+        st: &State,
+        kind: u16,
+        payload_len: usize,
+        extra_records: u64,
+    ) -> Result<(), JournalError> {
+        if !self.spec.carries(kind) {
+            return Err(JournalError::KindRefused { kind });
+        }
+        let len = payload_len as u64;
+        if len > u64::from(self.spec.max_payload) {
+            return Err(JournalError::RecordTooLarge {
+                len,
+                max: u64::from(self.spec.max_payload),
+            });
+        }
+        if st.written + extra_records > self.spec.max_records {
+            return Err(JournalError::Full(Bound::Records));
+        }
+        if st.end + record_len(payload_len) as u64 > self.spec.max_bytes {
+            return Err(JournalError::Full(Bound::Bytes));
+        }
+        Ok(())
+    }
+
+    /// Waits until a completed sync covers `seq`, running the sync itself
+    /// when no other thread is.
+    fn wait_durable(&self, seq: u64) -> Result<(), JournalError> {
+        let mut st = self.state()?;
+        loop {
+            if st.synced >= seq {
+                return Ok(());
+            }
+            if st.poisoned {
+                return Err(JournalError::Poisoned);
+            }
+            if st.syncing {
+                st = self
+                    .sync_done
+                    .wait(st)
+                    .map_err(|_| JournalError::Poisoned)?;
+                continue;
+            }
+            st.syncing = true;
+            let target = st.written;
+            drop(st);
+            let result = fs::fdatasync(&self.file);
+            st = self.state()?;
+            st.syncing = false;
+            match result {
+                Ok(()) => {
+                    st.synced = st.synced.max(target);
+                    self.sync_done.notify_all();
+                }
+                Err(errno) => {
+                    st.poisoned = true;
+                    self.sync_done.notify_all();
+                    return Err(JournalError::SyncFailed {
+                        op: IoOp::Sync,
+                        errno,
+                    });
+                }
+            }
+        }
+    }
+
+    /// Whether `count` more records with these payload lengths would fit.
+    pub fn has_room(&self, payload_lens: &[usize]) -> bool {
+        let Ok(st) = self.state() else {
+            return false;
+        };
+        let bytes: u64 = payload_lens.iter().map(|l| record_len(*l) as u64).sum();
+        st.written + payload_lens.len() as u64 <= self.spec.max_records
+            && st.end + bytes <= self.spec.max_bytes
+    }
+
+    /// The anchor of everything written so far. Take it when no append is
+    /// in flight (then everything written is durable).
+    pub fn anchor(&self) -> Anchor {
+        match self.state() {
+            Ok(st) => Anchor {
+                records: st.written,
+                byte_len: st.end,
+                head: st.head,
+            },
+            Err(_) => Anchor {
+                records: 0,
+                byte_len: HEADER_LEN as u64,
+                head: self.header.digest,
+            },
+        }
+    }
+
+    /// Bytes used by the file (header and records).
+    pub fn len_bytes(&self) -> u64 {
+        self.state().map(|s| s.end).unwrap_or(0)
+    }
+
+    /// Records written.
+    pub fn record_count(&self) -> u64 {
+        self.state().map(|s| s.written).unwrap_or(0)
+    }
+
+    /// Whether an earlier failure poisoned this handle.
+    pub fn is_poisoned(&self) -> bool {
+        self.state().map(|s| s.poisoned).unwrap_or(true)
+    }
+
+    /// The journal's id (kept across compaction).
+    pub fn journal_id(&self) -> [u8; 16] {
+        self.header.journal_id
+    }
+
+    /// The journal's spec.
+    pub fn spec(&self) -> &JournalSpec {
+        &self.spec
+    }
+
+    /// The journal's path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Replaces the journal with a new file holding exactly `records` (kind
+    /// and payload; sequence numbers restart at 1), with a fresh salt and the
+    /// same journal id. The new file is written and synced beside the old
+    /// one, locked, renamed over it, and the directory is synced. On success
+    /// the returned handle replaces `self`; if the rename happened but a
+    /// later step failed, `self` is poisoned.
+    pub fn rewrite<'a>(
+        &self,
+        records: impl IntoIterator<Item = (u16, &'a [u8])>,
+    ) -> Result<Journal, JournalError> {
+        if self.is_poisoned() {
+            return Err(JournalError::Poisoned);
+        }
+        let header = Header::new(self.spec.kind, self.header.journal_id, placement::random()?);
+        let (image, count, head) = build_image(&self.spec, &header, records)?;
+        let dir = fs::openat(
+            &self.dir,
+            ".",
+            fs::OFlags::RDONLY | fs::OFlags::DIRECTORY | fs::OFlags::CLOEXEC,
+            fs::Mode::empty(),
+        )
+        .map_err(JournalError::io(IoOp::OpenDir))?;
+        let (fd, end) = match write_new(&dir, &self.name, &image, true) {
+            Ok(v) => v,
+            Err(e) => {
+                if let Ok(mut st) = self.state() {
+                    st.poisoned = true;
+                }
+                return Err(e);
+            }
+        };
+        Ok(Journal::assemble(
+            fd, dir, &self.path, &self.spec, header, end, count, head,
+        ))
+    }
+}
+
+/// Encodes a header and records into a file image, checking the bounds.
+fn build_image<'a>(
+    spec: &JournalSpec,
+    header: &Header,
+    records: impl IntoIterator<Item = (u16, &'a [u8])>,
+) -> Result<(Vec<u8>, u64, [u8; 32]), JournalError> {
+    let mut image = header.encode().to_vec();
+    let mut head = header.digest;
+    let mut count = 0u64;
+    for (kind, payload) in records {
+        if !spec.carries(kind) {
+            return Err(JournalError::KindRefused { kind });
+        }
+        if payload.len() as u64 > u64::from(spec.max_payload) {
+            return Err(JournalError::RecordTooLarge {
+                len: payload.len() as u64,
+                max: u64::from(spec.max_payload),
+            });
+        }
+        count += 1;
+        head = encode_record(&mut image, &header.salt, &head, kind, count, payload);
+    }
+    if count > spec.max_records {
+        return Err(JournalError::Full(Bound::Records));
+    }
+    if image.len() as u64 > spec.max_bytes {
+        return Err(JournalError::Full(Bound::Bytes));
+    }
+    Ok((image, count, head))
+}
+
+/// Writes a complete new file beside `name`, locks and syncs it, renames it
+/// into place (refusing to replace unless `replace`), and syncs the directory.
+fn write_new(
+    dir: &OwnedFd,
+    name: &std::ffi::OsStr,
+    image: &[u8],
+    replace: bool,
+) -> Result<(OwnedFd, u64), JournalError> {
+    let tmp = placement::sibling_name(name, "new")?;
+    let fd = placement::create_in(dir.as_fd(), &tmp)?;
+    let staged = (|| {
+        placement::lock(fd.as_fd())?;
+        placement::write_all_at(fd.as_fd(), image, 0).map_err(JournalError::io(IoOp::Write))?;
+        fs::fsync(&fd).map_err(JournalError::io(IoOp::Sync))
+    })();
+    if let Err(e) = staged {
+        placement::unlink_in(dir.as_fd(), &tmp);
+        return Err(e);
+    }
+    if let Err(e) = placement::rename_in(dir.as_fd(), &tmp, name, !replace) {
+        placement::unlink_in(dir.as_fd(), &tmp);
+        return Err(e);
+    }
+    placement::sync_dir(dir.as_fd())?;
+    Ok((fd, image.len() as u64))
+}
+
+fn repair_torn(
+    dir: &OwnedFd,
+    fd: &OwnedFd,
+    name: &std::ffi::OsStr,
+    dir_path: &Path,
+    image: &[u8],
+    torn: TornTail,
+) -> Result<TornRepair, JournalError> {
+    let start = usize::try_from(torn.offset).unwrap_or(image.len());
+    let tail = image.get(start..).unwrap_or(&[]);
+    let r: [u8; 8] = placement::random()?;
+    let mut saved = name.to_os_string();
+    saved.push(format!(
+        ".torn.{}.{}",
+        torn.offset,
+        glove_types::digest::to_hex(&r)
+    ));
+    let copy = placement::create_in(dir.as_fd(), &saved)?;
+    placement::write_all_at(copy.as_fd(), tail, 0).map_err(JournalError::io(IoOp::Write))?;
+    fs::fsync(&copy).map_err(JournalError::io(IoOp::Sync))?;
+    placement::sync_dir(dir.as_fd())?;
+    fs::ftruncate(fd, torn.offset).map_err(JournalError::io(IoOp::Truncate))?;
+    fs::fsync(fd).map_err(JournalError::io(IoOp::Sync))?;
+    Ok(TornRepair {
+        offset: torn.offset,
+        len: torn.len,
+        saved_as: dir_path.join(saved),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SPEC: JournalSpec = JournalSpec {
+        kind: crate::format::JournalKind::GENERIC,
+        max_bytes: 1 << 20,
+        max_records: 100,
+        max_payload: 4096,
+        record_kinds: &[1, 2],
+    };
+
+    #[test]
+    fn poisoned_handle_refuses_everything() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o700)).unwrap();
+        let path = dir.path().join("j");
+        let j = Journal::create(&path, &SPEC).unwrap();
+        j.append(1, b"a").unwrap();
+        j.state.lock().unwrap().poisoned = true;
+        assert_eq!(
+            j.append(1, b"b").unwrap_err().code(),
+            glove_types::codes::journal::JOURNAL_POISONED
+        );
+        assert!(j.rewrite([]).is_err());
+        drop(j);
+        let o = Journal::open(&path, &SPEC, None).unwrap();
+        assert_eq!(o.record_count(), 1);
+    }
+}

@@ -1,0 +1,279 @@
+//! Protected placement and the few file operations the journals need.
+//!
+//! A journal lives in a directory of mode 0700 owned by the effective user;
+//! the file itself is a regular file of mode 0600, owned by that user, with
+//! exactly one hard link, opened with `O_NOFOLLOW` so a symbolic link in the
+//! last component is refused. Every file is opened relative to a descriptor
+//! of its directory, so the checks and the later operations see the same
+//! directory.
+
+use crate::error::{IoOp, JournalError, Placement};
+use rustix::fd::{AsFd, BorrowedFd, OwnedFd};
+use rustix::fs::{self, FileType, FlockOperation, Mode, OFlags, RenameFlags, CWD};
+use rustix::io::Errno;
+use std::ffi::OsStr;
+use std::path::{Path, PathBuf};
+
+/// Splits a journal path into its directory and file name.
+pub(crate) fn split(path: &Path) -> (PathBuf, &OsStr) {
+    let dir = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    (dir, path.file_name().unwrap_or_else(|| OsStr::new("")))
+}
+
+fn euid() -> u32 {
+    rustix::process::geteuid().as_raw()
+}
+
+/// Opens the parent directory and checks mode 0700 and ownership.
+pub(crate) fn open_dir(dir: &Path) -> Result<OwnedFd, JournalError> {
+    let fd = fs::openat(
+        CWD,
+        dir,
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+        Mode::empty(),
+    )
+    .map_err(|e| match e {
+        Errno::NOENT => JournalError::NotFound,
+        Errno::NOTDIR => JournalError::Placement(Placement::DirNotDirectory),
+        e => JournalError::Io {
+            op: IoOp::OpenDir,
+            errno: e,
+        },
+    })?;
+    let st = fs::fstat(&fd).map_err(JournalError::io(IoOp::Stat))?;
+    if FileType::from_raw_mode(st.st_mode) != FileType::Directory {
+        return Err(JournalError::Placement(Placement::DirNotDirectory));
+    }
+    let mode = st.st_mode & 0o7777;
+    if mode != 0o700 {
+        return Err(JournalError::Placement(Placement::DirBadMode { mode }));
+    }
+    if st.st_uid != euid() {
+        return Err(JournalError::Placement(Placement::DirWrongOwner {
+            uid: st.st_uid,
+        }));
+    }
+    Ok(fd)
+}
+
+/// Checks a journal file's type, mode, owner and link count; returns its size.
+pub(crate) fn check_file(fd: BorrowedFd<'_>) -> Result<u64, JournalError> {
+    let st = fs::fstat(fd).map_err(JournalError::io(IoOp::Stat))?;
+    if FileType::from_raw_mode(st.st_mode) != FileType::RegularFile {
+        return Err(JournalError::Placement(Placement::NotRegular));
+    }
+    let mode = st.st_mode & 0o7777;
+    if mode != 0o600 {
+        return Err(JournalError::Placement(Placement::FileBadMode { mode }));
+    }
+    if st.st_uid != euid() {
+        return Err(JournalError::Placement(Placement::FileWrongOwner {
+            uid: st.st_uid,
+        }));
+    }
+    #[expect(
+        clippy::useless_conversion,
+        reason = "st_nlink is u32 on some targets and u64 on others"
+    )]
+    let links = u64::from(st.st_nlink);
+    if links != 1 {
+        return Err(JournalError::Placement(Placement::LinkCount { links }));
+    }
+    u64::try_from(st.st_size).map_err(|_| JournalError::Io {
+        op: IoOp::Stat,
+        errno: Errno::OVERFLOW,
+    })
+}
+
+fn map_open_error(e: Errno) -> JournalError {
+    match e {
+        Errno::NOENT => JournalError::NotFound,
+        Errno::EXIST => JournalError::Exists,
+        // O_NOFOLLOW on a final symlink fails with ELOOP.
+        Errno::LOOP | Errno::MLINK => JournalError::Placement(Placement::Symlink),
+        e => JournalError::Io {
+            op: IoOp::Open,
+            errno: e,
+        },
+    }
+}
+
+/// Opens an existing file in `dir` without following a final symlink.
+pub(crate) fn open_in(
+    dir: BorrowedFd<'_>,
+    name: &OsStr,
+    write: bool,
+) -> Result<OwnedFd, JournalError> {
+    let access = if write { OFlags::RDWR } else { OFlags::RDONLY };
+    fs::openat(
+        dir,
+        name,
+        access | OFlags::NOFOLLOW | OFlags::CLOEXEC | OFlags::NOCTTY,
+        Mode::empty(),
+    )
+    .map_err(map_open_error)
+}
+
+/// Opens a file by path for reading only, refusing a final symlink. Used by
+/// the offline verifier, which makes no placement demands.
+pub(crate) fn open_readonly(path: &Path) -> Result<OwnedFd, JournalError> {
+    let fd = fs::openat(
+        CWD,
+        path,
+        OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC | OFlags::NOCTTY,
+        Mode::empty(),
+    )
+    .map_err(map_open_error)?;
+    let st = fs::fstat(&fd).map_err(JournalError::io(IoOp::Stat))?;
+    if FileType::from_raw_mode(st.st_mode) != FileType::RegularFile {
+        return Err(JournalError::Placement(Placement::NotRegular));
+    }
+    Ok(fd)
+}
+
+/// Creates a new file with `O_EXCL`, mode 0600 regardless of the umask.
+pub(crate) fn create_in(dir: BorrowedFd<'_>, name: &OsStr) -> Result<OwnedFd, JournalError> {
+    let fd = fs::openat(
+        dir,
+        name,
+        OFlags::RDWR | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+        Mode::from_raw_mode(0o600),
+    )
+    .map_err(map_open_error)?;
+    fs::fchmod(&fd, Mode::from_raw_mode(0o600)).map_err(JournalError::io(IoOp::Chmod))?;
+    Ok(fd)
+}
+
+/// Takes the exclusive writer lock without waiting.
+pub(crate) fn lock(fd: BorrowedFd<'_>) -> Result<(), JournalError> {
+    fs::flock(fd, FlockOperation::NonBlockingLockExclusive).map_err(|e| {
+        if e == Errno::WOULDBLOCK || e == Errno::AGAIN {
+            JournalError::Locked
+        } else {
+            JournalError::Io {
+                op: IoOp::Lock,
+                errno: e,
+            }
+        }
+    })
+}
+
+/// `fsync` of a directory, making a create, rename or unlink durable.
+pub(crate) fn sync_dir(dir: BorrowedFd<'_>) -> Result<(), JournalError> {
+    fs::fsync(dir).map_err(JournalError::io(IoOp::SyncDir))
+}
+
+/// Renames `from` to `to` in `dir`; with `no_replace`, fails if `to` exists.
+pub(crate) fn rename_in(
+    dir: BorrowedFd<'_>,
+    from: &OsStr,
+    to: &OsStr,
+    no_replace: bool,
+) -> Result<(), JournalError> {
+    let flags = if no_replace {
+        RenameFlags::NOREPLACE
+    } else {
+        RenameFlags::empty()
+    };
+    fs::renameat_with(dir, from, dir, to, flags).map_err(|e| match e {
+        Errno::EXIST => JournalError::Exists,
+        e => JournalError::Io {
+            op: IoOp::Rename,
+            errno: e,
+        },
+    })
+}
+
+/// Removes a file from `dir`, ignoring a missing one.
+pub(crate) fn unlink_in(dir: BorrowedFd<'_>, name: &OsStr) {
+    let _ = fs::unlinkat(dir, name, fs::AtFlags::empty());
+}
+
+/// Writes all of `buf` at `offset`, retrying short writes and `EINTR`.
+pub(crate) fn write_all_at(fd: BorrowedFd<'_>, mut buf: &[u8], mut offset: u64) -> Result<(), Errno> {
+    while !buf.is_empty() {
+        match rustix::io::pwrite(fd, buf, offset) {
+            Ok(0) => return Err(Errno::IO),
+            Ok(n) => {
+                buf = buf.get(n..).unwrap_or(&[]);
+                offset += n as u64;
+            }
+            Err(Errno::INTR) => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+/// Reads exactly `len` bytes from the start of the file (no more: a file
+/// that grows meanwhile is read only up to the size checked before).
+pub(crate) fn read_exact(fd: BorrowedFd<'_>, len: u64) -> Result<Vec<u8>, JournalError> {
+    let n = usize::try_from(len).map_err(|_| JournalError::Io {
+        op: IoOp::Read,
+        errno: Errno::FBIG,
+    })?;
+    let mut buf = vec![0u8; n];
+    let mut done = 0usize;
+    while done < n {
+        let Some(rest) = buf.get_mut(done..) else {
+            break;
+        };
+        match rustix::io::pread(fd, rest, done as u64) {
+            Ok(0) => {
+                // The file shrank under us: read what is there.
+                buf.truncate(done);
+                break;
+            }
+            Ok(k) => done += k,
+            Err(Errno::INTR) => {}
+            Err(e) => {
+                return Err(JournalError::Io {
+                    op: IoOp::Read,
+                    errno: e,
+                })
+            }
+        }
+    }
+    Ok(buf)
+}
+
+/// Random bytes from the operating system.
+pub(crate) fn random<const N: usize>() -> Result<[u8; N], JournalError> {
+    let mut b = [0u8; N];
+    getrandom::fill(&mut b).map_err(|e| JournalError::Io {
+        op: IoOp::Random,
+        errno: e
+            .raw_os_error()
+            .map_or(Errno::IO, Errno::from_raw_os_error),
+    })?;
+    Ok(b)
+}
+
+/// A fresh sibling name: `.<name>.<tag>.<random hex>`.
+pub(crate) fn sibling_name(name: &OsStr, tag: &str) -> Result<std::ffi::OsString, JournalError> {
+    let r: [u8; 8] = random()?;
+    let mut s = std::ffi::OsString::from(".");
+    s.push(name);
+    s.push(format!(".{tag}.{}", glove_types::digest::to_hex(&r)));
+    Ok(s)
+}
+
+/// Writes a small file atomically: a new sibling with `O_EXCL`, its bytes,
+/// `fsync`, rename over `name`, `fsync` of the directory.
+pub(crate) fn replace_file(dir: BorrowedFd<'_>, name: &OsStr, bytes: &[u8]) -> Result<(), JournalError> {
+    let tmp = sibling_name(name, "tmp")?;
+    let fd = create_in(dir, &tmp)?;
+    let result = (|| {
+        write_all_at(fd.as_fd(), bytes, 0).map_err(JournalError::io(IoOp::Write))?;
+        fs::fsync(&fd).map_err(JournalError::io(IoOp::Sync))?;
+        rename_in(dir, &tmp, name, false)?;
+        sync_dir(dir)
+    })();
+    if result.is_err() {
+        unlink_in(dir, &tmp);
+    }
+    result
+}

@@ -1,0 +1,466 @@
+//! The receipt journal: capacity reservations and HMAC-chained receipts,
+//! delivered in pages and acknowledged by exact head.
+//!
+//! * **Reservations.** Before a session launches, [`ReceiptJournal::reserve`]
+//!   durably sets aside room for one receipt of the largest size (one slot:
+//!   bytes and one record). A reservation is refused when the file could not
+//!   hold every outstanding slot plus the new one, so a held reservation can
+//!   always be spent ([`ReceiptJournal::append_receipt`]) or released
+//!   ([`ReceiptJournal::release`]), even when the journal is otherwise full.
+//! * **Receipts.** A body is canonical JSON naming its [`ReceiptKind`]; it is
+//!   sealed into an envelope whose `chain` MAC links it to the previous head
+//!   and, transitively, to the trusted anchor (see [`envelope`]). The record
+//!   is durable before `append_receipt` returns.
+//! * **Delivery.** [`ReceiptJournal::page`] returns receipts after a sequence
+//!   number within record and byte bounds, plus the head of what it
+//!   delivered. [`ReceiptJournal::ack`] succeeds only for exactly that head
+//!   (compared in constant time) and durably records it in the
+//!   acknowledged-head file (see [`ack`](self::ack)), which is a second
+//!   anchor: on open, a journal shorter than it, or diverging from it, is
+//!   corrupt.
+//! * **Compaction.** [`ReceiptJournal::compact`] rewrites the file to start
+//!   at the acknowledged head, keeping outstanding reservations and unacked
+//!   receipts byte for byte, so the chain stays verifiable from that head.
+//! * **Verification.** [`verify_file`], [`verify_bytes`] and [`verify_page`]
+//!   check receipts offline with only the key and an anchor.
+
+mod ack;
+pub mod envelope;
+pub mod mac;
+pub mod records;
+mod state;
+mod verify;
+
+pub use envelope::ReceiptKind;
+pub use mac::{ReceiptHead, ReceiptKey};
+pub use state::StoredReceipt;
+pub use verify::{verify_bytes, verify_file, verify_page, VerifyReport, VERIFY_MAX_BYTES};
+
+use crate::error::{CorruptKind, JournalError, ReceiptRefusal};
+use crate::format::{record_len, JournalKind, HEADER_LEN};
+use crate::journal::{Journal, OpenReport};
+use crate::placement;
+use crate::spec::JournalSpec;
+use envelope::{seal, ENVELOPE_OVERHEAD};
+use glove_types::ids::SessionId;
+use records::{encode_base, encode_id, KINDS, KIND_BASE, KIND_RECEIPT, KIND_RELEASE, KIND_RESERVE};
+use state::ReceiptState;
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+
+/// Bounds of a receipt journal.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ReceiptConfig {
+    /// Largest file size in bytes.
+    pub max_bytes: u64,
+    /// Largest number of records (reservations, releases and receipts).
+    pub max_records: u64,
+    /// Largest receipt body in bytes.
+    pub max_body_bytes: u32,
+}
+
+impl Default for ReceiptConfig {
+    fn default() -> Self {
+        ReceiptConfig {
+            max_bytes: 64 * 1024 * 1024,
+            max_records: 100_000,
+            max_body_bytes: 64 * 1024,
+        }
+    }
+}
+
+impl ReceiptConfig {
+    /// Largest envelope.
+    pub fn max_envelope(&self) -> usize {
+        self.max_body_bytes as usize + ENVELOPE_OVERHEAD
+    }
+
+    /// The journal spec these bounds give.
+    pub fn spec(&self) -> JournalSpec {
+        JournalSpec {
+            kind: JournalKind::RECEIPTS,
+            max_bytes: self.max_bytes,
+            max_records: self.max_records,
+            max_payload: u32::try_from(1 + 64 + self.max_envelope()).unwrap_or(u32::MAX),
+            record_kinds: KINDS,
+        }
+    }
+
+    /// Bytes one reservation sets aside: the largest receipt record.
+    pub fn slot_bytes(&self) -> u64 {
+        record_len(1 + 64 + self.max_envelope()) as u64
+    }
+}
+
+/// A held reservation for one session's receipt. Spend it with
+/// [`ReceiptJournal::append_receipt`] or give it back with
+/// [`ReceiptJournal::release`]. Not `Clone`: one token per reservation.
+#[derive(Debug, PartialEq, Eq)]
+#[must_use = "a reservation holds journal capacity until spent or released"]
+pub struct Reservation {
+    session: SessionId,
+}
+
+impl Reservation {
+    /// The session the reservation is for.
+    pub fn session(&self) -> &SessionId {
+        &self.session
+    }
+}
+
+/// A page of receipts and the head of what it delivered.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Page {
+    /// Receipts in sequence order.
+    pub receipts: Vec<StoredReceipt>,
+    /// The head after the last delivered receipt (the head at `after_seq`
+    /// for an empty page). Acknowledge exactly this.
+    pub head: ReceiptHead,
+}
+
+/// What compaction did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CompactReport {
+    /// Receipts dropped (all acknowledged).
+    pub removed: u64,
+    /// Receipts kept.
+    pub kept: u64,
+}
+
+/// The durable receipt journal (see the module docs).
+#[derive(Debug)]
+pub struct ReceiptJournal {
+    journal: Journal,
+    key: ReceiptKey,
+    config: ReceiptConfig,
+    state: ReceiptState,
+    /// The chain's starting head in the current file.
+    base: ReceiptHead,
+    /// The last durably acknowledged head.
+    acked: Option<ReceiptHead>,
+    /// The head of the last page served (in memory only).
+    delivered: Option<ReceiptHead>,
+    dir: PathBuf,
+    name: OsString,
+}
+
+impl ReceiptJournal {
+    /// Creates a receipt journal whose chain starts at the trusted `anchor`.
+    /// Any acknowledged-head file left at the name by an earlier journal is
+    /// removed.
+    pub fn create(
+        path: &Path,
+        key: ReceiptKey,
+        anchor: &ReceiptHead,
+        config: ReceiptConfig,
+    ) -> Result<ReceiptJournal, JournalError> {
+        let base = encode_base(anchor);
+        let journal = Journal::create_with(path, &config.spec(), [(KIND_BASE, &base[..])])?;
+        let (dir, name) = placement::split(path);
+        let name = name.to_os_string();
+        ack::remove(&dir, &name)?;
+        Ok(ReceiptJournal {
+            journal,
+            key,
+            config,
+            state: ReceiptState {
+                base: Some(*anchor),
+                ..ReceiptState::default()
+            },
+            base: *anchor,
+            acked: None,
+            delivered: None,
+            dir,
+            name,
+        })
+    }
+
+    /// Opens a receipt journal: strict replay (torn tail repaired), every
+    /// receipt MAC verified, the chain checked against the trusted `anchor`
+    /// and against the acknowledged head.
+    ///
+    /// The anchor must be the file's base or a head on its chain; after
+    /// compaction the base may lie past the anchor, which is accepted only
+    /// when the acknowledged head covers it.
+    pub fn open(
+        path: &Path,
+        key: ReceiptKey,
+        anchor: &ReceiptHead,
+        config: ReceiptConfig,
+    ) -> Result<(ReceiptJournal, OpenReport), JournalError> {
+        let opened = Journal::open(path, &config.spec(), None)?;
+        let mut state = ReceiptState::default();
+        for rec in opened.records() {
+            state.apply(&key, &rec, config.max_envelope())?;
+        }
+        let at_base = HEADER_LEN as u64;
+        let base = state
+            .base
+            .ok_or(JournalError::corrupt(CorruptKind::ReceiptRecordInvalid, at_base))?;
+        let head = state.head().unwrap_or(base);
+        let (dir, name) = placement::split(path);
+        let name = name.to_os_string();
+        let journal = opened.journal;
+        let acked = ack::read(&dir, &name, &key, &journal.journal_id())?;
+        let on_chain = |h: &ReceiptHead| state.head_at(h.seq).is_some_and(|x| x.ct_eq(h));
+        if let Some(a) = &acked {
+            if a.seq < base.seq {
+                return Err(JournalError::corrupt(CorruptKind::ReceiptAckFileInvalid, 0));
+            }
+            if a.seq > head.seq || !on_chain(a) {
+                return Err(JournalError::corrupt(
+                    CorruptKind::ReceiptBehindAck,
+                    journal.len_bytes(),
+                ));
+            }
+        }
+        if !on_chain(anchor) {
+            if anchor.seq >= base.seq {
+                return Err(JournalError::corrupt(
+                    CorruptKind::ReceiptAnchorMismatch,
+                    at_base,
+                ));
+            }
+            if acked.is_none() {
+                return Err(JournalError::corrupt(CorruptKind::ReceiptAckMissing, at_base));
+            }
+        }
+        Ok((
+            ReceiptJournal {
+                journal,
+                key,
+                config,
+                state,
+                base,
+                acked,
+                delivered: None,
+                dir,
+                name,
+            },
+            opened.report,
+        ))
+    }
+
+    /// Durably reserves room for `session`'s receipt.
+    pub fn reserve(&mut self, session: &SessionId) -> Result<Reservation, JournalError> {
+        if self.state.outstanding.contains(session) {
+            return Err(JournalError::Receipt(ReceiptRefusal::ReservationExists {
+                session: session.clone(),
+            }));
+        }
+        let payload = encode_id(Some(session), &[]);
+        let slots = self.state.outstanding.len() as u64 + 1;
+        let need_bytes = self.journal.len_bytes()
+            + record_len(payload.len()) as u64
+            + slots * self.config.slot_bytes();
+        let need_records = self.journal.record_count() + 1 + slots;
+        if need_bytes > self.config.max_bytes || need_records > self.config.max_records {
+            return Err(JournalError::Receipt(ReceiptRefusal::ReservationRefused));
+        }
+        let _ = self.journal.append(KIND_RESERVE, &payload)?;
+        self.state.outstanding.insert(session.clone());
+        Ok(Reservation {
+            session: session.clone(),
+        })
+    }
+
+    /// A token for a reservation that is held on disk (for recovery after a
+    /// restart); `None` if `session` holds none.
+    pub fn held_reservation(&self, session: &SessionId) -> Option<Reservation> {
+        self.state
+            .outstanding
+            .contains(session)
+            .then(|| Reservation {
+                session: session.clone(),
+            })
+    }
+
+    /// Sessions holding a reservation.
+    pub fn outstanding(&self) -> impl Iterator<Item = &SessionId> + '_ {
+        self.state.outstanding.iter()
+    }
+
+    /// Seals `body` as the next receipt, spending `reservation`, and returns
+    /// once it is durable. On a refusal (bad body) the reservation stays
+    /// held.
+    pub fn append_receipt(
+        &mut self,
+        reservation: &Reservation,
+        kind: ReceiptKind,
+        body: &[u8],
+    ) -> Result<StoredReceipt, JournalError> {
+        if !self.state.outstanding.contains(&reservation.session) {
+            return Err(JournalError::Receipt(ReceiptRefusal::ReservationUnknown {
+                session: reservation.session.clone(),
+            }));
+        }
+        let prev = self.state.head().unwrap_or(self.base);
+        let (envelope, head) = seal(
+            &self.key,
+            &prev,
+            kind,
+            body,
+            self.config.max_body_bytes as usize,
+        )?;
+        let payload = encode_id(Some(&reservation.session), &envelope);
+        let _ = self.journal.append(KIND_RECEIPT, &payload)?;
+        self.state.outstanding.remove(&reservation.session);
+        let stored = StoredReceipt {
+            seq: head.seq,
+            kind,
+            chain: head.chain,
+            envelope: envelope.into(),
+        };
+        self.state.receipts.push(stored.clone());
+        Ok(stored)
+    }
+
+    /// Durably gives a reservation back.
+    pub fn release(&mut self, reservation: Reservation) -> Result<(), JournalError> {
+        if !self.state.outstanding.contains(&reservation.session) {
+            return Err(JournalError::Receipt(ReceiptRefusal::ReservationUnknown {
+                session: reservation.session,
+            }));
+        }
+        let _ = self
+            .journal
+            .append(KIND_RELEASE, &encode_id(Some(&reservation.session), &[]))?;
+        self.state.outstanding.remove(&reservation.session);
+        Ok(())
+    }
+
+    /// Receipts after `after_seq`: at most `max_records` of them and at most
+    /// `max_bytes` of envelopes. The page's head becomes the only head
+    /// [`ack`](Self::ack) accepts.
+    pub fn page(
+        &mut self,
+        after_seq: u64,
+        max_records: usize,
+        max_bytes: u64,
+    ) -> Result<Page, JournalError> {
+        let head = self.head();
+        if after_seq < self.base.seq {
+            return Err(JournalError::Receipt(ReceiptRefusal::PageCompacted {
+                base_seq: self.base.seq,
+            }));
+        }
+        if after_seq > head.seq {
+            return Err(JournalError::Receipt(ReceiptRefusal::PageOutOfRange {
+                head_seq: head.seq,
+            }));
+        }
+        let start = usize::try_from(after_seq - self.base.seq).unwrap_or(usize::MAX);
+        let mut receipts = Vec::new();
+        let mut bytes = 0u64;
+        for r in self.state.receipts.iter().skip(start).take(max_records) {
+            let len = r.envelope.len() as u64;
+            if bytes + len > max_bytes {
+                if receipts.is_empty() {
+                    return Err(JournalError::Receipt(ReceiptRefusal::PageTooSmall {
+                        needed: len,
+                    }));
+                }
+                break;
+            }
+            bytes += len;
+            receipts.push(r.clone());
+        }
+        let page_head = match receipts.last() {
+            Some(r) => r.head(),
+            None => self.state.head_at(after_seq).unwrap_or(head),
+        };
+        self.delivered = Some(page_head);
+        Ok(Page {
+            receipts,
+            head: page_head,
+        })
+    }
+
+    /// Acknowledges delivery up to `head`, which must be exactly the head
+    /// of the last page served. Durable when it returns.
+    pub fn ack(&mut self, head: &ReceiptHead) -> Result<(), JournalError> {
+        let mismatch = || JournalError::Receipt(ReceiptRefusal::AckMismatch);
+        let delivered = self.delivered.ok_or_else(mismatch)?;
+        if !delivered.ct_eq(head) {
+            return Err(mismatch());
+        }
+        if let Some(a) = &self.acked {
+            if a.seq == head.seq {
+                return Ok(());
+            }
+            if a.seq > head.seq {
+                return Err(mismatch());
+            }
+        }
+        ack::write(
+            &self.dir,
+            &self.name,
+            &self.key,
+            &self.journal.journal_id(),
+            head,
+        )?;
+        self.acked = Some(*head);
+        Ok(())
+    }
+
+    /// Drops acknowledged receipts by rewriting the file to start at the
+    /// acknowledged head.
+    pub fn compact(&mut self) -> Result<CompactReport, JournalError> {
+        let Some(acked) = self.acked else {
+            return Ok(CompactReport {
+                removed: 0,
+                kept: self.state.receipts.len() as u64,
+            });
+        };
+        let removed = acked.seq - self.base.seq;
+        let keep: Vec<&StoredReceipt> =
+            self.state.receipts.iter().filter(|r| r.seq > acked.seq).collect();
+        if removed == 0 {
+            return Ok(CompactReport {
+                removed: 0,
+                kept: keep.len() as u64,
+            });
+        }
+        let mut payloads: Vec<(u16, Vec<u8>)> = vec![(KIND_BASE, encode_base(&acked))];
+        for s in &self.state.outstanding {
+            payloads.push((KIND_RESERVE, encode_id(Some(s), &[])));
+        }
+        for r in &keep {
+            payloads.push((KIND_RECEIPT, encode_id(None, &r.envelope)));
+        }
+        let kept = keep.len() as u64;
+        let new = self
+            .journal
+            .rewrite(payloads.iter().map(|(k, p)| (*k, &p[..])))?;
+        self.journal = new;
+        self.state.receipts.retain(|r| r.seq > acked.seq);
+        self.state.base = Some(acked);
+        self.base = acked;
+        Ok(CompactReport { removed, kept })
+    }
+
+    /// The head after the newest receipt.
+    pub fn head(&self) -> ReceiptHead {
+        self.state.head().unwrap_or(self.base)
+    }
+
+    /// The head the chain starts from in the current file.
+    pub fn base(&self) -> ReceiptHead {
+        self.base
+    }
+
+    /// The last acknowledged head.
+    pub fn acked(&self) -> Option<ReceiptHead> {
+        self.acked
+    }
+
+    /// Receipts kept in the file, oldest first.
+    pub fn receipts(&self) -> &[StoredReceipt] {
+        &self.state.receipts
+    }
+
+    /// The underlying journal.
+    pub fn journal(&self) -> &Journal {
+        &self.journal
+    }
+}

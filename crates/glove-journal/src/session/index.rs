@@ -1,0 +1,184 @@
+//! The in-memory view of the session store and the rules replay enforces.
+//!
+//! [`SessionIndex`] holds every session's creation data and latest stage,
+//! keyed by session id, plus a map from idempotency key to session id, so
+//! lookups never reread the file. Replay feeds it every stored record in
+//! order; a record that the rules forbid is corruption at that record's
+//! offset.
+
+use super::record::{decode_create, decode_transition, KIND_CREATE, KIND_TRANSITION};
+use super::MAX_EVIDENCE_BYTES;
+use crate::error::{CorruptKind, JournalError};
+use crate::journal::RecordView;
+use glove_types::ids::{IdempotencyKey, SessionId};
+use glove_types::stage::SessionStage;
+use glove_types::{Blake3Digest, Sha256Digest};
+use std::collections::HashMap;
+use std::sync::Arc;
+
+/// One session as the store knows it: its creation data and latest stage.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SessionRecord {
+    session_id: SessionId,
+    idempotency_key: IdempotencyKey,
+    controller_plan_digest: Blake3Digest,
+    plan_content_digest: Sha256Digest,
+    plan: Arc<[u8]>,
+    created_seq: u64,
+    stage: SessionStage,
+    stage_seq: u64,
+    evidence: Arc<[u8]>,
+}
+
+impl SessionRecord {
+    /// The controller's session id.
+    pub fn session_id(&self) -> &SessionId {
+        &self.session_id
+    }
+    /// The idempotency key of the creation.
+    pub fn idempotency_key(&self) -> &IdempotencyKey {
+        &self.idempotency_key
+    }
+    /// The controller's BLAKE3 correlation digest of the plan.
+    pub fn controller_plan_digest(&self) -> &Blake3Digest {
+        &self.controller_plan_digest
+    }
+    /// SHA-256 of the exact canonical plan bytes.
+    pub fn plan_content_digest(&self) -> &Sha256Digest {
+        &self.plan_content_digest
+    }
+    /// The canonical plan bytes as stored.
+    pub fn plan(&self) -> &[u8] {
+        &self.plan
+    }
+    /// Sequence number of the creation record.
+    pub fn created_seq(&self) -> u64 {
+        self.created_seq
+    }
+    /// The latest stage.
+    pub fn stage(&self) -> SessionStage {
+        self.stage
+    }
+    /// Sequence number of the record that set the latest stage.
+    pub fn stage_seq(&self) -> u64 {
+        self.stage_seq
+    }
+    /// Evidence of the latest transition (empty while `created`).
+    pub fn evidence(&self) -> &[u8] {
+        &self.evidence
+    }
+}
+
+/// Every session, indexed by id and by idempotency key.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SessionIndex {
+    sessions: HashMap<SessionId, SessionRecord>,
+    by_key: HashMap<IdempotencyKey, SessionId>,
+}
+
+impl SessionIndex {
+    /// The session with this id.
+    pub fn get(&self, id: &SessionId) -> Option<&SessionRecord> {
+        self.sessions.get(id)
+    }
+
+    /// The session created with this idempotency key.
+    pub fn by_idempotency_key(&self, key: &IdempotencyKey) -> Option<&SessionRecord> {
+        self.by_key.get(key).and_then(|id| self.sessions.get(id))
+    }
+
+    /// Every session, in no particular order.
+    pub fn iter(&self) -> impl Iterator<Item = &SessionRecord> + '_ {
+        self.sessions.values()
+    }
+
+    /// How many sessions exist.
+    pub fn len(&self) -> usize {
+        self.sessions.len()
+    }
+
+    /// Whether no session exists.
+    pub fn is_empty(&self) -> bool {
+        self.sessions.is_empty()
+    }
+
+    pub(crate) fn insert_created(
+        &mut self,
+        session_id: SessionId,
+        idempotency_key: IdempotencyKey,
+        controller_plan_digest: Blake3Digest,
+        plan_content_digest: Sha256Digest,
+        plan: Arc<[u8]>,
+        seq: u64,
+    ) {
+        self.by_key
+            .insert(idempotency_key.clone(), session_id.clone());
+        self.sessions.insert(
+            session_id.clone(),
+            SessionRecord {
+                session_id,
+                idempotency_key,
+                controller_plan_digest,
+                plan_content_digest,
+                plan,
+                created_seq: seq,
+                stage: SessionStage::Created,
+                stage_seq: seq,
+                evidence: Arc::from(&[][..]),
+            },
+        );
+    }
+
+    pub(crate) fn set_stage(&mut self, id: &SessionId, stage: SessionStage, evidence: &[u8], seq: u64) {
+        if let Some(r) = self.sessions.get_mut(id) {
+            r.stage = stage;
+            r.stage_seq = seq;
+            r.evidence = Arc::from(evidence);
+        }
+    }
+
+    /// Applies one stored record during replay.
+    pub(crate) fn apply(&mut self, rec: &RecordView<'_>) -> Result<(), JournalError> {
+        let bad = |kind| JournalError::corrupt(kind, rec.offset);
+        match rec.kind {
+            KIND_CREATE => {
+                let c = decode_create(rec.payload).ok_or(bad(CorruptKind::StoreRecordInvalid))?;
+                if c.plan.len() > super::MAX_PLAN_BYTES {
+                    return Err(bad(CorruptKind::StoreRecordInvalid));
+                }
+                if self.sessions.contains_key(&c.session_id)
+                    || self.by_key.contains_key(&c.idempotency_key)
+                {
+                    return Err(bad(CorruptKind::StoreDuplicateSession));
+                }
+                self.insert_created(
+                    c.session_id,
+                    c.idempotency_key,
+                    c.controller_plan_digest,
+                    c.plan_content_digest,
+                    Arc::from(c.plan),
+                    rec.seq,
+                );
+                Ok(())
+            }
+            KIND_TRANSITION => {
+                let t =
+                    decode_transition(rec.payload).ok_or(bad(CorruptKind::StoreRecordInvalid))?;
+                let from = self
+                    .sessions
+                    .get(&t.session_id)
+                    .ok_or(bad(CorruptKind::StoreUnknownSession))?
+                    .stage;
+                if !from.can_transition(t.stage) {
+                    return Err(bad(CorruptKind::StoreImpossibleTransition));
+                }
+                if glove_types::canon::parse_canonical(t.evidence, MAX_EVIDENCE_BYTES).is_err() {
+                    return Err(bad(CorruptKind::StoreRecordInvalid));
+                }
+                self.set_stage(&t.session_id, t.stage, t.evidence, rec.seq);
+                Ok(())
+            }
+            _ => Err(bad(CorruptKind::UnknownKind)),
+        }
+    }
+}
