@@ -356,6 +356,12 @@ impl<T> fmt::Display for Refused<T> {
     }
 }
 
+impl<T> std::error::Error for Refused<T> {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(&self.error)
+    }
+}
+
 impl<T> From<Refused<T>> for LifecycleError {
     fn from(r: Refused<T>) -> Self {
         r.error

@@ -14,12 +14,12 @@
 //! Only the methods below exist, so an illegal transition does not compile:
 //! `Session<Created>` has no `log_run`, `Session<Exited>` no `log_fail`.
 //!
-//! ```compile_fail
-//! # fn f(s: glove_lifecycle::Session<glove_lifecycle::Created>,
-//! #      log: &mut glove_lifecycle::memory::MemoryLog) {
-//! // A created session cannot go straight to running.
-//! let _ = s.log_stop(glove_lifecycle::StopReason::Requested, log);
-//! # }
+//! ```compile_fail,E0599
+//! use glove_lifecycle::{Created, Session, StopReason, TransitionLog};
+//! fn f<L: TransitionLog>(s: Session<Created>, log: &mut L) {
+//!     // A created session has no stop transition.
+//!     let _ = s.log_stop(StopReason::Requested, log);
+//! }
 //! ```
 
 use crate::error::{LifecycleError, Refused};

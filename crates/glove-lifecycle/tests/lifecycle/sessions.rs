@@ -1,0 +1,253 @@
+//! Session transitions: write-ahead, proof binding, receipts, idempotency.
+
+use crate::support::*;
+use glove_lifecycle::memory::MemoryLog;
+use glove_lifecycle::*;
+use glove_types::codes::lifecycle as c;
+use glove_types::stage::SessionStage;
+
+#[test]
+fn full_lifecycle_records_one_record_per_transition() {
+    let mut w = World::new();
+    let id = sid("s-full");
+    let s = w.stopping(&id);
+    let r = w.with_receipt(&id, 1);
+    let p = s.log_exit(r, &w.receipts, &mut w.log).unwrap();
+    let s = s.exit(p).unwrap();
+    assert_eq!(s.stage(), SessionStage::Exited);
+    assert_eq!(s.last_seq(), 5);
+    assert_eq!(w.log.len(), 6);
+    let stages: Vec<_> = s.history().iter().map(|(st, _)| *st).collect();
+    assert_eq!(
+        stages,
+        [
+            SessionStage::Created,
+            SessionStage::Preparing,
+            SessionStage::Starting,
+            SessionStage::Running,
+            SessionStage::Stopping,
+            SessionStage::Exited
+        ]
+    );
+    assert_eq!(s.receipt(), r);
+}
+
+#[test]
+fn repeating_a_log_step_with_the_same_input_appends_nothing() {
+    let mut w = World::new();
+    let s = w.created(&sid("s-idem"));
+    let p1 = s.log_prepare(&mut w.log).unwrap();
+    let p2 = s.log_prepare(&mut w.log).unwrap();
+    assert_eq!(w.log.len(), 2);
+    assert_eq!(p1.record_digest(), p2.record_digest());
+    assert_eq!(p1.seq(), p2.seq());
+    let s = s.prepare(p1).unwrap();
+    assert_eq!(s.stage(), SessionStage::Preparing);
+    drop(p2);
+
+    // Creation too: same id and digests is the same record.
+    let again = Session::log_create(&sid("s-idem"), digests(), &mut w.log).unwrap();
+    assert_eq!(again.seq(), 0);
+    assert_eq!(w.log.len(), 2);
+}
+
+#[test]
+fn a_different_input_for_a_taken_transition_fails_closed() {
+    let mut w = World::new();
+    let id = sid("s-conflict");
+    let s = w.running(&id);
+    let n = w.log.len();
+    let _first = s.log_stop(StopReason::Requested, &mut w.log).unwrap();
+    let e = s.log_stop(StopReason::AgentExited, &mut w.log).unwrap_err();
+    assert_eq!(e.code(), c::LIFECYCLE_TRANSITION_CONFLICT);
+    assert_eq!(w.log.len(), n + 1);
+
+    let e = Session::log_create(&id, digests_of("other plan"), &mut w.log).unwrap_err();
+    assert_eq!(e.code(), c::LIFECYCLE_TRANSITION_CONFLICT);
+}
+
+#[test]
+fn a_proof_of_one_session_is_refused_by_another_at_runtime() {
+    // Session identities are runtime values, so this binding is checked when
+    // the proof is spent, not by the compiler.
+    let mut w = World::new();
+    let a = w.created(&sid("s-a"));
+    let b = w.created(&sid("s-b"));
+    let proof_for_a = a.log_prepare(&mut w.log).unwrap();
+    let refused = b.prepare(proof_for_a).unwrap_err();
+    assert_eq!(refused.code(), c::LIFECYCLE_PROOF_SUBJECT_MISMATCH);
+    let (b, _) = refused.into_parts();
+    // B is handed back unchanged and can still move with its own proof.
+    let p = b.log_prepare(&mut w.log).unwrap();
+    assert!(b.prepare(p).is_ok());
+}
+
+#[test]
+fn a_log_failure_leaves_the_stage_unchanged_and_records_nothing() {
+    let mut w = World::new();
+    let s = w.created(&sid("s-logfail"));
+    w.log.fail_next_append();
+    let e = s.log_prepare(&mut w.log).unwrap_err();
+    assert_eq!(e.code(), c::LIFECYCLE_LOG_UNAVAILABLE);
+    assert_eq!(w.log.len(), 1);
+    assert_eq!(s.stage(), SessionStage::Created);
+    let p = s.log_prepare(&mut w.log).unwrap();
+    assert!(s.prepare(p).is_ok());
+}
+
+/// A log that answers each append with the acknowledgement of the previous
+/// one: what a buggy or hostile implementation might do.
+struct StaleAckLog {
+    inner: MemoryLog,
+    kept: Option<AppendReceipt>,
+}
+
+impl TransitionLog for StaleAckLog {
+    fn append(&mut self, record: &PendingRecord<'_>) -> Result<AppendReceipt, PortError> {
+        let ack = self.inner.append(record)?;
+        Ok(match self.kept.replace(record.acknowledge()) {
+            Some(previous) => previous,
+            None => ack,
+        })
+    }
+
+    fn lookup(&self, subject: Subject<'_>, seq: u64) -> Result<Option<Vec<u8>>, PortError> {
+        self.inner.lookup(subject, seq)
+    }
+}
+
+#[test]
+fn a_log_cannot_pass_off_an_acknowledgement_of_another_record() {
+    let mut log = StaleAckLog {
+        inner: MemoryLog::new(),
+        kept: None,
+    };
+    let p = Session::log_create(&sid("s-ack-a"), digests(), &mut log).unwrap();
+    let _a = Session::create(p).unwrap();
+    // The log answers B's creation with A's acknowledgement.
+    let e = Session::log_create(&sid("s-ack-b"), digests(), &mut log).unwrap_err();
+    assert_eq!(e.code(), c::LIFECYCLE_APPEND_RECEIPT_MISMATCH);
+}
+
+#[test]
+fn exit_and_fail_need_the_durable_terminal_receipt() {
+    let mut w = World::new();
+    let id = sid("s-receipt");
+    let s = w.stopping(&id);
+    let e = s.log_exit(receipt(9), &w.receipts, &mut w.log).unwrap_err();
+    assert_eq!(e.code(), c::LIFECYCLE_RECEIPT_MISSING);
+    w.with_receipt(&id, 8);
+    let e = s.log_exit(receipt(9), &w.receipts, &mut w.log).unwrap_err();
+    assert_eq!(e.code(), c::LIFECYCLE_RECEIPT_MISMATCH);
+    let e = s
+        .log_fail(c::LIFECYCLE_WRONG_STAGE, receipt(9), &w.receipts, &mut w.log)
+        .unwrap_err();
+    assert_eq!(e.code(), c::LIFECYCLE_RECEIPT_MISMATCH);
+    let p = s.log_exit(receipt(8), &w.receipts, &mut w.log).unwrap();
+    assert!(s.exit(p).is_ok());
+}
+
+#[test]
+fn fail_from_every_live_stage_records_code_and_stage() {
+    fn check<S: Live>(w: &mut World, s: Session<S>) {
+        let id = s.id().clone();
+        let r = w.with_receipt(&id, 3);
+        let code = c::LIFECYCLE_RECOVERY_RUNNING_INTERRUPTED;
+        let p = s.log_fail(code, r, &w.receipts, &mut w.log).unwrap();
+        let before = s.stage();
+        let f = s.fail(p).unwrap();
+        assert_eq!(f.failure_code(), code);
+        assert_eq!(f.failed_in(), before);
+        assert_eq!(f.receipt(), r);
+    }
+    let mut w = World::new();
+    let s = w.created(&sid("f-1"));
+    check(&mut w, s);
+    let s = w.preparing(&sid("f-2"));
+    check(&mut w, s);
+    let s = w.starting(&sid("f-3"));
+    check(&mut w, s);
+    let s = w.running(&sid("f-4"));
+    check(&mut w, s);
+    let s = w.stopping(&sid("f-5"));
+    check(&mut w, s);
+}
+
+#[test]
+fn a_verified_start_of_another_session_is_refused() {
+    let mut w = World::new();
+    let a = w.preparing(&sid("s-va"));
+    let b = w.preparing(&sid("s-vb"));
+    let for_a = w.verified(&a, 1);
+    let e = b.log_start(binding(1), for_a, &mut w.log).unwrap_err();
+    assert_eq!(e.code(), glove_types::codes::lifecycle::START_AUTH_SESSION_MISMATCH);
+}
+
+#[test]
+fn any_session_conversions_are_checked() {
+    let mut w = World::new();
+    let any: AnySession = w.created(&sid("s-any")).into();
+    let refused = any.try_into_running().unwrap_err();
+    assert_eq!(refused.code(), c::LIFECYCLE_WRONG_STAGE);
+    let (any, _) = refused.into_parts();
+    assert_eq!(any.stage(), SessionStage::Created);
+    assert!(any.try_into_created().is_ok());
+}
+
+#[test]
+fn check_repeat_tells_repeat_new_conflict_and_illegal_apart() {
+    let mut w = World::new();
+    let id = sid("s-repeat");
+    let s = w.running(&id);
+    let any = AnySession::from(s);
+    let same = SessionEntry::Running {
+        identity: identity(4242),
+    };
+    let other = SessionEntry::Running {
+        identity: identity(4243),
+    };
+    assert_eq!(
+        any.check_repeat(&same).unwrap(),
+        Repeat::AlreadyRecorded { seq: 3 }
+    );
+    assert_eq!(
+        any.check_repeat(&other).unwrap_err().code(),
+        c::LIFECYCLE_TRANSITION_CONFLICT
+    );
+    assert_eq!(
+        any.check_repeat(&SessionEntry::Stopping {
+            reason: StopReason::Requested
+        })
+        .unwrap(),
+        Repeat::New
+    );
+    assert_eq!(
+        any.check_repeat(&SessionEntry::Exited { receipt: receipt(1) })
+            .unwrap_err()
+            .code(),
+        c::LIFECYCLE_ILLEGAL_TRANSITION
+    );
+    assert_eq!(any.check_repeat(&SessionEntry::Preparing).unwrap(), Repeat::AlreadyRecorded { seq: 1 });
+}
+
+#[test]
+fn records_decode_strictly() {
+    let mut w = World::new();
+    let _ = w.running(&sid("s-rec"));
+    for bytes in w.session_records() {
+        let r = SessionRecord::decode(&bytes).unwrap();
+        assert_eq!(r.encode().unwrap(), bytes);
+    }
+    let good = String::from_utf8(w.session_records()[0].clone()).unwrap();
+    let cases = [
+        good.replacen('{', "{ ", 1),                                    // not canonical
+        good.replacen("{\"entry\"", "{\"extra\":1,\"entry\"", 1), // out of order + unknown
+        good.replacen("\"seq\":0", "\"seq\":1", 1),                     // prev must be set
+        good.replacen("glove.lifecycle.session-record.v1", "v0", 1),    // unknown format
+        good.replacen("\"stage\":\"created\"", "\"stage\":\"creating\"", 1),
+    ];
+    for bad in cases {
+        let e = SessionRecord::decode(bad.as_bytes()).unwrap_err();
+        assert_eq!(e.code(), c::LIFECYCLE_RECORD_INVALID, "{bad}");
+    }
+}

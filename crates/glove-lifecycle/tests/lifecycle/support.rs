@@ -1,0 +1,130 @@
+//! Shared helpers: fixed inputs and "walk a session to stage X".
+
+use glove_lifecycle::memory::{ManualClock, MemoryLog, MemoryReceipts};
+use glove_lifecycle::*;
+use glove_types::ids::SessionId;
+use glove_types::{Blake3Digest, Sha256Digest};
+
+pub(crate) const NOW: u64 = 1_700_000_000_000;
+
+pub(crate) fn sid(name: &str) -> SessionId {
+    SessionId::new(name).expect("valid id")
+}
+
+pub(crate) fn digests_of(tag: &str) -> PlanDigests {
+    PlanDigests::new(
+        Sha256Digest::of(tag.as_bytes()),
+        Blake3Digest::of(tag.as_bytes()),
+    )
+}
+
+pub(crate) fn digests() -> PlanDigests {
+    digests_of("plan")
+}
+
+pub(crate) fn key() -> ServiceKey {
+    ServiceKey::new(&[0x5a; 32]).expect("32-byte key")
+}
+
+pub(crate) fn fields(id: &SessionId, d: PlanDigests, nonce: u8) -> StartAuthFields {
+    StartAuthFields {
+        session_id: id.clone(),
+        digests: d,
+        nonce: Nonce::from_bytes([nonce; 16]),
+        issued_at_ms: NOW,
+        expires_at_ms: NOW + 30_000,
+    }
+}
+
+pub(crate) fn auth(id: &SessionId, d: PlanDigests, nonce: u8) -> StartAuthorization {
+    StartAuthorization::issue(&key(), fields(id, d, nonce)).expect("issue")
+}
+
+pub(crate) fn binding(tag: u8) -> LaunchBinding {
+    LaunchBinding::of_launch_spec(format!(r#"{{"launch":{tag}}}"#).as_bytes()).expect("canonical")
+}
+
+pub(crate) fn identity(pid: u32) -> ProcessIdentity {
+    ProcessIdentity::new("0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0", pid, 99, 7).expect("valid identity")
+}
+
+pub(crate) fn receipt(n: u64) -> TerminalReceiptRef {
+    TerminalReceiptRef::new(n, Sha256Digest::of(&n.to_be_bytes()))
+}
+
+/// The ports one test uses.
+pub(crate) struct World {
+    pub(crate) log: MemoryLog,
+    pub(crate) receipts: MemoryReceipts,
+    pub(crate) clock: ManualClock,
+    pub(crate) nonces: UsedNonces,
+    next_nonce: u8,
+}
+
+impl World {
+    pub(crate) fn new() -> Self {
+        Self {
+            log: MemoryLog::new(),
+            receipts: MemoryReceipts::new(),
+            clock: ManualClock::at(NOW),
+            nonces: UsedNonces::new(64),
+            next_nonce: 100,
+        }
+    }
+
+    pub(crate) fn created(&mut self, id: &SessionId) -> Session<Created> {
+        let p = Session::log_create(id, digests(), &mut self.log).expect("log create");
+        Session::create(p).expect("create")
+    }
+
+    pub(crate) fn preparing(&mut self, id: &SessionId) -> Session<Preparing> {
+        let s = self.created(id);
+        let p = s.log_prepare(&mut self.log).expect("log prepare");
+        s.prepare(p).expect("prepare")
+    }
+
+    pub(crate) fn verified(&mut self, s: &Session<Preparing>, nonce: u8) -> VerifiedStart {
+        auth(s.id(), *s.digests(), nonce)
+            .verify(
+                &key(),
+                s.id(),
+                s.digests(),
+                StartAuthPolicy::default(),
+                &self.clock,
+                &mut self.nonces,
+            )
+            .expect("verify")
+    }
+
+    pub(crate) fn starting(&mut self, id: &SessionId) -> Session<Starting> {
+        let s = self.preparing(id);
+        self.next_nonce = self.next_nonce.wrapping_add(1);
+        let v = self.verified(&s, self.next_nonce);
+        let p = s.log_start(binding(1), v, &mut self.log).expect("log start");
+        s.start(p).expect("start")
+    }
+
+    pub(crate) fn running(&mut self, id: &SessionId) -> Session<Running> {
+        let s = self.starting(id);
+        let p = s.log_run(identity(4242), &mut self.log).expect("log run");
+        s.run(p).expect("run")
+    }
+
+    pub(crate) fn stopping(&mut self, id: &SessionId) -> Session<Stopping> {
+        let s = self.running(id);
+        let p = s
+            .log_stop(StopReason::Requested, &mut self.log)
+            .expect("log stop");
+        s.stop(p).expect("stop")
+    }
+
+    pub(crate) fn with_receipt(&mut self, id: &SessionId, n: u64) -> TerminalReceiptRef {
+        let r = receipt(n);
+        self.receipts.put(Subject::Session(id), r);
+        r
+    }
+
+    pub(crate) fn session_records(&self) -> Vec<Vec<u8>> {
+        self.log.records(SubjectKind::Session)
+    }
+}
