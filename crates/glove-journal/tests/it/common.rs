@@ -1,0 +1,68 @@
+//! Shared helpers.
+
+use glove_journal::format::JournalKind;
+use glove_journal::receipt::{ReceiptHead, ReceiptKey};
+use glove_journal::JournalSpec;
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+
+/// A temporary directory with mode 0700 (on the same disk as the repo).
+pub(crate) fn tempdir() -> tempfile::TempDir {
+    let d = tempfile::tempdir().expect("tempdir");
+    std::fs::set_permissions(d.path(), std::fs::Permissions::from_mode(0o700)).expect("chmod");
+    d
+}
+
+/// Writes `bytes` as a journal-looking file with mode 0600.
+pub(crate) fn write_file(path: &Path, bytes: &[u8]) {
+    let _ = std::fs::remove_file(path);
+    std::fs::write(path, bytes).expect("write");
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+}
+
+/// A small generic spec used by tests.
+pub(crate) const SPEC: JournalSpec = JournalSpec {
+    kind: JournalKind::GENERIC,
+    max_bytes: 1 << 20,
+    max_records: 1000,
+    max_payload: 4096,
+    record_kinds: &[1, 2, 3],
+};
+
+pub(crate) fn key() -> ReceiptKey {
+    ReceiptKey::from_bytes([0x5a; 32])
+}
+
+pub(crate) fn anchor() -> ReceiptHead {
+    ReceiptHead {
+        seq: 100,
+        chain: [0x11; 32],
+    }
+}
+
+/// A canonical resource_v1 receipt body.
+pub(crate) fn body(n: u64) -> Vec<u8> {
+    format!(r#"{{"cpu_ms":{n},"receipt_kind":"resource_v1","session":"s{n}"}}"#).into_bytes()
+}
+
+/// A small deterministic PRNG (xorshift64*), so failures reproduce.
+pub(crate) struct Rng(pub(crate) u64);
+
+impl Rng {
+    pub(crate) fn next(&mut self) -> u64 {
+        let mut x = self.0;
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        self.0 = x;
+        x.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+
+    pub(crate) fn below(&mut self, n: u64) -> u64 {
+        if n == 0 {
+            0
+        } else {
+            self.next() % n
+        }
+    }
+}

@@ -1,0 +1,20 @@
+//! The integration tests of glove-journal, in one binary.
+//!
+//! * `basics` — create/open/append, placement checks, locking, anchors,
+//!   group commit, classification of crafted corruptions;
+//! * `sessions` and `receipts` — the two stores' behaviour;
+//! * `exhaustive` — every truncation and every bit flip of small journals
+//!   of each kind;
+//! * `crash` — a child process killed with SIGKILL while appending;
+//! * `model` — proptest-state-machine models of both stores with
+//!   reopen and crash steps;
+//! * `random_bytes` — replay of arbitrary bytes never panics.
+
+mod basics;
+mod common;
+mod crash;
+mod exhaustive;
+mod model;
+mod random_bytes;
+mod receipts;
+mod sessions;
