@@ -1,0 +1,12 @@
+// A terminal session cannot be moved back into an earlier stage either.
+use glove_lifecycle::{Durable, Exited, Preparing, Session};
+
+fn any<T>() -> T {
+    unimplemented!()
+}
+
+fn again(s: Session<Exited>) {
+    let _ = s.prepare(any::<Durable<Preparing>>());
+}
+
+fn main() {}

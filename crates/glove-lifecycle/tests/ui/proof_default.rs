@@ -1,0 +1,8 @@
+// A proof has no `Default`: it exists only after a durable append.
+use glove_lifecycle::{Durable, Preparing};
+
+fn make() -> Durable<Preparing> {
+    Default::default()
+}
+
+fn main() {}
