@@ -281,9 +281,8 @@ impl fmt::Display for LifecycleError {
 impl std::error::Error for LifecycleError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
-            LifecycleError::RecordInvalid { detail } | LifecycleError::LaunchSpecInvalid { detail } => {
-                Some(detail)
-            }
+            LifecycleError::RecordInvalid { detail }
+            | LifecycleError::LaunchSpecInvalid { detail } => Some(detail),
             LifecycleError::StartAuth(e) => Some(e),
             LifecycleError::Port { .. }
             | LifecycleError::AppendReceiptMismatch { .. }
@@ -319,51 +318,55 @@ impl From<StartAuthError> for LifecycleError {
 /// handed back so the caller can still fail or inspect it.
 #[must_use = "a refused transition hands the session back; keep or fail it"]
 pub struct Refused<T> {
-    value: T,
-    error: LifecycleError,
+    // Boxed: sessions are a few hundred bytes and ride in the `Err` arm.
+    inner: Box<(T, LifecycleError)>,
 }
 
 impl<T> Refused<T> {
     pub(crate) fn new(value: T, error: LifecycleError) -> Self {
-        Self { value, error }
+        Self {
+            inner: Box::new((value, error)),
+        }
     }
 
     /// The reason.
     pub fn error(&self) -> &LifecycleError {
-        &self.error
+        &self.inner.1
     }
 
     /// The reason's stable code.
     pub fn code(&self) -> ErrorCode {
-        self.error.code()
+        self.inner.1.code()
     }
 
     /// The value handed back and the reason.
     pub fn into_parts(self) -> (T, LifecycleError) {
-        (self.value, self.error)
+        *self.inner
     }
 }
 
 impl<T> fmt::Debug for Refused<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Refused").field("error", &self.error).finish_non_exhaustive()
+        f.debug_struct("Refused")
+            .field("error", &self.inner.1)
+            .finish_non_exhaustive()
     }
 }
 
 impl<T> fmt::Display for Refused<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        fmt::Display::fmt(&self.error, f)
+        fmt::Display::fmt(&self.inner.1, f)
     }
 }
 
 impl<T> std::error::Error for Refused<T> {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        Some(&self.error)
+        Some(&self.inner.1)
     }
 }
 
 impl<T> From<Refused<T>> for LifecycleError {
     fn from(r: Refused<T>) -> Self {
-        r.error
+        r.inner.1
     }
 }

@@ -247,7 +247,10 @@ mod tests {
         let a = LaunchBinding::of_launch_spec(br#"{"argv":["/bin/true"],"pids":16}"#).unwrap();
         assert_eq!(
             a.digest(),
-            Sha256Digest::of_domain(LAUNCH_BINDING_DOMAIN, br#"{"argv":["/bin/true"],"pids":16}"#)
+            Sha256Digest::of_domain(
+                LAUNCH_BINDING_DOMAIN,
+                br#"{"argv":["/bin/true"],"pids":16}"#
+            )
         );
         let e = LaunchBinding::of_launch_spec(br#"{"pids":16,"argv":["/bin/true"]}"#).unwrap_err();
         assert_eq!(e.code(), c::LIFECYCLE_LAUNCH_SPEC_INVALID);

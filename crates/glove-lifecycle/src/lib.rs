@@ -109,7 +109,9 @@ pub use evidence::{LaunchBinding, PlanDigests, ProcessIdentity, StopReason, Term
 pub use ports::{BaselineCleanup, Clock, PortError, ReceiptLog, TransitionLog};
 pub use proof::{AppendReceipt, Durable, PendingRecord, Subject, SubjectKind};
 pub use record::{SessionEntry, SessionRecord};
-pub use recovery::{recover_all, recover_session, replay_session, Recovered, RecoveryDecision, RecoveryReport};
+pub use recovery::{
+    recover_all, recover_session, replay_session, Recovered, RecoveryDecision, RecoveryReport,
+};
 pub use session::{Repeat, Session};
 pub use stage::{Created, Exited, Failed, Live, Preparing, Running, Stage, Starting, Stopping};
 pub use start_auth::{

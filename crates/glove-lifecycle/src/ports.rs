@@ -72,8 +72,10 @@ pub trait TransitionLog {
 /// durably appended for a subject.
 pub trait ReceiptLog {
     /// The durably appended terminal receipt of `subject`.
-    fn terminal_receipt(&self, subject: Subject<'_>)
-        -> Result<Option<TerminalReceiptRef>, PortError>;
+    fn terminal_receipt(
+        &self,
+        subject: Subject<'_>,
+    ) -> Result<Option<TerminalReceiptRef>, PortError>;
 }
 
 /// Wall-clock time, used to check start authorizations.

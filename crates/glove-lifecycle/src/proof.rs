@@ -286,7 +286,10 @@ pub(crate) fn append_and_mint<R: Recordable, L: TransitionLog + ?Sized>(
 ) -> Result<Durable<R>, LifecycleError> {
     debug_assert_eq!(subject.kind(), R::KIND);
     let digest = record_digest(subject.kind(), bytes);
-    match log.lookup(subject, seq).map_err(crate::ports::PortError::into_lifecycle)? {
+    match log
+        .lookup(subject, seq)
+        .map_err(crate::ports::PortError::into_lifecycle)?
+    {
         Some(existing) if existing.as_slice() == bytes => {}
         Some(_) => {
             return Err(LifecycleError::TransitionConflict {
@@ -301,7 +304,9 @@ pub(crate) fn append_and_mint<R: Recordable, L: TransitionLog + ?Sized>(
                 bytes,
                 digest,
             };
-            let receipt = log.append(&pending).map_err(crate::ports::PortError::into_lifecycle)?;
+            let receipt = log
+                .append(&pending)
+                .map_err(crate::ports::PortError::into_lifecycle)?;
             if receipt.subject != subject.key() || receipt.seq != seq || receipt.digest != digest {
                 return Err(LifecycleError::AppendReceiptMismatch {
                     expected_seq: seq,

@@ -14,7 +14,9 @@
 //! (keys are sorted in the real bytes; `prev` is `null` on record 0).
 
 use crate::error::LifecycleError;
-use crate::evidence::{LaunchBinding, PlanDigests, ProcessIdentity, StopReason, TerminalReceiptRef};
+use crate::evidence::{
+    LaunchBinding, PlanDigests, ProcessIdentity, StopReason, TerminalReceiptRef,
+};
 use crate::proof::SESSION_RECORD_DOMAIN;
 use crate::start_auth::Nonce;
 use glove_types::canon::{self, Form};
@@ -115,8 +117,8 @@ impl SessionRecord {
 
     /// Strictly decodes canonical record bytes.
     pub fn decode(bytes: &[u8]) -> Result<Self, LifecycleError> {
-        let wire: WireRecord =
-            canon::decode(bytes, MAX_RECORD_BYTES, Form::Canonical).map_err(LifecycleError::record)?;
+        let wire: WireRecord = canon::decode(bytes, MAX_RECORD_BYTES, Form::Canonical)
+            .map_err(LifecycleError::record)?;
         if wire.format != SESSION_RECORD_FORMAT {
             return Err(bad("format", "unknown session record format"));
         }
@@ -298,7 +300,10 @@ impl WireEntry {
                 receipt_seq,
                 receipt_digest,
             } => SessionEntry::Exited {
-                receipt: TerminalReceiptRef::new(receipt_seq, sha(&receipt_digest, "entry.receipt_digest")?),
+                receipt: TerminalReceiptRef::new(
+                    receipt_seq,
+                    sha(&receipt_digest, "entry.receipt_digest")?,
+                ),
             },
             WireEntry::Failed {
                 code,
@@ -308,7 +313,10 @@ impl WireEntry {
             } => SessionEntry::Failed {
                 code: failure_code(&code)?,
                 failed_in,
-                receipt: TerminalReceiptRef::new(receipt_seq, sha(&receipt_digest, "entry.receipt_digest")?),
+                receipt: TerminalReceiptRef::new(
+                    receipt_seq,
+                    sha(&receipt_digest, "entry.receipt_digest")?,
+                ),
             },
         })
     }

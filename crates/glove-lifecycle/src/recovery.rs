@@ -188,7 +188,9 @@ pub fn recover_all<B: AsRef<[u8]>, I: IntoIterator<Item = B>>(records: I) -> Rec
                     ..
                 } = &rec.entry
                 {
-                    report.used_nonces.push((*nonce, *authorization_expires_at_ms));
+                    report
+                        .used_nonces
+                        .push((*nonce, *authorization_expires_at_ms));
                 }
                 groups
                     .entry(rec.session_id.clone())
@@ -199,7 +201,9 @@ pub fn recover_all<B: AsRef<[u8]>, I: IntoIterator<Item = B>>(records: I) -> Rec
         }
     }
     for (id, group) in groups {
-        report.sessions.insert(id, replay_decoded(group).map(classify));
+        report
+            .sessions
+            .insert(id, replay_decoded(group).map(classify));
     }
     report
 }
@@ -209,7 +213,9 @@ fn decode_with_digest(bytes: &[u8]) -> Result<(SessionRecord, Sha256Digest), Lif
     Ok((rec, record_digest(SubjectKind::Session, bytes)))
 }
 
-fn replay_decoded(records: Vec<(SessionRecord, Sha256Digest)>) -> Result<AnySession, LifecycleError> {
+fn replay_decoded(
+    records: Vec<(SessionRecord, Sha256Digest)>,
+) -> Result<AnySession, LifecycleError> {
     let mut iter = records.into_iter();
     let Some((first, first_digest)) = iter.next() else {
         return Err(LifecycleError::MissingCreation {

@@ -23,7 +23,9 @@
 //! ```
 
 use crate::error::{LifecycleError, Refused};
-use crate::evidence::{LaunchBinding, PlanDigests, ProcessIdentity, StopReason, TerminalReceiptRef};
+use crate::evidence::{
+    LaunchBinding, PlanDigests, ProcessIdentity, StopReason, TerminalReceiptRef,
+};
 use crate::ports::{confirm_receipt, ReceiptLog, TransitionLog};
 use crate::proof::{append_and_mint, Durable, Subject};
 use crate::record::{self, SessionEntry};
@@ -106,7 +108,14 @@ impl<S: Stage> Session<S> {
     ) -> Result<Durable<N>, LifecycleError> {
         let seq = self.head_seq.saturating_add(1);
         let bytes = record::encode(&self.id, seq, Some(self.head_digest), entry)?;
-        append_and_mint(log, self.subject(), seq, Some(self.head_digest), &bytes, next)
+        append_and_mint(
+            log,
+            self.subject(),
+            seq,
+            Some(self.head_digest),
+            &bytes,
+            next,
+        )
     }
 
     /// Spends `proof` and moves to stage `N`.
@@ -207,7 +216,14 @@ impl Session<Created> {
         log: &mut L,
     ) -> Result<Durable<Created>, LifecycleError> {
         let bytes = record::encode(id, 0, None, &SessionEntry::Created { digests })?;
-        append_and_mint(log, Subject::Session(id), 0, None, &bytes, Created { digests })
+        append_and_mint(
+            log,
+            Subject::Session(id),
+            0,
+            None,
+            &bytes,
+            Created { digests },
+        )
     }
 
     /// The created session, from the proof of its record 0.

@@ -7,7 +7,9 @@
 //! transition. None of these types is `Clone`, `Copy`, `Default` or
 //! `Deserialize`.
 
-use crate::evidence::{LaunchBinding, PlanDigests, ProcessIdentity, StopReason, TerminalReceiptRef};
+use crate::evidence::{
+    LaunchBinding, PlanDigests, ProcessIdentity, StopReason, TerminalReceiptRef,
+};
 use crate::proof::{sealed::Sealed, Recordable, SubjectKind};
 use crate::start_auth::Nonce;
 use glove_types::stage::SessionStage;

@@ -83,7 +83,12 @@ impl Nonce {
     /// Parses 32 lowercase hex characters.
     pub fn parse(s: &str) -> Result<Self, Rejection> {
         let b = s.as_bytes();
-        let bad = || Rejection::new(DIGEST_INVALID, "a nonce must be 32 lowercase hex characters");
+        let bad = || {
+            Rejection::new(
+                DIGEST_INVALID,
+                "a nonce must be 32 lowercase hex characters",
+            )
+        };
         if b.len() != 32 {
             return Err(bad());
         }
@@ -193,9 +198,9 @@ impl StartAuthorization {
     /// Issues (MACs) an authorization. Fails only if a time exceeds the
     /// canonical-JSON integer range.
     pub fn issue(key: &ServiceKey, fields: StartAuthFields) -> Result<Self, StartAuthError> {
-        let mac = key.mac(&body_bytes(&fields)?).ok_or(StartAuthError::KeyInvalid {
-            len: key.0.len(),
-        })?;
+        let mac = key
+            .mac(&body_bytes(&fields)?)
+            .ok_or(StartAuthError::KeyInvalid { len: key.0.len() })?;
         Ok(Self { fields, mac })
     }
 
@@ -245,7 +250,10 @@ impl StartAuthorization {
     /// `SHA-256(START_AUTH_DIGEST_DOMAIN || 0x00 || wire bytes)`: what the
     /// starting record stores, and what a repeated start compares.
     pub fn digest(&self) -> Result<Sha256Digest, StartAuthError> {
-        Ok(Sha256Digest::of_domain(START_AUTH_DIGEST_DOMAIN, &self.to_bytes()?))
+        Ok(Sha256Digest::of_domain(
+            START_AUTH_DIGEST_DOMAIN,
+            &self.to_bytes()?,
+        ))
     }
 
     /// Verifies the authorization for `session_id` with `digests` now, and
@@ -376,7 +384,12 @@ impl UsedNonces {
         *e = (*e).max(expires_at_ms);
     }
 
-    fn consume(&mut self, nonce: Nonce, expires_at_ms: u64, now_ms: u64) -> Result<(), StartAuthError> {
+    fn consume(
+        &mut self,
+        nonce: Nonce,
+        expires_at_ms: u64,
+        now_ms: u64,
+    ) -> Result<(), StartAuthError> {
         if self.entries.contains_key(&nonce) {
             return Err(StartAuthError::Replayed);
         }
@@ -480,10 +493,16 @@ impl fmt::Display for StartAuthError {
                 f,
                 " (window {issued_at_ms}..{expires_at_ms}, bound {max_lifetime_ms} ms)"
             ),
-            StartAuthError::NotYetValid { issued_at_ms, now_ms } => {
+            StartAuthError::NotYetValid {
+                issued_at_ms,
+                now_ms,
+            } => {
                 write!(f, " (issued {issued_at_ms}, now {now_ms})")
             }
-            StartAuthError::Expired { expires_at_ms, now_ms } => {
+            StartAuthError::Expired {
+                expires_at_ms,
+                now_ms,
+            } => {
                 write!(f, " (expired {expires_at_ms}, now {now_ms})")
             }
             StartAuthError::NonceStoreFull { capacity } => write!(f, " (bound {capacity})"),

@@ -86,8 +86,8 @@ impl ApplyRecord {
 
     /// Strictly decodes canonical bytes.
     pub fn decode(bytes: &[u8]) -> Result<Self, LifecycleError> {
-        let w: WireRecord =
-            canon::decode(bytes, MAX_RECORD_BYTES, Form::Canonical).map_err(LifecycleError::record)?;
+        let w: WireRecord = canon::decode(bytes, MAX_RECORD_BYTES, Form::Canonical)
+            .map_err(LifecycleError::record)?;
         if w.format != APPLY_RECORD_FORMAT {
             return Err(bad("format", "unknown apply record format"));
         }
@@ -219,7 +219,10 @@ impl WireEntry {
                 receipt_seq,
                 receipt_digest,
             } => ApplyEntry::Applied {
-                receipt: TerminalReceiptRef::new(receipt_seq, sha(&receipt_digest, "entry.receipt_digest")?),
+                receipt: TerminalReceiptRef::new(
+                    receipt_seq,
+                    sha(&receipt_digest, "entry.receipt_digest")?,
+                ),
             },
             WireEntry::Failed {
                 code,
@@ -229,7 +232,10 @@ impl WireEntry {
             } => ApplyEntry::Failed {
                 code: failure_code(&code)?,
                 failed_in,
-                receipt: TerminalReceiptRef::new(receipt_seq, sha(&receipt_digest, "entry.receipt_digest")?),
+                receipt: TerminalReceiptRef::new(
+                    receipt_seq,
+                    sha(&receipt_digest, "entry.receipt_digest")?,
+                ),
             },
             WireEntry::Ambiguous { code } => ApplyEntry::Ambiguous {
                 code: failure_code(&code)?,

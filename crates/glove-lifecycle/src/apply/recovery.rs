@@ -313,7 +313,9 @@ pub fn replay_apply<B: AsRef<[u8]>>(records: &[B]) -> Result<AnyApply, Lifecycle
     // `Committed` is reachable only through `Prepared`, which set it.
     let cand = candidate.unwrap_or(head_digest);
     Ok(match last {
-        ApplyEntry::Reserved { reservation } => AnyApply::Reserved(build(parts, Reserved { reservation })),
+        ApplyEntry::Reserved { reservation } => {
+            AnyApply::Reserved(build(parts, Reserved { reservation }))
+        }
         ApplyEntry::Prepared { candidate_digest } => {
             AnyApply::Prepared(build(parts, Prepared { candidate_digest }))
         }

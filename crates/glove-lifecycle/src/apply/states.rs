@@ -1,8 +1,8 @@
 //! Apply-transaction state types. Sealed; not `Clone`, `Default` or
 //! `Deserialize`.
 
-use crate::proof::{sealed::Sealed, Recordable, SubjectKind};
 use crate::evidence::TerminalReceiptRef;
+use crate::proof::{sealed::Sealed, Recordable, SubjectKind};
 use glove_types::stage::ApplyState;
 use glove_types::{ErrorCode, Sha256Digest};
 

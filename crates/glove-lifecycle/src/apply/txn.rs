@@ -80,7 +80,14 @@ impl<S: ApplyStage> Txn<S> {
     ) -> Result<Durable<N>, LifecycleError> {
         let seq = self.head_seq.saturating_add(1);
         let bytes = record::encode(&self.id, seq, Some(self.head_digest), entry)?;
-        append_and_mint(log, self.subject(), seq, Some(self.head_digest), &bytes, next)
+        append_and_mint(
+            log,
+            self.subject(),
+            seq,
+            Some(self.head_digest),
+            &bytes,
+            next,
+        )
     }
 
     fn advance<N: ApplyStage>(self, proof: Durable<N>) -> Result<Txn<N>, Refused<Self>> {
@@ -297,7 +304,10 @@ impl<S: Undecided> Txn<S> {
     }
 
     /// `Reserved | Prepared | Committed → Ambiguous`. Nothing leaves it.
-    pub fn mark_ambiguous(self, proof: Durable<Ambiguous>) -> Result<Txn<Ambiguous>, Refused<Self>> {
+    pub fn mark_ambiguous(
+        self,
+        proof: Durable<Ambiguous>,
+    ) -> Result<Txn<Ambiguous>, Refused<Self>> {
         self.advance(proof)
     }
 }

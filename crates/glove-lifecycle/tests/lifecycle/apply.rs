@@ -36,12 +36,15 @@ impl A {
         }
     }
     fn reserved(&mut self, id: &str, n: u8) -> Txn<Reserved> {
-        let p = Txn::log_reserve(&tid(id), &reservation(n), &mut self.registry, &mut self.log).unwrap();
+        let p =
+            Txn::log_reserve(&tid(id), &reservation(n), &mut self.registry, &mut self.log).unwrap();
         Txn::reserve(p).unwrap()
     }
     fn prepared(&mut self, id: &str, n: u8) -> Txn<Prepared> {
         let t = self.reserved(id, n);
-        let p = t.log_prepare(Sha256Digest::of(b"candidate"), &mut self.log).unwrap();
+        let p = t
+            .log_prepare(Sha256Digest::of(b"candidate"), &mut self.log)
+            .unwrap();
         t.prepare(p).unwrap()
     }
     fn committed(&mut self, id: &str, n: u8) -> Txn<Committed> {
@@ -60,7 +63,9 @@ impl A {
 fn applied_needs_its_receipt_and_cleans_up_once() {
     let mut a = A::new();
     let t = a.committed("t-1", 1);
-    let e = t.log_apply(receipt(7), &a.receipts, &mut a.log).unwrap_err();
+    let e = t
+        .log_apply(receipt(7), &a.receipts, &mut a.log)
+        .unwrap_err();
     assert_eq!(e.code(), c::LIFECYCLE_RECEIPT_MISSING);
     let r = a.receipt_for(t.id(), 7);
     let p = t.log_apply(r, &a.receipts, &mut a.log).unwrap();
@@ -71,7 +76,10 @@ fn applied_needs_its_receipt_and_cleans_up_once() {
         fail_next: true,
         ..MemoryCleanup::default()
     };
-    assert_eq!(t.cleanup_baseline(&mut cleanup).unwrap_err().code(), c::APPLY_CLEANUP_FAILED);
+    assert_eq!(
+        t.cleanup_baseline(&mut cleanup).unwrap_err().code(),
+        c::APPLY_CLEANUP_FAILED
+    );
     assert!(!t.state_data().baseline_cleaned());
     t.cleanup_baseline(&mut cleanup).unwrap();
     t.cleanup_baseline(&mut cleanup).unwrap();
@@ -98,13 +106,17 @@ fn failed_from_reserved_and_prepared() {
     let mut a = A::new();
     let t = a.reserved("t-r", 1);
     let r = a.receipt_for(t.id(), 1);
-    let p = t.log_fail(c::APPLY_AMBIGUOUS, r, &a.receipts, &mut a.log).unwrap();
+    let p = t
+        .log_fail(c::APPLY_AMBIGUOUS, r, &a.receipts, &mut a.log)
+        .unwrap();
     let f = t.fail(p).unwrap();
     assert_eq!(f.state_data().failed_in(), ApplyState::Reserved);
 
     let t = a.prepared("t-p", 2);
     let r = a.receipt_for(t.id(), 2);
-    let p = t.log_fail(c::APPLY_AMBIGUOUS, r, &a.receipts, &mut a.log).unwrap();
+    let p = t
+        .log_fail(c::APPLY_AMBIGUOUS, r, &a.receipts, &mut a.log)
+        .unwrap();
     let f = t.fail(p).unwrap();
     assert_eq!(f.state_data().failed_in(), ApplyState::Prepared);
 }
@@ -114,7 +126,8 @@ fn single_use_values_fail_closed_on_reuse() {
     let mut a = A::new();
     drop(a.reserved("t-1", 1));
     // Byte-identical repeat of the same reservation: idempotent.
-    let again = Txn::log_reserve(&tid("t-1"), &reservation(1), &mut a.registry, &mut a.log).unwrap();
+    let again =
+        Txn::log_reserve(&tid("t-1"), &reservation(1), &mut a.registry, &mut a.log).unwrap();
     assert_eq!(again.seq(), 0);
     assert_eq!(a.registry.len(), 1);
 
@@ -139,7 +152,10 @@ fn single_use_values_fail_closed_on_reuse() {
 
     let mut small = SingleUseRegistry::new(1);
     small.consume(&reservation(1)).unwrap();
-    assert_eq!(small.consume(&reservation(2)).unwrap_err().code(), c::APPLY_REGISTRY_FULL);
+    assert_eq!(
+        small.consume(&reservation(2)).unwrap_err().code(),
+        c::APPLY_REGISTRY_FULL
+    );
     // History is never refused for size, but a duplicate in history is.
     small.insert_recovered(&reservation(3)).unwrap();
     assert_eq!(
@@ -174,27 +190,89 @@ fn classification_table() {
     use Classification as K;
     use TreeFinding as T;
     let ok = LocatorCheck::Verified;
-    let amb = |j, s, st| K::Ambiguous(AmbiguityReason::EvidenceConflict {
-        journal: j,
-        source: s,
-        staging: st,
-    });
+    let amb = |j, s, st| {
+        K::Ambiguous(AmbiguityReason::EvidenceConflict {
+            journal: j,
+            source: s,
+            staging: st,
+        })
+    };
     let rows: Vec<(J, LocatorCheck, T, T, K)> = vec![
         (J::Reserved, ok, T::Baseline, T::Absent, K::Reserved),
         (J::Reserved, ok, T::Baseline, T::Incomplete, K::Reserved),
         (J::Reserved, ok, T::Baseline, T::Candidate, K::Reserved),
-        (J::Reserved, ok, T::Candidate, T::Baseline, amb(J::Reserved, T::Candidate, T::Baseline)),
-        (J::Reserved, ok, T::Absent, T::Absent, amb(J::Reserved, T::Absent, T::Absent)),
+        (
+            J::Reserved,
+            ok,
+            T::Candidate,
+            T::Baseline,
+            amb(J::Reserved, T::Candidate, T::Baseline),
+        ),
+        (
+            J::Reserved,
+            ok,
+            T::Absent,
+            T::Absent,
+            amb(J::Reserved, T::Absent, T::Absent),
+        ),
         (J::Prepared, ok, T::Baseline, T::Candidate, K::Prepared),
-        (J::Prepared, ok, T::Baseline, T::Absent, amb(J::Prepared, T::Baseline, T::Absent)),
-        (J::Prepared, ok, T::Baseline, T::Incomplete, amb(J::Prepared, T::Baseline, T::Incomplete)),
-        (J::Prepared, ok, T::Candidate, T::Baseline, amb(J::Prepared, T::Candidate, T::Baseline)),
+        (
+            J::Prepared,
+            ok,
+            T::Baseline,
+            T::Absent,
+            amb(J::Prepared, T::Baseline, T::Absent),
+        ),
+        (
+            J::Prepared,
+            ok,
+            T::Baseline,
+            T::Incomplete,
+            amb(J::Prepared, T::Baseline, T::Incomplete),
+        ),
+        (
+            J::Prepared,
+            ok,
+            T::Candidate,
+            T::Baseline,
+            amb(J::Prepared, T::Candidate, T::Baseline),
+        ),
         (J::Committed, ok, T::Candidate, T::Baseline, K::Committed),
-        (J::Committed, ok, T::Candidate, T::Absent, amb(J::Committed, T::Candidate, T::Absent)),
-        (J::Committed, ok, T::Baseline, T::Candidate, amb(J::Committed, T::Baseline, T::Candidate)),
-        (J::Committed, ok, T::Unrecognized, T::Baseline, amb(J::Committed, T::Unrecognized, T::Baseline)),
-        (J::Prepared, LocatorCheck::Mismatch, T::Baseline, T::Candidate, K::Ambiguous(AmbiguityReason::LocatorUnverified)),
-        (J::Committed, LocatorCheck::Unavailable, T::Candidate, T::Baseline, K::Ambiguous(AmbiguityReason::LocatorUnverified)),
+        (
+            J::Committed,
+            ok,
+            T::Candidate,
+            T::Absent,
+            amb(J::Committed, T::Candidate, T::Absent),
+        ),
+        (
+            J::Committed,
+            ok,
+            T::Baseline,
+            T::Candidate,
+            amb(J::Committed, T::Baseline, T::Candidate),
+        ),
+        (
+            J::Committed,
+            ok,
+            T::Unrecognized,
+            T::Baseline,
+            amb(J::Committed, T::Unrecognized, T::Baseline),
+        ),
+        (
+            J::Prepared,
+            LocatorCheck::Mismatch,
+            T::Baseline,
+            T::Candidate,
+            K::Ambiguous(AmbiguityReason::LocatorUnverified),
+        ),
+        (
+            J::Committed,
+            LocatorCheck::Unavailable,
+            T::Candidate,
+            T::Baseline,
+            K::Ambiguous(AmbiguityReason::LocatorUnverified),
+        ),
     ];
     for (journal, locator, source, staging, want) in rows {
         let f = DescriptorFindings {
@@ -215,13 +293,28 @@ fn every_evidence_combination_lands_in_exactly_one_class() {
         TreeFinding::Incomplete,
         TreeFinding::Unrecognized,
     ];
-    let locs = [LocatorCheck::Verified, LocatorCheck::Mismatch, LocatorCheck::Unavailable];
-    for journal in [ApplyState::Reserved, ApplyState::Prepared, ApplyState::Committed] {
+    let locs = [
+        LocatorCheck::Verified,
+        LocatorCheck::Mismatch,
+        LocatorCheck::Unavailable,
+    ];
+    for journal in [
+        ApplyState::Reserved,
+        ApplyState::Prepared,
+        ApplyState::Committed,
+    ] {
         let mut proven = 0;
         for locator in locs {
             for source in trees {
                 for staging in trees {
-                    let k = classify(journal, &DescriptorFindings { locator, source, staging });
+                    let k = classify(
+                        journal,
+                        &DescriptorFindings {
+                            locator,
+                            source,
+                            staging,
+                        },
+                    );
                     match k {
                         Classification::Reserved => assert_eq!(journal, ApplyState::Reserved),
                         Classification::Prepared => assert_eq!(journal, ApplyState::Prepared),
@@ -234,7 +327,11 @@ fn every_evidence_combination_lands_in_exactly_one_class() {
             }
         }
         // Only the exact descriptor picture proves a state.
-        let expected = if journal == ApplyState::Reserved { 3 } else { 1 };
+        let expected = if journal == ApplyState::Reserved {
+            3
+        } else {
+            1
+        };
         assert_eq!(proven, expected, "{journal:?}");
     }
 }
@@ -254,7 +351,10 @@ fn recovery_records_ambiguity_so_it_sticks() {
     let RecoveredApply::Ambiguous(t) = any.classify(&conflicting, &mut a.log).unwrap() else {
         panic!("conflicting evidence is ambiguous");
     };
-    assert!(matches!(t.reason(), AmbiguityReason::EvidenceConflict { .. }));
+    assert!(matches!(
+        t.reason(),
+        AmbiguityReason::EvidenceConflict { .. }
+    ));
     // Next startup: even a clean picture cannot un-ambiguate it.
     let clean = DescriptorFindings {
         locator: LocatorCheck::Verified,
@@ -279,6 +379,9 @@ fn recovery_records_ambiguity_so_it_sticks() {
     let RecoveredApply::Committed(t) = any.classify(&good, &mut a.log).unwrap() else {
         panic!("proven committed");
     };
-    assert_eq!(t.state_data().candidate_digest(), Sha256Digest::of(b"candidate"));
+    assert_eq!(
+        t.state_data().candidate_digest(),
+        Sha256Digest::of(b"candidate")
+    );
     assert_eq!(a.log.records(SubjectKind::Apply).len(), 2 + 1 + 3);
 }

@@ -14,10 +14,16 @@ use glove_types::stage::{ApplyState, SessionStage};
 use glove_types::Sha256Digest;
 use std::collections::BTreeSet;
 
-fn fail_edge<S: Live>(w: &mut World, s: Session<S>, edges: &mut BTreeSet<(SessionStage, SessionStage)>) {
+fn fail_edge<S: Live>(
+    w: &mut World,
+    s: Session<S>,
+    edges: &mut BTreeSet<(SessionStage, SessionStage)>,
+) {
     let r = w.with_receipt(&s.id().clone(), 1);
     let from = s.stage();
-    let p = s.log_fail(c::LIFECYCLE_WRONG_STAGE, r, &w.receipts, &mut w.log).unwrap();
+    let p = s
+        .log_fail(c::LIFECYCLE_WRONG_STAGE, r, &w.receipts, &mut w.log)
+        .unwrap();
     edges.insert((from, s.fail(p).unwrap().stage()));
 }
 
@@ -28,17 +34,41 @@ fn session_typestate_matches_the_table() {
     let id = sid("g-main");
     let s = w.created(&id);
     let p = s.log_prepare(&mut w.log).unwrap();
-    let s = { let from = s.stage(); let n = s.prepare(p).unwrap(); edges.insert((from, n.stage())); n };
+    let s = {
+        let from = s.stage();
+        let n = s.prepare(p).unwrap();
+        edges.insert((from, n.stage()));
+        n
+    };
     let v = w.verified(&s, 9);
     let p = s.log_start(binding(1), v, &mut w.log).unwrap();
-    let s = { let from = s.stage(); let n = s.start(p).unwrap(); edges.insert((from, n.stage())); n };
+    let s = {
+        let from = s.stage();
+        let n = s.start(p).unwrap();
+        edges.insert((from, n.stage()));
+        n
+    };
     let p = s.log_run(identity(7), &mut w.log).unwrap();
-    let s = { let from = s.stage(); let n = s.run(p).unwrap(); edges.insert((from, n.stage())); n };
+    let s = {
+        let from = s.stage();
+        let n = s.run(p).unwrap();
+        edges.insert((from, n.stage()));
+        n
+    };
     let p = s.log_stop(StopReason::Requested, &mut w.log).unwrap();
-    let s = { let from = s.stage(); let n = s.stop(p).unwrap(); edges.insert((from, n.stage())); n };
+    let s = {
+        let from = s.stage();
+        let n = s.stop(p).unwrap();
+        edges.insert((from, n.stage()));
+        n
+    };
     let r = w.with_receipt(&id, 1);
     let p = s.log_exit(r, &w.receipts, &mut w.log).unwrap();
-    { let from = s.stage(); let n = s.exit(p).unwrap(); edges.insert((from, n.stage())); }
+    {
+        let from = s.stage();
+        let n = s.exit(p).unwrap();
+        edges.insert((from, n.stage()));
+    }
 
     let s = w.created(&sid("g-f1"));
     fail_edge(&mut w, s, &mut edges);
@@ -100,7 +130,9 @@ fn apply_typestate_matches_the_table() {
     // reserved -> failed, reserved -> ambiguous
     let t = reserve(&mut log);
     receipts.put(Subject::Apply(t.id()), receipt(2));
-    let p = t.log_fail(c::APPLY_AMBIGUOUS, receipt(2), &receipts, &mut log).unwrap();
+    let p = t
+        .log_fail(c::APPLY_AMBIGUOUS, receipt(2), &receipts, &mut log)
+        .unwrap();
     step!(t, p, fail);
     let t = reserve(&mut log);
     let p = t.log_ambiguous(c::APPLY_AMBIGUOUS, &mut log).unwrap();
@@ -116,7 +148,9 @@ fn apply_typestate_matches_the_table() {
             step!(t, p, mark_ambiguous);
         } else {
             receipts.put(Subject::Apply(t.id()), receipt(3));
-            let p = t.log_fail(c::APPLY_AMBIGUOUS, receipt(3), &receipts, &mut log).unwrap();
+            let p = t
+                .log_fail(c::APPLY_AMBIGUOUS, receipt(3), &receipts, &mut log)
+                .unwrap();
             step!(t, p, fail);
         }
     }

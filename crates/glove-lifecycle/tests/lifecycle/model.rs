@@ -384,12 +384,24 @@ fn perform(sut: &mut Sut, any: AnySession, i: usize, step: Step, v: u8) -> (AnyS
                 Err(e) => (AnySession::from(s), outcome_of(&e)),
             }
         }
-        Step::Run => typed!(try_into_starting, |s| s.log_run(identity(1000 + u32::from(v)), &mut sut.log), run),
-        Step::Stop => typed!(try_into_running, |s| s.log_stop(reason_for(v), &mut sut.log), stop),
+        Step::Run => typed!(
+            try_into_starting,
+            |s| s.log_run(identity(1000 + u32::from(v)), &mut sut.log),
+            run
+        ),
+        Step::Stop => typed!(
+            try_into_running,
+            |s| s.log_stop(reason_for(v), &mut sut.log),
+            stop
+        ),
         Step::Exit => {
             let r = receipt(u64::from(v));
             sut.receipts.put(Subject::Session(any.id()), r);
-            typed!(try_into_stopping, |s| s.log_exit(r, &sut.receipts, &mut sut.log), exit)
+            typed!(
+                try_into_stopping,
+                |s| s.log_exit(r, &sut.receipts, &mut sut.log),
+                exit
+            )
         }
         Step::Fail => fail_any(sut, any, v),
     }
@@ -503,7 +515,11 @@ impl StateMachineTest for LifecycleModel {
     }
 
     fn check_invariants(sut: &Sut, m: &Model) {
-        assert_eq!(sut.log.len(), m.records, "one record per recorded transition");
+        assert_eq!(
+            sut.log.len(),
+            m.records,
+            "one record per recorded transition"
+        );
         if m.crashed {
             assert!(sut.sessions.is_empty());
             return;

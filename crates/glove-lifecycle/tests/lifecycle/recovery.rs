@@ -20,7 +20,9 @@ fn every_stage_at_a_crash_recovers_to_the_right_outcome() {
     drop(s.exit(p).unwrap());
     let s = w.running(&sid("r-failed"));
     let r = w.with_receipt(s.id(), 2);
-    let p = s.log_fail(c::LIFECYCLE_WRONG_STAGE, r, &w.receipts, &mut w.log).unwrap();
+    let p = s
+        .log_fail(c::LIFECYCLE_WRONG_STAGE, r, &w.receipts, &mut w.log)
+        .unwrap();
     drop(s.fail(p).unwrap());
 
     let report = recover_all(w.session_records());
@@ -28,10 +30,26 @@ fn every_stage_at_a_crash_recovers_to_the_right_outcome() {
     assert_eq!(report.sessions.len(), 7);
     let table: [(&str, SessionStage, Option<ErrorCode>); 7] = [
         ("r-created", SessionStage::Created, None),
-        ("r-preparing", SessionStage::Preparing, Some(c::LIFECYCLE_RECOVERY_PREPARING_INTERRUPTED)),
-        ("r-starting", SessionStage::Starting, Some(c::LIFECYCLE_RECOVERY_STARTING_INTERRUPTED)),
-        ("r-running", SessionStage::Running, Some(c::LIFECYCLE_RECOVERY_RUNNING_INTERRUPTED)),
-        ("r-stopping", SessionStage::Stopping, Some(c::LIFECYCLE_RECOVERY_STOPPING_INTERRUPTED)),
+        (
+            "r-preparing",
+            SessionStage::Preparing,
+            Some(c::LIFECYCLE_RECOVERY_PREPARING_INTERRUPTED),
+        ),
+        (
+            "r-starting",
+            SessionStage::Starting,
+            Some(c::LIFECYCLE_RECOVERY_STARTING_INTERRUPTED),
+        ),
+        (
+            "r-running",
+            SessionStage::Running,
+            Some(c::LIFECYCLE_RECOVERY_RUNNING_INTERRUPTED),
+        ),
+        (
+            "r-stopping",
+            SessionStage::Stopping,
+            Some(c::LIFECYCLE_RECOVERY_STOPPING_INTERRUPTED),
+        ),
         ("r-exited", SessionStage::Exited, None),
         ("r-failed", SessionStage::Failed, None),
     ];
@@ -55,7 +73,9 @@ fn the_runtime_resolves_a_decision_by_failing_with_its_code() {
     let id = sid("r-resolve");
     drop(w.running(&id));
     let recs = w.log.records_of(Subject::Session(&id));
-    let Recovered::Interrupted(RecoveryDecision::ReconcileProcess(s)) = recover_session(&recs).unwrap() else {
+    let Recovered::Interrupted(RecoveryDecision::ReconcileProcess(s)) =
+        recover_session(&recs).unwrap()
+    else {
         panic!("a running session must come back as a decision");
     };
     assert_eq!(s.process_identity(), &identity(4242));
@@ -65,7 +85,10 @@ fn the_runtime_resolves_a_decision_by_failing_with_its_code() {
     let f = s.fail(p).unwrap();
     assert_eq!(f.failed_in(), SessionStage::Running);
     let recs = w.log.records_of(Subject::Session(&id));
-    assert!(matches!(recover_session(&recs).unwrap(), Recovered::Failed(_)));
+    assert!(matches!(
+        recover_session(&recs).unwrap(),
+        Recovered::Failed(_)
+    ));
 }
 
 #[test]
@@ -74,7 +97,8 @@ fn a_stop_whose_receipt_is_durable_can_still_exit() {
     let id = sid("r-stop");
     drop(w.stopping(&id));
     let recs = w.log.records_of(Subject::Session(&id));
-    let Recovered::Interrupted(RecoveryDecision::FinishStop(s)) = recover_session(&recs).unwrap() else {
+    let Recovered::Interrupted(RecoveryDecision::FinishStop(s)) = recover_session(&recs).unwrap()
+    else {
         panic!("a stopping session must come back as a decision");
     };
     let r = w.with_receipt(&id, 4);
@@ -107,7 +131,10 @@ fn replay_rejects_broken_histories() {
 
     assert_eq!(code(&[]), c::LIFECYCLE_RECORD_MISSING_CREATION);
     assert_eq!(code(&recs[1..]), c::LIFECYCLE_RECORD_MISSING_CREATION);
-    assert_eq!(code(&[recs[0].clone(), recs[2].clone()]), c::LIFECYCLE_RECORD_SEQUENCE);
+    assert_eq!(
+        code(&[recs[0].clone(), recs[2].clone()]),
+        c::LIFECYCLE_RECORD_SEQUENCE
+    );
     assert_eq!(
         code(&[recs[0].clone(), recs[1].clone(), recs[1].clone()]),
         c::LIFECYCLE_RECORD_SEQUENCE
@@ -117,7 +144,12 @@ fn replay_rejects_broken_histories() {
     assert_eq!(code(&swapped), c::LIFECYCLE_RECORD_SEQUENCE);
 
     // A record of another session in this history.
-    let other = encode("r-other", 1, Some(digest(&recs[0])), SessionEntry::Preparing);
+    let other = encode(
+        "r-other",
+        1,
+        Some(digest(&recs[0])),
+        SessionEntry::Preparing,
+    );
     assert_eq!(code(&[recs[0].clone(), other]), c::LIFECYCLE_RECORD_FOREIGN);
 
     // A well-chained record along an illegal edge: created -> running.
@@ -129,7 +161,10 @@ fn replay_rejects_broken_histories() {
             identity: identity(1),
         },
     );
-    assert_eq!(code(&[recs[0].clone(), jump]), c::LIFECYCLE_ILLEGAL_TRANSITION);
+    assert_eq!(
+        code(&[recs[0].clone(), jump]),
+        c::LIFECYCLE_ILLEGAL_TRANSITION
+    );
 
     // A failure record that names a stage other than the one it left.
     let lie = encode(
@@ -142,7 +177,10 @@ fn replay_rejects_broken_histories() {
             receipt: receipt(1),
         },
     );
-    assert_eq!(code(&[recs[0].clone(), lie]), c::LIFECYCLE_ILLEGAL_TRANSITION);
+    assert_eq!(
+        code(&[recs[0].clone(), lie]),
+        c::LIFECYCLE_ILLEGAL_TRANSITION
+    );
 
     // A flipped byte.
     let mut flipped = recs.clone();
@@ -175,7 +213,9 @@ fn an_unknown_failure_code_is_refused() {
             receipt: receipt(1),
         },
     );
-    let text = String::from_utf8(good).unwrap().replace("lifecycle_wrong_stage", "no_such_code");
+    let text = String::from_utf8(good)
+        .unwrap()
+        .replace("lifecycle_wrong_stage", "no_such_code");
     let e = replay_session(&[recs[0].clone(), text.into_bytes()]).unwrap_err();
     assert_eq!(e.code(), c::LIFECYCLE_FAILURE_CODE_UNKNOWN);
 }

@@ -140,7 +140,12 @@ fn exit_and_fail_need_the_durable_terminal_receipt() {
     let e = s.log_exit(receipt(9), &w.receipts, &mut w.log).unwrap_err();
     assert_eq!(e.code(), c::LIFECYCLE_RECEIPT_MISMATCH);
     let e = s
-        .log_fail(c::LIFECYCLE_WRONG_STAGE, receipt(9), &w.receipts, &mut w.log)
+        .log_fail(
+            c::LIFECYCLE_WRONG_STAGE,
+            receipt(9),
+            &w.receipts,
+            &mut w.log,
+        )
         .unwrap_err();
     assert_eq!(e.code(), c::LIFECYCLE_RECEIPT_MISMATCH);
     let p = s.log_exit(receipt(8), &w.receipts, &mut w.log).unwrap();
@@ -180,7 +185,10 @@ fn a_verified_start_of_another_session_is_refused() {
     let b = w.preparing(&sid("s-vb"));
     let for_a = w.verified(&a, 1);
     let e = b.log_start(binding(1), for_a, &mut w.log).unwrap_err();
-    assert_eq!(e.code(), glove_types::codes::lifecycle::START_AUTH_SESSION_MISMATCH);
+    assert_eq!(
+        e.code(),
+        glove_types::codes::lifecycle::START_AUTH_SESSION_MISMATCH
+    );
 }
 
 #[test]
@@ -222,12 +230,17 @@ fn check_repeat_tells_repeat_new_conflict_and_illegal_apart() {
         Repeat::New
     );
     assert_eq!(
-        any.check_repeat(&SessionEntry::Exited { receipt: receipt(1) })
-            .unwrap_err()
-            .code(),
+        any.check_repeat(&SessionEntry::Exited {
+            receipt: receipt(1)
+        })
+        .unwrap_err()
+        .code(),
         c::LIFECYCLE_ILLEGAL_TRANSITION
     );
-    assert_eq!(any.check_repeat(&SessionEntry::Preparing).unwrap(), Repeat::AlreadyRecorded { seq: 1 });
+    assert_eq!(
+        any.check_repeat(&SessionEntry::Preparing).unwrap(),
+        Repeat::AlreadyRecorded { seq: 1 }
+    );
 }
 
 #[test]
@@ -240,10 +253,10 @@ fn records_decode_strictly() {
     }
     let good = String::from_utf8(w.session_records()[0].clone()).unwrap();
     let cases = [
-        good.replacen('{', "{ ", 1),                                    // not canonical
+        good.replacen('{', "{ ", 1),                              // not canonical
         good.replacen("{\"entry\"", "{\"extra\":1,\"entry\"", 1), // out of order + unknown
-        good.replacen("\"seq\":0", "\"seq\":1", 1),                     // prev must be set
-        good.replacen("glove.lifecycle.session-record.v1", "v0", 1),    // unknown format
+        good.replacen("\"seq\":0", "\"seq\":1", 1),               // prev must be set
+        good.replacen("glove.lifecycle.session-record.v1", "v0", 1), // unknown format
         good.replacen("\"stage\":\"created\"", "\"stage\":\"creating\"", 1),
     ];
     for bad in cases {

@@ -8,7 +8,11 @@ use glove_types::codes::lifecycle as c;
 use glove_types::ErrorCode;
 use hmac::{Hmac, Mac};
 
-fn verify_at(a: &StartAuthorization, now: u64, nonces: &mut UsedNonces) -> Result<VerifiedStart, StartAuthError> {
+fn verify_at(
+    a: &StartAuthorization,
+    now: u64,
+    nonces: &mut UsedNonces,
+) -> Result<VerifiedStart, StartAuthError> {
     let id = sid("s-auth");
     a.verify(
         &key(),
@@ -22,7 +26,9 @@ fn verify_at(a: &StartAuthorization, now: u64, nonces: &mut UsedNonces) -> Resul
 
 fn code_of(f: StartAuthFields, now: u64) -> ErrorCode {
     let a = StartAuthorization::issue(&key(), f).unwrap();
-    verify_at(&a, now, &mut UsedNonces::new(8)).unwrap_err().code()
+    verify_at(&a, now, &mut UsedNonces::new(8))
+        .unwrap_err()
+        .code()
 }
 
 fn base() -> StartAuthFields {
@@ -60,7 +66,9 @@ fn bad_mac() {
     let other = ServiceKey::new(&[0x11; 32]).unwrap();
     let a = StartAuthorization::issue(&other, base()).unwrap();
     assert_eq!(
-        verify_at(&a, NOW, &mut UsedNonces::new(8)).unwrap_err().code(),
+        verify_at(&a, NOW, &mut UsedNonces::new(8))
+            .unwrap_err()
+            .code(),
         c::START_AUTH_BAD_MAC
     );
     // A field changed after issuing breaks the MAC too.
@@ -71,10 +79,15 @@ fn bad_mac() {
             .unwrap(),
     )
     .unwrap();
-    let forged = wire.replace(&format!("\"expires_at_ms\":{}", NOW + 30_000), &format!("\"expires_at_ms\":{}", NOW + 40_000));
+    let forged = wire.replace(
+        &format!("\"expires_at_ms\":{}", NOW + 30_000),
+        &format!("\"expires_at_ms\":{}", NOW + 40_000),
+    );
     let a = StartAuthorization::decode(forged.as_bytes()).unwrap();
     assert_eq!(
-        verify_at(&a, NOW, &mut UsedNonces::new(8)).unwrap_err().code(),
+        verify_at(&a, NOW, &mut UsedNonces::new(8))
+            .unwrap_err()
+            .code(),
         c::START_AUTH_BAD_MAC
     );
 }
@@ -113,7 +126,10 @@ fn windows_expiry_and_skew() {
     f.expires_at_ms = f.issued_at_ms + p.max_lifetime_ms + 1;
     assert_eq!(code_of(f, NOW), c::START_AUTH_LIFETIME_INVALID);
 
-    assert_eq!(code_of(base(), NOW - p.max_skew_ms - 1), c::START_AUTH_NOT_YET_VALID);
+    assert_eq!(
+        code_of(base(), NOW - p.max_skew_ms - 1),
+        c::START_AUTH_NOT_YET_VALID
+    );
     let ok = StartAuthorization::issue(&key(), base()).unwrap();
     assert!(verify_at(&ok, NOW - p.max_skew_ms, &mut UsedNonces::new(8)).is_ok());
 
@@ -167,7 +183,10 @@ fn a_failed_check_does_not_consume_the_nonce() {
 
 #[test]
 fn malformed_and_short_keys() {
-    assert_eq!(ServiceKey::new(&[1; 31]).unwrap_err().code(), c::START_AUTH_KEY_INVALID);
+    assert_eq!(
+        ServiceKey::new(&[1; 31]).unwrap_err().code(),
+        c::START_AUTH_KEY_INVALID
+    );
     let wire = String::from_utf8(
         StartAuthorization::issue(&key(), base())
             .unwrap()
@@ -183,7 +202,9 @@ fn malformed_and_short_keys() {
         wire.replacen("\"session_id\":\"s-auth\"", "\"session_id\":\"S\"", 1),
     ] {
         assert_eq!(
-            StartAuthorization::decode(bad.as_bytes()).unwrap_err().code(),
+            StartAuthorization::decode(bad.as_bytes())
+                .unwrap_err()
+                .code(),
             c::START_AUTH_MALFORMED,
             "{bad}"
         );

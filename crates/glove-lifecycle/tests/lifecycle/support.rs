@@ -45,7 +45,8 @@ pub(crate) fn binding(tag: u8) -> LaunchBinding {
 }
 
 pub(crate) fn identity(pid: u32) -> ProcessIdentity {
-    ProcessIdentity::new("0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0", pid, 99, 7).expect("valid identity")
+    ProcessIdentity::new("0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0", pid, 99, 7)
+        .expect("valid identity")
 }
 
 pub(crate) fn receipt(n: u64) -> TerminalReceiptRef {
@@ -100,7 +101,9 @@ impl World {
         let s = self.preparing(id);
         self.next_nonce = self.next_nonce.wrapping_add(1);
         let v = self.verified(&s, self.next_nonce);
-        let p = s.log_start(binding(1), v, &mut self.log).expect("log start");
+        let p = s
+            .log_start(binding(1), v, &mut self.log)
+            .expect("log start");
         s.start(p).expect("start")
     }
 
