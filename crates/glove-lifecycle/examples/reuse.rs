@@ -62,7 +62,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let receipt = TerminalReceiptRef::new(1, Sha256Digest::of(b"r"));
     let code = glove_types::codes::lifecycle::LIFECYCLE_RECOVERY_PREPARING_INTERRUPTED;
     let refused = preparing.log_fail(code, receipt, &NoReceipts, &mut store);
-    println!("fail without receipt: {}", refused.map(|_| ()).unwrap_err().code());
+    println!(
+        "fail without receipt: {}",
+        refused.map(|_| ()).unwrap_err().code()
+    );
 
     // "Crash": drop the session, keep the store, recover.
     drop(preparing);

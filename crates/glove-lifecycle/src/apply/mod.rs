@@ -17,7 +17,7 @@
 //!   [`BaselineCleanup`](crate::BaselineCleanup) port; only an applied
 //!   transaction (receipt durable) has it, and it is idempotent.
 //! * [`Txn<Ambiguous>`](Txn) has no transition at all.
-//! * [`recovery`] replays a transaction and classifies it from
+//! * [`replay_apply`] replays a transaction and [`AnyApply::classify`] classifies it from
 //!   descriptor-proven findings.
 
 mod record;
