@@ -206,6 +206,23 @@ pub(crate) fn encode_record(
     digest
 }
 
+/// Builds a complete file image from records with caller-chosen kinds and
+/// sequence numbers, with valid frame checks and chained digests, under a
+/// fixed journal id and the given salt.
+///
+/// Nothing is checked: the image may break every rule replay enforces
+/// (gaps, unknown kinds, oversized payloads). Tests and the fuzz target use
+/// it to reach the checks behind the digests, which random bytes never pass.
+pub fn encode_image(kind: JournalKind, salt: [u8; 16], records: &[(u16, u64, &[u8])]) -> Vec<u8> {
+    let header = Header::new(kind, [0x4a; 16], salt);
+    let mut out = header.encode().to_vec();
+    let mut prev = header.digest;
+    for (k, seq, payload) in records {
+        prev = encode_record(&mut out, &salt, &prev, *k, *seq, payload);
+    }
+    out
+}
+
 /// Total on-disk size of a record with a payload of `payload_len` bytes.
 pub const fn record_len(payload_len: usize) -> usize {
     RECORD_OVERHEAD + payload_len
