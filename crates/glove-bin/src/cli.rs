@@ -34,6 +34,8 @@ pub enum Command {
     /// Check a controller plan against a policy.
     #[command(subcommand)]
     Plan(PlanCommand),
+    /// Run one command inside the sandbox with the built-in default profile.
+    Exec(crate::exec::ExecArgs),
 }
 
 /// `glove policy …`
@@ -89,6 +91,7 @@ pub fn run(cli: Cli) -> i32 {
         Command::Policy(PolicyCommand::Validate(a)) => policy_validate(&a),
         Command::Policy(PolicyCommand::Explain(a)) => policy_explain(&a),
         Command::Plan(PlanCommand::Check(a)) => plan_check(&a),
+        Command::Exec(a) => crate::exec::run(a),
     }
 }
 

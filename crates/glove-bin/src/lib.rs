@@ -4,6 +4,8 @@
 //!   files: one descriptor, identity re-checked after the read;
 //! * [`cli`] — the `glove` command line (clap), parsed in two phases: raw
 //!   flags, then resolved commands;
+//! * [`exec`] — `glove exec`: the default profile, stdio forwarding and the
+//!   exit-status mapping;
 //! * [`explain`] — the text rendering of `glove policy explain`;
 //! * [`report`] — how errors and results reach the terminal: `error[<code>]:
 //!   <message>` on stderr, or one JSON object with `--json`, and the
@@ -11,6 +13,7 @@
 #![forbid(unsafe_code)]
 
 pub mod cli;
+pub mod exec;
 pub mod explain;
 pub mod protected;
 pub mod report;

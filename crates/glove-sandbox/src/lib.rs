@@ -1,5 +1,35 @@
-//! Linux sandbox mechanisms: namespaces, mounts, `pivot_root`, seccomp,
-//! cgroups, rlimits, PTY and process identity.
+//! Linux sandbox mechanisms for Glove.
 //!
-//! Not yet implemented: see issue 6. All `unsafe` code will live in `src/sys/`.
+//! A tour:
+//!
+//! * [`spec`] — [`LaunchSpec`], everything a launch commits to, validated;
+//! * [`launch`] — [`launch()`](launch::launch): clone into new user, mount,
+//!   pid, net, ipc, uts and cgroup namespaces, build the file system view,
+//!   and release the agent under seccomp with no capabilities;
+//! * [`supervise`] — the supervisor loop: streams, output counting, wall and
+//!   CPU watchdogs, and the [`Outcome`];
+//! * [`cgroup`] — per-session cgroups (v2, or v1 as on the development
+//!   machines);
+//! * [`seccomp`] — the default-deny allow-list;
+//! * [`outcome`] — what a run used and how it ended;
+//! * [`profile`] — the built-in default profile of `glove exec`;
+//! * `sys` — the only module with `unsafe` code and raw system calls.
 #![deny(unsafe_code)]
+
+pub mod cgroup;
+mod copy;
+pub mod error;
+pub mod launch;
+pub mod outcome;
+pub mod profile;
+pub mod seccomp;
+pub mod spec;
+pub mod supervise;
+pub(crate) mod sys;
+pub mod tty;
+
+pub use error::SandboxError;
+pub use launch::{launch, Running, Streams};
+pub use outcome::{Limit, Outcome};
+pub use spec::LaunchSpec;
+pub use sys::Errno;

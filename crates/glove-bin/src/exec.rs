@@ -1,0 +1,230 @@
+//! `glove exec`: contain one command with the built-in default profile.
+//!
+//! Exit status: the command's own status; 128 + N when a signal N killed
+//! it; a fixed status when a limit ended it (below); 125 when Glove could
+//! not launch it (the printed code says why).
+
+use crate::report::{error_json, error_line, print_json};
+use clap::Args;
+use glove_sandbox::outcome::{ExitStatus, Limit, Outcome};
+use glove_sandbox::profile::{exec_spec, ExecRequest, DEFAULT_LIMITS};
+use glove_sandbox::spec::Bind;
+use glove_sandbox::supervise::{Settings, Stream, StreamIo};
+use glove_sandbox::{launch, tty, SandboxError};
+use glove_types::policy::ResourceLimits;
+use glove_types::Rejection;
+use std::io::Write;
+use std::os::fd::{AsFd, BorrowedFd};
+
+/// Exit status when Glove could not launch the command.
+pub const EXIT_LAUNCH_FAILED: i32 = 125;
+
+/// Exit status when `limit` ended the run.
+pub const fn limit_exit_status(limit: Limit) -> i32 {
+    match limit {
+        Limit::CpuTime => 201,
+        Limit::Memory => 202,
+        Limit::Pids => 203,
+        Limit::WallTime => 204,
+        Limit::Disk => 205,
+        Limit::TerminalOutput => 206,
+    }
+}
+
+/// Arguments of `glove exec`.
+#[derive(Debug, Args)]
+pub struct ExecArgs {
+    /// CPU time limit in milliseconds [default: 60000].
+    #[arg(long, value_name = "MS")]
+    pub cpu_ms: Option<u64>,
+    /// Memory limit in bytes; K, M, G suffixes are binary [default: 1G].
+    #[arg(long, value_name = "BYTES", value_parser = parse_size)]
+    pub memory: Option<u64>,
+    /// Maximum processes and threads [default: 256].
+    #[arg(long, value_name = "N")]
+    pub pids: Option<u64>,
+    /// Wall-clock limit in milliseconds [default: 600000].
+    #[arg(long, value_name = "MS")]
+    pub wall_ms: Option<u64>,
+    /// Writable disk (/tmp, /workspace, /home/agent together) [default: 1G].
+    #[arg(long, value_name = "BYTES", value_parser = parse_size)]
+    pub disk: Option<u64>,
+    /// Terminal output limit in bytes [default: 64M].
+    #[arg(long, value_name = "BYTES", value_parser = parse_size)]
+    pub output: Option<u64>,
+    /// Expose a host path read-only, at the same path or at DST.
+    #[arg(long = "ro-bind", value_name = "SRC[:DST]")]
+    pub ro_bind: Vec<String>,
+    /// Copy a host directory into /workspace first (links are not followed).
+    #[arg(long, value_name = "DIR")]
+    pub rw_copy: Option<String>,
+    /// Set an environment variable (nothing is inherited).
+    #[arg(long = "env", value_name = "NAME=VALUE")]
+    pub env: Vec<String>,
+    /// Give the command a terminal instead of pipes.
+    #[arg(long)]
+    pub pty: bool,
+    /// Refuse to run unless cgroups enforce cpu, memory and pids.
+    #[arg(long)]
+    pub strict_limits: bool,
+    /// After the command's output, print the outcome record as one JSON line.
+    #[arg(long)]
+    pub json: bool,
+    /// The command and its arguments.
+    #[arg(last = true, required = true, value_name = "CMD")]
+    pub command: Vec<String>,
+}
+
+/// Parses `123`, `64K`, `16M`, `1G` (binary multiples).
+pub fn parse_size(s: &str) -> Result<u64, String> {
+    let (num, mul) = match s.char_indices().last() {
+        Some((i, 'K' | 'k')) => (&s[..i], 1u64 << 10),
+        Some((i, 'M' | 'm')) => (&s[..i], 1 << 20),
+        Some((i, 'G' | 'g')) => (&s[..i], 1 << 30),
+        _ => (s, 1),
+    };
+    num.parse::<u64>()
+        .ok()
+        .and_then(|n| n.checked_mul(mul))
+        .filter(|n| *n > 0)
+        .ok_or_else(|| format!("{s:?} is not a positive size (digits with an optional K, M or G)"))
+}
+
+struct Stdio {
+    stdin: std::io::Stdin,
+    forward_input: bool,
+    pty: bool,
+}
+
+impl StreamIo for Stdio {
+    fn input(&self) -> Option<BorrowedFd<'_>> {
+        self.forward_input.then(|| self.stdin.as_fd())
+    }
+
+    fn output(&mut self, stream: Stream, bytes: &[u8]) {
+        let _ = match stream {
+            Stream::Stdout => {
+                let mut o = std::io::stdout().lock();
+                o.write_all(bytes).and_then(|_| o.flush())
+            }
+            Stream::Stderr => {
+                let mut e = std::io::stderr().lock();
+                e.write_all(bytes).and_then(|_| e.flush())
+            }
+        };
+    }
+
+    fn window_size(&self) -> Option<(u16, u16)> {
+        if self.pty {
+            tty::size(std::io::stdout().as_fd()).or_else(|| tty::size(self.stdin.as_fd()))
+        } else {
+            None
+        }
+    }
+}
+
+fn binds(specs: &[String]) -> Result<Vec<Bind>, SandboxError> {
+    specs
+        .iter()
+        .map(|s| {
+            let (src, dst) = s.split_once(':').unwrap_or((s, s));
+            let canon = std::fs::canonicalize(src).map_err(|e| SandboxError::Spec {
+                detail: format!("--ro-bind {src}: {e}"),
+            })?;
+            Ok(Bind {
+                source: canon.display().to_string(),
+                target: dst.to_owned(),
+            })
+        })
+        .collect()
+}
+
+fn fail(e: &SandboxError, json: bool) -> i32 {
+    let r = Rejection::new(e.code(), e.to_string());
+    if json {
+        print_json(&error_json(&r));
+    } else {
+        eprintln!("{}", error_line(&r));
+    }
+    EXIT_LAUNCH_FAILED
+}
+
+/// Runs `glove exec` and returns the exit status.
+pub fn run(a: ExecArgs) -> i32 {
+    let limits = ResourceLimits {
+        cpu_time_ms: a.cpu_ms.unwrap_or(DEFAULT_LIMITS.cpu_time_ms),
+        memory_bytes: a.memory.unwrap_or(DEFAULT_LIMITS.memory_bytes),
+        pids: a.pids.unwrap_or(DEFAULT_LIMITS.pids),
+        wall_time_ms: a.wall_ms.unwrap_or(DEFAULT_LIMITS.wall_time_ms),
+        disk_bytes: a.disk.unwrap_or(DEFAULT_LIMITS.disk_bytes),
+        terminal_output_bytes: a.output.unwrap_or(DEFAULT_LIMITS.terminal_output_bytes),
+    };
+    let ro_binds = match binds(&a.ro_bind) {
+        Ok(b) => b,
+        Err(e) => return fail(&e, a.json),
+    };
+    let stdin = std::io::stdin();
+    let stdin_tty = tty::is_tty(stdin.as_fd());
+    let size = if a.pty {
+        Some(
+            tty::size(std::io::stdout().as_fd())
+                .or_else(|| tty::size(stdin.as_fd()))
+                .unwrap_or((24, 80)),
+        )
+    } else {
+        None
+    };
+    let req = ExecRequest {
+        command: a.command.clone(),
+        env: a.env.clone(),
+        ro_binds,
+        rw_copy: a.rw_copy.clone(),
+        limits,
+        pty: size,
+        strict_limits: a.strict_limits,
+        term: std::env::var("TERM").ok(),
+    };
+    let spec = match exec_spec(req) {
+        Ok(s) => s,
+        Err(e) => return fail(&e, a.json),
+    };
+    let running = match launch(spec) {
+        Ok(r) => r,
+        Err(e) => return fail(&e, a.json),
+    };
+    let raw = if a.pty && stdin_tty {
+        tty::make_raw(stdin.as_fd())
+    } else {
+        None
+    };
+    let mut io = Stdio {
+        stdin,
+        forward_input: true,
+        pty: a.pty,
+    };
+    let result = running.supervise(&mut io, Settings::default());
+    if let Some(mode) = &raw {
+        tty::restore(io.stdin.as_fd(), mode);
+    }
+    match result {
+        Ok(outcome) => {
+            if a.json {
+                match serde_json::to_value(&outcome) {
+                    Ok(v) => print_json(&v),
+                    Err(e) => eprintln!("error[sandbox_io_failed]: {e}"),
+                }
+            }
+            exit_status(&outcome)
+        }
+        Err(e) => fail(&e, a.json),
+    }
+}
+
+/// The exit status `glove exec` reports for an outcome.
+pub fn exit_status(o: &Outcome) -> i32 {
+    match (o.ended_by, o.exit) {
+        (Some(l), _) => limit_exit_status(l),
+        (None, ExitStatus::Exited { code }) => code,
+        (None, ExitStatus::Signaled { signal }) => 128 + signal,
+    }
+}

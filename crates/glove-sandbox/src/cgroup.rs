@@ -1,0 +1,260 @@
+//! cgroups: one directory per session under the caller's own cgroup, for
+//! memory (no swap), pids and CPU accounting.
+//!
+//! cgroup v2 (a delegated parent with the `memory`, `pids` and `cpu`
+//! controllers enabled) is the production path; cgroup v1 (separate
+//! `memory`, `pids` and `cpuacct` hierarchies, as on the development
+//! machines) works too. Only directories this module created are touched, and
+//! they are removed when the handle is dropped.
+
+use crate::error::SandboxError;
+use std::fs;
+use std::io::ErrorKind;
+use std::path::{Path, PathBuf};
+
+const ROOT: &str = "/sys/fs/cgroup";
+
+/// Which cgroup version a handle uses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Version {
+    /// Unified hierarchy.
+    V2,
+    /// Legacy per-controller hierarchies.
+    V1,
+}
+
+/// A session cgroup.
+#[derive(Debug)]
+pub struct Cgroup {
+    version: Version,
+    /// v2: one directory. v1: memory, pids, cpuacct directories.
+    dirs: Vec<PathBuf>,
+}
+
+/// Counters read after the session.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct CgroupStats {
+    /// CPU time, nanoseconds.
+    pub cpu_ns: u64,
+    /// Peak memory, bytes.
+    pub memory_peak: u64,
+    /// OOM kills inside the cgroup.
+    pub oom_kills: u64,
+    /// Times the memory limit was hit.
+    pub memory_failcnt: u64,
+    /// Times a fork was refused by `pids.max`.
+    pub pids_max_events: u64,
+    /// Peak number of tasks when the kernel records it (v2 `pids.peak`).
+    pub pids_peak: Option<u64>,
+}
+
+fn err(detail: impl Into<String>) -> SandboxError {
+    SandboxError::Cgroup {
+        detail: detail.into(),
+    }
+}
+
+fn write(path: &Path, value: &str) -> Result<(), SandboxError> {
+    fs::write(path, value).map_err(|e| err(format!("write {value} to {}: {e}", path.display())))
+}
+
+fn read_u64(path: &Path) -> Option<u64> {
+    fs::read_to_string(path).ok()?.trim().parse().ok()
+}
+
+fn keyed(path: &Path, key: &str) -> Option<u64> {
+    let text = fs::read_to_string(path).ok()?;
+    text.lines().find_map(|l| {
+        let (k, v) = l.split_once(' ')?;
+        (k == key).then(|| v.trim().parse().ok()).flatten()
+    })
+}
+
+/// The caller's own cgroup path for a v1 controller, or for v2 (`""`).
+fn own_path(controller: &str) -> Option<String> {
+    let text = fs::read_to_string("/proc/self/cgroup").ok()?;
+    text.lines().find_map(|l| {
+        let mut parts = l.splitn(3, ':');
+        let (_, ctrls, path) = (parts.next()?, parts.next()?, parts.next()?);
+        let hit = if controller.is_empty() {
+            ctrls.is_empty()
+        } else {
+            ctrls.split(',').any(|c| c == controller)
+        };
+        hit.then(|| path.to_owned())
+    })
+}
+
+fn is_cgroup2(path: &str) -> bool {
+    crate::sys::mount::fs_magic(path) == Some(0x6367_7270)
+}
+
+impl Cgroup {
+    /// Creates a session cgroup named `name` with the given limits, trying
+    /// v2 first, then v1.
+    pub fn create(name: &str, memory_bytes: u64, pids: u64) -> Result<Cgroup, SandboxError> {
+        match Self::create_v2(name, memory_bytes, pids) {
+            Ok(c) => Ok(c),
+            Err(v2) => Self::create_v1(name, memory_bytes, pids)
+                .map_err(|v1| err(format!("cgroup v2: {v2}; cgroup v1: {v1}"))),
+        }
+    }
+
+    fn create_v2(name: &str, memory_bytes: u64, pids: u64) -> Result<Cgroup, SandboxError> {
+        if !is_cgroup2(ROOT) {
+            return Err(err("/sys/fs/cgroup is not a cgroup2 mount"));
+        }
+        let own = own_path("").ok_or_else(|| err("no v2 entry in /proc/self/cgroup"))?;
+        let parent = Path::new(ROOT).join(own.trim_start_matches('/'));
+        let controllers =
+            fs::read_to_string(parent.join("cgroup.subtree_control")).unwrap_or_default();
+        for c in ["memory", "pids", "cpu"] {
+            if !controllers.split_whitespace().any(|x| x == c) {
+                return Err(err(format!(
+                    "controller {c} is not delegated to {}",
+                    parent.display()
+                )));
+            }
+        }
+        let dir = parent.join(name);
+        fs::create_dir(&dir).map_err(|e| err(format!("mkdir {}: {e}", dir.display())))?;
+        let cg = Cgroup {
+            version: Version::V2,
+            dirs: vec![dir.clone()],
+        };
+        write(&dir.join("memory.max"), &memory_bytes.to_string())?;
+        write(&dir.join("memory.swap.max"), "0")?;
+        write(&dir.join("pids.max"), &pids.to_string())?;
+        Ok(cg)
+    }
+
+    fn create_v1(name: &str, memory_bytes: u64, pids: u64) -> Result<Cgroup, SandboxError> {
+        let mut cg = Cgroup {
+            version: Version::V1,
+            dirs: Vec::new(),
+        };
+        for ctrl in ["memory", "pids", "cpuacct"] {
+            let own = own_path(ctrl).ok_or_else(|| err(format!("no v1 {ctrl} hierarchy")))?;
+            let base = Path::new(ROOT).join(ctrl);
+            if !base.join("cgroup.procs").exists() {
+                return Err(err(format!("{} is not mounted", base.display())));
+            }
+            let dir = base.join(own.trim_start_matches('/')).join(name);
+            fs::create_dir(&dir).map_err(|e| err(format!("mkdir {}: {e}", dir.display())))?;
+            cg.dirs.push(dir);
+        }
+        let mem = &cg.dirs[0];
+        write(
+            &mem.join("memory.limit_in_bytes"),
+            &memory_bytes.to_string(),
+        )?;
+        if mem.join("memory.memsw.limit_in_bytes").exists() {
+            write(
+                &mem.join("memory.memsw.limit_in_bytes"),
+                &memory_bytes.to_string(),
+            )?;
+        }
+        let _ = fs::write(mem.join("memory.swappiness"), "0");
+        write(&cg.dirs[1].join("pids.max"), &pids.to_string())?;
+        Ok(cg)
+    }
+
+    /// The cgroup version in use.
+    pub fn version(&self) -> Version {
+        self.version
+    }
+
+    /// An open v2 directory for `CLONE_INTO_CGROUP`.
+    pub fn v2_dir(&self) -> Option<&Path> {
+        (self.version == Version::V2).then(|| self.dirs[0].as_path())
+    }
+
+    /// Moves `pid` into every hierarchy of this cgroup.
+    pub fn add(&self, pid: i32) -> Result<(), SandboxError> {
+        for d in &self.dirs {
+            write(&d.join("cgroup.procs"), &pid.to_string())?;
+        }
+        Ok(())
+    }
+
+    /// CPU time so far, nanoseconds.
+    pub fn cpu_ns(&self) -> Option<u64> {
+        match self.version {
+            Version::V2 => {
+                keyed(&self.dirs[0].join("cpu.stat"), "usage_usec").map(|u| u.saturating_mul(1000))
+            }
+            Version::V1 => read_u64(&self.dirs[2].join("cpuacct.usage")),
+        }
+    }
+
+    /// Current number of tasks.
+    pub fn pids_current(&self) -> Option<u64> {
+        let d = match self.version {
+            Version::V2 => &self.dirs[0],
+            Version::V1 => &self.dirs[1],
+        };
+        read_u64(&d.join("pids.current"))
+    }
+
+    /// Kills every task (v2 `cgroup.kill`; v1 by listing the tasks).
+    pub fn kill_all(&self) {
+        match self.version {
+            Version::V2 => {
+                let _ = fs::write(self.dirs[0].join("cgroup.kill"), "1");
+            }
+            Version::V1 => {
+                if let Ok(text) = fs::read_to_string(self.dirs[1].join("cgroup.procs")) {
+                    for pid in text.lines().filter_map(|l| l.trim().parse::<i32>().ok()) {
+                        let _ = crate::sys::process::kill(pid, libc::SIGKILL);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Reads the final counters.
+    pub fn stats(&self) -> CgroupStats {
+        match self.version {
+            Version::V2 => {
+                let d = &self.dirs[0];
+                CgroupStats {
+                    cpu_ns: self.cpu_ns().unwrap_or(0),
+                    memory_peak: read_u64(&d.join("memory.peak")).unwrap_or(0),
+                    oom_kills: keyed(&d.join("memory.events"), "oom_kill").unwrap_or(0),
+                    memory_failcnt: keyed(&d.join("memory.events"), "max").unwrap_or(0),
+                    pids_max_events: keyed(&d.join("pids.events"), "max").unwrap_or(0),
+                    pids_peak: read_u64(&d.join("pids.peak")),
+                }
+            }
+            Version::V1 => {
+                let m = &self.dirs[0];
+                CgroupStats {
+                    cpu_ns: self.cpu_ns().unwrap_or(0),
+                    memory_peak: read_u64(&m.join("memory.max_usage_in_bytes")).unwrap_or(0),
+                    oom_kills: keyed(&m.join("memory.oom_control"), "oom_kill").unwrap_or(0),
+                    memory_failcnt: read_u64(&m.join("memory.failcnt")).unwrap_or(0),
+                    pids_max_events: keyed(&self.dirs[1].join("pids.events"), "max").unwrap_or(0),
+                    pids_peak: None,
+                }
+            }
+        }
+    }
+}
+
+impl Drop for Cgroup {
+    fn drop(&mut self) {
+        for d in &self.dirs {
+            for _ in 0..50 {
+                match fs::remove_dir(d) {
+                    Ok(()) => break,
+                    Err(e) if e.kind() == ErrorKind::NotFound => break,
+                    Err(_) => {
+                        self.kill_all();
+                        std::thread::sleep(std::time::Duration::from_millis(2));
+                    }
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,775 @@
+//! Launching: the supervisor side (this process), the sandbox init (PID 1
+//! of the new pid namespace) and the agent (its child).
+//!
+//! ```text
+//! supervisor ──clone3(NEWUSER|NEWNS|NEWPID|NEWNET|NEWIPC|NEWUTS|NEWCGROUP)──► init (pid 1)
+//!   writes uid/gid maps, joins the cgroup, sends GO                      │ mounts, pivot_root,
+//!   ◄── PTY master+slave (SCM_RIGHTS), READY or ERROR ────────────────── │ hostname, PTY
+//!                                                                         └─fork──► agent (pid 2)
+//!                                                                              setsid, stdio, caps,
+//!                                                                              rlimits, seccomp, execve
+//!   ◄── EXIT(status, disk peak, pids peak) when the agent ends; init kills the rest and exits
+//! ```
+//!
+//! The launch must happen in a single-threaded process (checked): the
+//! children are copies of it without `CLONE_VM`.
+
+use crate::cgroup::Cgroup;
+use crate::error::SandboxError;
+use crate::outcome::{Enforcement as Mechanisms, Mechanism};
+use crate::seccomp;
+use crate::spec::{Enforcement, LaunchSpec, Terminal};
+use crate::sys::process::{self, Exit, Forked};
+use crate::sys::{caps, fd, mount, pty, Errno};
+use std::ffi::CString;
+use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
+use std::time::Instant;
+
+/// The uid and gid the agent has inside the sandbox.
+pub const INSIDE_ID: u32 = 1000;
+
+const NS_FLAGS: u64 = (libc::CLONE_NEWUSER
+    | libc::CLONE_NEWNS
+    | libc::CLONE_NEWPID
+    | libc::CLONE_NEWNET
+    | libc::CLONE_NEWIPC
+    | libc::CLONE_NEWUTS
+    | libc::CLONE_NEWCGROUP) as u64;
+
+const SCRATCH: &str = "/.glove-scratch";
+
+pub(crate) const TAG_GO: u8 = b'G';
+pub(crate) const TAG_READY: u8 = b'R';
+pub(crate) const TAG_ERROR: u8 = b'E';
+pub(crate) const TAG_PTY: u8 = b'P';
+pub(crate) const TAG_EXIT: u8 = b'X';
+
+/// The agent's standard streams as the supervisor holds them.
+#[derive(Debug)]
+pub enum Streams {
+    /// Pipes: write end of stdin, read ends of stdout and stderr.
+    Pipes {
+        /// Agent's stdin.
+        stdin: Option<OwnedFd>,
+        /// Agent's stdout.
+        stdout: OwnedFd,
+        /// Agent's stderr.
+        stderr: OwnedFd,
+    },
+    /// A pseudo-terminal.
+    Pty {
+        /// The master side.
+        master: OwnedFd,
+        /// A slave kept open until the agent exits, so reads of the master
+        /// do not fail with EIO while the agent still runs.
+        slave: OwnedFd,
+    },
+}
+
+/// A launched sandbox, released and running.
+#[derive(Debug)]
+pub struct Running {
+    pub(crate) init_pid: libc::pid_t,
+    pub(crate) sync: OwnedFd,
+    pub(crate) streams: Streams,
+    pub(crate) cgroup: Option<Cgroup>,
+    pub(crate) started: Instant,
+    pub(crate) limits: glove_types::policy::ResourceLimits,
+    pub(crate) mechanisms: Mechanisms,
+}
+
+impl Running {
+    /// The init process's pid (in the supervisor's pid namespace).
+    pub fn init_pid(&self) -> i32 {
+        self.init_pid
+    }
+    /// The agent's streams.
+    pub fn streams(&self) -> &Streams {
+        &self.streams
+    }
+    /// How each limit is enforced.
+    pub fn mechanisms(&self) -> &Mechanisms {
+        &self.mechanisms
+    }
+}
+
+/// Threads in this process, from `/proc/self/status`.
+pub fn thread_count() -> u32 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("Threads:").map(|v| v.trim().parse().ok()))
+                .flatten()
+        })
+        .unwrap_or(0)
+}
+
+fn io_err(what: &str, e: Errno) -> SandboxError {
+    SandboxError::Io {
+        detail: format!("{what}: {e}"),
+    }
+}
+
+/// Everything the children need, prepared (and allocated) before cloning.
+struct Prepared {
+    exe: CString,
+    argv: Vec<CString>,
+    envp: Vec<CString>,
+    filters: (seccompiler::BpfProgram, seccompiler::BpfProgram),
+    rlimits: Vec<(libc::__rlimit_resource_t, u64)>,
+}
+
+/// Validates the spec and launches it. Returns once the agent has been
+/// `execve`d (or fails with the step that did not work).
+pub fn launch(spec: LaunchSpec) -> Result<Running, SandboxError> {
+    spec.validate()?;
+    let threads = thread_count();
+    if threads != 1 {
+        return Err(SandboxError::Multithreaded { threads });
+    }
+    let limits = spec.limits;
+
+    // Limits: cgroup for memory, pids and CPU accounting, else rlimits.
+    let name = format!("glove-{}-{}", process::getpid(), nanos());
+    let (cgroup, mechanisms, rlimits) =
+        match Cgroup::create(&name, limits.memory_bytes, limits.pids) {
+            Ok(cg) => {
+                let m = match cg.version() {
+                    crate::cgroup::Version::V2 => Mechanism::CgroupV2,
+                    crate::cgroup::Version::V1 => Mechanism::CgroupV1,
+                };
+                (
+                    Some(cg),
+                    Mechanisms {
+                        cpu_time: Mechanism::Watchdog,
+                        memory: m,
+                        pids: m,
+                        wall_time: Mechanism::Watchdog,
+                        disk: Mechanism::TmpfsQuota,
+                        terminal_output: Mechanism::OutputCounter,
+                    },
+                    vec![(libc::RLIMIT_CORE, 0)],
+                )
+            }
+            Err(e) => {
+                if spec.enforcement == Enforcement::Strict {
+                    return Err(SandboxError::LimitUnenforceable {
+                        limit: "memory",
+                        detail: e.to_string(),
+                    });
+                }
+                let cpu_secs = limits.cpu_time_ms.div_ceil(1000);
+                (
+                    None,
+                    Mechanisms {
+                        cpu_time: Mechanism::Rlimit,
+                        memory: Mechanism::Rlimit,
+                        pids: Mechanism::Rlimit,
+                        wall_time: Mechanism::Watchdog,
+                        disk: Mechanism::TmpfsQuota,
+                        terminal_output: Mechanism::OutputCounter,
+                    },
+                    vec![
+                        (libc::RLIMIT_CORE, 0),
+                        (libc::RLIMIT_AS, limits.memory_bytes),
+                        (libc::RLIMIT_NPROC, limits.pids),
+                        (libc::RLIMIT_CPU, cpu_secs),
+                    ],
+                )
+            }
+        };
+
+    let cs = |s: &str| {
+        CString::new(s).map_err(|_| SandboxError::Spec {
+            detail: "NUL in string".into(),
+        })
+    };
+    let prepared = Prepared {
+        exe: cs(&spec.executable)?,
+        argv: std::iter::once(spec.executable.as_str())
+            .chain(spec.arguments.iter().map(String::as_str))
+            .map(cs)
+            .collect::<Result<_, _>>()?,
+        envp: spec
+            .environment
+            .iter()
+            .map(|s| cs(s))
+            .collect::<Result<_, _>>()?,
+        filters: seccomp::build().map_err(|e| SandboxError::Seccomp {
+            detail: e.to_string(),
+        })?,
+        rlimits,
+    };
+
+    let (sync_parent, sync_child) = fd::socketpair().map_err(|e| io_err("socketpair", e))?;
+    let pipes = match spec.terminal {
+        Terminal::Pipes => Some((
+            fd::pipe().map_err(|e| io_err("pipe", e))?,
+            fd::pipe().map_err(|e| io_err("pipe", e))?,
+            fd::pipe().map_err(|e| io_err("pipe", e))?,
+        )),
+        Terminal::Pty { .. } => None,
+    };
+    let cgroup_dir = match cgroup.as_ref().and_then(|c| c.v2_dir()) {
+        Some(d) => Some(std::fs::File::open(d).map_err(|e| SandboxError::Cgroup {
+            detail: format!("open {}: {e}", d.display()),
+        })?),
+        None => None,
+    };
+
+    let forked =
+        process::clone_into_namespaces(NS_FLAGS, cgroup_dir.as_ref().map(|f| f.as_raw_fd()))
+            .map_err(|e| SandboxError::Clone {
+                detail: e.to_string(),
+            })?;
+    let pid = match forked {
+        Forked::Child => {
+            drop(sync_parent);
+            let child_pipes = pipes.map(|((in_r, in_w), (out_r, out_w), (err_r, err_w))| {
+                drop((in_w, out_r, err_r));
+                (in_r, out_w, err_w)
+            });
+            init_main(&spec, &prepared, sync_child, child_pipes)
+        }
+        Forked::Parent(pid) => pid,
+    };
+    drop(sync_child);
+    drop(cgroup_dir);
+    let streams_pipes = pipes.map(|((in_r, in_w), (out_r, out_w), (err_r, err_w))| {
+        drop((in_r, out_w, err_w));
+        (in_w, out_r, err_r)
+    });
+
+    let abort = |e: SandboxError| {
+        let _ = process::kill(pid, libc::SIGKILL);
+        let _ = process::wait(pid);
+        e
+    };
+
+    // Identity maps, cgroup membership, then release the init.
+    let (euid, egid) = process::effective_ids();
+    let proc_dir = format!("/proc/{pid}");
+    let maps = [
+        ("setgroups", "deny".to_owned()),
+        ("uid_map", format!("{INSIDE_ID} {euid} 1")),
+        ("gid_map", format!("{INSIDE_ID} {egid} 1")),
+    ];
+    for (file, body) in maps {
+        if let Err(e) = std::fs::write(format!("{proc_dir}/{file}"), body) {
+            return Err(abort(SandboxError::Setup {
+                step: format!("write {file}"),
+                detail: e.to_string(),
+            }));
+        }
+    }
+    if let Some(cg) = &cgroup {
+        if cg.version() == crate::cgroup::Version::V1 {
+            cg.add(pid).map_err(abort)?;
+        }
+    }
+    fd::write_all(sync_parent.as_fd(), &[TAG_GO]).map_err(|e| abort(io_err("release", e)))?;
+
+    // Wait for the PTY (if any) and READY or ERROR.
+    let mut pty_fds: Option<(OwnedFd, OwnedFd)> = None;
+    loop {
+        let mut tag = [0u8; 1];
+        if matches!(spec.terminal, Terminal::Pty { .. }) && pty_fds.is_none() {
+            let (tag, got) = fd::recv_fds::<2>(sync_parent.as_fd())
+                .map_err(|e| abort(io_err("receive terminal", e)))?;
+            let mut it = got.into_iter();
+            match (tag, it.next(), it.next()) {
+                (TAG_PTY, Some(m), Some(s)) => {
+                    pty_fds = Some((m, s));
+                    continue;
+                }
+                (TAG_ERROR, _, _) => {
+                    return Err(abort(read_error_body(&sync_parent, &spec.executable)))
+                }
+                _ => {
+                    return Err(abort(SandboxError::Io {
+                        detail: "the sandbox init ended during setup".into(),
+                    }))
+                }
+            }
+        }
+        match fd::read(sync_parent.as_fd(), &mut tag) {
+            Ok(1) if tag[0] == TAG_READY => break,
+            Ok(1) if tag[0] == TAG_ERROR => {
+                return Err(abort(read_error_body(&sync_parent, &spec.executable)))
+            }
+            Ok(_) => {
+                return Err(abort(SandboxError::Io {
+                    detail: "the sandbox init ended during setup".into(),
+                }))
+            }
+            Err(e) => return Err(abort(io_err("status channel", e))),
+        }
+    }
+
+    let streams = match (streams_pipes, pty_fds) {
+        (Some((stdin, stdout, stderr)), _) => Streams::Pipes {
+            stdin: Some(stdin),
+            stdout,
+            stderr,
+        },
+        (None, Some((master, slave))) => Streams::Pty { master, slave },
+        (None, None) => {
+            return Err(abort(SandboxError::Io {
+                detail: "no terminal received".into(),
+            }))
+        }
+    };
+    Ok(Running {
+        init_pid: pid,
+        sync: sync_parent,
+        streams,
+        cgroup,
+        started: Instant::now(),
+        limits,
+        mechanisms,
+    })
+}
+
+fn nanos() -> u128 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0)
+}
+
+fn read_error_body(sync: &OwnedFd, exe: &str) -> SandboxError {
+    let mut head = [0u8; 6];
+    let mut got = 0;
+    while got < head.len() {
+        match fd::read(sync.as_fd(), &mut head[got..]) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => got += n,
+        }
+    }
+    let len = usize::from(u16::from_le_bytes([head[0], head[1]]));
+    let errno = i32::from_le_bytes([head[2], head[3], head[4], head[5]]);
+    let mut step = vec![0u8; len.min(256)];
+    let mut got = 0;
+    while got < step.len() {
+        match fd::read(sync.as_fd(), &mut step[got..]) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => got += n,
+        }
+    }
+    let step = String::from_utf8_lossy(&step[..got]).into_owned();
+    let detail = Errno(errno).to_string();
+    if step == "execve" {
+        SandboxError::Exec {
+            executable: exe.to_owned(),
+            detail,
+        }
+    } else if step.starts_with("copy") {
+        SandboxError::Copy {
+            detail: format!("{step}: {detail}"),
+        }
+    } else {
+        SandboxError::Setup { step, detail }
+    }
+}
+
+/// Sends an error frame and leaves.
+fn fail(sync: &OwnedFd, step: &str, e: Errno) -> ! {
+    let mut msg = vec![TAG_ERROR];
+    msg.extend_from_slice(&(step.len() as u16).to_le_bytes());
+    msg.extend_from_slice(&e.0.to_le_bytes());
+    msg.extend_from_slice(step.as_bytes());
+    let _ = fd::write_all(sync.as_fd(), &msg);
+    process::exit_now(1)
+}
+
+/// The sandbox's PID 1.
+fn init_main(
+    spec: &LaunchSpec,
+    prep: &Prepared,
+    sync: OwnedFd,
+    pipes: Option<(OwnedFd, OwnedFd, OwnedFd)>,
+) -> ! {
+    let _ = process::set_parent_death_signal(libc::SIGKILL);
+    let mut go = [0u8; 1];
+    match fd::read(sync.as_fd(), &mut go) {
+        Ok(1) if go[0] == TAG_GO => {}
+        _ => process::exit_now(1),
+    }
+    // Modes given to mkdir are meant literally (1777 for /tmp).
+    let umask = process::set_umask(0);
+    if let Err((step, e)) = setup_fs(spec) {
+        fail(&sync, &step, e);
+    }
+    if let Err(e) = process::sethostname(&spec.hostname) {
+        fail(&sync, "sethostname", e);
+    }
+    let _ = process::set_not_dumpable();
+
+    let stdio: [OwnedFd; 3] = match (&spec.terminal, pipes) {
+        (Terminal::Pty { rows, cols }, _) => {
+            let (master, slave) = match pty::open_pair("/dev/pts/ptmx", "/dev/pts") {
+                Ok(p) => p,
+                Err(e) => fail(&sync, "open pty", e),
+            };
+            let _ = pty::set_size(slave.as_fd(), *rows, *cols);
+            if let Err(e) = fd::send_fds(
+                sync.as_fd(),
+                TAG_PTY,
+                &[master.as_raw_fd(), slave.as_raw_fd()],
+            ) {
+                fail(&sync, "send pty", e);
+            }
+            drop(master);
+            let a = slave.try_clone();
+            let b = slave.try_clone();
+            match (a, b) {
+                (Ok(a), Ok(b)) => [slave, a, b],
+                _ => fail(&sync, "dup pty", Errno(libc::EMFILE)),
+            }
+        }
+        (Terminal::Pipes, Some((i, o, e))) => [i, o, e],
+        (Terminal::Pipes, None) => fail(&sync, "pipes", Errno(libc::EBADF)),
+    };
+
+    let old_mask = match process::block_all_signals() {
+        Ok(m) => m,
+        Err(e) => fail(&sync, "sigprocmask", e),
+    };
+    let (err_r, err_w) = match fd::pipe() {
+        Ok(p) => p,
+        Err(e) => fail(&sync, "pipe", e),
+    };
+    let agent = match process::fork() {
+        Ok(Forked::Child) => {
+            drop(err_r);
+            agent_main(spec, prep, umask, &stdio, &err_w, &old_mask)
+        }
+        Ok(Forked::Parent(pid)) => pid,
+        Err(e) => fail(&sync, "fork", e),
+    };
+    drop(err_w);
+    drop(stdio);
+    let mut buf = [0u8; 4];
+    match fd::read(err_r.as_fd(), &mut buf) {
+        Ok(0) => {}
+        Ok(_) => {
+            let _ = process::wait(agent);
+            fail(&sync, "execve", Errno(i32::from_le_bytes(buf)));
+        }
+        Err(e) => fail(&sync, "exec status", e),
+    }
+    drop(err_r);
+    if fd::write_all(sync.as_fd(), &[TAG_READY]).is_err() {
+        process::exit_now(1);
+    }
+    supervise_inside(spec, &sync, agent)
+}
+
+/// The init's loop: reap, forward signals, sample disk and pids, report the
+/// agent's end, then kill whatever is left.
+fn supervise_inside(spec: &LaunchSpec, sync: &OwnedFd, agent: libc::pid_t) -> ! {
+    let disk_path = spec.writable_dirs.first().cloned();
+    let mut disk_peak = 0u64;
+    let mut pids_peak = 0u64;
+    let mut status: Option<Exit> = None;
+    while status.is_none() {
+        if let Some(p) = &disk_path {
+            disk_peak = disk_peak.max(mount::used_bytes(p).unwrap_or(0));
+        }
+        pids_peak = pids_peak.max(count_processes());
+        match process::wait_signal(20) {
+            Ok(Some(sig)) if sig != libc::SIGCHLD => {
+                let _ = process::kill(-agent, sig);
+                let _ = process::kill(agent, sig);
+            }
+            _ => {}
+        }
+        while let Ok(Some((pid, exit))) = process::reap_any() {
+            if pid == agent {
+                status = Some(exit);
+            }
+        }
+    }
+    if let Some(p) = &disk_path {
+        disk_peak = disk_peak.max(mount::used_bytes(p).unwrap_or(0));
+    }
+    let _ = process::kill(-1, libc::SIGKILL);
+    while let Ok(Some(_)) = process::reap_any() {}
+    let (kind, value) = match status {
+        Some(Exit::Code(c)) => (0u8, c),
+        Some(Exit::Signal(s)) => (1u8, s),
+        None => (1u8, libc::SIGKILL),
+    };
+    let mut msg = vec![TAG_EXIT, kind];
+    msg.extend_from_slice(&value.to_le_bytes());
+    msg.extend_from_slice(&disk_peak.to_le_bytes());
+    msg.extend_from_slice(&pids_peak.to_le_bytes());
+    let _ = fd::write_all(sync.as_fd(), &msg);
+    process::exit_now(0)
+}
+
+/// Processes visible in the sandbox's `/proc` (its pid namespace).
+fn count_processes() -> u64 {
+    std::fs::read_dir("/proc")
+        .map(|d| {
+            d.filter_map(Result::ok)
+                .filter(|e| {
+                    e.file_name()
+                        .to_str()
+                        .is_some_and(|n| n.bytes().all(|b| b.is_ascii_digit()))
+                })
+                .count() as u64
+        })
+        .unwrap_or(0)
+}
+
+/// The agent: streams, descriptors, signals, limits, capabilities, seccomp,
+/// `execve`.
+fn agent_main(
+    spec: &LaunchSpec,
+    prep: &Prepared,
+    umask: libc::mode_t,
+    stdio: &[OwnedFd; 3],
+    err_w: &OwnedFd,
+    old_mask: &libc::sigset_t,
+) -> ! {
+    let report = |e: Errno| -> ! {
+        let _ = fd::write_all(err_w.as_fd(), &e.0.to_le_bytes());
+        process::exit_now(127)
+    };
+    process::set_umask(umask);
+    if let Err(e) = process::setsid() {
+        report(e);
+    }
+    if matches!(spec.terminal, Terminal::Pty { .. }) {
+        if let Err(e) = pty::make_controlling(stdio[0].as_fd()) {
+            report(e);
+        }
+    }
+    // Move extra descriptors out of the way, then into place.
+    let mut staged: Vec<(RawFd, i32)> = Vec::new();
+    for (i, (f, target)) in spec.extra_fds.iter().enumerate() {
+        let high = 900 + i as RawFd;
+        if let Err(e) = fd::dup_to(f.as_raw_fd(), high) {
+            report(e);
+        }
+        staged.push((high, *target));
+    }
+    for (i, f) in stdio.iter().enumerate() {
+        if let Err(e) = fd::dup_to(f.as_raw_fd(), i as RawFd) {
+            report(e);
+        }
+    }
+    for (high, target) in &staged {
+        if let Err(e) = fd::dup_to(*high, *target) {
+            report(e);
+        }
+    }
+    // Every descriptor above the declared ones is closed at execve.
+    let first_free = spec
+        .extra_fds
+        .iter()
+        .map(|(_, n)| *n + 1)
+        .max()
+        .unwrap_or(3)
+        .max(3) as u32;
+    if let Err(e) = fd::cloexec_from(first_free) {
+        report(e);
+    }
+    process::reset_signal_dispositions();
+    if let Err(e) = process::set_signal_mask(old_mask) {
+        report(e);
+    }
+    for (res, v) in &prep.rlimits {
+        if let Err(e) = process::set_rlimit(*res, *v) {
+            report(e);
+        }
+    }
+    if let Err(e) = mount::chdir(&spec.working_directory) {
+        report(e);
+    }
+    if let Err(e) = caps::set_no_new_privs().and_then(|_| caps::drop_all()) {
+        report(e);
+    }
+    // The clone3 filter first: installing a filter is itself a system call
+    // the allow-list refuses, so the allow-list must be the last one.
+    if seccompiler::apply_filter(&prep.filters.1).is_err()
+        || seccompiler::apply_filter(&prep.filters.0).is_err()
+    {
+        report(Errno(libc::EPERM));
+    }
+    report(process::execve(&prep.exe, &prep.argv, &prep.envp))
+}
+
+/// Builds the sandbox's file system view inside the new mount namespace.
+fn setup_fs(spec: &LaunchSpec) -> Result<(), (String, Errno)> {
+    let step = |s: &str| {
+        let s = s.to_owned();
+        move |e: Errno| (s.clone(), e)
+    };
+    let nodev_nosuid = libc::MS_NOSUID | libc::MS_NODEV;
+    mount::mount("", "/", "", libc::MS_REC | libc::MS_PRIVATE, "")
+        .map_err(step("make / private"))?;
+    mount::mount(
+        "tmpfs",
+        "/tmp",
+        "tmpfs",
+        nodev_nosuid,
+        "size=16m,nr_inodes=16384,mode=0755",
+    )
+    .map_err(step("mount new root"))?;
+    mount::mkdir("/tmp/oldroot", 0o700).map_err(step("mkdir oldroot"))?;
+    mount::chdir("/tmp").map_err(step("chdir new root"))?;
+    mount::pivot_root(".", "oldroot").map_err(step("pivot_root"))?;
+    mount::chdir("/").map_err(step("chdir /"))?;
+
+    for b in &spec.read_only_binds {
+        let src = format!("/oldroot{}", b.source);
+        let is_dir = std::fs::metadata(&src).map(|m| m.is_dir()).map_err(|e| {
+            (
+                format!("bind source {}", b.source),
+                Errno(e.raw_os_error().unwrap_or(libc::EIO)),
+            )
+        })?;
+        if is_dir {
+            mount::mkdir_all(&b.target, 0o755).map_err(step(&format!("mkdir {}", b.target)))?;
+        } else {
+            mount::mkdir_all(parent(&b.target), 0o755)
+                .map_err(step(&format!("mkdir {}", b.target)))?;
+            mount::touch(&b.target, 0o444).map_err(step(&format!("create {}", b.target)))?;
+        }
+        mount::mount(&src, &b.target, "", libc::MS_BIND | libc::MS_REC, "")
+            .map_err(step(&format!("bind {}", b.target)))?;
+        mount::set_attr_recursive(
+            &b.target,
+            mount::MOUNT_ATTR_RDONLY | mount::MOUNT_ATTR_NOSUID | mount::MOUNT_ATTR_NODEV,
+        )
+        .map_err(step(&format!("read-only {}", b.target)))?;
+    }
+    for (link, target) in &spec.symlinks {
+        mount::mkdir_all(parent(link), 0o755).map_err(step(&format!("mkdir {link}")))?;
+        mount::symlink(target, link).map_err(step(&format!("symlink {link}")))?;
+    }
+    for (path, body) in &spec.files {
+        mount::mkdir_all(parent(path), 0o755).map_err(step(&format!("mkdir {path}")))?;
+        mount::write_file(path, body, 0o444).map_err(step(&format!("write {path}")))?;
+    }
+
+    // /proc of the new pid namespace, with the kernel knobs read-only.
+    mount::mkdir("/proc", 0o555).map_err(step("mkdir /proc"))?;
+    mount::mount("proc", "/proc", "proc", nodev_nosuid | libc::MS_NOEXEC, "")
+        .map_err(step("mount /proc"))?;
+    for p in ["/proc/sys", "/proc/sysrq-trigger", "/proc/irq", "/proc/bus"] {
+        if std::fs::symlink_metadata(p).is_ok() {
+            mount::mount(p, p, "", libc::MS_BIND | libc::MS_REC, "")
+                .map_err(step(&format!("bind {p}")))?;
+            mount::set_attr_recursive(
+                p,
+                mount::MOUNT_ATTR_RDONLY
+                    | mount::MOUNT_ATTR_NOSUID
+                    | mount::MOUNT_ATTR_NODEV
+                    | mount::MOUNT_ATTR_NOEXEC,
+            )
+            .map_err(step(&format!("read-only {p}")))?;
+        }
+    }
+
+    // A minimal /dev with its own devpts.
+    mount::mkdir("/dev", 0o755).map_err(step("mkdir /dev"))?;
+    mount::mount(
+        "tmpfs",
+        "/dev",
+        "tmpfs",
+        libc::MS_NOSUID | libc::MS_NOEXEC,
+        "size=64k,nr_inodes=64,mode=0755",
+    )
+    .map_err(step("mount /dev"))?;
+    for d in ["null", "zero", "full", "random", "urandom", "tty"] {
+        let t = format!("/dev/{d}");
+        mount::touch(&t, 0o666).map_err(step(&format!("create {t}")))?;
+        mount::mount(&format!("/oldroot/dev/{d}"), &t, "", libc::MS_BIND, "")
+            .map_err(step(&format!("bind {t}")))?;
+    }
+    mount::mkdir("/dev/pts", 0o755).map_err(step("mkdir /dev/pts"))?;
+    mount::mount(
+        "devpts",
+        "/dev/pts",
+        "devpts",
+        libc::MS_NOSUID | libc::MS_NOEXEC,
+        "newinstance,ptmxmode=0666,mode=0620",
+    )
+    .map_err(step("mount devpts"))?;
+    mount::symlink("pts/ptmx", "/dev/ptmx").map_err(step("link /dev/ptmx"))?;
+    for (l, t) in [
+        ("/dev/fd", "/proc/self/fd"),
+        ("/dev/stdin", "/proc/self/fd/0"),
+        ("/dev/stdout", "/proc/self/fd/1"),
+        ("/dev/stderr", "/proc/self/fd/2"),
+    ] {
+        mount::symlink(t, l).map_err(step(&format!("link {l}")))?;
+    }
+    mount::mkdir("/dev/shm", 0o1777).map_err(step("mkdir /dev/shm"))?;
+
+    // One quota-sized scratch tmpfs; every writable directory is a slice of it.
+    mount::mkdir(SCRATCH, 0o700).map_err(step("mkdir scratch"))?;
+    let size = format!(
+        "size={},nr_inodes={},mode=0755",
+        spec.limits.disk_bytes,
+        inodes(spec.limits.disk_bytes)
+    );
+    mount::mount("tmpfs", SCRATCH, "tmpfs", nodev_nosuid, &size).map_err(step("mount scratch"))?;
+    let slices = spec
+        .writable_dirs
+        .iter()
+        .map(String::as_str)
+        .chain(std::iter::once("/dev/shm"));
+    for (i, w) in slices.enumerate() {
+        let slice = format!("{SCRATCH}/{i}");
+        let mode = if w == "/tmp" || w == "/dev/shm" {
+            0o1777
+        } else {
+            0o755
+        };
+        mount::mkdir(&slice, mode).map_err(step("mkdir scratch slice"))?;
+        mount::mkdir_all(w, 0o755).map_err(step(&format!("mkdir {w}")))?;
+        mount::mount(&slice, w, "", libc::MS_BIND, "").map_err(step(&format!("bind {w}")))?;
+    }
+    mount::umount(SCRATCH, libc::MNT_DETACH).map_err(step("detach scratch"))?;
+    mount::rmdir(SCRATCH).map_err(step("remove scratch"))?;
+    for c in &spec.copy_in {
+        crate::copy::copy_tree(&format!("/oldroot{}", c.source), &c.target)
+            .map_err(|(what, e)| (format!("copy {}: {what}", c.source), e))?;
+    }
+
+    mount::mount(
+        "",
+        "/dev",
+        "",
+        libc::MS_REMOUNT | libc::MS_BIND | libc::MS_RDONLY | libc::MS_NOSUID | libc::MS_NOEXEC,
+        "",
+    )
+    .map_err(step("read-only /dev"))?;
+    mount::umount("/oldroot", libc::MNT_DETACH).map_err(step("detach old root"))?;
+    mount::rmdir("/oldroot").map_err(step("remove old root"))?;
+    mount::mount(
+        "",
+        "/",
+        "",
+        libc::MS_REMOUNT | libc::MS_BIND | libc::MS_RDONLY | nodev_nosuid,
+        "",
+    )
+    .map_err(step("read-only /"))?;
+    Ok(())
+}
+
+fn inodes(bytes: u64) -> u64 {
+    (bytes / 4096).clamp(1024, 1 << 20)
+}
+
+fn parent(p: &str) -> &str {
+    match p.rfind('/') {
+        Some(0) | None => "/",
+        Some(i) => &p[..i],
+    }
+}

@@ -1,0 +1,222 @@
+//! The built-in default profile of `glove exec`: offline, system directories
+//! read-only, an empty writable `/tmp`, `/workspace` and `/home/agent`
+//! carved from one quota-sized scratch, a generated `/etc/passwd` and
+//! `/etc/group`, and from the host's `/etc` only what ordinary programs need
+//! (loader, name-service and locale configuration, certificates). Never
+//! `/etc/shadow`, `/etc/ssh`, `/etc/sudoers*`, `/etc/ssl/private`, nor
+//! anything of the invoking user's home or working tree unless asked.
+
+use crate::launch::INSIDE_ID;
+use crate::spec::{Bind, CopyIn, Enforcement, LaunchSpec, Terminal};
+use crate::SandboxError;
+use glove_types::policy::ResourceLimits;
+use std::path::Path;
+
+/// Top-level system directories exposed read-only (or as the same symlink
+/// when the host has a merged `/usr`).
+pub const SYSTEM_DIRS: &[&str] = &[
+    "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32",
+];
+
+/// Entries of the host's `/etc` exposed read-only when present.
+pub const ETC_ALLOWED: &[&str] = &[
+    "/etc/alternatives",
+    "/etc/ca-certificates",
+    "/etc/ca-certificates.conf",
+    "/etc/debian_version",
+    "/etc/gai.conf",
+    "/etc/host.conf",
+    "/etc/inputrc",
+    "/etc/ld.so.cache",
+    "/etc/ld.so.conf",
+    "/etc/ld.so.conf.d",
+    "/etc/locale.alias",
+    "/etc/localtime",
+    "/etc/mime.types",
+    "/etc/nsswitch.conf",
+    "/etc/os-release",
+    "/etc/protocols",
+    "/etc/services",
+    "/etc/ssl/certs",
+    "/etc/ssl/openssl.cnf",
+    "/etc/timezone",
+];
+
+/// Writable directories of the default profile.
+pub const WRITABLE: &[&str] = &["/home/agent", "/tmp", "/workspace"];
+
+/// Directories searched for a bare command name (host paths that the
+/// sandbox sees at the same place).
+pub const SEARCH_PATH: &[&str] = &[
+    "/usr/local/sbin",
+    "/usr/local/bin",
+    "/usr/sbin",
+    "/usr/bin",
+    "/sbin",
+    "/bin",
+];
+
+/// Default limits: 60 s CPU, 1 GiB memory, 256 processes, 10 min wall,
+/// 1 GiB disk, 64 MiB terminal output.
+pub const DEFAULT_LIMITS: ResourceLimits = ResourceLimits {
+    cpu_time_ms: 60_000,
+    memory_bytes: 1 << 30,
+    pids: 256,
+    wall_time_ms: 600_000,
+    disk_bytes: 1 << 30,
+    terminal_output_bytes: 64 << 20,
+};
+
+/// What `glove exec` asks for.
+#[derive(Clone, Debug)]
+pub struct ExecRequest {
+    /// Command and arguments.
+    pub command: Vec<String>,
+    /// Extra environment (`NAME=value`), added after the defaults.
+    pub env: Vec<String>,
+    /// Extra read-only binds.
+    pub ro_binds: Vec<Bind>,
+    /// A host directory copied into `/workspace`.
+    pub rw_copy: Option<String>,
+    /// Limits.
+    pub limits: ResourceLimits,
+    /// A terminal of this size, or pipes.
+    pub pty: Option<(u16, u16)>,
+    /// Refuse unless cgroups enforce cpu, memory and pids.
+    pub strict_limits: bool,
+    /// `TERM` for the terminal.
+    pub term: Option<String>,
+}
+
+fn spec_err(d: impl Into<String>) -> SandboxError {
+    SandboxError::Spec { detail: d.into() }
+}
+
+/// Resolves a command name as the sandbox will see it.
+pub fn resolve_command(cmd: &str, extra_binds: &[Bind]) -> Result<String, SandboxError> {
+    if cmd.starts_with('/') {
+        return Ok(cmd.to_owned());
+    }
+    if cmd.contains('/') {
+        return Ok(format!("/workspace/{cmd}"));
+    }
+    for dir in SEARCH_PATH {
+        let p = Path::new(dir).join(cmd);
+        if p.is_file() {
+            return Ok(p.display().to_string());
+        }
+    }
+    for b in extra_binds {
+        if b.target.rsplit('/').next() == Some(cmd) {
+            return Ok(b.target.clone());
+        }
+    }
+    Err(spec_err(format!(
+        "command {cmd:?} not found in {}",
+        SEARCH_PATH.join(":")
+    )))
+}
+
+/// Builds the launch spec of the default profile.
+pub fn exec_spec(req: ExecRequest) -> Result<LaunchSpec, SandboxError> {
+    let (first, rest) = req
+        .command
+        .split_first()
+        .ok_or_else(|| spec_err("no command given"))?;
+    let executable = resolve_command(first, &req.ro_binds)?;
+    let mut binds = Vec::new();
+    let mut symlinks = Vec::new();
+    for d in SYSTEM_DIRS {
+        match std::fs::symlink_metadata(d) {
+            Ok(m) if m.file_type().is_symlink() => {
+                if let Ok(t) = std::fs::read_link(d) {
+                    symlinks.push((d.to_string(), t.display().to_string()));
+                }
+            }
+            Ok(m) if m.is_dir() => binds.push(Bind {
+                source: d.to_string(),
+                target: d.to_string(),
+            }),
+            _ => {}
+        }
+    }
+    for e in ETC_ALLOWED {
+        if std::fs::metadata(e).is_ok() {
+            binds.push(Bind {
+                source: e.to_string(),
+                target: e.to_string(),
+            });
+        }
+    }
+    binds.extend(req.ro_binds.iter().cloned());
+    let files = vec![
+        (
+            "/etc/passwd".to_owned(),
+            format!("agent:x:{INSIDE_ID}:{INSIDE_ID}:agent:/home/agent:/bin/sh\n").into_bytes(),
+        ),
+        (
+            "/etc/group".to_owned(),
+            format!("agent:x:{INSIDE_ID}:\n").into_bytes(),
+        ),
+        ("/etc/hostname".to_owned(), b"glove\n".to_vec()),
+        (
+            "/etc/hosts".to_owned(),
+            b"127.0.0.1 localhost glove\n::1 localhost\n".to_vec(),
+        ),
+    ];
+    let mut environment = vec![
+        "HOME=/home/agent".to_owned(),
+        "LANG=C.UTF-8".to_owned(),
+        "PATH=/usr/local/bin:/usr/bin:/bin".to_owned(),
+        "USER=agent".to_owned(),
+    ];
+    if req.pty.is_some() {
+        environment.push(format!(
+            "TERM={}",
+            req.term.as_deref().unwrap_or("xterm-256color")
+        ));
+    }
+    for e in &req.env {
+        let name = e
+            .split_once('=')
+            .map(|(n, _)| n)
+            .ok_or_else(|| spec_err(format!("--env {e:?} is not NAME=value")))?;
+        environment.retain(|x| x.split_once('=').map(|(n, _)| n) != Some(name));
+        environment.push(e.clone());
+    }
+    let copy_in = req
+        .rw_copy
+        .map(|src| {
+            let canonical = std::fs::canonicalize(&src)
+                .map_err(|e| spec_err(format!("--rw-copy {src}: {e}")))?;
+            Ok::<_, SandboxError>(vec![CopyIn {
+                source: canonical.display().to_string(),
+                target: "/workspace".into(),
+            }])
+        })
+        .transpose()?
+        .unwrap_or_default();
+    Ok(LaunchSpec {
+        executable,
+        arguments: rest.to_vec(),
+        environment,
+        working_directory: "/workspace".into(),
+        read_only_binds: binds,
+        symlinks,
+        files,
+        writable_dirs: WRITABLE.iter().map(|s| s.to_string()).collect(),
+        copy_in,
+        hostname: "glove".into(),
+        limits: req.limits,
+        terminal: match req.pty {
+            Some((rows, cols)) => Terminal::Pty { rows, cols },
+            None => Terminal::Pipes,
+        },
+        extra_fds: Vec::new(),
+        enforcement: if req.strict_limits {
+            Enforcement::Strict
+        } else {
+            Enforcement::BestEffort
+        },
+    })
+}

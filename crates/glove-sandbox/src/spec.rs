@@ -1,0 +1,228 @@
+//! The launch specification: everything a sandbox commits to, validated.
+
+use crate::error::SandboxError;
+use glove_types::paths::{check_canonical, is_within};
+use glove_types::policy::ResourceLimits;
+use serde::Serialize;
+use std::os::fd::OwnedFd;
+
+/// Most binds, files, symlinks or writable directories in one spec.
+pub const MAX_MOUNT_ENTRIES: usize = 256;
+/// Most arguments plus environment entries.
+pub const MAX_ARGS: usize = 4096;
+/// Longest argument or environment entry, bytes.
+pub const MAX_ARG_BYTES: usize = 128 * 1024;
+/// Smallest scratch size accepted (one page per writable directory is not
+/// enough to do anything; 64 KiB is).
+pub const MIN_DISK_BYTES: u64 = 64 * 1024;
+
+/// A read-only bind of a host path at a sandbox path.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Bind {
+    /// Host path (absolute, canonical).
+    pub source: String,
+    /// Sandbox path (absolute, canonical).
+    pub target: String,
+}
+
+/// A copy of a host directory into a writable directory.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct CopyIn {
+    /// Host directory.
+    pub source: String,
+    /// Sandbox directory (inside one of the writable directories).
+    pub target: String,
+}
+
+/// How the agent's standard streams are connected.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Terminal {
+    /// Three pipes: stdin, stdout, stderr.
+    Pipes,
+    /// A pseudo-terminal from the sandbox's own devpts.
+    Pty {
+        /// Initial rows.
+        rows: u16,
+        /// Initial columns.
+        cols: u16,
+    },
+}
+
+/// How strictly limits must be enforced.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Enforcement {
+    /// cgroups for cpu, memory and pids, or refuse to launch.
+    Strict,
+    /// cgroups when available, otherwise per-process rlimits (reported).
+    BestEffort,
+}
+
+/// Everything a launch commits to.
+#[derive(Debug)]
+pub struct LaunchSpec {
+    /// Executable path inside the sandbox.
+    pub executable: String,
+    /// Arguments after `argv[0]` (which is the executable path).
+    pub arguments: Vec<String>,
+    /// The complete environment (`NAME=value`); nothing is inherited.
+    pub environment: Vec<String>,
+    /// Working directory inside the sandbox.
+    pub working_directory: String,
+    /// Read-only binds.
+    pub read_only_binds: Vec<Bind>,
+    /// Symbolic links to create: (link path, target).
+    pub symlinks: Vec<(String, String)>,
+    /// Small generated read-only files: (path, contents).
+    pub files: Vec<(String, Vec<u8>)>,
+    /// Writable directories, all carved from one scratch tmpfs of
+    /// `limits.disk_bytes`.
+    pub writable_dirs: Vec<String>,
+    /// Host directories copied into writable directories before launch.
+    pub copy_in: Vec<CopyIn>,
+    /// Hostname inside.
+    pub hostname: String,
+    /// The six limits.
+    pub limits: ResourceLimits,
+    /// Standard streams.
+    pub terminal: Terminal,
+    /// Extra descriptors: (descriptor, number inside, from 3 upward).
+    pub extra_fds: Vec<(OwnedFd, i32)>,
+    /// Enforcement requirement.
+    pub enforcement: Enforcement,
+}
+
+fn bad(detail: impl Into<String>) -> SandboxError {
+    SandboxError::Spec {
+        detail: detail.into(),
+    }
+}
+
+fn path(p: &str, what: &str) -> Result<(), SandboxError> {
+    check_canonical(p).map_err(|e| bad(format!("{what}: {}", e.message())))
+}
+
+const RESERVED_TARGETS: &[&str] = &["/proc", "/dev", "/oldroot"];
+
+impl LaunchSpec {
+    /// Checks every rule; a launch validates its spec first.
+    pub fn validate(&self) -> Result<(), SandboxError> {
+        path(&self.executable, "executable")?;
+        path(&self.working_directory, "working directory")?;
+        if self.arguments.len() + self.environment.len() > MAX_ARGS {
+            return Err(bad(format!(
+                "at most {MAX_ARGS} arguments and environment entries"
+            )));
+        }
+        for a in self.arguments.iter().chain(self.environment.iter()) {
+            if a.contains('\0') || a.len() > MAX_ARG_BYTES {
+                return Err(bad(
+                    "arguments and environment entries must be NUL-free and at most 128 KiB",
+                ));
+            }
+        }
+        for e in &self.environment {
+            let name = e.split_once('=').map(|(n, _)| n).unwrap_or("");
+            let ok = name
+                .bytes()
+                .next()
+                .is_some_and(|b| b.is_ascii_alphabetic() || b == b'_')
+                && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_');
+            if !ok {
+                return Err(bad(format!("environment entry {e:?} is not NAME=value")));
+            }
+        }
+        let counts = [
+            self.read_only_binds.len(),
+            self.symlinks.len(),
+            self.files.len(),
+            self.writable_dirs.len(),
+            self.copy_in.len(),
+        ];
+        if counts.iter().any(|c| *c > MAX_MOUNT_ENTRIES) {
+            return Err(bad(format!(
+                "at most {MAX_MOUNT_ENTRIES} entries of each kind"
+            )));
+        }
+        let mut targets: Vec<&str> = Vec::new();
+        for b in &self.read_only_binds {
+            path(&b.source, "bind source")?;
+            path(&b.target, "bind target")?;
+            targets.push(&b.target);
+        }
+        for (link, _) in &self.symlinks {
+            path(link, "symlink")?;
+            targets.push(link);
+        }
+        for (p, body) in &self.files {
+            path(p, "file")?;
+            if body.len() > 1 << 20 {
+                return Err(bad("generated files are at most 1 MiB"));
+            }
+            targets.push(p);
+        }
+        for w in &self.writable_dirs {
+            path(w, "writable directory")?;
+            targets.push(w);
+        }
+        for t in &targets {
+            if let Some(r) = RESERVED_TARGETS
+                .iter()
+                .find(|r| is_within(t, r) || is_within(r, t))
+            {
+                return Err(bad(format!("{t} overlaps the reserved {r}")));
+            }
+        }
+        for (i, a) in targets.iter().enumerate() {
+            if targets.iter().skip(i + 1).any(|b| a == b) {
+                return Err(bad(format!("{a} is mounted twice")));
+            }
+        }
+        for c in &self.copy_in {
+            path(&c.source, "copy source")?;
+            path(&c.target, "copy target")?;
+            if !self.writable_dirs.iter().any(|w| is_within(&c.target, w)) {
+                return Err(bad(format!(
+                    "copy target {} is not inside a writable directory",
+                    c.target
+                )));
+            }
+        }
+        if !self.writable_dirs.is_empty() && self.limits.disk_bytes < MIN_DISK_BYTES {
+            return Err(bad(format!(
+                "disk limit must be at least {MIN_DISK_BYTES} bytes"
+            )));
+        }
+        if self.hostname.is_empty()
+            || self.hostname.len() > 64
+            || !self
+                .hostname
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'-')
+        {
+            return Err(bad("hostname must be 1-64 characters of [A-Za-z0-9-]"));
+        }
+        let l = &self.limits;
+        if [
+            l.cpu_time_ms,
+            l.memory_bytes,
+            l.pids,
+            l.wall_time_ms,
+            l.disk_bytes,
+            l.terminal_output_bytes,
+        ]
+        .contains(&0)
+        {
+            return Err(bad("every limit must be positive"));
+        }
+        let mut seen = Vec::new();
+        for (_, n) in &self.extra_fds {
+            if *n < 3 || *n > 255 || seen.contains(n) {
+                return Err(bad("extra descriptors are numbered 3..=255, each once"));
+            }
+            seen.push(*n);
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,390 @@
+//! The supervisor's loop: move bytes between the caller and the agent,
+//! count terminal output, enforce wall time and CPU time, and assemble the
+//! [`Outcome`] from the kernel's accounting once the sandbox is gone.
+
+use crate::error::SandboxError;
+use crate::launch::{Running, Streams, TAG_EXIT};
+use crate::outcome::{ExitStatus, Limit, Outcome, Usage};
+use crate::sys::fd::{self, PollEntry};
+use crate::sys::process;
+use crate::sys::{pty, Errno};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
+use std::time::{Duration, Instant};
+
+/// Which agent stream bytes came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Stream {
+    /// Standard output, or the terminal.
+    Stdout,
+    /// Standard error (pipes mode only).
+    Stderr,
+}
+
+/// The caller's side of the agent's streams.
+pub trait StreamIo {
+    /// A descriptor whose bytes are forwarded to the agent's input, if any.
+    fn input(&self) -> Option<BorrowedFd<'_>>;
+    /// Receives agent output (already counted, never beyond the limit).
+    fn output(&mut self, stream: Stream, bytes: &[u8]);
+    /// The current window size to mirror onto the agent's terminal.
+    fn window_size(&self) -> Option<(u16, u16)> {
+        None
+    }
+}
+
+/// Supervision settings.
+#[derive(Clone, Copy, Debug)]
+pub struct Settings {
+    /// How often limits are sampled.
+    pub tick: Duration,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            tick: Duration::from_millis(20),
+        }
+    }
+}
+
+const PENDING_MAX: usize = 64 * 1024;
+const EXIT_FRAME: usize = 1 + 1 + 4 + 8 + 8;
+
+struct Inside {
+    exit: ExitStatus,
+    disk_peak: u64,
+    pids_peak: u64,
+}
+
+impl Running {
+    /// Runs the session to its end and returns the outcome.
+    pub fn supervise(
+        mut self,
+        io: &mut dyn StreamIo,
+        settings: Settings,
+    ) -> Result<Outcome, SandboxError> {
+        let limits = self.limits;
+        let wall = Duration::from_millis(limits.wall_time_ms);
+        let (out_fd, err_fd, mut in_fd): (RawFd, Option<RawFd>, Option<OwnedFd>) =
+            match &mut self.streams {
+                Streams::Pipes {
+                    stdin,
+                    stdout,
+                    stderr,
+                } => (stdout.as_raw_fd(), Some(stderr.as_raw_fd()), stdin.take()),
+                Streams::Pty { master, .. } => (master.as_raw_fd(), None, master.try_clone().ok()),
+            };
+        let is_pty = matches!(self.streams, Streams::Pty { .. });
+        for f in [Some(out_fd), err_fd].into_iter().flatten() {
+            // SAFETY-free: borrow the raw descriptors we own through `self.streams`.
+            let _ = fd::set_nonblocking(borrow(f));
+        }
+        if let Some(f) = &in_fd {
+            let _ = fd::set_nonblocking(f.as_fd());
+        }
+
+        let mut terminal_bytes = 0u64;
+        let mut ended_by: Option<Limit> = None;
+        let mut pending: Vec<u8> = Vec::new();
+        let mut input_open = io.input().is_some();
+        let mut outputs_open = [true, err_fd.is_some()];
+        let mut inside: Option<Inside> = None;
+        let mut sync_open = true;
+        let mut pids_peak_sampled = 0u64;
+        let mut last_size = None;
+        let mut buf = vec![0u8; 64 * 1024];
+
+        while sync_open {
+            if let (true, Some(size)) = (is_pty, io.window_size()) {
+                if last_size != Some(size) {
+                    last_size = Some(size);
+                    let _ = pty::set_size(borrow(out_fd), size.0, size.1);
+                }
+            }
+            let mut entries = vec![PollEntry {
+                fd: self.sync.as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            }];
+            if outputs_open[0] {
+                entries.push(PollEntry {
+                    fd: out_fd,
+                    events: libc::POLLIN,
+                    revents: 0,
+                });
+            }
+            if let (true, Some(e)) = (outputs_open[1], err_fd) {
+                entries.push(PollEntry {
+                    fd: e,
+                    events: libc::POLLIN,
+                    revents: 0,
+                });
+            }
+            let input_raw = io.input().map(|f| f.as_raw_fd());
+            if let (true, Some(i), true) = (input_open, input_raw, pending.len() < PENDING_MAX) {
+                entries.push(PollEntry {
+                    fd: i,
+                    events: libc::POLLIN,
+                    revents: 0,
+                });
+            }
+            if let (false, Some(f)) = (pending.is_empty(), &in_fd) {
+                entries.push(PollEntry {
+                    fd: f.as_raw_fd(),
+                    events: libc::POLLOUT,
+                    revents: 0,
+                });
+            }
+            let timeout = settings.tick.as_millis().min(1000) as i32;
+            fd::poll(&mut entries, timeout).map_err(|e| io_err("poll", e))?;
+
+            for e in &entries {
+                if e.revents == 0 {
+                    continue;
+                }
+                if e.fd == self.sync.as_raw_fd() {
+                    match read_exit(&self.sync) {
+                        Ok(Some(x)) => inside = Some(x),
+                        Ok(None) | Err(_) => {}
+                    }
+                    sync_open = false;
+                } else if e.fd == out_fd || Some(e.fd) == err_fd {
+                    let stream = if e.fd == out_fd {
+                        Stream::Stdout
+                    } else {
+                        Stream::Stderr
+                    };
+                    let idx = usize::from(stream == Stream::Stderr);
+                    match drain_once(e.fd, &mut buf) {
+                        Ok(0) => outputs_open[idx] = false,
+                        Ok(n) => {
+                            let room = limits.terminal_output_bytes.saturating_sub(terminal_bytes);
+                            let take = (n as u64).min(room) as usize;
+                            terminal_bytes += n as u64;
+                            io.output(stream, &buf[..take]);
+                            if terminal_bytes > limits.terminal_output_bytes && ended_by.is_none() {
+                                ended_by = Some(Limit::TerminalOutput);
+                                self.kill_sandbox();
+                            }
+                        }
+                        Err(Errno(libc::EAGAIN)) => {}
+                        Err(_) => outputs_open[idx] = false,
+                    }
+                } else if Some(e.fd) == input_raw {
+                    match fd::read(borrow(e.fd), &mut buf[..PENDING_MAX - pending.len()]) {
+                        Ok(0) | Err(_) => {
+                            input_open = false;
+                            if !is_pty && pending.is_empty() {
+                                in_fd = None;
+                            }
+                        }
+                        Ok(n) => pending.extend_from_slice(&buf[..n]),
+                    }
+                } else if let Some(f) = &in_fd {
+                    if e.fd == f.as_raw_fd() {
+                        // SAFETY-free write of what is pending; partial writes keep the rest.
+                        match write_some(f.as_raw_fd(), &pending) {
+                            Ok(n) => {
+                                pending.drain(..n);
+                            }
+                            Err(Errno(libc::EAGAIN)) => {}
+                            Err(_) => pending.clear(),
+                        }
+                        if pending.is_empty() && !input_open && !is_pty {
+                            in_fd = None;
+                        }
+                    }
+                }
+            }
+
+            // Watchdogs.
+            if ended_by.is_none() && self.started.elapsed() >= wall {
+                ended_by = Some(Limit::WallTime);
+                self.kill_sandbox();
+            }
+            if let Some(cg) = &self.cgroup {
+                if let Some(p) = cg.pids_current() {
+                    pids_peak_sampled = pids_peak_sampled.max(p);
+                }
+                if ended_by.is_none()
+                    && cg.cpu_ns().unwrap_or(0) > limits.cpu_time_ms.saturating_mul(1_000_000)
+                {
+                    ended_by = Some(Limit::CpuTime);
+                    self.kill_sandbox();
+                }
+            }
+        }
+
+        // Drain what is left without blocking (the terminal never reports
+        // EOF while we hold its slave).
+        for (idx, f) in [Some(out_fd), err_fd].into_iter().enumerate() {
+            let Some(f) = f else { continue };
+            if !outputs_open[idx] {
+                continue;
+            }
+            let stream = if idx == 0 {
+                Stream::Stdout
+            } else {
+                Stream::Stderr
+            };
+            let deadline = Instant::now() + Duration::from_millis(200);
+            while Instant::now() < deadline {
+                match drain_once(f, &mut buf) {
+                    Ok(0) => break,
+                    Ok(n) => {
+                        let room = limits.terminal_output_bytes.saturating_sub(terminal_bytes);
+                        let take = (n as u64).min(room) as usize;
+                        terminal_bytes += n as u64;
+                        io.output(stream, &buf[..take]);
+                        if terminal_bytes > limits.terminal_output_bytes && ended_by.is_none() {
+                            ended_by = Some(Limit::TerminalOutput);
+                        }
+                    }
+                    Err(_) => break,
+                }
+            }
+        }
+
+        let (_, rusage) =
+            process::wait(self.init_pid).map_err(|e| io_err("wait for the sandbox", e))?;
+        let elapsed = self.started.elapsed();
+        let stats = self.cgroup.as_ref().map(|c| c.stats());
+        let inside = inside.unwrap_or(Inside {
+            exit: ExitStatus::Signaled {
+                signal: libc::SIGKILL,
+            },
+            disk_peak: 0,
+            pids_peak: 0,
+        });
+
+        let cpu_ms = match &stats {
+            Some(s) => s.cpu_ns / 1_000_000,
+            None => rusage.cpu_us / 1000,
+        };
+        let mut reached: Vec<Limit> = Vec::new();
+        let killed = matches!(
+            inside.exit,
+            ExitStatus::Signaled {
+                signal: libc::SIGKILL
+            }
+        ) || matches!(inside.exit, ExitStatus::Exited { code: 137 });
+        if let Some(s) = &stats {
+            if s.oom_kills > 0 || s.memory_failcnt > 0 {
+                reached.push(Limit::Memory);
+                if ended_by.is_none() && killed && s.oom_kills > 0 {
+                    ended_by = Some(Limit::Memory);
+                }
+            }
+            if s.pids_max_events > 0 {
+                reached.push(Limit::Pids);
+            }
+        }
+        if ended_by.is_none()
+            && (matches!(
+                inside.exit,
+                ExitStatus::Signaled {
+                    signal: libc::SIGXCPU
+                }
+            ) || (killed && cpu_ms >= limits.cpu_time_ms))
+        {
+            ended_by = Some(Limit::CpuTime);
+        }
+        if inside.disk_peak.saturating_add(64 * 1024) >= limits.disk_bytes {
+            reached.push(Limit::Disk);
+        }
+        if let Some(l) = ended_by {
+            if !reached.contains(&l) {
+                reached.push(l);
+            }
+        }
+        let pids_peak = stats
+            .as_ref()
+            .and_then(|s| s.pids_peak)
+            .unwrap_or(0)
+            .max(pids_peak_sampled)
+            .max(inside.pids_peak.saturating_sub(1));
+        let outcome = Outcome {
+            exit: inside.exit,
+            ended_by,
+            limits_reached: Limit::ALL
+                .into_iter()
+                .filter(|l| reached.contains(l))
+                .collect(),
+            usage: Usage {
+                cpu_time_ms: cpu_ms,
+                peak_memory_bytes: stats
+                    .as_ref()
+                    .map(|s| s.memory_peak)
+                    .unwrap_or(rusage.max_rss_bytes),
+                pids_peak,
+                wall_time_ms: elapsed.as_millis() as u64,
+                disk_bytes: inside.disk_peak,
+                terminal_bytes,
+            },
+            enforcement: self.mechanisms,
+        };
+        Ok(outcome)
+    }
+
+    /// Sends a signal to the agent (through the init, which forwards it).
+    pub fn signal(&self, sig: i32) -> Result<(), SandboxError> {
+        process::kill(self.init_pid, sig).map_err(|e| io_err("signal", e))
+    }
+
+    fn kill_sandbox(&self) {
+        let _ = process::kill(self.init_pid, libc::SIGKILL);
+        if let Some(cg) = &self.cgroup {
+            cg.kill_all();
+        }
+    }
+}
+
+fn io_err(what: &str, e: Errno) -> SandboxError {
+    SandboxError::Io {
+        detail: format!("{what}: {e}"),
+    }
+}
+
+fn borrow<'a>(fd: RawFd) -> BorrowedFd<'a> {
+    crate::sys::fd::borrow_raw(fd)
+}
+
+fn drain_once(fd: RawFd, buf: &mut [u8]) -> Result<usize, Errno> {
+    match fd::read(borrow(fd), buf) {
+        // A terminal whose slave side is gone reads as EIO: that is EOF.
+        Err(Errno(libc::EIO)) => Ok(0),
+        other => other,
+    }
+}
+
+fn write_some(fd: RawFd, bytes: &[u8]) -> Result<usize, Errno> {
+    crate::sys::fd::write_once(borrow(fd), bytes)
+}
+
+fn read_exit(sync: &OwnedFd) -> Result<Option<Inside>, Errno> {
+    let mut frame = [0u8; EXIT_FRAME];
+    let mut got = 0;
+    while got < EXIT_FRAME {
+        match fd::read(sync.as_fd(), &mut frame[got..])? {
+            0 => return Ok(None),
+            n => got += n,
+        }
+    }
+    if frame[0] != TAG_EXIT {
+        return Ok(None);
+    }
+    let value = i32::from_le_bytes([frame[2], frame[3], frame[4], frame[5]]);
+    let mut disk = [0u8; 8];
+    disk.copy_from_slice(&frame[6..14]);
+    let mut pids = [0u8; 8];
+    pids.copy_from_slice(&frame[14..22]);
+    Ok(Some(Inside {
+        exit: if frame[1] == 0 {
+            ExitStatus::Exited { code: value }
+        } else {
+            ExitStatus::Signaled { signal: value }
+        },
+        disk_peak: u64::from_le_bytes(disk),
+        pids_peak: u64::from_le_bytes(pids),
+    }))
+}

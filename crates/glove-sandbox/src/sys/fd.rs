@@ -1,0 +1,220 @@
+//! Descriptors: pipes, socketpairs with descriptor passing, closing, poll,
+//! plain reads and writes.
+//!
+//! Callers pass only descriptors they own or borrow; functions returning
+//! `OwnedFd` hand over fresh descriptors created with `O_CLOEXEC`.
+
+use super::{check, check_int, Errno, SysResult};
+use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
+
+/// `pipe2(O_CLOEXEC)`: (read end, write end).
+pub(crate) fn pipe() -> SysResult<(OwnedFd, OwnedFd)> {
+    let mut fds = [0 as libc::c_int; 2];
+    // SAFETY: `fds` is a valid two-element array for the kernel to fill.
+    check_int(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) })?;
+    // SAFETY: on success both entries are fresh descriptors we now own.
+    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
+}
+
+/// `socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC)`.
+pub(crate) fn socketpair() -> SysResult<(OwnedFd, OwnedFd)> {
+    let mut fds = [0 as libc::c_int; 2];
+    // SAFETY: `fds` is a valid two-element array for the kernel to fill.
+    check_int(unsafe {
+        libc::socketpair(
+            libc::AF_UNIX,
+            libc::SOCK_STREAM | libc::SOCK_CLOEXEC,
+            0,
+            fds.as_mut_ptr(),
+        )
+    })?;
+    // SAFETY: on success both entries are fresh descriptors we now own.
+    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
+}
+
+/// `read(2)` once; retries on `EINTR`.
+pub(crate) fn read(fd: BorrowedFd<'_>, buf: &mut [u8]) -> SysResult<usize> {
+    loop {
+        // SAFETY: `buf` is valid for `buf.len()` writable bytes.
+        let r = unsafe { libc::read(fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
+        match check(r as libc::c_long) {
+            Err(Errno(libc::EINTR)) => continue,
+            other => return other.map(|n| n as usize),
+        }
+    }
+}
+
+/// `write(2)` of the whole buffer; retries on `EINTR` and short writes.
+pub(crate) fn write_all(fd: BorrowedFd<'_>, mut buf: &[u8]) -> SysResult<()> {
+    while !buf.is_empty() {
+        // SAFETY: `buf` is valid for `buf.len()` readable bytes.
+        let r = unsafe { libc::write(fd.as_raw_fd(), buf.as_ptr().cast(), buf.len()) };
+        match check(r as libc::c_long) {
+            Err(Errno(libc::EINTR)) => continue,
+            Err(e) => return Err(e),
+            Ok(0) => return Err(Errno(libc::EPIPE)),
+            Ok(n) => buf = buf.get(n as usize..).unwrap_or_default(),
+        }
+    }
+    Ok(())
+}
+
+/// `dup2` then clear `FD_CLOEXEC` on the target (it must survive `execve`).
+pub(crate) fn dup_to(fd: RawFd, target: RawFd) -> SysResult<()> {
+    if fd == target {
+        // SAFETY: fcntl on a descriptor number has no memory effects.
+        let flags = check_int(unsafe { libc::fcntl(fd, libc::F_GETFD) })?;
+        // SAFETY: as above.
+        check_int(unsafe { libc::fcntl(fd, libc::F_SETFD, flags & !libc::FD_CLOEXEC) })?;
+        return Ok(());
+    }
+    // SAFETY: dup2 only manipulates the descriptor table.
+    check_int(unsafe { libc::dup2(fd, target) })?;
+    Ok(())
+}
+
+/// Marks every descriptor from `first` upward close-on-exec
+/// (`close_range(CLOSE_RANGE_CLOEXEC)`), so undeclared descriptors vanish at
+/// `execve` while the exec-status pipe stays usable until then.
+pub(crate) fn cloexec_from(first: u32) -> SysResult<()> {
+    const CLOSE_RANGE_CLOEXEC: u32 = 1 << 2;
+    // SAFETY: close_range with CLOEXEC only changes descriptor flags.
+    check(unsafe { libc::syscall(libc::SYS_close_range, first, u32::MAX, CLOSE_RANGE_CLOEXEC) })?;
+    Ok(())
+}
+
+/// Sets `O_NONBLOCK` on a descriptor.
+pub(crate) fn set_nonblocking(fd: BorrowedFd<'_>) -> SysResult<()> {
+    // SAFETY: fcntl flag manipulation has no memory effects.
+    let fl = check_int(unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_GETFL) })?;
+    // SAFETY: as above.
+    check_int(unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_SETFL, fl | libc::O_NONBLOCK) })?;
+    Ok(())
+}
+
+/// One entry for [`poll`].
+pub(crate) struct PollEntry {
+    pub(crate) fd: RawFd,
+    pub(crate) events: i16,
+    pub(crate) revents: i16,
+}
+
+/// `poll(2)` with a millisecond timeout; `EINTR` reads as "nothing ready".
+pub(crate) fn poll(entries: &mut [PollEntry], timeout_ms: i32) -> SysResult<usize> {
+    let mut fds: Vec<libc::pollfd> = entries
+        .iter()
+        .map(|e| libc::pollfd {
+            fd: e.fd,
+            events: e.events,
+            revents: 0,
+        })
+        .collect();
+    // SAFETY: `fds` is a valid array of `fds.len()` pollfd structures.
+    let r = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, timeout_ms) };
+    match check_int(r) {
+        Err(Errno(libc::EINTR)) => Ok(0),
+        Err(e) => Err(e),
+        Ok(n) => {
+            for (e, f) in entries.iter_mut().zip(fds.iter()) {
+                e.revents = f.revents;
+            }
+            Ok(n as usize)
+        }
+    }
+}
+
+/// Sends descriptors with one tag byte of payload over a Unix socket.
+pub(crate) fn send_fds(sock: BorrowedFd<'_>, tag: u8, fds: &[RawFd]) -> SysResult<()> {
+    let mut byte = [tag; 1];
+    let mut iov = libc::iovec {
+        iov_base: byte.as_mut_ptr().cast(),
+        iov_len: 1,
+    };
+    let payload = std::mem::size_of_val(fds);
+    // SAFETY: CMSG_SPACE is a pure size computation.
+    let space = unsafe { libc::CMSG_SPACE(payload as u32) } as usize;
+    let mut cbuf = vec![0u8; space];
+    // SAFETY: msghdr is plain data; zeroed is a valid initial state.
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_iov = &mut iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = cbuf.as_mut_ptr().cast();
+    msg.msg_controllen = space;
+    // SAFETY: `msg` points at a control buffer of `space` bytes, enough for
+    // one header carrying `fds.len()` descriptors.
+    unsafe {
+        let cmsg = libc::CMSG_FIRSTHDR(&msg);
+        if cmsg.is_null() {
+            return Err(Errno(libc::EINVAL));
+        }
+        (*cmsg).cmsg_level = libc::SOL_SOCKET;
+        (*cmsg).cmsg_type = libc::SCM_RIGHTS;
+        (*cmsg).cmsg_len = libc::CMSG_LEN(payload as u32) as usize;
+        std::ptr::copy_nonoverlapping(
+            fds.as_ptr(),
+            libc::CMSG_DATA(cmsg).cast::<RawFd>(),
+            fds.len(),
+        );
+    }
+    // SAFETY: `msg` and everything it points to stay alive for the call.
+    check(unsafe { libc::sendmsg(sock.as_raw_fd(), &msg, libc::MSG_NOSIGNAL) } as libc::c_long)?;
+    Ok(())
+}
+
+/// Receives one byte and up to `N` descriptors sent with it by [`send_fds`].
+pub(crate) fn recv_fds<const N: usize>(sock: BorrowedFd<'_>) -> SysResult<(u8, Vec<OwnedFd>)> {
+    let mut byte = [0u8; 1];
+    let mut iov = libc::iovec {
+        iov_base: byte.as_mut_ptr().cast(),
+        iov_len: 1,
+    };
+    // SAFETY: CMSG_SPACE is a pure size computation.
+    let space = unsafe { libc::CMSG_SPACE((N * std::mem::size_of::<RawFd>()) as u32) } as usize;
+    let mut cbuf = vec![0u8; space];
+    // SAFETY: msghdr is plain data; zeroed is a valid initial state.
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_iov = &mut iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = cbuf.as_mut_ptr().cast();
+    msg.msg_controllen = space;
+    // SAFETY: `msg` describes valid buffers that outlive the call.
+    let n = check(
+        unsafe { libc::recvmsg(sock.as_raw_fd(), &mut msg, libc::MSG_CMSG_CLOEXEC) }
+            as libc::c_long,
+    )?;
+    if n == 0 {
+        return Err(Errno(libc::EPIPE));
+    }
+    let mut out = Vec::new();
+    // SAFETY: we walk the control headers the kernel wrote into `cbuf`,
+    // reading only within each header's declared length.
+    unsafe {
+        let mut cmsg = libc::CMSG_FIRSTHDR(&msg);
+        while !cmsg.is_null() {
+            if (*cmsg).cmsg_level == libc::SOL_SOCKET && (*cmsg).cmsg_type == libc::SCM_RIGHTS {
+                let data = libc::CMSG_DATA(cmsg).cast::<RawFd>();
+                let len = ((*cmsg).cmsg_len as usize).saturating_sub(libc::CMSG_LEN(0) as usize);
+                for i in 0..len / std::mem::size_of::<RawFd>() {
+                    out.push(OwnedFd::from_raw_fd(std::ptr::read_unaligned(data.add(i))));
+                }
+            }
+            cmsg = libc::CMSG_NXTHDR(&msg, cmsg);
+        }
+    }
+    Ok((byte[0], out))
+}
+
+/// Borrows a raw descriptor number the caller knows to be open for the
+/// borrow's lifetime.
+pub(crate) fn borrow_raw<'a>(fd: RawFd) -> BorrowedFd<'a> {
+    // SAFETY: callers pass descriptors they own elsewhere (in a struct that
+    // outlives every use of the borrow).
+    unsafe { BorrowedFd::borrow_raw(fd) }
+}
+
+/// One `write(2)`; returns how many bytes were written.
+pub(crate) fn write_once(fd: BorrowedFd<'_>, buf: &[u8]) -> SysResult<usize> {
+    // SAFETY: `buf` is valid for `buf.len()` readable bytes.
+    let r = unsafe { libc::write(fd.as_raw_fd(), buf.as_ptr().cast(), buf.len()) };
+    check(r as libc::c_long).map(|n| n as usize)
+}

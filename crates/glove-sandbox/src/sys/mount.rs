@@ -1,0 +1,205 @@
+//! Mounts and the file-system view: `mount`, `umount2`, `pivot_root`,
+//! `mount_setattr`, and the few path operations the new root needs.
+//!
+//! These run inside the sandbox's own mount namespace (the init process after
+//! clone). Callers pass paths inside that namespace.
+
+use super::{check, check_int, cstr, Errno, SysResult};
+use std::ptr;
+
+/// `mount(2)`. `fstype` and `data` may be empty.
+pub(crate) fn mount(
+    src: &str,
+    target: &str,
+    fstype: &str,
+    flags: libc::c_ulong,
+    data: &str,
+) -> SysResult<()> {
+    let (s, t, f, d) = (cstr(src)?, cstr(target)?, cstr(fstype)?, cstr(data)?);
+    let sp = if src.is_empty() {
+        ptr::null()
+    } else {
+        s.as_ptr()
+    };
+    let fp = if fstype.is_empty() {
+        ptr::null()
+    } else {
+        f.as_ptr()
+    };
+    let dp = if data.is_empty() {
+        ptr::null()
+    } else {
+        d.as_ptr().cast()
+    };
+    // SAFETY: every pointer is null or a NUL-terminated string alive for the call.
+    check_int(unsafe { libc::mount(sp, t.as_ptr(), fp, flags, dp) })?;
+    Ok(())
+}
+
+/// `umount2(2)`.
+pub(crate) fn umount(target: &str, flags: libc::c_int) -> SysResult<()> {
+    let t = cstr(target)?;
+    // SAFETY: `t` is a NUL-terminated string alive for the call.
+    check_int(unsafe { libc::umount2(t.as_ptr(), flags) })?;
+    Ok(())
+}
+
+/// `pivot_root(2)`.
+pub(crate) fn pivot_root(new_root: &str, put_old: &str) -> SysResult<()> {
+    let (n, o) = (cstr(new_root)?, cstr(put_old)?);
+    // SAFETY: both pointers are NUL-terminated strings alive for the call.
+    check(unsafe { libc::syscall(libc::SYS_pivot_root, n.as_ptr(), o.as_ptr()) })?;
+    Ok(())
+}
+
+#[repr(C)]
+struct MountAttr {
+    attr_set: u64,
+    attr_clr: u64,
+    propagation: u64,
+    userns_fd: u64,
+}
+
+/// `MOUNT_ATTR_RDONLY`.
+pub(crate) const MOUNT_ATTR_RDONLY: u64 = 0x1;
+/// `MOUNT_ATTR_NOSUID`.
+pub(crate) const MOUNT_ATTR_NOSUID: u64 = 0x2;
+/// `MOUNT_ATTR_NODEV`.
+pub(crate) const MOUNT_ATTR_NODEV: u64 = 0x4;
+/// `MOUNT_ATTR_NOEXEC`.
+pub(crate) const MOUNT_ATTR_NOEXEC: u64 = 0x8;
+
+/// `mount_setattr(AT_FDCWD, target, AT_RECURSIVE, {attr_set})`: applies
+/// attributes to a whole mount tree at once (old-API remounts are not
+/// recursive).
+pub(crate) fn set_attr_recursive(target: &str, attr_set: u64) -> SysResult<()> {
+    let t = cstr(target)?;
+    let attr = MountAttr {
+        attr_set,
+        attr_clr: 0,
+        propagation: 0,
+        userns_fd: 0,
+    };
+    // SAFETY: `t` is NUL-terminated and `attr` is a correctly laid out
+    // `struct mount_attr` whose size we pass; both outlive the call.
+    check(unsafe {
+        libc::syscall(
+            libc::SYS_mount_setattr,
+            libc::AT_FDCWD,
+            t.as_ptr(),
+            libc::AT_RECURSIVE as libc::c_uint,
+            &attr as *const MountAttr,
+            std::mem::size_of::<MountAttr>(),
+        )
+    })?;
+    Ok(())
+}
+
+/// `mkdir(2)`; an existing directory is fine.
+pub(crate) fn mkdir(path: &str, mode: libc::mode_t) -> SysResult<()> {
+    let p = cstr(path)?;
+    // SAFETY: `p` is NUL-terminated and alive for the call.
+    match check_int(unsafe { libc::mkdir(p.as_ptr(), mode) }) {
+        Ok(_) | Err(Errno(libc::EEXIST)) => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+/// Creates every missing directory of `path` (absolute).
+pub(crate) fn mkdir_all(path: &str, mode: libc::mode_t) -> SysResult<()> {
+    let mut cur = String::with_capacity(path.len());
+    for comp in path.split('/').filter(|c| !c.is_empty()) {
+        cur.push('/');
+        cur.push_str(comp);
+        mkdir(&cur, mode)?;
+    }
+    Ok(())
+}
+
+/// Creates an empty regular file to bind a file over.
+pub(crate) fn touch(path: &str, mode: libc::mode_t) -> SysResult<()> {
+    let p = cstr(path)?;
+    // SAFETY: `p` is NUL-terminated; the returned descriptor is closed at once.
+    let fd = check_int(unsafe {
+        libc::open(
+            p.as_ptr(),
+            libc::O_CREAT | libc::O_WRONLY | libc::O_CLOEXEC | libc::O_NOFOLLOW,
+            mode as libc::c_uint,
+        )
+    })?;
+    // SAFETY: `fd` was just returned by open and is owned here.
+    unsafe { libc::close(fd) };
+    Ok(())
+}
+
+/// Writes a small file (creating it with `mode`).
+pub(crate) fn write_file(path: &str, bytes: &[u8], mode: libc::mode_t) -> SysResult<()> {
+    let p = cstr(path)?;
+    // SAFETY: `p` is NUL-terminated; the descriptor is closed below.
+    let fd = check_int(unsafe {
+        libc::open(
+            p.as_ptr(),
+            libc::O_CREAT | libc::O_TRUNC | libc::O_WRONLY | libc::O_CLOEXEC | libc::O_NOFOLLOW,
+            mode as libc::c_uint,
+        )
+    })?;
+    let mut rest = bytes;
+    let mut result = Ok(());
+    while !rest.is_empty() {
+        // SAFETY: `rest` is valid for `rest.len()` bytes.
+        let n = unsafe { libc::write(fd, rest.as_ptr().cast(), rest.len()) };
+        if n <= 0 {
+            result = Err(Errno::last());
+            break;
+        }
+        rest = rest.get(n as usize..).unwrap_or_default();
+    }
+    // SAFETY: `fd` is owned here and closed once.
+    unsafe { libc::close(fd) };
+    result
+}
+
+/// `symlink(2)`.
+pub(crate) fn symlink(target: &str, link: &str) -> SysResult<()> {
+    let (t, l) = (cstr(target)?, cstr(link)?);
+    // SAFETY: both strings are NUL-terminated and alive for the call.
+    check_int(unsafe { libc::symlink(t.as_ptr(), l.as_ptr()) })?;
+    Ok(())
+}
+
+/// `chdir(2)`.
+pub(crate) fn chdir(path: &str) -> SysResult<()> {
+    let p = cstr(path)?;
+    // SAFETY: `p` is NUL-terminated and alive for the call.
+    check_int(unsafe { libc::chdir(p.as_ptr()) })?;
+    Ok(())
+}
+
+/// `rmdir(2)`.
+pub(crate) fn rmdir(path: &str) -> SysResult<()> {
+    let p = cstr(path)?;
+    // SAFETY: `p` is NUL-terminated and alive for the call.
+    check_int(unsafe { libc::rmdir(p.as_ptr()) })?;
+    Ok(())
+}
+
+/// Used bytes of the file system holding `path` (`statfs`).
+pub(crate) fn used_bytes(path: &str) -> SysResult<u64> {
+    let p = cstr(path)?;
+    // SAFETY: statfs is plain data; zeroed is valid before the kernel fills it.
+    let mut st: libc::statfs = unsafe { std::mem::zeroed() };
+    // SAFETY: `p` is NUL-terminated and `st` is a valid out-parameter.
+    check_int(unsafe { libc::statfs(p.as_ptr(), &mut st) })?;
+    let blocks = (st.f_blocks as u64).saturating_sub(st.f_bfree as u64);
+    Ok(blocks.saturating_mul(st.f_bsize as u64))
+}
+
+/// The file-system magic number of `path` (`statfs().f_type`).
+pub(crate) fn fs_magic(path: &str) -> Option<i64> {
+    let p = cstr(path).ok()?;
+    // SAFETY: statfs is plain data; zeroed is valid before the kernel fills it.
+    let mut st: libc::statfs = unsafe { std::mem::zeroed() };
+    // SAFETY: `p` is NUL-terminated and `st` is a valid out-parameter.
+    check_int(unsafe { libc::statfs(p.as_ptr(), &mut st) }).ok()?;
+    Some(st.f_type)
+}
