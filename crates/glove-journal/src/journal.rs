@@ -10,11 +10,13 @@
 //!   first copied to a sibling `<name>.torn.<offset>.<random>` (synced, with
 //!   the directory), then the file is truncated and synced; the repair is
 //!   reported in [`OpenReport`].
-//! * **Append** is durable when it returns: the record is written with one
-//!   `pwrite` and covered by a completed `fdatasync`. Appenders on several
-//!   threads share syncs (group commit): while one thread syncs, others write
-//!   behind it and wait; the next sync covers them all. A record is
-//!   acknowledged only by a sync that *started after* it was written.
+//! * **Append** is durable when it returns: the record is written and
+//!   covered by a completed `fdatasync`. Appenders on several threads share
+//!   writes and syncs (group commit): each queues its encoded record under a
+//!   mutex; one thread at a time is the leader, takes everything queued,
+//!   writes it with one `pwrite` and runs one `fdatasync`. Records queued
+//!   while a leader works wait for the next leader. A record is acknowledged
+//!   only by a sync that started after it was written.
 //! * A failed write or sync **poisons** the handle: that call fails with
 //!   `journal_sync_failed` and every later call with `journal_poisoned`. The
 //!   descriptor is never synced again; reopen to recover (replay decides
@@ -101,24 +103,35 @@ impl Opened {
     pub fn record_count(&self) -> usize {
         self.records.len()
     }
+
+    /// Splits into the handle, the report, the file image (the valid
+    /// prefix) and the records as ranges of that image, so a caller can
+    /// keep payloads without copying them.
+    pub fn into_parts(self) -> (Journal, OpenReport, Vec<u8>, Vec<RecordMeta>) {
+        (self.journal, self.report, self.image, self.records)
+    }
 }
 
 #[derive(Debug)]
 struct State {
-    /// End of the last written record: where the next one goes.
+    /// End of the last queued record: where the next one goes.
     end: u64,
-    /// Records written (equals the last written sequence number).
+    /// Records queued or written (equals the last assigned sequence number).
     written: u64,
-    /// Chained digest of the last written record.
+    /// Chained digest of the last queued record.
     head: [u8; 32],
+    /// Encoded records queued for the next leader to write and sync.
+    pending: Vec<u8>,
+    /// File offset of `pending[0]`.
+    pending_offset: u64,
     /// Highest sequence number covered by a completed sync.
     synced: u64,
-    /// Whether some thread is inside `fdatasync` right now.
+    /// Whether a leader is writing and syncing right now.
     syncing: bool,
     /// Set by a failed write or sync; the handle is unusable from then on.
     poisoned: bool,
-    /// Reused encoding buffer.
-    scratch: Vec<u8>,
+    /// A spare buffer handed back by the last leader, to avoid reallocating.
+    spare: Vec<u8>,
 }
 
 /// An open journal holding the exclusive writer lock.
@@ -230,10 +243,12 @@ impl Journal {
                 end,
                 written,
                 head,
+                pending: Vec::new(),
+                pending_offset: end,
                 synced: written,
                 syncing: false,
                 poisoned: false,
-                scratch: Vec::new(),
+                spare: Vec::new(),
             }),
             sync_done: Condvar::new(),
         }
@@ -252,7 +267,8 @@ impl Journal {
         Ok(appended)
     }
 
-    /// Writes one record without waiting for a sync.
+    /// Queues one record (sequence number, offset and digest assigned)
+    /// without writing it.
     fn write(&self, kind: u16, payload: &[u8]) -> Result<Appended, JournalError> {
         let mut st = self.state()?;
         if st.poisoned {
@@ -261,19 +277,15 @@ impl Journal {
         self.check_room(&st, kind, payload.len(), 1)?;
         let seq = st.written + 1;
         let offset = st.end;
-        let mut buf = std::mem::take(&mut st.scratch);
-        buf.clear();
-        let digest = encode_record(&mut buf, &self.header.salt, &st.head, kind, seq, payload);
-        let result = placement::write_all_at(self.file.as_fd(), &buf, offset);
-        st.scratch = buf;
-        if let Err(errno) = result {
-            st.poisoned = true;
-            self.sync_done.notify_all();
-            return Err(JournalError::SyncFailed {
-                op: IoOp::Write,
-                errno,
-            });
-        }
+        let head = st.head;
+        let digest = encode_record(
+            &mut st.pending,
+            &self.header.salt,
+            &head,
+            kind,
+            seq,
+            payload,
+        );
         st.end = offset + record_len(payload.len()) as u64;
         st.written = seq;
         st.head = digest;
@@ -310,8 +322,9 @@ impl Journal {
         Ok(())
     }
 
-    /// Waits until a completed sync covers `seq`, running the sync itself
-    /// when no other thread is.
+    /// Waits until a completed sync covers `seq`. When no leader is active,
+    /// this thread becomes the leader: it takes every queued record, writes
+    /// them with one `pwrite` and runs one `fdatasync` for all of them.
     fn wait_durable(&self, seq: u64) -> Result<(), JournalError> {
         let mut st = self.state()?;
         loop {
@@ -330,22 +343,27 @@ impl Journal {
             }
             st.syncing = true;
             let target = st.written;
+            let offset = st.pending_offset;
+            let spare = std::mem::take(&mut st.spare);
+            let mut batch = std::mem::replace(&mut st.pending, spare);
+            st.pending_offset = offset + batch.len() as u64;
             drop(st);
-            let result = fs::fdatasync(&self.file);
+            let result = placement::write_all_at(self.file.as_fd(), &batch, offset)
+                .map_err(|errno| (IoOp::Write, errno))
+                .and_then(|()| fs::fdatasync(&self.file).map_err(|errno| (IoOp::Sync, errno)));
             st = self.state()?;
             st.syncing = false;
+            batch.clear();
+            st.spare = batch;
             match result {
                 Ok(()) => {
                     st.synced = st.synced.max(target);
                     self.sync_done.notify_all();
                 }
-                Err(errno) => {
+                Err((op, errno)) => {
                     st.poisoned = true;
                     self.sync_done.notify_all();
-                    return Err(JournalError::SyncFailed {
-                        op: IoOp::Sync,
-                        errno,
-                    });
+                    return Err(JournalError::SyncFailed { op, errno });
                 }
             }
         }
@@ -552,7 +570,7 @@ mod tests {
         std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o700)).unwrap();
         let path = dir.path().join("j");
         let j = Journal::create(&path, &SPEC).unwrap();
-        j.append(1, b"a").unwrap();
+        let _ = j.append(1, b"a").unwrap();
         j.state.lock().unwrap().poisoned = true;
         assert_eq!(
             j.append(1, b"b").unwrap_err().code(),

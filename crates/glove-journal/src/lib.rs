@@ -43,8 +43,8 @@ pub use error::JournalError;
 pub use format::JournalKind;
 pub use journal::{Appended, Journal, OpenReport, Opened, RecordView, TornRepair};
 
-pub use replay::{replay_bytes, Replayed};
 pub use receipt::{verify_file, ReceiptJournal};
+pub use replay::{replay_bytes, Replayed};
 pub use session::SessionStore;
 
 pub use spec::JournalSpec;

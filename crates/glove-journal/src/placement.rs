@@ -193,7 +193,11 @@ pub(crate) fn unlink_in(dir: BorrowedFd<'_>, name: &OsStr) {
 }
 
 /// Writes all of `buf` at `offset`, retrying short writes and `EINTR`.
-pub(crate) fn write_all_at(fd: BorrowedFd<'_>, mut buf: &[u8], mut offset: u64) -> Result<(), Errno> {
+pub(crate) fn write_all_at(
+    fd: BorrowedFd<'_>,
+    mut buf: &[u8],
+    mut offset: u64,
+) -> Result<(), Errno> {
     while !buf.is_empty() {
         match rustix::io::pwrite(fd, buf, offset) {
             Ok(0) => return Err(Errno::IO),
@@ -245,9 +249,7 @@ pub(crate) fn random<const N: usize>() -> Result<[u8; N], JournalError> {
     let mut b = [0u8; N];
     getrandom::fill(&mut b).map_err(|e| JournalError::Io {
         op: IoOp::Random,
-        errno: e
-            .raw_os_error()
-            .map_or(Errno::IO, Errno::from_raw_os_error),
+        errno: e.raw_os_error().map_or(Errno::IO, Errno::from_raw_os_error),
     })?;
     Ok(b)
 }
@@ -263,7 +265,11 @@ pub(crate) fn sibling_name(name: &OsStr, tag: &str) -> Result<std::ffi::OsString
 
 /// Writes a small file atomically: a new sibling with `O_EXCL`, its bytes,
 /// `fsync`, rename over `name`, `fsync` of the directory.
-pub(crate) fn replace_file(dir: BorrowedFd<'_>, name: &OsStr, bytes: &[u8]) -> Result<(), JournalError> {
+pub(crate) fn replace_file(
+    dir: BorrowedFd<'_>,
+    name: &OsStr,
+    bytes: &[u8],
+) -> Result<(), JournalError> {
     let tmp = sibling_name(name, "tmp")?;
     let fd = create_in(dir, &tmp)?;
     let result = (|| {

@@ -206,7 +206,10 @@ pub fn replay_bytes(
     let valid_len = to_u64(off);
     if let Some(a) = anchor {
         if to_u64(records.len()) < a.records || valid_len < a.byte_len {
-            return Err(JournalError::corrupt(CorruptKind::AnchorMismatch, valid_len));
+            return Err(JournalError::corrupt(
+                CorruptKind::AnchorMismatch,
+                valid_len,
+            ));
         }
     }
     Ok(Replayed {

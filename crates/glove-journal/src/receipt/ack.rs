@@ -52,7 +52,10 @@ pub(crate) fn decode(
     }
     let (body, mac) = b.split_at(66);
     let ok: bool = key.mac(ACK_DOMAIN, &[body]).ct_eq(mac).into();
-    if !ok || &body[..8] != MAGIC || body[8..10] != 1u16.to_le_bytes() || &body[10..26] != journal_id
+    if !ok
+        || &body[..8] != MAGIC
+        || body[8..10] != 1u16.to_le_bytes()
+        || &body[10..26] != journal_id
     {
         return Err(bad());
     }
@@ -91,7 +94,11 @@ pub(crate) fn write(
     head: &ReceiptHead,
 ) -> Result<(), JournalError> {
     let dirfd = placement::open_dir(dir)?;
-    placement::replace_file(dirfd.as_fd(), &ack_name(journal_name), &encode(key, journal_id, head))
+    placement::replace_file(
+        dirfd.as_fd(),
+        &ack_name(journal_name),
+        &encode(key, journal_id, head),
+    )
 }
 
 /// Removes a stale ack file (after creating a new journal at the name).

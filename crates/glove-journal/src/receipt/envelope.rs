@@ -192,10 +192,22 @@ mod tests {
         assert_eq!(v.kind, ReceiptKind::ResourceV1);
         let other = ReceiptKey::from_bytes([9; 32]);
         assert_eq!(verify(&other, &prev, &env, 4096), Err(EnvelopeProblem::Mac));
-        let wrong_prev = ReceiptHead { seq: 4, chain: [3; 32] };
-        assert_eq!(verify(&key, &wrong_prev, &env, 4096), Err(EnvelopeProblem::Mac));
-        let behind = ReceiptHead { seq: 3, chain: [2; 32] };
-        assert_eq!(verify(&key, &behind, &env, 4096), Err(EnvelopeProblem::Sequence));
+        let wrong_prev = ReceiptHead {
+            seq: 4,
+            chain: [3; 32],
+        };
+        assert_eq!(
+            verify(&key, &wrong_prev, &env, 4096),
+            Err(EnvelopeProblem::Mac)
+        );
+        let behind = ReceiptHead {
+            seq: 3,
+            chain: [2; 32],
+        };
+        assert_eq!(
+            verify(&key, &behind, &env, 4096),
+            Err(EnvelopeProblem::Sequence)
+        );
         assert_eq!(
             seal(&key, &prev, ReceiptKind::RefinementV1, body, 1024)
                 .unwrap_err()

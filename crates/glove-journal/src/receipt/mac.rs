@@ -101,7 +101,11 @@ impl ReceiptHead {
     /// early exit).
     pub fn ct_eq(&self, other: &ReceiptHead) -> bool {
         let chain_eq: bool = self.chain.ct_eq(&other.chain).into();
-        let seq_eq: bool = self.seq.to_le_bytes().ct_eq(&other.seq.to_le_bytes()).into();
+        let seq_eq: bool = self
+            .seq
+            .to_le_bytes()
+            .ct_eq(&other.seq.to_le_bytes())
+            .into();
         chain_eq & seq_eq
     }
 }
@@ -129,7 +133,14 @@ mod tests {
             chain: [0xab; 32],
         };
         assert_eq!(ReceiptHead::parse(&h.to_string()).unwrap(), h);
-        for bad in ["", "7", ":ab", "x:00", "-1:00", &format!("7:{}", "A".repeat(64))] {
+        for bad in [
+            "",
+            "7",
+            ":ab",
+            "x:00",
+            "-1:00",
+            &format!("7:{}", "A".repeat(64)),
+        ] {
             assert!(ReceiptHead::parse(bad).is_err(), "{bad}");
         }
     }
@@ -141,7 +152,10 @@ mod tests {
         m.update(b"d\0m");
         let want: [u8; 32] = m.finalize().into_bytes().into();
         assert_eq!(key.mac(b"d", &[b"m"]), want);
-        assert_ne!(key.mac(BODY_DOMAIN, &[b"m"]), key.mac(ENVELOPE_DOMAIN, &[b"m"]));
+        assert_ne!(
+            key.mac(BODY_DOMAIN, &[b"m"]),
+            key.mac(ENVELOPE_DOMAIN, &[b"m"])
+        );
     }
 
     #[test]

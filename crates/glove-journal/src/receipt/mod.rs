@@ -194,9 +194,10 @@ impl ReceiptJournal {
             state.apply(&key, &rec, config.max_envelope())?;
         }
         let at_base = HEADER_LEN as u64;
-        let base = state
-            .base
-            .ok_or(JournalError::corrupt(CorruptKind::ReceiptRecordInvalid, at_base))?;
+        let base = state.base.ok_or(JournalError::corrupt(
+            CorruptKind::ReceiptRecordInvalid,
+            at_base,
+        ))?;
         let head = state.head().unwrap_or(base);
         let (dir, name) = placement::split(path);
         let name = name.to_os_string();
@@ -222,7 +223,10 @@ impl ReceiptJournal {
                 ));
             }
             if acked.is_none() {
-                return Err(JournalError::corrupt(CorruptKind::ReceiptAckMissing, at_base));
+                return Err(JournalError::corrupt(
+                    CorruptKind::ReceiptAckMissing,
+                    at_base,
+                ));
             }
         }
         Ok((
@@ -413,8 +417,12 @@ impl ReceiptJournal {
             });
         };
         let removed = acked.seq - self.base.seq;
-        let keep: Vec<&StoredReceipt> =
-            self.state.receipts.iter().filter(|r| r.seq > acked.seq).collect();
+        let keep: Vec<&StoredReceipt> = self
+            .state
+            .receipts
+            .iter()
+            .filter(|r| r.seq > acked.seq)
+            .collect();
         if removed == 0 {
             return Ok(CompactReport {
                 removed: 0,

@@ -51,10 +51,7 @@ pub(crate) struct ReceiptState {
 impl ReceiptState {
     /// The head after the last receipt (the base when there is none).
     pub(crate) fn head(&self) -> Option<ReceiptHead> {
-        self.receipts
-            .last()
-            .map(StoredReceipt::head)
-            .or(self.base)
+        self.receipts.last().map(StoredReceipt::head).or(self.base)
     }
 
     /// The head at `seq`, if it is the base or a kept receipt.

@@ -9,12 +9,49 @@
 use super::record::{decode_create, decode_transition, KIND_CREATE, KIND_TRANSITION};
 use super::MAX_EVIDENCE_BYTES;
 use crate::error::{CorruptKind, JournalError};
-use crate::journal::RecordView;
+use crate::replay::RecordMeta;
 use glove_types::ids::{IdempotencyKey, SessionId};
 use glove_types::stage::SessionStage;
 use glove_types::{Blake3Digest, Sha256Digest};
 use std::collections::HashMap;
 use std::sync::Arc;
+
+/// Bytes shared with a larger buffer (the replayed file image), so replay
+/// does not copy every stored plan.
+#[derive(Clone)]
+pub(crate) struct SharedBytes {
+    buf: Arc<Vec<u8>>,
+    start: usize,
+    end: usize,
+}
+
+impl SharedBytes {
+    pub(crate) fn new(buf: Arc<Vec<u8>>, start: usize, end: usize) -> SharedBytes {
+        SharedBytes { buf, start, end }
+    }
+
+    pub(crate) fn owned(bytes: &[u8]) -> SharedBytes {
+        SharedBytes::new(Arc::new(bytes.to_vec()), 0, bytes.len())
+    }
+
+    pub(crate) fn as_slice(&self) -> &[u8] {
+        self.buf.get(self.start..self.end).unwrap_or(&[])
+    }
+}
+
+impl PartialEq for SharedBytes {
+    fn eq(&self, other: &Self) -> bool {
+        self.as_slice() == other.as_slice()
+    }
+}
+
+impl Eq for SharedBytes {}
+
+impl core::fmt::Debug for SharedBytes {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        write!(f, "<{} bytes>", self.end.saturating_sub(self.start))
+    }
+}
 
 /// One session as the store knows it: its creation data and latest stage.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -23,7 +60,7 @@ pub struct SessionRecord {
     idempotency_key: IdempotencyKey,
     controller_plan_digest: Blake3Digest,
     plan_content_digest: Sha256Digest,
-    plan: Arc<[u8]>,
+    plan: SharedBytes,
     created_seq: u64,
     stage: SessionStage,
     stage_seq: u64,
@@ -49,7 +86,7 @@ impl SessionRecord {
     }
     /// The canonical plan bytes as stored.
     pub fn plan(&self) -> &[u8] {
-        &self.plan
+        self.plan.as_slice()
     }
     /// Sequence number of the creation record.
     pub fn created_seq(&self) -> u64 {
@@ -108,7 +145,7 @@ impl SessionIndex {
         idempotency_key: IdempotencyKey,
         controller_plan_digest: Blake3Digest,
         plan_content_digest: Sha256Digest,
-        plan: Arc<[u8]>,
+        plan: SharedBytes,
         seq: u64,
     ) {
         self.by_key
@@ -129,7 +166,13 @@ impl SessionIndex {
         );
     }
 
-    pub(crate) fn set_stage(&mut self, id: &SessionId, stage: SessionStage, evidence: &[u8], seq: u64) {
+    pub(crate) fn set_stage(
+        &mut self,
+        id: &SessionId,
+        stage: SessionStage,
+        evidence: &[u8],
+        seq: u64,
+    ) {
         if let Some(r) = self.sessions.get_mut(id) {
             r.stage = stage;
             r.stage_seq = seq;
@@ -137,12 +180,17 @@ impl SessionIndex {
         }
     }
 
-    /// Applies one stored record during replay.
-    pub(crate) fn apply(&mut self, rec: &RecordView<'_>) -> Result<(), JournalError> {
+    /// Applies one stored record during replay; `image` is the whole file.
+    pub(crate) fn apply(
+        &mut self,
+        image: &Arc<Vec<u8>>,
+        rec: &RecordMeta,
+    ) -> Result<(), JournalError> {
         let bad = |kind| JournalError::corrupt(kind, rec.offset);
+        let payload = image.get(rec.payload.clone()).unwrap_or(&[]);
         match rec.kind {
             KIND_CREATE => {
-                let c = decode_create(rec.payload).ok_or(bad(CorruptKind::StoreRecordInvalid))?;
+                let c = decode_create(payload).ok_or(bad(CorruptKind::StoreRecordInvalid))?;
                 if c.plan.len() > super::MAX_PLAN_BYTES {
                     return Err(bad(CorruptKind::StoreRecordInvalid));
                 }
@@ -151,19 +199,24 @@ impl SessionIndex {
                 {
                     return Err(bad(CorruptKind::StoreDuplicateSession));
                 }
+                // The plan is the tail of the payload.
+                let plan = SharedBytes::new(
+                    Arc::clone(image),
+                    rec.payload.end - c.plan.len(),
+                    rec.payload.end,
+                );
                 self.insert_created(
                     c.session_id,
                     c.idempotency_key,
                     c.controller_plan_digest,
                     c.plan_content_digest,
-                    Arc::from(c.plan),
+                    plan,
                     rec.seq,
                 );
                 Ok(())
             }
             KIND_TRANSITION => {
-                let t =
-                    decode_transition(rec.payload).ok_or(bad(CorruptKind::StoreRecordInvalid))?;
+                let t = decode_transition(payload).ok_or(bad(CorruptKind::StoreRecordInvalid))?;
                 let from = self
                     .sessions
                     .get(&t.session_id)

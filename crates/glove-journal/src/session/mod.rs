@@ -123,17 +123,13 @@ impl SessionStore {
         anchor: Option<&Anchor>,
     ) -> Result<(SessionStore, OpenReport), JournalError> {
         let opened = Journal::open(path, &SESSION_STORE_SPEC, anchor)?;
+        let (journal, report, image, records) = opened.into_parts();
+        let image = Arc::new(image);
         let mut index = SessionIndex::default();
-        for rec in opened.records() {
-            index.apply(&rec)?;
+        for rec in &records {
+            index.apply(&image, rec)?;
         }
-        Ok((
-            SessionStore {
-                journal: opened.journal,
-                index,
-            },
-            opened.report,
-        ))
+        Ok((SessionStore { journal, index }, report))
     }
 
     /// Creates a session, or returns the original on a byte-identical retry.
@@ -182,7 +178,7 @@ impl SessionStore {
             req.idempotency_key.clone(),
             req.controller_plan_digest,
             content,
-            Arc::from(req.plan),
+            index::SharedBytes::owned(req.plan),
             appended.seq,
         );
         self.index
@@ -241,7 +237,9 @@ impl SessionStore {
             .index
             .get(id)
             .cloned()
-            .ok_or_else(|| JournalError::SessionNotFound { session: id.clone() })?;
+            .ok_or_else(|| JournalError::SessionNotFound {
+                session: id.clone(),
+            })?;
         Ok(Transitioned {
             record,
             appended: true,
@@ -281,15 +279,10 @@ pub fn replay_session_bytes(
     anchor: Option<&Anchor>,
 ) -> Result<(SessionIndex, crate::replay::Replayed), JournalError> {
     let replayed = replay_bytes(bytes, &SESSION_STORE_SPEC, anchor)?;
+    let image = Arc::new(bytes.to_vec());
     let mut index = SessionIndex::default();
     for m in &replayed.records {
-        let view = crate::journal::RecordView {
-            kind: m.kind,
-            seq: m.seq,
-            offset: m.offset,
-            payload: bytes.get(m.payload.clone()).unwrap_or(&[]),
-        };
-        index.apply(&view)?;
+        index.apply(&image, m)?;
     }
     Ok((index, replayed))
 }

@@ -110,7 +110,11 @@ pub(crate) fn stage_index(stage: SessionStage) -> u8 {
     }
 }
 
-pub(crate) fn encode_transition(session_id: &SessionId, stage: SessionStage, evidence: &[u8]) -> Vec<u8> {
+pub(crate) fn encode_transition(
+    session_id: &SessionId,
+    stage: SessionStage,
+    evidence: &[u8],
+) -> Vec<u8> {
     let mut out = Vec::with_capacity(2 + 64 + evidence.len());
     put_id(&mut out, session_id.as_str());
     out.push(stage_index(stage));
@@ -142,13 +146,22 @@ mod tests {
         let enc = encode_create(&s, &k, &b, &c, b"{}");
         let d = decode_create(&enc).unwrap();
         assert_eq!(
-            (d.session_id, d.idempotency_key, d.controller_plan_digest, d.plan_content_digest, d.plan),
+            (
+                d.session_id,
+                d.idempotency_key,
+                d.controller_plan_digest,
+                d.plan_content_digest,
+                d.plan
+            ),
             (s.clone(), k, b, c, &b"{}"[..])
         );
         for stage in SessionStage::ALL {
             let enc = encode_transition(&s, stage, b"{}");
             let d = decode_transition(&enc).unwrap();
-            assert_eq!((d.session_id.as_str(), d.stage, d.evidence), ("s1", stage, &b"{}"[..]));
+            assert_eq!(
+                (d.session_id.as_str(), d.stage, d.evidence),
+                ("s1", stage, &b"{}"[..])
+            );
         }
         assert!(decode_transition(&[2, b's', b'1', 7]).is_none());
         assert!(decode_create(&[]).is_none());

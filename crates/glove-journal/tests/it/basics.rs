@@ -42,7 +42,10 @@ fn ranges(bytes: &[u8], spec: &JournalSpec) -> Vec<std::ops::Range<usize>> {
 fn create_append_reopen() {
     let (_d, p, bytes) = three_records();
     let o = Journal::open(&p, &SPEC, None).unwrap();
-    let got: Vec<_> = o.records().map(|r| (r.kind, r.seq, r.payload.to_vec())).collect();
+    let got: Vec<_> = o
+        .records()
+        .map(|r| (r.kind, r.seq, r.payload.to_vec()))
+        .collect();
     assert_eq!(
         got,
         vec![
@@ -178,7 +181,10 @@ fn torn_tail_is_saved_aside_and_cut_once() {
     let torn = o.report.torn.clone().expect("torn");
     assert_eq!(torn.offset, r[2].start as u64);
     assert_eq!(torn.len, 7);
-    assert_eq!(std::fs::read(&torn.saved_as).unwrap(), &bytes[r[2].start..cut]);
+    assert_eq!(
+        std::fs::read(&torn.saved_as).unwrap(),
+        &bytes[r[2].start..cut]
+    );
     assert!(torn.saved_as.starts_with(d.path()));
     assert_eq!(o.record_count(), 2);
     drop(o);
@@ -208,11 +214,7 @@ fn crafted_corruptions_have_their_own_codes() {
     let cat = |parts: &[&[u8]]| parts.concat();
     let check = |img: Vec<u8>, spec: &JournalSpec, want: CorruptKind, at: u64| {
         let e = replay_bytes(&img, spec, None).unwrap_err();
-        assert_eq!(
-            e.to_string().is_empty(),
-            false,
-            "error has a message"
-        );
+        assert!(!e.to_string().is_empty(), "error has a message");
         match e {
             JournalError::Corrupt { kind, offset } => {
                 assert_eq!((kind, offset), (want, at), "{want:?}")
@@ -222,7 +224,12 @@ fn crafted_corruptions_have_their_own_codes() {
     };
     let at = |i: usize| r[i].start as u64;
     // Gap: record 3 where 2 belongs.
-    check(cat(&[head, rec(0), rec(2)]), &SPEC, CorruptKind::SequenceGap, at(1));
+    check(
+        cat(&[head, rec(0), rec(2)]),
+        &SPEC,
+        CorruptKind::SequenceGap,
+        at(1),
+    );
     // Duplicate: record 2 twice.
     check(
         cat(&[head, rec(0), rec(1), rec(1)]),

@@ -103,7 +103,12 @@ fn sigkill_while_appending_loses_nothing_acknowledged() {
         }
         let stderr = std::fs::File::create(d.path().join("child.stderr")).unwrap();
         let mut child = Command::new(&exe)
-            .args(["--exact", "crash::crash_child", "--nocapture", "--test-threads=1"])
+            .args([
+                "--exact",
+                "crash::crash_child",
+                "--nocapture",
+                "--test-threads=1",
+            ])
             .env(CHILD_ENV, &path)
             .env(SEED_ENV, rng.next().to_string())
             .stdout(Stdio::piped())

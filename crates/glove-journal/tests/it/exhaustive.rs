@@ -32,7 +32,12 @@ impl Kind {
         match self {
             Kind::Generic => {
                 let j = Journal::create(path, &SPEC).unwrap();
-                for (k, p) in [(1u16, &b"one"[..]), (2, b""), (3, b"three three"), (1, b"4")] {
+                for (k, p) in [
+                    (1u16, &b"one"[..]),
+                    (2, b""),
+                    (3, b"three three"),
+                    (1, b"4"),
+                ] {
                     let _ = j.append(k, p).unwrap();
                 }
             }
@@ -40,10 +45,13 @@ impl Kind {
                 let mut st = SessionStore::create(path).unwrap();
                 let (a, b) = (sid("a"), sid("b"));
                 let (ka, kb) = (ikey("ka"), ikey("kb"));
-                st.create_session(new_session(&a, &ka, br#"{"p":1}"#)).unwrap();
+                st.create_session(new_session(&a, &ka, br#"{"p":1}"#))
+                    .unwrap();
                 st.transition(&a, SessionStage::Preparing, b"{}").unwrap();
-                st.create_session(new_session(&b, &kb, br#"{"p":2}"#)).unwrap();
-                st.transition(&a, SessionStage::Failed, br#"{"c":"x"}"#).unwrap();
+                st.create_session(new_session(&b, &kb, br#"{"p":2}"#))
+                    .unwrap();
+                st.transition(&a, SessionStage::Failed, br#"{"c":"x"}"#)
+                    .unwrap();
             }
             Kind::Receipts => {
                 let mut j =
@@ -51,10 +59,12 @@ impl Kind {
                         .unwrap();
                 let r1 = j.reserve(&sid("a")).unwrap();
                 let r2 = j.reserve(&sid("b")).unwrap();
-                j.append_receipt(&r1, ReceiptKind::ResourceV1, &body(1)).unwrap();
+                j.append_receipt(&r1, ReceiptKind::ResourceV1, &body(1))
+                    .unwrap();
                 j.release(r2).unwrap();
                 let r3 = j.reserve(&sid("c")).unwrap();
-                j.append_receipt(&r3, ReceiptKind::ResourceV1, &body(2)).unwrap();
+                j.append_receipt(&r3, ReceiptKind::ResourceV1, &body(2))
+                    .unwrap();
             }
         }
     }

@@ -162,7 +162,11 @@ impl SessionSut {
     fn run(&mut self, op: &SessionOp) -> Option<SessionOutcome> {
         match op {
             SessionOp::Create { s, k, plan } => {
-                let (s, k, p) = (sid(&format!("s{s}")), ikey(&format!("k{k}")), plan_bytes(*plan));
+                let (s, k, p) = (
+                    sid(&format!("s{s}")),
+                    ikey(&format!("k{k}")),
+                    plan_bytes(*plan),
+                );
                 let r = self.store.create_session(new_session(&s, &k, &p));
                 Some(match r {
                     Ok(Creation::Created(_)) => SessionOutcome::Created,
@@ -345,7 +349,9 @@ impl ReferenceStateMachine for ReceiptModel {
         // Mostly spend reservations that are held, so receipts accumulate.
         let held: Vec<u8> = state.outstanding.iter().copied().collect();
         let spend_held = if held.is_empty() {
-            (0..4u8, any::<u8>()).prop_map(|(s, b)| ReceiptOp::Spend(s, b)).boxed()
+            (0..4u8, any::<u8>())
+                .prop_map(|(s, b)| ReceiptOp::Spend(s, b))
+                .boxed()
         } else {
             (proptest::sample::select(held), any::<u8>())
                 .prop_map(|(s, b)| ReceiptOp::Spend(s, b))
@@ -398,7 +404,10 @@ impl ReceiptSut {
             },
             ReceiptOp::Page { skip, max } => {
                 let (after, end) = self.model.page_range(*skip, *max);
-                let page = self.journal.page(after, usize::from(*max), 1 << 20).unwrap();
+                let page = self
+                    .journal
+                    .page(after, usize::from(*max), 1 << 20)
+                    .unwrap();
                 assert_eq!(page.head.seq, end);
                 assert_eq!(
                     page.receipts.iter().map(|r| r.seq).collect::<Vec<_>>(),

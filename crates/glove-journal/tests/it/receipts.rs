@@ -2,11 +2,11 @@
 
 use crate::common::{anchor, body, key, tempdir, write_file};
 use crate::sessions::sid;
-use glove_journal::receipt::{
-    verify_bytes, verify_file, verify_page, ReceiptConfig, ReceiptHead, ReceiptJournal,
-    ReceiptKey, ReceiptKind,
-};
 use glove_journal::error::{CorruptKind, JournalError};
+use glove_journal::receipt::{
+    verify_bytes, verify_file, verify_page, ReceiptConfig, ReceiptHead, ReceiptJournal, ReceiptKey,
+    ReceiptKind,
+};
 use glove_journal::replay_bytes;
 use glove_types::codes::journal as jc;
 
@@ -24,7 +24,8 @@ fn filled(n: u64) -> (tempfile::TempDir, std::path::PathBuf, ReceiptJournal) {
     for i in 0..n {
         let s = sid(&format!("s{i}"));
         let r = j.reserve(&s).unwrap();
-        j.append_receipt(&r, ReceiptKind::ResourceV1, &body(i)).unwrap();
+        j.append_receipt(&r, ReceiptKind::ResourceV1, &body(i))
+            .unwrap();
     }
     (d, p, j)
 }
@@ -51,7 +52,10 @@ fn reserve_append_page_ack_reopen_verify() {
     assert_eq!(rest.head, j.head());
     // An envelope is canonical JSON carrying the kind and sequence.
     let env = std::str::from_utf8(&rest.receipts[0].envelope).unwrap();
-    assert!(env.starts_with(r#"{"body":{"cpu_ms":3,"receipt_kind":"resource_v1""#), "{env}");
+    assert!(
+        env.starts_with(r#"{"body":{"cpu_ms":3,"receipt_kind":"resource_v1""#),
+        "{env}"
+    );
     assert!(env.contains(r#""seq":104"#));
     drop(j);
     let (j, report) = ReceiptJournal::open(&p, key(), &anchor(), ReceiptConfig::default()).unwrap();
@@ -62,7 +66,12 @@ fn reserve_append_page_ack_reopen_verify() {
     assert_eq!((v.receipts, v.head, v.base), (5, j.head(), anchor()));
     assert_eq!(v.receipts_after_anchor, 5);
     // Any head on the chain is a usable anchor.
-    assert_eq!(verify_file(&p, &key(), &page.head).unwrap().receipts_after_anchor, 2);
+    assert_eq!(
+        verify_file(&p, &key(), &page.head)
+            .unwrap()
+            .receipts_after_anchor,
+        2
+    );
 }
 
 #[test]
@@ -79,7 +88,10 @@ fn ack_must_name_the_exact_delivered_head() {
     j.ack(&page.head).unwrap();
     // Re-delivering an earlier page does not allow acknowledging backwards.
     let early = j.page(anchor().seq, 1, 1 << 20).unwrap();
-    assert_eq!(j.ack(&early.head).unwrap_err().code(), jc::RECEIPT_ACK_MISMATCH);
+    assert_eq!(
+        j.ack(&early.head).unwrap_err().code(),
+        jc::RECEIPT_ACK_MISMATCH
+    );
 }
 
 #[test]
@@ -135,7 +147,8 @@ fn reservations_guarantee_room_for_their_receipt() {
     assert_eq!(big.len(), 512);
     let last = held.pop().unwrap();
     for r in &held {
-        j.append_receipt(r, ReceiptKind::ResourceV1, big.as_bytes()).unwrap();
+        j.append_receipt(r, ReceiptKind::ResourceV1, big.as_bytes())
+            .unwrap();
         assert_eq!(
             j.append_receipt(r, ReceiptKind::ResourceV1, big.as_bytes())
                 .unwrap_err()
@@ -144,7 +157,10 @@ fn reservations_guarantee_room_for_their_receipt() {
         );
     }
     // A refused body keeps the reservation; release gives it back.
-    let too_big = format!(r#"{{"pad":"{}","receipt_kind":"resource_v1"}}"#, "x".repeat(600));
+    let too_big = format!(
+        r#"{{"pad":"{}","receipt_kind":"resource_v1"}}"#,
+        "x".repeat(600)
+    );
     assert_eq!(
         j.append_receipt(&last, ReceiptKind::ResourceV1, too_big.as_bytes())
             .unwrap_err()
@@ -172,7 +188,8 @@ fn reservations_survive_reopen() {
     drop(j);
     let (mut j, _) = ReceiptJournal::open(&p, key(), &anchor(), ReceiptConfig::default()).unwrap();
     let r = j.held_reservation(&sid("live")).expect("held");
-    j.append_receipt(&r, ReceiptKind::ResourceV1, &body(9)).unwrap();
+    j.append_receipt(&r, ReceiptKind::ResourceV1, &body(9))
+        .unwrap();
 }
 
 #[test]
@@ -189,7 +206,8 @@ fn compaction_keeps_the_chain_verifiable_from_the_acked_head() {
     let e = j.page(anchor().seq, 1, 1 << 20).unwrap_err();
     assert_eq!(e.code(), jc::RECEIPT_PAGE_COMPACTED);
     let r = j.held_reservation(&sid("live")).unwrap();
-    j.append_receipt(&r, ReceiptKind::ResourceV1, &body(7)).unwrap();
+    j.append_receipt(&r, ReceiptKind::ResourceV1, &body(7))
+        .unwrap();
     drop(j);
     let (j, _) = ReceiptJournal::open(&p, key(), &anchor(), ReceiptConfig::default()).unwrap();
     assert_eq!(j.receipts().len(), 3);
@@ -266,7 +284,10 @@ fn tampering_is_detected() {
     assert_eq!(corrupt(e), CorruptKind::ReceiptMacMismatch);
     // Reordered pages fail on sequence.
     let e = verify_page(
-        [&page.receipts[1].envelope[..], &page.receipts[0].envelope[..]],
+        [
+            &page.receipts[1].envelope[..],
+            &page.receipts[0].envelope[..],
+        ],
         &key(),
         &anchor(),
     )

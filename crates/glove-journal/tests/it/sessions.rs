@@ -16,7 +16,11 @@ pub(crate) fn key(s: &str) -> IdempotencyKey {
     IdempotencyKey::new(s).unwrap()
 }
 
-pub(crate) fn new_session<'a>(s: &'a SessionId, k: &'a IdempotencyKey, plan: &'a [u8]) -> NewSession<'a> {
+pub(crate) fn new_session<'a>(
+    s: &'a SessionId,
+    k: &'a IdempotencyKey,
+    plan: &'a [u8],
+) -> NewSession<'a> {
     NewSession {
         session_id: s,
         idempotency_key: k,
@@ -79,23 +83,38 @@ fn transitions_follow_the_stage_graph() {
     let mut st = SessionStore::create(&p).unwrap();
     let (s1, k1) = (sid("s1"), key("k1"));
     st.create_session(new_session(&s1, &k1, b"{}")).unwrap();
-    let e = st.transition(&s1, SessionStage::Running, b"{}").unwrap_err();
+    let e = st
+        .transition(&s1, SessionStage::Running, b"{}")
+        .unwrap_err();
     assert_eq!(e.code(), jc::STORE_ILLEGAL_TRANSITION);
-    let e = st.transition(&s1, SessionStage::Created, b"{}").unwrap_err();
+    let e = st
+        .transition(&s1, SessionStage::Created, b"{}")
+        .unwrap_err();
     assert_eq!(e.code(), jc::STORE_ILLEGAL_TRANSITION);
-    let t = st.transition(&s1, SessionStage::Preparing, br#"{"a":1}"#).unwrap();
+    let t = st
+        .transition(&s1, SessionStage::Preparing, br#"{"a":1}"#)
+        .unwrap();
     assert!(t.appended);
     // Idempotent repeat; conflicting repeat.
-    let t2 = st.transition(&s1, SessionStage::Preparing, br#"{"a":1}"#).unwrap();
+    let t2 = st
+        .transition(&s1, SessionStage::Preparing, br#"{"a":1}"#)
+        .unwrap();
     assert!(!t2.appended);
     assert_eq!(t2.record, t.record);
-    let e = st.transition(&s1, SessionStage::Preparing, br#"{"a":2}"#).unwrap_err();
+    let e = st
+        .transition(&s1, SessionStage::Preparing, br#"{"a":2}"#)
+        .unwrap_err();
     assert_eq!(e.code(), jc::STORE_TRANSITION_CONFLICT);
-    let e = st.transition(&s1, SessionStage::Starting, b"not json").unwrap_err();
+    let e = st
+        .transition(&s1, SessionStage::Starting, b"not json")
+        .unwrap_err();
     assert_eq!(e.code().as_str(), "json_syntax");
-    let e = st.transition(&sid("nope"), SessionStage::Failed, b"{}").unwrap_err();
+    let e = st
+        .transition(&sid("nope"), SessionStage::Failed, b"{}")
+        .unwrap_err();
     assert_eq!(e.code(), jc::STORE_SESSION_NOT_FOUND);
-    st.transition(&s1, SessionStage::Failed, br#"{"code":"x"}"#).unwrap();
+    st.transition(&s1, SessionStage::Failed, br#"{"code":"x"}"#)
+        .unwrap();
     let e = st.transition(&s1, SessionStage::Exited, b"{}").unwrap_err();
     assert_eq!(e.code(), jc::STORE_ILLEGAL_TRANSITION);
     let anchor = st.anchor();
@@ -148,7 +167,10 @@ fn kind_of(r: Result<SessionStore, JournalError>) -> CorruptKind {
 fn replay_rejects_impossible_sequences() {
     assert!(plant(&[create_payload("a", "k"), transition_payload("a", 1)]).is_ok());
     assert_eq!(
-        kind_of(plant(&[create_payload("a", "k"), transition_payload("a", 3)])),
+        kind_of(plant(&[
+            create_payload("a", "k"),
+            transition_payload("a", 3)
+        ])),
         CorruptKind::StoreImpossibleTransition
     );
     assert_eq!(
@@ -176,7 +198,10 @@ fn replay_rejects_impossible_sequences() {
         CorruptKind::StoreRecordInvalid
     );
     assert_eq!(
-        kind_of(plant(&[create_payload("a", "k"), transition_payload("a", 9)])),
+        kind_of(plant(&[
+            create_payload("a", "k"),
+            transition_payload("a", 9)
+        ])),
         CorruptKind::StoreRecordInvalid
     );
 }
