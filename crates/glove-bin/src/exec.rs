@@ -92,6 +92,8 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
 
 struct Stdio {
     stdin: std::io::Stdin,
+    /// Whether the last byte written to stdout ended a line.
+    at_line_start: bool,
     forward_input: bool,
     pty: bool,
 }
@@ -104,6 +106,9 @@ impl StreamIo for Stdio {
     fn output(&mut self, stream: Stream, bytes: &[u8]) {
         let _ = match stream {
             Stream::Stdout => {
+                if let Some(last) = bytes.last() {
+                    self.at_line_start = *last == b'\n';
+                }
                 let mut o = std::io::stdout().lock();
                 o.write_all(bytes).and_then(|_| o.flush())
             }
@@ -199,6 +204,7 @@ pub fn run(a: ExecArgs) -> i32 {
     };
     let mut io = Stdio {
         stdin,
+        at_line_start: true,
         forward_input: true,
         pty: a.pty,
     };
@@ -209,6 +215,9 @@ pub fn run(a: ExecArgs) -> i32 {
     match result {
         Ok(outcome) => {
             if a.json {
+                if !io.at_line_start {
+                    println!();
+                }
                 match serde_json::to_value(&outcome) {
                     Ok(v) => print_json(&v),
                     Err(e) => eprintln!("error[sandbox_io_failed]: {e}"),

@@ -1,0 +1,159 @@
+//! Shared helpers for the sandbox tests: run `glove exec`, decide whether the
+//! sandbox can run here (skip with a reason, or fail when
+//! `GLOVE_REQUIRE_SANDBOX=1`), and run as an unprivileged user.
+#![allow(dead_code)]
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::sync::OnceLock;
+
+pub(crate) fn required() -> bool {
+    std::env::var("GLOVE_REQUIRE_SANDBOX").is_ok_and(|v| v == "1")
+}
+
+/// Skips (returns false, printing why) or fails when a prerequisite is missing.
+pub(crate) fn need(ok: bool, what: &str) -> bool {
+    if ok {
+        return true;
+    }
+    assert!(!required(), "GLOVE_REQUIRE_SANDBOX=1 but {what}");
+    eprintln!("skipping: {what}");
+    false
+}
+
+pub(crate) fn is_root() -> bool {
+    rustix::process::geteuid().is_root()
+}
+
+/// A directory everybody can traverse holding copies of the `glove` binary
+/// and the probe script, so an unprivileged user can run them wherever the
+/// checkout lives.
+pub(crate) struct Kit {
+    _dir: tempfile::TempDir,
+    pub(crate) glove: PathBuf,
+    pub(crate) probe: PathBuf,
+    pub(crate) root: PathBuf,
+}
+
+pub(crate) fn kit() -> &'static Kit {
+    static KIT: OnceLock<Kit> = OnceLock::new();
+    KIT.get_or_init(|| {
+        let dir = tempfile::Builder::new()
+            .prefix("glove-kit")
+            .tempdir()
+            .expect("tempdir");
+        let root = dir.path().to_path_buf();
+        std::fs::set_permissions(&root, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+        let glove = root.join("glove");
+        std::fs::copy(env!("CARGO_BIN_EXE_glove"), &glove).expect("copy glove");
+        std::fs::set_permissions(&glove, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+        let probe = root.join("escape.py");
+        std::fs::copy(
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/probes/escape.py"),
+            &probe,
+        )
+        .expect("copy probe");
+        std::fs::set_permissions(&probe, std::fs::Permissions::from_mode(0o644)).expect("chmod");
+        Kit {
+            _dir: dir,
+            glove,
+            probe,
+            root,
+        }
+    })
+}
+
+/// Who runs `glove`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum As {
+    /// The test's own user.
+    Caller,
+    /// uid/gid 65534 (only when the caller is root).
+    Nobody,
+}
+
+/// Whether the sandbox works for `who` here.
+pub(crate) fn sandbox_ok(who: As) -> bool {
+    if who == As::Nobody && !need(is_root(), "running as another user needs root") {
+        return false;
+    }
+    if who == As::Nobody
+        && !need(
+            Path::new("/usr/bin/setpriv").exists(),
+            "setpriv (util-linux) is missing",
+        )
+    {
+        return false;
+    }
+    let out = glove(who, &["exec", "--", "/bin/true"], None);
+    need(
+        out.status.success(),
+        &format!(
+            "the sandbox does not start here: {}",
+            String::from_utf8_lossy(&out.stderr)
+        ),
+    )
+}
+
+pub(crate) fn python_ok() -> bool {
+    need(
+        Path::new("/usr/bin/python3").exists(),
+        "/usr/bin/python3 is missing (the escape probes use it)",
+    )
+}
+
+/// Runs the kit's `glove` with `args` as `who`, feeding `stdin`.
+pub(crate) fn glove(who: As, args: &[&str], stdin: Option<&[u8]>) -> Output {
+    let k = kit();
+    let mut cmd = match who {
+        As::Caller => Command::new(&k.glove),
+        As::Nobody => {
+            let mut c = Command::new("/usr/bin/setpriv");
+            c.args([
+                "--reuid",
+                "65534",
+                "--regid",
+                "65534",
+                "--clear-groups",
+                "--",
+            ])
+            .arg(&k.glove);
+            c
+        }
+    };
+    cmd.args(args)
+        .current_dir(&k.root)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    cmd.stdin(if stdin.is_some() {
+        Stdio::piped()
+    } else {
+        Stdio::null()
+    });
+    let mut child = cmd.spawn().expect("spawn glove");
+    if let (Some(input), Some(mut w)) = (stdin, child.stdin.take()) {
+        use std::io::Write;
+        let _ = w.write_all(input);
+    }
+    child.wait_with_output().expect("wait glove")
+}
+
+/// The outcome record (last stdout line of `--json`) and everything before it.
+pub(crate) fn outcome(out: &Output) -> (serde_json::Value, String) {
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let trimmed = text.trim_end_matches('\n');
+    let (before, last) = match trimmed.rfind('\n') {
+        Some(i) => (&trimmed[..i], &trimmed[i + 1..]),
+        None => ("", trimmed),
+    };
+    let v: serde_json::Value = serde_json::from_str(last).unwrap_or_else(|e| {
+        let head: String = text.chars().take(400).collect();
+        let tail: String = last.chars().take(400).collect();
+        panic!(
+            "no outcome line ({e}); stdout starts {head:?}, last line {tail:?}, stderr {:?}",
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
+    (v, before.to_owned())
+}

@@ -1,0 +1,350 @@
+//! `glove exec` end to end in a real sandbox: streams, exit statuses, the
+//! default profile, copies, terminals and each of the six limits.
+
+mod common;
+
+use common::{glove, is_root, outcome, sandbox_ok, As};
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+#[test]
+fn streams_and_exit_statuses() {
+    if !sandbox_ok(As::Caller) {
+        return;
+    }
+    let out = glove(
+        As::Caller,
+        &[
+            "exec",
+            "--",
+            "/bin/sh",
+            "-c",
+            "echo out; echo err >&2; exit 3",
+        ],
+        None,
+    );
+    assert_eq!(out.status.code(), Some(3));
+    assert_eq!(text(&out.stdout), "out\n");
+    assert_eq!(text(&out.stderr), "err\n");
+
+    let out = glove(
+        As::Caller,
+        &["exec", "--", "/bin/sh", "-c", "kill -TERM $$"],
+        None,
+    );
+    assert_eq!(out.status.code(), Some(128 + 15));
+
+    let out = glove(As::Caller, &["exec", "--", "cat"], Some(b"piped input\n"));
+    assert_eq!(text(&out.stdout), "piped input\n");
+    assert_eq!(out.status.code(), Some(0));
+
+    let out = glove(
+        As::Caller,
+        &["exec", "--json", "--", "/bin/sh", "-c", "exit 7"],
+        None,
+    );
+    let (v, _) = outcome(&out);
+    assert_eq!(v["exit"], serde_json::json!({"kind": "exited", "code": 7}));
+    assert_eq!(v["ended_by"], serde_json::Value::Null);
+    assert_eq!(out.status.code(), Some(7));
+}
+
+#[test]
+fn launch_failures_have_codes() {
+    if !sandbox_ok(As::Caller) {
+        return;
+    }
+    let out = glove(As::Caller, &["exec", "--", "no-such-command-glove"], None);
+    assert_eq!(out.status.code(), Some(125));
+    assert!(
+        text(&out.stderr).starts_with("error[sandbox_spec_invalid]"),
+        "{}",
+        text(&out.stderr)
+    );
+    let out = glove(As::Caller, &["exec", "--", "/workspace/missing"], None);
+    assert_eq!(out.status.code(), Some(125));
+    assert!(
+        text(&out.stderr).starts_with("error[sandbox_exec_failed]"),
+        "{}",
+        text(&out.stderr)
+    );
+    let out = glove(
+        As::Caller,
+        &["exec", "--ro-bind", "/no/such/path", "--", "/bin/true"],
+        None,
+    );
+    assert_eq!(out.status.code(), Some(125));
+    let out = glove(
+        As::Caller,
+        &["exec", "--memory", "12Q", "--", "/bin/true"],
+        None,
+    );
+    assert_eq!(out.status.code(), Some(2));
+}
+
+#[test]
+fn nothing_inherited_and_explicit_env() {
+    if !sandbox_ok(As::Caller) {
+        return;
+    }
+    std::env::set_var("GLOVE_TEST_LEAK", "leaked");
+    let out = glove(
+        As::Caller,
+        &["exec", "--env", "FOO=bar", "--", "/usr/bin/env"],
+        None,
+    );
+    let env = text(&out.stdout);
+    assert!(!env.contains("GLOVE_TEST_LEAK"), "{env}");
+    assert!(env.contains("FOO=bar\n"), "{env}");
+    assert!(env.contains("HOME=/home/agent\n"), "{env}");
+}
+
+#[test]
+fn default_profile_exposes_only_what_programs_need() {
+    if !sandbox_ok(As::Caller) {
+        return;
+    }
+    let out = glove(
+        As::Caller,
+        &[
+            "exec",
+            "--",
+            "/bin/sh",
+            "-c",
+            "ls -A /etc; echo ---; ls -A /; echo ---; ls -A /tmp /workspace /home/agent; hostname",
+        ],
+        None,
+    );
+    let s = text(&out.stdout);
+    let mut parts = s.split("---\n");
+    let etc: Vec<&str> = parts.next().unwrap_or_default().lines().collect();
+    for secret in [
+        "shadow",
+        "gshadow",
+        "ssh",
+        "sudoers",
+        "sudoers.d",
+        "machine-id",
+    ] {
+        assert!(!etc.contains(&secret), "/etc/{secret} is exposed: {etc:?}");
+    }
+    assert!(
+        etc.contains(&"passwd") && etc.contains(&"ld.so.cache"),
+        "{etc:?}"
+    );
+    let root: Vec<&str> = parts.next().unwrap_or_default().lines().collect();
+    for hidden in [
+        "root", "srv", "work", "var", "opt", "oldroot", "boot", "sys",
+    ] {
+        assert!(!root.contains(&hidden), "/{hidden} is exposed: {root:?}");
+    }
+    assert!(s.trim_end().ends_with("glove"), "{s}");
+}
+
+#[test]
+fn rw_copy_is_a_copy_without_following_links() {
+    if !sandbox_ok(As::Caller) {
+        return;
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::write(dir.path().join("a.txt"), "hello\n").expect("write");
+    std::fs::create_dir(dir.path().join("sub")).expect("mkdir");
+    std::fs::write(dir.path().join("sub/b.txt"), "nested\n").expect("write");
+    std::os::unix::fs::symlink("/etc/hostname", dir.path().join("link")).expect("symlink");
+    let d = dir.path().display().to_string();
+    let out = glove(
+        As::Caller,
+        &[
+            "exec",
+            "--rw-copy",
+            &d,
+            "--",
+            "/bin/sh",
+            "-c",
+            "cat a.txt sub/b.txt; readlink link; echo new > new.txt; echo changed > a.txt; ls",
+        ],
+        None,
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(
+        text(&out.stdout),
+        "hello\nnested\n/etc/hostname\na.txt\nlink\nnew.txt\nsub\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("a.txt")).expect("read"),
+        "hello\n"
+    );
+    assert!(!dir.path().join("new.txt").exists());
+
+    // The copy counts against the disk quota.
+    std::fs::write(dir.path().join("big"), vec![0u8; 2 << 20]).expect("write");
+    let out = glove(
+        As::Caller,
+        &["exec", "--disk", "1M", "--rw-copy", &d, "--", "/bin/true"],
+        None,
+    );
+    assert_eq!(out.status.code(), Some(125));
+    assert!(
+        text(&out.stderr).starts_with("error[sandbox_copy_failed]"),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
+#[test]
+fn terminal_mode() {
+    if !sandbox_ok(As::Caller) {
+        return;
+    }
+    let out = glove(
+        As::Caller,
+        &[
+            "exec",
+            "--pty",
+            "--json",
+            "--",
+            "/bin/sh",
+            "-c",
+            "tty; [ -t 0 ] && [ -t 1 ] && echo both-tty; stty size",
+        ],
+        None,
+    );
+    let (v, s) = outcome(&out);
+    assert!(s.contains("/dev/pts/0"), "{s}");
+    assert!(s.contains("both-tty"), "{s}");
+    assert!(s.contains("24 80"), "{s}");
+    assert!(
+        v["usage"]["terminal_bytes"].as_u64().unwrap_or(0) > 0,
+        "{v}"
+    );
+}
+
+#[test]
+fn six_limits_are_enforced_and_reported() {
+    if !sandbox_ok(As::Caller) {
+        return;
+    }
+    let run = |limits: &[&str], cmd: &str| {
+        let mut a = vec!["exec", "--json"];
+        a.extend_from_slice(limits);
+        a.extend_from_slice(&["--", "/bin/sh", "-c", cmd]);
+        let out = glove(As::Caller, &a, None);
+        let (v, _) = outcome(&out);
+        (v, out.status.code())
+    };
+    let (v, code) = run(&["--cpu-ms", "300"], "while :; do :; done");
+    assert_eq!(
+        (v["ended_by"].as_str(), code),
+        (Some("cpu_time"), Some(201)),
+        "{v}"
+    );
+    assert!(
+        v["usage"]["cpu_time_ms"].as_u64().unwrap_or(0) >= 300,
+        "{v}"
+    );
+
+    let (v, code) = run(&["--wall-ms", "300"], "sleep 20");
+    assert_eq!(
+        (v["ended_by"].as_str(), code),
+        (Some("wall_time"), Some(204)),
+        "{v}"
+    );
+    assert!(
+        v["usage"]["wall_time_ms"].as_u64().unwrap_or(0) >= 300,
+        "{v}"
+    );
+
+    let (v, code) = run(&["--output", "10K"], "yes");
+    assert_eq!(
+        (v["ended_by"].as_str(), code),
+        (Some("terminal_output"), Some(206)),
+        "{v}"
+    );
+    assert!(
+        v["usage"]["terminal_bytes"].as_u64().unwrap_or(0) > 10 * 1024,
+        "{v}"
+    );
+
+    let (v, code) = run(
+        &["--disk", "256K"],
+        "head -c 1000000 /dev/zero > /tmp/f; echo $?",
+    );
+    assert_eq!(code, Some(0));
+    assert!(
+        v["limits_reached"]
+            .as_array()
+            .is_some_and(|a| a.contains(&"disk".into())),
+        "{v}"
+    );
+    assert!(
+        v["usage"]["disk_bytes"].as_u64().unwrap_or(u64::MAX) <= 256 * 1024,
+        "{v}"
+    );
+
+    let (v, _) = run(
+        &["--pids", "8", "--wall-ms", "3000"],
+        "for i in 1 2 3 4 5 6 7 8 9 10 11 12; do sleep 2 & done; wait",
+    );
+    if v["enforcement"]["pids"] != "rlimit" {
+        assert!(
+            v["limits_reached"]
+                .as_array()
+                .is_some_and(|a| a.contains(&"pids".into())),
+            "{v}"
+        );
+        assert!(
+            v["usage"]["pids_peak"].as_u64().unwrap_or(u64::MAX) <= 8,
+            "{v}"
+        );
+    }
+    let (v, code) = run(
+        &["--memory", "32M"],
+        "exec /usr/bin/python3 -c 'x = bytearray(200 << 20)'",
+    );
+    if v["enforcement"]["memory"] != "rlimit" {
+        assert_eq!(
+            (v["ended_by"].as_str(), code),
+            (Some("memory"), Some(202)),
+            "{v}"
+        );
+    }
+}
+
+#[test]
+fn strict_limits_refuse_without_cgroups() {
+    if !sandbox_ok(As::Caller) {
+        return;
+    }
+    let out = glove(
+        As::Caller,
+        &["exec", "--strict-limits", "--json", "--", "/bin/true"],
+        None,
+    );
+    if is_root() {
+        assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+        let (v, _) = outcome(&out);
+        assert!(
+            v["enforcement"]["memory"]
+                .as_str()
+                .is_some_and(|m| m.starts_with("cgroup")),
+            "{v}"
+        );
+    } else {
+        assert_eq!(out.status.code(), Some(125));
+    }
+    if is_root() && sandbox_ok(As::Nobody) {
+        let out = glove(
+            As::Nobody,
+            &["exec", "--strict-limits", "--", "/bin/true"],
+            None,
+        );
+        assert_eq!(out.status.code(), Some(125));
+        assert!(
+            text(&out.stderr).starts_with("error[sandbox_limit_unenforceable]"),
+            "{}",
+            text(&out.stderr)
+        );
+    }
+}

@@ -1,0 +1,355 @@
+"""Escape probes run inside `glove exec` by tests/escape.rs.
+
+Each case tries one way out and prints `CONTAINED <case>` (exit 0) when the
+sandbox stopped it, or `ESCAPED <case>: <detail>` (exit 1) when it did not.
+Cases that need a limit to end them print nothing useful; the test reads the
+outcome record instead.
+"""
+import ctypes
+import errno
+import fcntl
+import os
+import socket
+import sys
+import termios
+
+libc = ctypes.CDLL(None, use_errno=True)
+libc.syscall.restype = ctypes.c_long
+
+
+def sys_errno(nr, *args):
+    """Raw syscall; returns (result, errno)."""
+    ctypes.set_errno(0)
+    cargs = [ctypes.c_long(a) if isinstance(a, int) else a for a in args]
+    r = libc.syscall(ctypes.c_long(nr), *cargs)
+    return r, ctypes.get_errno()
+
+
+def contained(case):
+    print(f"CONTAINED {case}")
+    sys.exit(0)
+
+
+def escaped(case, detail):
+    print(f"ESCAPED {case}: {detail}")
+    sys.exit(1)
+
+
+def expect_errno(case, fn, allowed):
+    try:
+        fn()
+    except OSError as e:
+        if e.errno in allowed:
+            return
+        escaped(case, f"unexpected errno {errno.errorcode.get(e.errno, e.errno)}")
+    escaped(case, "operation succeeded")
+
+
+# x86_64 numbers of calls Docker's default profile denies without extra
+# capabilities (and a few more Glove denies). Each must fail with EPERM,
+# except clone3 (ENOSYS so that libc falls back to clone).
+DENIED = {
+    "ptrace": 101, "syslog": 103, "uselib": 134, "ustat": 136, "sysfs": 139,
+    "personality_bad": None, "modify_ldt": 154, "pivot_root": 155, "_sysctl": 156,
+    "adjtimex": 159, "chroot": 161, "acct": 163, "settimeofday": 164, "mount": 165,
+    "umount2": 166, "swapon": 167, "swapoff": 168, "reboot": 169, "sethostname": 170,
+    "setdomainname": 171, "iopl": 172, "ioperm": 173, "create_module": 174,
+    "init_module": 175, "delete_module": 176, "get_kernel_syms": 177,
+    "query_module": 178, "quotactl": 179, "nfsservctl": 180, "lookup_dcookie": 212,
+    "clock_settime": 227, "vhangup": 153, "mbind": 237, "set_mempolicy": 238,
+    "get_mempolicy": 239, "kexec_load": 246, "add_key": 248, "request_key": 249,
+    "keyctl": 250, "migrate_pages": 256, "unshare": 272, "move_pages": 279,
+    "perf_event_open": 298, "fanotify_init": 300, "name_to_handle_at": 303,
+    "open_by_handle_at": 304, "clock_adjtime": 305, "setns": 308,
+    "process_vm_readv": 310, "process_vm_writev": 311, "kcmp": 312,
+    "finit_module": 313, "kexec_file_load": 320, "bpf": 321, "userfaultfd": 323,
+    "io_uring_setup": 425, "io_uring_enter": 426, "io_uring_register": 427,
+    "open_tree": 428, "move_mount": 429, "fsopen": 430, "fsconfig": 431,
+    "fsmount": 432, "fspick": 433, "pidfd_getfd": 438, "quotactl_fd": 443,
+    "memfd_secret": 447, "mount_setattr": 442, "set_mempolicy_home_node": 450,
+}
+
+
+def case_denied_syscalls():
+    bad = []
+    for name, nr in sorted(DENIED.items()):
+        if nr is None:
+            continue
+        r, e = sys_errno(nr, 0, 0, 0, 0, 0, 0)
+        if not (r == -1 and e == errno.EPERM):
+            bad.append(f"{name}={r}/{errno.errorcode.get(e, e)}")
+    r, e = sys_errno(435, 0, 0)  # clone3
+    if not (r == -1 and e == errno.ENOSYS):
+        bad.append(f"clone3={r}/{errno.errorcode.get(e, e)}")
+    r, e = sys_errno(135, 0x0400000)  # personality(READ_IMPLIES_EXEC)
+    if not (r == -1 and e == errno.EPERM):
+        bad.append(f"personality(READ_IMPLIES_EXEC)={r}/{e}")
+    if bad:
+        escaped("denied_syscalls", ", ".join(bad))
+    contained("denied_syscalls")
+
+
+def case_sockets():
+    for fam in [socket.AF_INET, socket.AF_INET6, socket.AF_NETLINK, socket.AF_PACKET, 40]:
+        try:
+            s = socket.socket(fam, socket.SOCK_RAW if fam in (socket.AF_PACKET, socket.AF_NETLINK) else socket.SOCK_STREAM)
+            s.close()
+            escaped("sockets", f"family {fam} allowed")
+        except OSError as e:
+            if e.errno != errno.EPERM:
+                escaped("sockets", f"family {fam}: errno {e.errno}")
+    # AF_UNIX still works (agents use it locally).
+    a, b = socket.socketpair()
+    a.close(); b.close()
+    contained("sockets")
+
+
+def case_network():
+    with open("/proc/net/dev") as f:
+        ifaces = [l.split(":")[0].strip() for l in f.readlines()[2:]]
+    if ifaces != ["lo"]:
+        escaped("network", f"interfaces {ifaces}")
+    expect_errno("network", lambda: socket.create_connection(("1.1.1.1", 80), timeout=1), {errno.EPERM})
+    contained("network")
+
+
+def case_mount():
+    libc.mount.argtypes = [ctypes.c_char_p] * 3 + [ctypes.c_ulong, ctypes.c_void_p]
+    if libc.mount(b"tmpfs", b"/tmp", b"tmpfs", 0, None) == 0:
+        escaped("mount", "mount tmpfs succeeded")
+    if libc.umount2(b"/usr", 2) == 0:
+        escaped("mount", "umount succeeded")
+    contained("mount")
+
+
+def case_namespaces():
+    r, e = sys_errno(272, 0x10000000)  # unshare(CLONE_NEWUSER)
+    if r != -1:
+        escaped("namespaces", "unshare succeeded")
+    try:
+        fd = os.open("/proc/self/ns/mnt", os.O_RDONLY)
+        r, e = sys_errno(308, fd, 0)
+        if r != -1:
+            escaped("namespaces", "setns succeeded")
+    except OSError:
+        pass
+    # fork with a namespace flag through clone(2)
+    r, e = sys_errno(56, 0x20000000 | 17, 0, 0, 0, 0)  # CLONE_NEWPID|SIGCHLD
+    if r == 0:
+        os._exit(0)
+    if r > 0:
+        escaped("namespaces", "clone(CLONE_NEWPID) succeeded")
+    contained("namespaces")
+
+
+def case_ptrace():
+    pid = os.fork()
+    if pid == 0:
+        import time
+        time.sleep(5)
+        os._exit(0)
+    r, e = sys_errno(101, 16, pid, 0, 0)  # PTRACE_ATTACH
+    r2, e2 = sys_errno(101, 16, 1, 0, 0)
+    buf = ctypes.create_string_buffer(16)
+    os.kill(pid, 9)
+    os.waitpid(pid, 0)
+    if r != -1 or r2 != -1:
+        escaped("ptrace", "attach succeeded")
+    r, e = sys_errno(310, 1, 0, 0, 0, 0, 0)
+    if r != -1 or e != errno.EPERM:
+        escaped("ptrace", "process_vm_readv allowed")
+    contained("ptrace")
+
+
+def case_host_files(marker):
+    for p in ["/etc/shadow", "/etc/ssh", "/etc/sudoers", "/etc/ssl/private", "/root", marker,
+              "/proc/1/root/etc/shadow", "/oldroot", "/proc/1/root" + marker]:
+        try:
+            if os.path.isdir(p):
+                if os.listdir(p) and p not in ("/proc/1/root",):
+                    escaped("host_files", f"listed {p}")
+            else:
+                with open(p, "rb") as f:
+                    f.read(1)
+                escaped("host_files", f"read {p}")
+        except OSError:
+            pass
+    # A symlink planted in a writable directory resolves inside the sandbox.
+    for target in ["/etc/shadow", marker, "/proc/1/root/etc/shadow", "../../../../etc/shadow"]:
+        link = "/tmp/link"
+        try:
+            os.unlink(link)
+        except OSError:
+            pass
+        os.symlink(target, link)
+        try:
+            with open(link, "rb") as f:
+                f.read(1)
+            escaped("host_files", f"read through symlink to {target}")
+        except OSError:
+            pass
+    contained("host_files")
+
+
+def case_fds():
+    fds = sorted(int(x) for x in os.listdir("/proc/self/fd"))
+    extra = [fd for fd in fds if fd > 2]
+    # listdir itself holds one descriptor while listing; it is closed now.
+    for fd in range(3, 1024):
+        try:
+            os.fstat(fd)
+            escaped("fds", f"descriptor {fd} is open ({os.readlink(f'/proc/self/fd/{fd}')})")
+        except OSError:
+            pass
+    if len(extra) > 1:
+        escaped("fds", f"descriptors {extra}")
+    contained("fds")
+
+
+def case_readonly():
+    for p in ["/usr/bin/glove-probe-write", "/etc/passwd", "/etc/glove", "/bin/x", "/x"]:
+        try:
+            with open(p, "w") as f:
+                f.write("x")
+            escaped("readonly", f"wrote {p}")
+        except OSError as e:
+            if e.errno not in (errno.EROFS, errno.EACCES, errno.EPERM):
+                escaped("readonly", f"{p}: errno {e.errno}")
+    contained("readonly")
+
+
+def case_proc_sys():
+    for p in ["/proc/sys/kernel/hostname", "/proc/sys/net/ipv4/ip_forward", "/proc/sysrq-trigger",
+              "/proc/sys/vm/drop_caches"]:
+        try:
+            with open(p, "w") as f:
+                f.write("1")
+            escaped("proc_sys", f"wrote {p}")
+        except OSError:
+            pass
+    contained("proc_sys")
+
+
+def case_keys_bpf_uring():
+    for name, nr, args in [("keyctl", 250, (0, 0)), ("add_key", 248, (0, 0, 0, 0, 0)),
+                           ("bpf", 321, (0, 0, 0)), ("io_uring_setup", 425, (8, 0)),
+                           ("open_by_handle_at", 304, (0, 0, 0))]:
+        r, e = sys_errno(nr, *args)
+        if r != -1 or e != errno.EPERM:
+            escaped("keys_bpf_uring", f"{name} -> {r}/{e}")
+    contained("keys_bpf_uring")
+
+
+def case_tiocsti():
+    try:
+        fcntl.ioctl(0, termios.TIOCSTI, b"x")
+        escaped("tiocsti", "TIOCSTI injected a byte")
+    except OSError as e:
+        if e.errno != errno.EPERM:
+            escaped("tiocsti", f"errno {e.errno}")
+    if not os.isatty(0):
+        escaped("tiocsti", "stdin is not a terminal (run with --pty)")
+    contained("tiocsti")
+
+
+def case_processes(host_pid):
+    pids = [int(p) for p in os.listdir("/proc") if p.isdigit()]
+    if len(pids) > 4:
+        escaped("processes", f"sees {len(pids)} processes")
+    try:
+        os.kill(int(host_pid), 0)
+        escaped("processes", "signalled a host process")
+    except ProcessLookupError:
+        pass
+    except PermissionError:
+        escaped("processes", "host process visible (EPERM)")
+    contained("processes")
+
+
+def case_hostname():
+    if socket.gethostname() != "glove":
+        escaped("hostname", "unexpected hostname " + socket.gethostname())
+    libc.sethostname.argtypes = [ctypes.c_char_p, ctypes.c_size_t]
+    if libc.sethostname(b"pwned", 5) == 0:
+        escaped("hostname", "sethostname succeeded")
+    contained("hostname")
+
+
+def case_privileges():
+    status = open("/proc/self/status").read()
+    fields = dict(l.split(":", 1) for l in status.splitlines() if ":" in l)
+    for k in ["CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"]:
+        if int(fields[k].strip(), 16) != 0:
+            escaped("privileges", f"{k} = {fields[k].strip()}")
+    if fields["NoNewPrivs"].strip() != "1":
+        escaped("privileges", "no_new_privs is not set")
+    if fields["Seccomp"].strip() != "2":
+        escaped("privileges", "seccomp filter mode is not active")
+    mounts = open("/proc/self/mountinfo").read().splitlines()
+    for m in mounts:
+        parts = m.split()
+        point, opts = parts[4], parts[5]
+        if point in ("/usr", "/tmp", "/workspace") and "nosuid" not in opts:
+            escaped("privileges", f"{point} allows setuid ({opts})")
+    # A setuid-root binary must not raise privileges.
+    for cand in ["/usr/bin/passwd", "/usr/bin/su", "/usr/bin/newgrp", "/usr/bin/chsh"]:
+        if os.path.exists(cand) and os.stat(cand).st_mode & 0o4000:
+            r = os.system(f"{cand} --help >/dev/null 2>&1; exit 0")
+            break
+    if os.geteuid() != 1000:
+        escaped("privileges", f"euid {os.geteuid()}")
+    contained("privileges")
+
+
+def case_fork_bomb():
+    while True:
+        try:
+            os.fork()
+        except OSError:
+            pass
+
+
+def case_memory_bomb():
+    chunks = []
+    while True:
+        chunks.append(bytearray(16 * 1024 * 1024))
+
+
+def case_cpu_burn():
+    while True:
+        pass
+
+
+def case_disk_fill():
+    try:
+        with open("/tmp/fill", "wb") as f:
+            while True:
+                f.write(b"\0" * 65536)
+    except OSError as e:
+        if e.errno == errno.ENOSPC:
+            contained("disk_fill")
+        escaped("disk_fill", f"errno {e.errno}")
+
+
+def case_flood():
+    while True:
+        sys.stdout.write("flood " * 1000 + "\n")
+
+
+CASES = {
+    "denied_syscalls": case_denied_syscalls, "sockets": case_sockets, "network": case_network,
+    "mount": case_mount, "namespaces": case_namespaces, "ptrace": case_ptrace,
+    "fds": case_fds, "readonly": case_readonly, "proc_sys": case_proc_sys,
+    "keys_bpf_uring": case_keys_bpf_uring, "tiocsti": case_tiocsti, "hostname": case_hostname,
+    "privileges": case_privileges, "fork_bomb": case_fork_bomb, "memory_bomb": case_memory_bomb,
+    "cpu_burn": case_cpu_burn, "disk_fill": case_disk_fill, "flood": case_flood,
+}
+
+if __name__ == "__main__":
+    name = sys.argv[1]
+    if name == "host_files":
+        case_host_files(sys.argv[2])
+    elif name == "processes":
+        case_processes(sys.argv[2])
+    else:
+        CASES[name]()
