@@ -75,24 +75,32 @@ fn line(name: &str, ours: f64, base: f64, unit: &str, goal: Option<f64>) {
     );
 }
 
+/// Rounds per figure: baseline and journal alternate, the best of each is
+/// kept, so a burst of disk contention from other processes hits both.
+const ROUNDS: usize = 3;
+
 fn single_appends(dir: &Path, n: usize) {
     let payload = vec![0xa5u8; RECORD];
-    let raw = raw_file(&dir.join("raw-single"));
     let rec = RECORD + 52;
     let buf = vec![0xa5u8; rec];
-    let t = Instant::now();
-    for i in 0..n {
-        raw.write_all_at(&buf, (80 + i * rec) as u64)
-            .expect("write");
-        raw.sync_data().expect("sync");
+    let (mut base, mut ours) = (0f64, 0f64);
+    for round in 0..ROUNDS {
+        let raw = raw_file(&dir.join(format!("raw-single-{round}")));
+        let t = Instant::now();
+        for i in 0..n {
+            raw.write_all_at(&buf, (80 + i * rec) as u64)
+                .expect("write");
+            raw.sync_data().expect("sync");
+        }
+        base = base.max(per_sec(n, t.elapsed()));
+        let j =
+            Journal::create(&dir.join(format!("journal-single-{round}")), &SPEC).expect("create");
+        let t = Instant::now();
+        for _ in 0..n {
+            let _ = j.append(1, &payload).expect("append");
+        }
+        ours = ours.max(per_sec(n, t.elapsed()));
     }
-    let base = per_sec(n, t.elapsed());
-    let j = Journal::create(&dir.join("journal-single"), &SPEC).expect("create");
-    let t = Instant::now();
-    for _ in 0..n {
-        let _ = j.append(1, &payload).expect("append");
-    }
-    let ours = per_sec(n, t.elapsed());
     line(
         "durable appends, fdatasync each",
         ours,
@@ -105,38 +113,40 @@ fn single_appends(dir: &Path, n: usize) {
 fn group_commit(dir: &Path, threads: usize, per_thread: usize) {
     let n = threads * per_thread;
     let rec = RECORD + 52;
-    let raw = raw_file(&dir.join(format!("raw-batch-{threads}")));
     let batch = vec![0xa5u8; rec * threads];
-    let t = Instant::now();
-    for b in 0..per_thread {
-        raw.write_all_at(&batch, (80 + b * batch.len()) as u64)
-            .expect("write");
-        raw.sync_data().expect("sync");
-    }
-    let base = per_sec(n, t.elapsed());
-    let j = Arc::new(
-        Journal::create(&dir.join(format!("journal-group-{threads}")), &SPEC).expect("create"),
-    );
-    let start = Arc::new(std::sync::Barrier::new(threads + 1));
-    let handles: Vec<_> = (0..threads)
-        .map(|_| {
-            let j = Arc::clone(&j);
-            let start = Arc::clone(&start);
-            std::thread::spawn(move || {
-                let payload = vec![0x5au8; RECORD];
-                start.wait();
-                for _ in 0..per_thread {
-                    let _ = j.append(1, &payload).expect("append");
-                }
+    let (mut base, mut ours) = (0f64, 0f64);
+    for round in 0..ROUNDS {
+        let raw = raw_file(&dir.join(format!("raw-batch-{threads}-{round}")));
+        let t = Instant::now();
+        for b in 0..per_thread {
+            raw.write_all_at(&batch, (80 + b * batch.len()) as u64)
+                .expect("write");
+            raw.sync_data().expect("sync");
+        }
+        base = base.max(per_sec(n, t.elapsed()));
+        let path = dir.join(format!("journal-group-{threads}-{round}"));
+        let j = Arc::new(Journal::create(&path, &SPEC).expect("create"));
+        let start = Arc::new(std::sync::Barrier::new(threads + 1));
+        let handles: Vec<_> = (0..threads)
+            .map(|_| {
+                let j = Arc::clone(&j);
+                let start = Arc::clone(&start);
+                std::thread::spawn(move || {
+                    let payload = vec![0x5au8; RECORD];
+                    start.wait();
+                    for _ in 0..per_thread {
+                        let _ = j.append(1, &payload).expect("append");
+                    }
+                })
             })
-        })
-        .collect();
-    start.wait();
-    let t = Instant::now();
-    for h in handles {
-        h.join().expect("thread");
+            .collect();
+        start.wait();
+        let t = Instant::now();
+        for h in handles {
+            h.join().expect("thread");
+        }
+        ours = ours.max(per_sec(n, t.elapsed()));
     }
-    let ours = per_sec(n, t.elapsed());
     line(
         &format!("group commit, {threads} threads (vs batch of {threads})"),
         ours,
@@ -253,9 +263,9 @@ fn main() {
         "journal benchmarks in {} (256-byte records)",
         d.path().display()
     );
-    single_appends(d.path(), 2_000);
-    group_commit(d.path(), 8, 500);
-    group_commit(d.path(), 64, 100);
+    single_appends(d.path(), 1_000);
+    group_commit(d.path(), 8, 250);
+    group_commit(d.path(), 64, 50);
     session_replay(d.path());
     receipt_replay(d.path());
 }

@@ -34,6 +34,9 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::sync::{Condvar, Mutex, MutexGuard};
 
+/// How many times a leader yields to let more records join its batch.
+const MAX_GATHER_ROUNDS: usize = 8;
+
 /// Proof that a record is durably appended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[must_use = "an append's receipt tells where the record went"]
@@ -342,6 +345,19 @@ impl Journal {
                 continue;
             }
             st.syncing = true;
+            // Let appenders that are runnable right now (typically the ones
+            // the last sync just released) queue their next records before
+            // the batch is cut; stop as soon as a round adds nothing.
+            let mut seen = st.written;
+            for _ in 0..MAX_GATHER_ROUNDS {
+                drop(st);
+                std::thread::yield_now();
+                st = self.state()?;
+                if st.written == seen {
+                    break;
+                }
+                seen = st.written;
+            }
             let target = st.written;
             let offset = st.pending_offset;
             let spare = std::mem::take(&mut st.spare);
