@@ -28,6 +28,11 @@ use std::time::Instant;
 /// The uid and gid the agent has inside the sandbox.
 pub const INSIDE_ID: u32 = 1000;
 
+/// The host uid and gid the agent runs as when the launcher is root: an
+/// unprivileged identity, so nothing owned by the host's root is ever the
+/// agent's (see `docs/sandbox.md`, "Identities").
+pub const PRIVILEGED_AGENT_HOST_ID: u32 = 65534;
+
 const NS_FLAGS: u64 = (libc::CLONE_NEWUSER
     | libc::CLONE_NEWNS
     | libc::CLONE_NEWPID
@@ -118,6 +123,9 @@ struct Prepared {
     envp: Vec<CString>,
     filters: (seccompiler::BpfProgram, seccompiler::BpfProgram),
     rlimits: Vec<(libc::__rlimit_resource_t, u64)>,
+    /// Launched by root: init is inside uid 0 (host root, to read the host
+    /// paths it binds and copies), the agent is inside 1000 = host 65534.
+    privileged: bool,
 }
 
 /// Validates the spec and launches it. Returns once the agent has been
@@ -200,6 +208,7 @@ pub fn launch(spec: LaunchSpec) -> Result<Running, SandboxError> {
             detail: e.to_string(),
         })?,
         rlimits,
+        privileged: process::effective_ids().0 == 0,
     };
 
     let (sync_parent, sync_child) = fd::socketpair().map_err(|e| io_err("socketpair", e))?;
@@ -250,11 +259,19 @@ pub fn launch(spec: LaunchSpec) -> Result<Running, SandboxError> {
     // Identity maps, cgroup membership, then release the init.
     let (euid, egid) = process::effective_ids();
     let proc_dir = format!("/proc/{pid}");
-    let maps = [
-        ("setgroups", "deny".to_owned()),
-        ("uid_map", format!("{INSIDE_ID} {euid} 1")),
-        ("gid_map", format!("{INSIDE_ID} {egid} 1")),
-    ];
+    let maps = if prepared.privileged {
+        let h = PRIVILEGED_AGENT_HOST_ID;
+        vec![
+            ("uid_map", format!("0 {euid} 1\n{INSIDE_ID} {h} 1\n")),
+            ("gid_map", format!("0 {egid} 1\n{INSIDE_ID} {h} 1\n")),
+        ]
+    } else {
+        vec![
+            ("setgroups", "deny".to_owned()),
+            ("uid_map", format!("{INSIDE_ID} {euid} 1")),
+            ("gid_map", format!("{INSIDE_ID} {egid} 1")),
+        ]
+    };
     for (file, body) in maps {
         if let Err(e) = std::fs::write(format!("{proc_dir}/{file}"), body) {
             return Err(abort(SandboxError::Setup {
@@ -398,7 +415,7 @@ fn init_main(
     }
     // Modes given to mkdir are meant literally (1777 for /tmp).
     let umask = process::set_umask(0);
-    if let Err((step, e)) = setup_fs(spec) {
+    if let Err((step, e)) = setup_fs(spec, prep.privileged) {
         fail(&sync, &step, e);
     }
     if let Err(e) = process::sethostname(&spec.hostname) {
@@ -589,7 +606,15 @@ fn agent_main(
     if let Err(e) = mount::chdir(&spec.working_directory) {
         report(e);
     }
-    if let Err(e) = caps::set_no_new_privs().and_then(|_| caps::drop_all()) {
+    if let Err(e) = caps::set_no_new_privs().and_then(|_| caps::drop_bounding()) {
+        report(e);
+    }
+    if prep.privileged {
+        if let Err(e) = process::become_user(INSIDE_ID, INSIDE_ID) {
+            report(e);
+        }
+    }
+    if let Err(e) = caps::clear_sets() {
         report(e);
     }
     // The clone3 filter first: installing a filter is itself a system call
@@ -603,7 +628,8 @@ fn agent_main(
 }
 
 /// Builds the sandbox's file system view inside the new mount namespace.
-fn setup_fs(spec: &LaunchSpec) -> Result<(), (String, Errno)> {
+fn setup_fs(spec: &LaunchSpec, privileged: bool) -> Result<(), (String, Errno)> {
+    let owner = privileged.then_some((INSIDE_ID, INSIDE_ID));
     let step = |s: &str| {
         let s = s.to_owned();
         move |e: Errno| (s.clone(), e)
@@ -660,7 +686,7 @@ fn setup_fs(spec: &LaunchSpec) -> Result<(), (String, Errno)> {
     mount::mkdir("/proc", 0o555).map_err(step("mkdir /proc"))?;
     mount::mount("proc", "/proc", "proc", nodev_nosuid | libc::MS_NOEXEC, "")
         .map_err(step("mount /proc"))?;
-    for p in ["/proc/sys", "/proc/sysrq-trigger", "/proc/irq", "/proc/bus"] {
+    for p in ["/proc/sys", "/proc/sysrq-trigger"] {
         if std::fs::symlink_metadata(p).is_ok() {
             mount::mount(p, p, "", libc::MS_BIND | libc::MS_REC, "")
                 .map_err(step(&format!("bind {p}")))?;
@@ -732,13 +758,16 @@ fn setup_fs(spec: &LaunchSpec) -> Result<(), (String, Errno)> {
             0o755
         };
         mount::mkdir(&slice, mode).map_err(step("mkdir scratch slice"))?;
+        if let Some((u, g)) = owner {
+            mount::lchown(&slice, u, g).map_err(step("chown scratch slice"))?;
+        }
         mount::mkdir_all(w, 0o755).map_err(step(&format!("mkdir {w}")))?;
         mount::mount(&slice, w, "", libc::MS_BIND, "").map_err(step(&format!("bind {w}")))?;
     }
     mount::umount(SCRATCH, libc::MNT_DETACH).map_err(step("detach scratch"))?;
     mount::rmdir(SCRATCH).map_err(step("remove scratch"))?;
     for c in &spec.copy_in {
-        crate::copy::copy_tree(&format!("/oldroot{}", c.source), &c.target)
+        crate::copy::copy_tree(&format!("/oldroot{}", c.source), &c.target, owner)
             .map_err(|(what, e)| (format!("copy {}: {what}", c.source), e))?;
     }
 

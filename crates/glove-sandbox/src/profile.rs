@@ -152,11 +152,11 @@ pub fn exec_spec(req: ExecRequest) -> Result<LaunchSpec, SandboxError> {
     let files = vec![
         (
             "/etc/passwd".to_owned(),
-            format!("agent:x:{INSIDE_ID}:{INSIDE_ID}:agent:/home/agent:/bin/sh\n").into_bytes(),
+            format!("root:x:0:0:root:/root:/usr/sbin/nologin\nagent:x:{INSIDE_ID}:{INSIDE_ID}:agent:/home/agent:/bin/sh\n").into_bytes(),
         ),
         (
             "/etc/group".to_owned(),
-            format!("agent:x:{INSIDE_ID}:\n").into_bytes(),
+            format!("root:x:0:\nagent:x:{INSIDE_ID}:\n").into_bytes(),
         ),
         ("/etc/hostname".to_owned(), b"glove\n".to_vec()),
         (

@@ -39,7 +39,7 @@ fn big_policy() -> Vec<u8> {
     loop {
         let mut t = base.clone();
         t["runtime_template_id"] = json!(format!("tpl-{i:05}"));
-        t["launch"]["arguments"] = json!((0..40).map(|k| format!("--flag-{k}=value-{i}-{k}")).collect::<Vec<_>>());
+        t["launch"]["arguments"] = json!((0..40).map(|k| format!("--flag-{k}={}-{i}", "v".repeat(80))).collect::<Vec<_>>());
         templates.push(t);
         v["runtime_templates"] = json!(templates);
         if serde_json::to_vec(&v).map(|b| b.len()).unwrap_or(0) > MAX_POLICY_BYTES - 40_000 {

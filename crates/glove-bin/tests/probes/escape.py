@@ -298,6 +298,13 @@ def case_privileges():
             break
     if os.geteuid() != 1000:
         escaped("privileges", f"euid {os.geteuid()}")
+    # The agent's own uid never maps to the host's root.
+    for line in open("/proc/self/uid_map").read().splitlines():
+        inside, outside, count = (int(x) for x in line.split())
+        if inside <= 1000 < inside + count and outside + (1000 - inside) == 0:
+            escaped("privileges", "uid 1000 is host root")
+    if os.getgroups() not in ([], [1000]):
+        escaped("privileges", f"supplementary groups {os.getgroups()}")
     contained("privileges")
 
 

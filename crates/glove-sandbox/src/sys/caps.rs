@@ -19,9 +19,9 @@ struct CapData {
 
 const LINUX_CAPABILITY_VERSION_3: u32 = 0x2008_0522;
 
-/// Drops every capability from the bounding set, clears the ambient set and
-/// sets effective, permitted and inheritable to empty.
-pub(crate) fn drop_all() -> SysResult<()> {
+/// Drops every capability from the bounding set and clears the ambient set
+/// (needs `CAP_SETPCAP`, so it runs before any uid change).
+pub(crate) fn drop_bounding() -> SysResult<()> {
     for cap in 0..64 {
         // SAFETY: prctl with integer arguments has no memory effects.
         match check_int(unsafe {
@@ -42,6 +42,11 @@ pub(crate) fn drop_all() -> SysResult<()> {
             0,
         )
     })?;
+    Ok(())
+}
+
+/// Sets the effective, permitted and inheritable sets to empty.
+pub(crate) fn clear_sets() -> SysResult<()> {
     let hdr = CapHeader {
         version: LINUX_CAPABILITY_VERSION_3,
         pid: 0,

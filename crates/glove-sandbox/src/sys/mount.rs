@@ -159,6 +159,14 @@ pub(crate) fn write_file(path: &str, bytes: &[u8], mode: libc::mode_t) -> SysRes
     result
 }
 
+/// `lchown(2)`: changes owner without following a final symlink.
+pub(crate) fn lchown(path: &str, uid: u32, gid: u32) -> SysResult<()> {
+    let p = cstr(path)?;
+    // SAFETY: `p` is NUL-terminated and alive for the call.
+    check_int(unsafe { libc::lchown(p.as_ptr(), uid, gid) })?;
+    Ok(())
+}
+
 /// `symlink(2)`.
 pub(crate) fn symlink(target: &str, link: &str) -> SysResult<()> {
     let (t, l) = (cstr(target)?, cstr(link)?);

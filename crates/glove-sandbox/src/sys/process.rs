@@ -165,6 +165,18 @@ pub(crate) fn sethostname(name: &str) -> SysResult<()> {
     Ok(())
 }
 
+/// Drops supplementary groups, then sets real, effective and saved gid and
+/// uid (in that order: the uid change ends the right to change groups).
+pub(crate) fn become_user(uid: u32, gid: u32) -> SysResult<()> {
+    // SAFETY: an empty group list with a null pointer is valid for setgroups.
+    check_int(unsafe { libc::setgroups(0, std::ptr::null()) })?;
+    // SAFETY: id changes have no memory effects.
+    check_int(unsafe { libc::setresgid(gid, gid, gid) })?;
+    // SAFETY: as above.
+    check_int(unsafe { libc::setresuid(uid, uid, uid) })?;
+    Ok(())
+}
+
 /// `setrlimit(2)` with soft = hard = `value`.
 pub(crate) fn set_rlimit(resource: libc::__rlimit_resource_t, value: u64) -> SysResult<()> {
     let lim = libc::rlimit {
