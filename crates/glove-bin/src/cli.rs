@@ -36,6 +36,14 @@ pub enum Command {
     Plan(PlanCommand),
     /// Run one command inside the sandbox with the built-in default profile.
     Exec(crate::exec::ExecArgs),
+    /// Show what the running gloved service advertises.
+    Capabilities(crate::control::client_cli::CapabilitiesArgs),
+    /// Validate plans, create sessions and show their status through gloved.
+    #[command(subcommand)]
+    Session(crate::control::client_cli::SessionCommand),
+    /// Page and acknowledge receipts through gloved.
+    #[command(subcommand)]
+    Receipts(crate::control::client_cli::ReceiptsCommand),
 }
 
 /// `glove policy …`
@@ -92,6 +100,9 @@ pub fn run(cli: Cli) -> i32 {
         Command::Policy(PolicyCommand::Explain(a)) => policy_explain(&a),
         Command::Plan(PlanCommand::Check(a)) => plan_check(&a),
         Command::Exec(a) => crate::exec::run(a),
+        Command::Capabilities(a) => crate::control::client_cli::capabilities(&a),
+        Command::Session(c) => crate::control::client_cli::session(&c),
+        Command::Receipts(c) => crate::control::client_cli::receipts(&c),
     }
 }
 

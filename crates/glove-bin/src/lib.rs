@@ -9,10 +9,14 @@
 //! * [`explain`] — the text rendering of `glove policy explain`;
 //! * [`report`] — how errors and results reach the terminal: `error[<code>]:
 //!   <message>` on stderr, or one JSON object with `--json`, and the
-//!   documented exit statuses.
+//!   documented exit statuses;
+//! * [`control`] — the `gloved` control service (socket, handshake,
+//!   JSON-RPC dispatch) and the client behind `glove capabilities`,
+//!   `glove session` and `glove receipts`.
 #![forbid(unsafe_code)]
 
 pub mod cli;
+pub mod control;
 pub mod exec;
 pub mod explain;
 pub mod protected;

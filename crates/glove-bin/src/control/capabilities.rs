@@ -1,0 +1,255 @@
+//! Capability discovery: which methods this service advertises, derived
+//! from the components that were actually constructed and are operational.
+//!
+//! | component | adds |
+//! | --- | --- |
+//! | receipt journal (always, `gloved` requires it) | `receipts_page`, `receipts_ack` |
+//! | session policy | `validate_plan` |
+//! | policy and session store | `create_session`, `session_status` |
+//! | an *operational* Linux managed runtime | the lifecycle methods (never in this version) |
+//!
+//! `capabilities` itself is always advertised. A remote backend named by the
+//! policy is construction-only: the document reports it with
+//! `lifecycle_operational: false`, adapter schema 0 and no managed runtime
+//! ids, and it never adds a method. A configured materialization root,
+//! library bundle root or path-exposure pair is checked at startup but adds
+//! nothing until the components that use them exist. Any method not in the
+//! list answers `method_not_found`, whatever objects exist.
+
+use super::protocol::PROTOCOL_VERSION;
+use serde_json::{json, Value};
+use std::collections::BTreeSet;
+
+/// Every method name the protocol defines, advertised or not.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Method {
+    /// The capability document.
+    Capabilities,
+    /// Validate a plan against the frozen policy.
+    ValidatePlan,
+    /// Durably create a session (idempotent).
+    CreateSession,
+    /// A session's stage and digests.
+    SessionStatus,
+    /// A page of receipts.
+    ReceiptsPage,
+    /// Acknowledge the exact head of the last page.
+    ReceiptsAck,
+    /// Lifecycle (managed runtime): start.
+    StartSession,
+    /// Lifecycle: attach to the PTY stream.
+    Attach,
+    /// Lifecycle: terminal input.
+    WriteStdin,
+    /// Lifecycle: terminal size.
+    Resize,
+    /// Lifecycle: signal the agent.
+    Signal,
+    /// Lifecycle: detach from the stream.
+    Detach,
+    /// Lifecycle: stop.
+    StopSession,
+    /// Lifecycle: clean up.
+    CleanupSession,
+}
+
+impl Method {
+    /// Every method.
+    pub const ALL: [Method; 14] = [
+        Method::Capabilities,
+        Method::ValidatePlan,
+        Method::CreateSession,
+        Method::SessionStatus,
+        Method::ReceiptsPage,
+        Method::ReceiptsAck,
+        Method::StartSession,
+        Method::Attach,
+        Method::WriteStdin,
+        Method::Resize,
+        Method::Signal,
+        Method::Detach,
+        Method::StopSession,
+        Method::CleanupSession,
+    ];
+
+    /// The wire name.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Method::Capabilities => "capabilities",
+            Method::ValidatePlan => "validate_plan",
+            Method::CreateSession => "create_session",
+            Method::SessionStatus => "session_status",
+            Method::ReceiptsPage => "receipts_page",
+            Method::ReceiptsAck => "receipts_ack",
+            Method::StartSession => "start_session",
+            Method::Attach => "attach",
+            Method::WriteStdin => "write_stdin",
+            Method::Resize => "resize",
+            Method::Signal => "signal",
+            Method::Detach => "detach",
+            Method::StopSession => "stop_session",
+            Method::CleanupSession => "cleanup_session",
+        }
+    }
+
+    /// Looks a wire name up.
+    pub fn parse(s: &str) -> Option<Method> {
+        Method::ALL.into_iter().find(|m| m.as_str() == s)
+    }
+
+    /// Whether the method belongs to the managed-session lifecycle.
+    pub const fn is_lifecycle(self) -> bool {
+        matches!(
+            self,
+            Method::StartSession
+                | Method::Attach
+                | Method::WriteStdin
+                | Method::Resize
+                | Method::Signal
+                | Method::Detach
+                | Method::StopSession
+                | Method::CleanupSession
+        )
+    }
+}
+
+/// What the construction-only remote backend reports.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RemoteBackendDiagnostic {
+    /// The container image digest the policy pins (hex).
+    pub container_image_digest: String,
+    /// Whether the SSH artifacts were written beneath the runtime directory.
+    pub ssh_artifacts_prepared: bool,
+}
+
+/// The components a service was built from, as constructed.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Components {
+    /// The frozen session policy's revision, when one was loaded.
+    pub policy_revision: Option<u64>,
+    /// A session store was opened (and replayed).
+    pub session_store: bool,
+    /// A receipt journal was opened (and replayed).
+    pub receipt_journal: bool,
+    /// A Linux managed runtime that reports itself operational. No such
+    /// runtime exists in this version, so `gloved` always passes false.
+    pub managed_runtime_operational: bool,
+    /// A library bundle store was constructed.
+    pub library_bundle_store: bool,
+    /// The construction-only remote backend, when the policy names one.
+    pub remote_backend: Option<RemoteBackendDiagnostic>,
+}
+
+/// The advertised methods and the capability document.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Capabilities {
+    methods: BTreeSet<Method>,
+    document: Value,
+}
+
+impl Capabilities {
+    /// Derives the capabilities from constructed components.
+    pub fn derive(c: &Components) -> Self {
+        let mut methods = BTreeSet::from([Method::Capabilities]);
+        if c.receipt_journal {
+            methods.extend([Method::ReceiptsPage, Method::ReceiptsAck]);
+        }
+        if c.policy_revision.is_some() {
+            methods.insert(Method::ValidatePlan);
+            if c.session_store {
+                methods.extend([Method::CreateSession, Method::SessionStatus]);
+            }
+        }
+        // The lifecycle needs an operational local runtime and a store to
+        // drive; a remote backend never enables it.
+        let lifecycle = c.managed_runtime_operational
+            && c.remote_backend.is_none()
+            && methods.contains(&Method::CreateSession);
+        if lifecycle {
+            methods.extend(Method::ALL.into_iter().filter(|m| m.is_lifecycle()));
+        }
+        let refinement = u64::from(lifecycle && c.library_bundle_store);
+        let names: Vec<&str> = methods.iter().map(|m| m.as_str()).collect();
+        let remote = c.remote_backend.as_ref().map(|r| {
+            json!({
+                "adapter_schema_version": 0,
+                "container_image_digest": r.container_image_digest,
+                "lifecycle_operational": false,
+                "managed_runtime_ids": [],
+                "resource_enforcement": false,
+                "ssh_artifacts_prepared": r.ssh_artifacts_prepared,
+                "verified_receipts": false,
+            })
+        });
+        let document = json!({
+            "protocol_version": PROTOCOL_VERSION,
+            "methods": names,
+            "agent_runtime_adapter_schema_version": u64::from(lifecycle),
+            "refinement_evaluation_protocol_schema_version": refinement,
+            "apply_schema_version": 0,
+            "managed_runtime": {
+                "lifecycle_operational": lifecycle,
+                "managed_runtime_ids": [],
+                "resource_enforcement": lifecycle,
+            },
+            "remote_backend": remote,
+            "session_policy_revision": c.policy_revision,
+        });
+        Capabilities { methods, document }
+    }
+
+    /// The advertised method named `name`, if any.
+    pub fn advertised(&self, name: &str) -> Option<Method> {
+        Method::parse(name).filter(|m| self.methods.contains(m))
+    }
+
+    /// The advertised methods.
+    pub fn methods(&self) -> impl Iterator<Item = Method> + '_ {
+        self.methods.iter().copied()
+    }
+
+    /// The document `capabilities` returns.
+    pub fn document(&self) -> &Value {
+        &self.document
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn names(c: &Components) -> Vec<&'static str> {
+        Capabilities::derive(c).methods().map(Method::as_str).collect()
+    }
+
+    #[test]
+    fn rows() {
+        let mut c = Components {
+            receipt_journal: true,
+            ..Components::default()
+        };
+        assert_eq!(names(&c), ["capabilities", "receipts_page", "receipts_ack"]);
+        c.session_store = true;
+        assert_eq!(names(&c), ["capabilities", "receipts_page", "receipts_ack"]);
+        c.policy_revision = Some(1);
+        assert_eq!(
+            names(&c),
+            [
+                "capabilities",
+                "validate_plan",
+                "create_session",
+                "session_status",
+                "receipts_page",
+                "receipts_ack"
+            ]
+        );
+        c.remote_backend = Some(RemoteBackendDiagnostic {
+            container_image_digest: "00".into(),
+            ssh_artifacts_prepared: true,
+        });
+        c.managed_runtime_operational = true;
+        assert!(!names(&c).contains(&"start_session"));
+        c.remote_backend = None;
+        assert!(names(&c).contains(&"start_session"));
+    }
+}

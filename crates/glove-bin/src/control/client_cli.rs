@@ -1,0 +1,263 @@
+//! The `glove` subcommands that talk to `gloved`: `capabilities`,
+//! `session validate|create|status`, `receipts page|ack`.
+//!
+//! Each finds the socket and the bootstrap secret in the runtime directory
+//! (`--runtime-dir`, default as for `gloved`), prints text or, with
+//! `--json`, the result object on one line. Errors print `error[<code>]:
+//! <message>` on stderr, or `{"code","location","message"}` on stdout with
+//! `--json`, and exit with status 1.
+
+use super::client::{Client, ClientError};
+use super::config::default_runtime_dir;
+use crate::report::{print_json, EXIT_OK, EXIT_REJECTED};
+use clap::{Args, Subcommand};
+use glove_types::codes::file::{FILE_IO, FILE_TOO_LARGE};
+use glove_types::codes::json::JSON_INVALID_UTF8;
+use glove_types::plan::MAX_PLAN_BYTES;
+use glove_types::Rejection;
+use serde_json::{json, Value};
+use std::io::Read;
+use std::path::{Path, PathBuf};
+
+/// Where to find the service, and the output form.
+#[derive(Debug, Args)]
+pub struct ConnArgs {
+    /// The service's runtime directory [default: $XDG_RUNTIME_DIR/glove, else /run/user/<uid>/glove].
+    #[arg(long, value_name = "DIR")]
+    pub runtime_dir: Option<PathBuf>,
+    /// Print one JSON object instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Arguments of `glove capabilities`.
+#[derive(Debug, Args)]
+pub struct CapabilitiesArgs {
+    /// Connection and output.
+    #[command(flatten)]
+    pub conn: ConnArgs,
+}
+
+/// `glove session …`
+#[derive(Debug, Subcommand)]
+pub enum SessionCommand {
+    /// Validate a plan against the service's frozen policy.
+    Validate(PlanArgs),
+    /// Durably create a session from a plan (idempotent retry).
+    Create(PlanArgs),
+    /// Show a session's stage and digests.
+    Status(StatusArgs),
+}
+
+/// A plan argument.
+#[derive(Debug, Args)]
+pub struct PlanArgs {
+    /// The plan file: canonical JSON, at most 64 KiB.
+    #[arg(long, value_name = "FILE")]
+    pub plan: PathBuf,
+    /// The controller's BLAKE3 plan digest, verified by the service when given.
+    #[arg(long, value_name = "HEX")]
+    pub controller_digest: Option<String>,
+    /// Connection and output.
+    #[command(flatten)]
+    pub conn: ConnArgs,
+}
+
+/// Arguments of `glove session status`.
+#[derive(Debug, Args)]
+pub struct StatusArgs {
+    /// The session id.
+    pub id: String,
+    /// Connection and output.
+    #[command(flatten)]
+    pub conn: ConnArgs,
+}
+
+/// `glove receipts …`
+#[derive(Debug, Subcommand)]
+pub enum ReceiptsCommand {
+    /// Fetch a page of receipts after a sequence number.
+    Page(PageArgs),
+    /// Acknowledge the exact head of the last page.
+    Ack(AckArgs),
+}
+
+/// Arguments of `glove receipts page`.
+#[derive(Debug, Args)]
+pub struct PageArgs {
+    /// Return receipts after this sequence number.
+    #[arg(long, value_name = "SEQ", default_value_t = 0)]
+    pub after: u64,
+    /// At most this many receipts [default: 64, at most 1024].
+    #[arg(long, value_name = "N")]
+    pub max: Option<u64>,
+    /// Connection and output.
+    #[command(flatten)]
+    pub conn: ConnArgs,
+}
+
+/// Arguments of `glove receipts ack`.
+#[derive(Debug, Args)]
+pub struct AckArgs {
+    /// The head of the last page, `<seq>:<64 hex>`.
+    #[arg(long, value_name = "HEAD")]
+    pub head: String,
+    /// Connection and output.
+    #[command(flatten)]
+    pub conn: ConnArgs,
+}
+
+fn connect(conn: &ConnArgs) -> Result<Client, ClientError> {
+    let dir = conn.runtime_dir.clone().unwrap_or_else(default_runtime_dir);
+    Client::connect(&dir)
+}
+
+fn fail(e: &ClientError, json: bool) -> i32 {
+    if json {
+        print_json(&json!({"code": e.code(), "location": e.location(), "message": e.message()}));
+    } else {
+        eprintln!("error[{}]: {e}", e.code());
+    }
+    EXIT_REJECTED
+}
+
+fn finish(r: Result<Value, ClientError>, json: bool, text: impl FnOnce(&Value)) -> i32 {
+    match r {
+        Ok(v) => {
+            if json {
+                print_json(&v);
+            } else {
+                text(&v);
+            }
+            EXIT_OK
+        }
+        Err(e) => fail(&e, json),
+    }
+}
+
+fn read_plan(path: &Path) -> Result<String, ClientError> {
+    let shown = path.display();
+    let file = std::fs::File::open(path)
+        .map_err(|e| Rejection::new(FILE_IO, format!("cannot open {shown}: {e}")))?;
+    let mut buf = Vec::new();
+    file.take(MAX_PLAN_BYTES as u64 + 1)
+        .read_to_end(&mut buf)
+        .map_err(|e| Rejection::new(FILE_IO, format!("cannot read {shown}: {e}")))?;
+    if buf.len() > MAX_PLAN_BYTES {
+        return Err(Rejection::new(
+            FILE_TOO_LARGE,
+            format!("{shown} is larger than {MAX_PLAN_BYTES} bytes"),
+        )
+        .into());
+    }
+    String::from_utf8(buf)
+        .map_err(|_| Rejection::new(JSON_INVALID_UTF8, format!("{shown} is not UTF-8")).into())
+}
+
+fn field<'a>(v: &'a Value, k: &str) -> &'a Value {
+    v.get(k).unwrap_or(&Value::Null)
+}
+
+fn show(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// `glove capabilities`.
+pub fn capabilities(a: &CapabilitiesArgs) -> i32 {
+    let r = connect(&a.conn).and_then(|mut c| c.capabilities());
+    finish(r, a.conn.json, |v| {
+        let methods: Vec<String> = field(v, "methods")
+            .as_array()
+            .map(|m| m.iter().map(show).collect())
+            .unwrap_or_default();
+        println!("protocol version {}", show(field(v, "protocol_version")));
+        println!("methods: {}", methods.join(", "));
+        for k in [
+            "agent_runtime_adapter_schema_version",
+            "refinement_evaluation_protocol_schema_version",
+            "apply_schema_version",
+            "session_policy_revision",
+        ] {
+            println!("{k}: {}", show(field(v, k)));
+        }
+        if let Some(r) = v.get("remote_backend").filter(|r| !r.is_null()) {
+            println!(
+                "remote backend: construction only (lifecycle_operational {})",
+                show(field(r, "lifecycle_operational"))
+            );
+        }
+    })
+}
+
+/// `glove session …`.
+pub fn session(cmd: &SessionCommand) -> i32 {
+    match cmd {
+        SessionCommand::Validate(a) | SessionCommand::Create(a) => {
+            let create = matches!(cmd, SessionCommand::Create(_));
+            let r = read_plan(&a.plan).and_then(|plan| {
+                let mut c = connect(&a.conn)?;
+                let d = a.controller_digest.as_deref();
+                if create {
+                    c.create_session(&plan, d)
+                } else {
+                    c.validate_plan(&plan, d)
+                }
+            });
+            finish(r, a.conn.json, |v| {
+                if create {
+                    let s = field(v, "session");
+                    let verb = if field(v, "created").as_bool() == Some(true) {
+                        "created"
+                    } else {
+                        "already exists (identical retry)"
+                    };
+                    println!("session {} {verb}", show(field(s, "session_id")));
+                    print_status(s);
+                } else {
+                    println!("plan admitted: session {}", show(field(v, "session_id")));
+                    for k in ["plan_content_digest", "controller_plan_digest", "plan_context_digest"] {
+                        println!("  {k:<24}{}", show(field(v, k)));
+                    }
+                }
+            })
+        }
+        SessionCommand::Status(a) => {
+            let r = connect(&a.conn).and_then(|mut c| c.session_status(&a.id));
+            finish(r, a.conn.json, |v| {
+                println!("session {}", show(field(v, "session_id")));
+                print_status(v);
+            })
+        }
+    }
+}
+
+fn print_status(s: &Value) {
+    for k in ["stage", "idempotency_key", "plan_content_digest", "controller_plan_digest"] {
+        println!("  {k:<24}{}", show(field(s, k)));
+    }
+}
+
+/// `glove receipts …`.
+pub fn receipts(cmd: &ReceiptsCommand) -> i32 {
+    match cmd {
+        ReceiptsCommand::Page(a) => {
+            let r = connect(&a.conn).and_then(|mut c| c.receipts_page(a.after, a.max));
+            finish(r, a.conn.json, |v| {
+                let items = field(v, "receipts").as_array().cloned().unwrap_or_default();
+                for r in &items {
+                    println!("{} {} {}", show(field(r, "seq")), show(field(r, "kind")), show(field(r, "chain")));
+                }
+                println!("{} receipt(s); head {}", items.len(), show(field(v, "head")));
+            })
+        }
+        ReceiptsCommand::Ack(a) => {
+            let r = connect(&a.conn).and_then(|mut c| c.receipts_ack(&a.head));
+            finish(r, a.conn.json, |v| {
+                println!("acknowledged {}", show(field(v, "acknowledged")));
+            })
+        }
+    }
+}

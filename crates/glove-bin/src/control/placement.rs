@@ -1,0 +1,196 @@
+//! Placement checks for the service's directories and the few files it
+//! writes itself (the bootstrap secret, the remote backend's SSH files).
+//!
+//! Directories (runtime, materialization root, library bundle root, the
+//! parents of journals): an absolute path, not a symbolic link, a
+//! directory, owned by the service user, mode exactly 0700. Checks run on
+//! an open descriptor (`O_DIRECTORY | O_NOFOLLOW`), and the descriptor is
+//! returned so a caller can pin the directory's identity.
+//!
+//! Files written here are created under a temporary name with `O_EXCL |
+//! O_NOFOLLOW` and mode 0600 relative to the directory descriptor, synced,
+//! renamed over the final name, and the directory is synced.
+
+use glove_types::codes::control::*;
+use glove_types::Rejection;
+use rustix::fd::{AsFd, OwnedFd};
+use rustix::fs::{self, FileType, Mode, OFlags};
+use rustix::io::Errno;
+use std::io::Write;
+use std::path::Path;
+
+fn euid() -> u32 {
+    rustix::process::geteuid().as_raw()
+}
+
+/// Requires `path` to be absolute.
+pub fn require_absolute(path: &Path, what: &str) -> Result<(), Rejection> {
+    if path.is_absolute() {
+        Ok(())
+    } else {
+        Err(Rejection::new(
+            CONTROL_PATH_NOT_ABSOLUTE,
+            format!("{what} {} is not an absolute path", path.display()),
+        ))
+    }
+}
+
+/// Opens and checks a protected directory (see the module docs).
+pub fn open_dir(path: &Path, what: &str) -> Result<OwnedFd, Rejection> {
+    require_absolute(path, what)?;
+    let shown = path.display();
+    let fd = fs::open(
+        path,
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+        Mode::empty(),
+    )
+    .map_err(|e| match e {
+        Errno::NOENT => Rejection::new(CONTROL_DIR_NOT_FOUND, format!("{what} {shown} does not exist")),
+        Errno::NOTDIR | Errno::LOOP => Rejection::new(
+            CONTROL_DIR_NOT_DIRECTORY,
+            format!("{what} {shown} is not a directory (or is a symbolic link)"),
+        ),
+        e => Rejection::new(CONTROL_DIR_IO, format!("cannot open {what} {shown}: {e}")),
+    })?;
+    let st = fs::fstat(&fd)
+        .map_err(|e| Rejection::new(CONTROL_DIR_IO, format!("cannot stat {what} {shown}: {e}")))?;
+    if FileType::from_raw_mode(st.st_mode) != FileType::Directory {
+        return Err(Rejection::new(
+            CONTROL_DIR_NOT_DIRECTORY,
+            format!("{what} {shown} is not a directory"),
+        ));
+    }
+    if st.st_uid != euid() {
+        return Err(Rejection::new(
+            CONTROL_DIR_WRONG_OWNER,
+            format!(
+                "{what} {shown} is owned by uid {}, not by the service user (uid {})",
+                st.st_uid,
+                euid()
+            ),
+        ));
+    }
+    let mode = st.st_mode & 0o7777;
+    if mode != 0o700 {
+        return Err(Rejection::new(
+            CONTROL_DIR_BAD_MODE,
+            format!("{what} {shown} has mode {mode:04o}; it must be 0700"),
+        ));
+    }
+    Ok(fd)
+}
+
+/// Creates the directory with mode 0700 when it is missing (its parent
+/// must exist), then checks it.
+pub fn ensure_dir(path: &Path, what: &str) -> Result<OwnedFd, Rejection> {
+    require_absolute(path, what)?;
+    match fs::mkdir(path, Mode::from_raw_mode(0o700)) {
+        Ok(()) => {
+            // The umask may have cleared bits; set the exact mode.
+            fs::chmod(path, Mode::from_raw_mode(0o700)).map_err(|e| {
+                Rejection::new(
+                    CONTROL_DIR_IO,
+                    format!("cannot set the mode of {what} {}: {e}", path.display()),
+                )
+            })?;
+            tracing::info!(path = ?path, "created {what}");
+        }
+        Err(Errno::EXIST) => {}
+        Err(Errno::NOENT) => {
+            return Err(Rejection::new(
+                CONTROL_DIR_NOT_FOUND,
+                format!("the parent of {what} {} does not exist", path.display()),
+            ))
+        }
+        Err(e) => {
+            return Err(Rejection::new(
+                CONTROL_DIR_IO,
+                format!("cannot create {what} {}: {e}", path.display()),
+            ))
+        }
+    }
+    open_dir(path, what)
+}
+
+/// Checks the parent directory of a file path (journals, exposure files).
+pub fn check_parent(path: &Path, what: &str) -> Result<(), Rejection> {
+    require_absolute(path, what)?;
+    let parent = path.parent().unwrap_or(Path::new("/"));
+    open_dir(parent, &format!("the directory of {what}")).map(drop)
+}
+
+/// Checks an existing file's placement without reading it: not a symbolic
+/// link, a regular file, owned by the service user, mode 0600, one link.
+pub fn check_file(path: &Path, what: &str) -> Result<(), Rejection> {
+    use glove_types::codes::file::*;
+    let shown = path.display();
+    let st = fs::lstat(path).map_err(|e| match e {
+        Errno::NOENT => Rejection::new(FILE_NOT_FOUND, format!("{what} {shown} does not exist")),
+        e => Rejection::new(FILE_IO, format!("cannot stat {what} {shown}: {e}")),
+    })?;
+    let ft = FileType::from_raw_mode(st.st_mode);
+    if ft == FileType::Symlink {
+        return Err(Rejection::new(FILE_SYMLINK, format!("{what} {shown} is a symbolic link")));
+    }
+    if ft != FileType::RegularFile {
+        return Err(Rejection::new(FILE_NOT_REGULAR, format!("{what} {shown} is not a regular file")));
+    }
+    if st.st_uid != euid() {
+        return Err(Rejection::new(
+            FILE_WRONG_OWNER,
+            format!("{what} {shown} is owned by uid {}, not by the service user", st.st_uid),
+        ));
+    }
+    let mode = st.st_mode & 0o7777;
+    if mode != 0o600 {
+        return Err(Rejection::new(FILE_BAD_MODE, format!("{what} {shown} has mode {mode:04o}; it must be 0600")));
+    }
+    #[expect(clippy::useless_conversion, reason = "st_nlink is u32 on some targets")]
+    let links = u64::from(st.st_nlink);
+    if links != 1 {
+        return Err(Rejection::new(FILE_LINK_COUNT, format!("{what} {shown} has {links} hard links; it must have one")));
+    }
+    Ok(())
+}
+
+/// Atomically writes `contents` as `name` (mode 0600) in the directory
+/// `dir`, synced (see the module docs).
+pub fn write_private(dir: &OwnedFd, name: &str, contents: &[u8]) -> Result<(), Rejection> {
+    let io = |what: &str, e: std::io::Error| {
+        Rejection::new(CONTROL_SECRET_IO, format!("cannot {what} {name}: {e}"))
+    };
+    let tmp = format!(".{name}.tmp.{}", std::process::id());
+    let _ = fs::unlinkat(dir, tmp.as_str(), fs::AtFlags::empty());
+    let fd = fs::openat(
+        dir,
+        tmp.as_str(),
+        OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+        Mode::from_raw_mode(0o600),
+    )
+    .map_err(|e| io("create", e.into()))?;
+    fs::fchmod(&fd, Mode::from_raw_mode(0o600)).map_err(|e| io("chmod", e.into()))?;
+    let mut file = std::fs::File::from(fd);
+    file.write_all(contents).map_err(|e| io("write", e))?;
+    file.sync_all().map_err(|e| io("sync", e))?;
+    drop(file);
+    fs::renameat(dir, tmp.as_str(), dir, name).map_err(|e| io("rename", e.into()))?;
+    fs::fsync(dir.as_fd()).map_err(|e| io("sync the directory of", e.into()))?;
+    Ok(())
+}
+
+/// Removes `name` from `dir`; a missing file is fine.
+pub fn remove(dir: &OwnedFd, name: &str) -> Result<(), Rejection> {
+    match fs::unlinkat(dir, name, fs::AtFlags::empty()) {
+        Ok(()) | Err(Errno::NOENT) => Ok(()),
+        Err(e) => Err(Rejection::new(
+            CONTROL_SOCKET_IO,
+            format!("cannot remove {name}: {e}"),
+        )),
+    }
+}
+
+/// `stat` of a path without following a final symbolic link, `None` if it
+/// does not exist.
+pub fn lstat_opt(path: &Path) -> Option<fs::Stat> {
+    fs::lstat(path).ok()
+}

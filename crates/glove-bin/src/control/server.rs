@@ -1,0 +1,469 @@
+//! The socket side of `gloved`: bind, accept, authenticate, dispatch, and
+//! shut down gracefully.
+//!
+//! Per connection: the peer's `SO_PEERCRED` uid must be the service uid
+//! (else the connection is closed without a byte); past the connection
+//! bound the peer gets one `control_too_many_connections` error and is
+//! closed; the server sends `hello` and the first frame must be a valid
+//! `authenticate` within the handshake timeout (anything else is answered
+//! with an `auth_*` error and the connection is closed). After that, each
+//! request runs on the blocking pool, at most `max_in_flight` at once per
+//! connection (one more is answered `control_busy`); responses may come out
+//! of order and carry the request's id. A connection that sends nothing
+//! for the idle timeout while nothing is in flight is closed. A frame whose
+//! length is over the bound gets an error and the connection is closed,
+//! since the stream is out of step; any other bad message gets an error and
+//! the connection stays open.
+//!
+//! On SIGTERM or SIGINT the listener is closed and the socket removed,
+//! connections stop reading, in-flight requests get `shutdown_grace` to
+//! finish, then the bootstrap secret is removed and the journals closed.
+
+use super::auth::{AuthenticateParams, Authenticated, BootstrapSecret, ReplayGuard, ServerHandshake, SECRET_FILE};
+use super::config::{Settings, Started, SOCKET_FILE};
+use super::frame;
+use super::limits::Limits;
+use super::placement;
+use super::protocol::{self, RpcError, Request};
+use super::service::Service;
+use glove_types::codes::control::*;
+use glove_types::digest::to_hex;
+use glove_types::Rejection;
+use rustix::fd::OwnedFd;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::net::{UnixListener, UnixStream};
+use tokio::sync::{mpsc, watch, Semaphore};
+
+/// Longest socket path (`sun_path` holds 108 bytes with the NUL).
+pub const MAX_SOCKET_PATH: usize = 107;
+
+/// State shared by every connection.
+struct Shared {
+    /// The service; requests reach it only with an [`Authenticated`] proof.
+    service: Arc<Service>,
+    /// This start's bootstrap secret.
+    secret: BootstrapSecret,
+    /// Client nonces accepted so far (refuses replayed handshakes).
+    replay: Mutex<ReplayGuard>,
+    /// Bounds.
+    limits: Limits,
+    /// The service's uid, which every peer must have.
+    uid: u32,
+}
+
+/// The socket and secret, bound and written.
+pub struct Bound {
+    listener: UnixListener,
+    socket_path: PathBuf,
+    runtime_dir: OwnedFd,
+    secret: BootstrapSecret,
+}
+
+impl core::fmt::Debug for Bound {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Bound")
+            .field("socket_path", &self.socket_path)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Bound {
+    /// The socket path.
+    pub fn socket_path(&self) -> &std::path::Path {
+        &self.socket_path
+    }
+}
+
+fn socket_err(msg: String) -> Rejection {
+    Rejection::new(CONTROL_SOCKET_IO, msg)
+}
+
+/// Binds `gloved.sock` (mode 0600) in the runtime directory and writes a
+/// fresh bootstrap secret. A socket left by a dead service is replaced; one
+/// that still answers means another service runs, and startup stops.
+pub fn bind(settings: &Settings, runtime_dir: OwnedFd) -> Result<Bound, Rejection> {
+    let socket_path = settings.runtime_dir.join(SOCKET_FILE);
+    if socket_path.as_os_str().len() > MAX_SOCKET_PATH {
+        return Err(socket_err(format!(
+            "the socket path {} is longer than {MAX_SOCKET_PATH} bytes; choose a shorter runtime directory",
+            socket_path.display()
+        )));
+    }
+    if let Some(st) = placement::lstat_opt(&socket_path) {
+        if rustix::fs::FileType::from_raw_mode(st.st_mode) != rustix::fs::FileType::Socket {
+            return Err(socket_err(format!(
+                "{} exists and is not a socket",
+                socket_path.display()
+            )));
+        }
+        if std::os::unix::net::UnixStream::connect(&socket_path).is_ok() {
+            return Err(Rejection::new(
+                CONTROL_ALREADY_RUNNING,
+                format!("a service already answers on {}", socket_path.display()),
+            ));
+        }
+        placement::remove(&runtime_dir, SOCKET_FILE)?;
+        tracing::info!(path = ?socket_path, "removed a stale socket");
+    }
+    let std_listener = std::os::unix::net::UnixListener::bind(&socket_path)
+        .map_err(|e| socket_err(format!("cannot bind {}: {e}", socket_path.display())))?;
+    rustix::fs::chmod(&socket_path, rustix::fs::Mode::from_raw_mode(0o600))
+        .map_err(|e| socket_err(format!("cannot chmod {}: {e}", socket_path.display())))?;
+    std_listener
+        .set_nonblocking(true)
+        .map_err(|e| socket_err(format!("cannot configure the socket: {e}")))?;
+    let listener = UnixListener::from_std(std_listener)
+        .map_err(|e| socket_err(format!("cannot register the socket: {e}")))?;
+    let secret = BootstrapSecret::generate()?;
+    placement::write_private(&runtime_dir, SECRET_FILE, secret.file_contents().as_bytes())?;
+    Ok(Bound {
+        listener,
+        socket_path,
+        runtime_dir,
+        secret,
+    })
+}
+
+/// Serves until `stop` resolves, then shuts down (see the module docs).
+pub async fn serve(
+    started: Started,
+    bound: Bound,
+    limits: Limits,
+    stop: impl std::future::Future<Output = ()>,
+) -> Result<(), Rejection> {
+    let Started {
+        service, pinned, ..
+    } = started;
+    let Bound {
+        listener,
+        socket_path,
+        runtime_dir,
+        secret,
+    } = bound;
+    let shared = Arc::new(Shared {
+        service: Arc::new(service),
+        secret,
+        replay: Mutex::new(ReplayGuard::new(limits.replay_window)),
+        limits,
+        uid: rustix::process::geteuid().as_raw(),
+    });
+    let connections = Arc::new(Semaphore::new(limits.max_connections));
+    let (shutdown_tx, shutdown_rx) = watch::channel(false);
+    tokio::pin!(stop);
+    loop {
+        tokio::select! {
+            () = &mut stop => break,
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _)) => admit(stream, &shared, &connections, &shutdown_rx),
+                Err(e) => {
+                    tracing::warn!(error = %e, "accept failed");
+                    tokio::task::yield_now().await;
+                }
+            },
+        }
+    }
+    tracing::info!(socket = ?socket_path, "shutting down: no new connections");
+    drop(listener);
+    let socket_removed = placement::remove(&runtime_dir, SOCKET_FILE);
+    let _ = shutdown_tx.send(true);
+    let all = u32::try_from(limits.max_connections).unwrap_or(u32::MAX);
+    if tokio::time::timeout(limits.shutdown_grace, connections.acquire_many(all))
+        .await
+        .is_err()
+    {
+        tracing::warn!("shutdown grace elapsed with connections still open");
+    }
+    let secret_removed = placement::remove(&runtime_dir, SECRET_FILE);
+    match Arc::try_unwrap(shared) {
+        Ok(s) => match Arc::try_unwrap(s.service) {
+            Ok(service) => {
+                service.close();
+                tracing::info!("journals closed");
+            }
+            Err(_) => tracing::warn!("a request outlived the grace period; journals close at exit"),
+        },
+        Err(_) => tracing::warn!("a connection outlived the grace period; journals close at exit"),
+    }
+    drop(pinned);
+    tracing::info!("stopped");
+    socket_removed.and(secret_removed)
+}
+
+fn admit(
+    stream: UnixStream,
+    shared: &Arc<Shared>,
+    connections: &Arc<Semaphore>,
+    shutdown: &watch::Receiver<bool>,
+) {
+    let uid = match stream.peer_cred() {
+        Ok(c) => c.uid(),
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot read peer credentials; closing");
+            return;
+        }
+    };
+    if uid != shared.uid {
+        tracing::warn!(
+            code = AUTH_PEER_UID_MISMATCH.as_str(),
+            peer_uid = uid,
+            "connection from another user closed"
+        );
+        return;
+    }
+    let max_frame = shared.limits.max_frame_bytes;
+    let Ok(permit) = connections.clone().try_acquire_owned() else {
+        tracing::warn!(code = CONTROL_TOO_MANY_CONNECTIONS.as_str(), "connection refused");
+        tokio::spawn(async move {
+            let e = RpcError::new(
+                protocol::LIMIT_ERROR,
+                CONTROL_TOO_MANY_CONNECTIONS,
+                "the service already serves the maximum number of connections",
+            );
+            let mut stream = stream;
+            if let Ok(f) = frame::encode(&protocol::to_bytes(&e.to_response(None)), max_frame) {
+                let _ = tokio::time::timeout(
+                    std::time::Duration::from_secs(1),
+                    stream.write_all(&f),
+                )
+                .await;
+            }
+        });
+        return;
+    };
+    let shared = shared.clone();
+    let shutdown = shutdown.clone();
+    tokio::spawn(async move {
+        connection(stream, shared, shutdown).await;
+        drop(permit);
+    });
+}
+
+/// Why reading a frame stopped.
+enum ReadFault {
+    /// The length prefix is over the bound.
+    TooLarge(Rejection),
+    /// The peer closed the stream (possibly inside a frame).
+    Closed,
+}
+
+/// A cancel-safe frame reader: bytes are kept in `buf` across calls, so an
+/// interrupted read loses nothing. The buffer never holds more than one
+/// frame plus one read's worth.
+struct FrameReader {
+    rd: OwnedReadHalf,
+    buf: Vec<u8>,
+    max: u32,
+}
+
+impl FrameReader {
+    async fn next(&mut self) -> Result<Vec<u8>, ReadFault> {
+        loop {
+            match frame::decode(&self.buf, self.max) {
+                Err(r) => return Err(ReadFault::TooLarge(r)),
+                Ok(Some((payload, used))) => {
+                    let p = payload.to_vec();
+                    self.buf.drain(..used);
+                    return Ok(p);
+                }
+                Ok(None) => {}
+            }
+            self.buf.reserve(8192);
+            match self.rd.read_buf(&mut self.buf).await {
+                Ok(0) | Err(_) => return Err(ReadFault::Closed),
+                Ok(_) => {}
+            }
+        }
+    }
+}
+
+/// Sends one message to the connection's writer; an over-bound response
+/// becomes an error answering the same id.
+fn send(tx: &mpsc::UnboundedSender<Vec<u8>>, max: u32, msg: &serde_json::Value) {
+    let bytes = protocol::to_bytes(msg);
+    let framed = frame::encode(&bytes, max).or_else(|r| {
+        let id = msg.get("id");
+        let e = RpcError::from_rejection(&r);
+        frame::encode(&protocol::to_bytes(&e.to_response(id)), max)
+    });
+    if let Ok(f) = framed {
+        let _ = tx.send(f);
+    }
+}
+
+async fn write_loop(mut wr: OwnedWriteHalf, mut rx: mpsc::UnboundedReceiver<Vec<u8>>) {
+    while let Some(f) = rx.recv().await {
+        if wr.write_all(&f).await.is_err() {
+            break;
+        }
+    }
+    let _ = wr.shutdown().await;
+}
+
+async fn handshake(
+    reader: &mut FrameReader,
+    tx: &mpsc::UnboundedSender<Vec<u8>>,
+    shared: &Shared,
+) -> Option<Authenticated> {
+    let max = shared.limits.max_frame_bytes;
+    let hs = match ServerHandshake::start() {
+        Ok(h) => h,
+        Err(r) => {
+            tracing::error!(code = r.code().as_str(), "cannot draw a nonce");
+            return None;
+        }
+    };
+    send(tx, max, &protocol::notification("hello", hs.hello_params()));
+    let refuse = |id: Option<&serde_json::Value>, r: Rejection| {
+        tracing::warn!(code = r.code().as_str(), "handshake refused");
+        send(tx, max, &RpcError::from_rejection(&r).to_response(id));
+        None
+    };
+    let payload = match tokio::time::timeout(shared.limits.handshake_timeout, reader.next()).await {
+        Err(_) => {
+            return refuse(
+                None,
+                Rejection::new(AUTH_TIMEOUT, "the handshake did not complete in time"),
+            )
+        }
+        Ok(Err(ReadFault::Closed)) => return None,
+        Ok(Err(ReadFault::TooLarge(r))) => return refuse(None, r),
+        Ok(Ok(p)) => p,
+    };
+    let req: Request = match protocol::parse_request(&payload, max as usize) {
+        Ok(r) => r,
+        Err((id, e)) => {
+            tracing::warn!(code = e.code.as_str(), "malformed handshake");
+            send(tx, max, &e.to_response(id.as_ref()));
+            return None;
+        }
+    };
+    let Some(id) = req.id.as_ref().filter(|_| req.method == "authenticate") else {
+        return refuse(
+            req.id.as_ref(),
+            Rejection::new(
+                AUTH_REQUIRED,
+                "authenticate first: nothing but the handshake is answered before it",
+            ),
+        );
+    };
+    let params: AuthenticateParams =
+        match glove_types::canon::from_value(serde_json::Value::Object(req.params.clone())) {
+            Ok(p) => p,
+            Err(_) => {
+                return refuse(
+                    Some(id),
+                    Rejection::new(AUTH_FAILED, "the handshake MAC does not verify"),
+                )
+            }
+        };
+    match hs.verify(&shared.secret, &params, &shared.replay) {
+        Ok((server_mac, auth)) => {
+            send(
+                tx,
+                max,
+                &protocol::result_response(id, serde_json::json!({"server_mac": to_hex(&server_mac)})),
+            );
+            Some(auth)
+        }
+        Err(r) => refuse(Some(id), r),
+    }
+}
+
+async fn connection(stream: UnixStream, shared: Arc<Shared>, mut shutdown: watch::Receiver<bool>) {
+    let limits = shared.limits;
+    let max = limits.max_frame_bytes;
+    let (rd, wr) = stream.into_split();
+    let mut reader = FrameReader {
+        rd,
+        buf: Vec::new(),
+        max,
+    };
+    // Unbounded in type, bounded in use: the handshake sends at most two
+    // messages, then each message read yields at most one response, and
+    // at most `max_in_flight` requests are pending.
+    let (tx, rx) = mpsc::unbounded_channel();
+    let writer = tokio::spawn(write_loop(wr, rx));
+    let Some(auth) = handshake(&mut reader, &tx, &shared).await else {
+        drop(tx);
+        let _ = writer.await;
+        return;
+    };
+    tracing::debug!("connection authenticated");
+    let auth = Arc::new(auth);
+    let in_flight = Arc::new(Semaphore::new(limits.max_in_flight));
+    let mut shutting_down = false;
+    loop {
+        let read = tokio::select! {
+            _ = shutdown.changed() => { shutting_down = true; break }
+            r = tokio::time::timeout(limits.idle_timeout, reader.next()) => r,
+        };
+        let payload = match read {
+            Err(_) if in_flight.available_permits() == limits.max_in_flight => {
+                tracing::debug!("idle connection closed");
+                break;
+            }
+            Err(_) => continue,
+            Ok(Err(ReadFault::Closed)) => break,
+            Ok(Err(ReadFault::TooLarge(r))) => {
+                tracing::warn!(code = r.code().as_str(), "oversized frame; closing");
+                send(&tx, max, &RpcError::from_rejection(&r).to_response(None));
+                break;
+            }
+            Ok(Ok(p)) => p,
+        };
+        let req = match protocol::parse_request(&payload, max as usize) {
+            Ok(r) => r,
+            Err((id, e)) => {
+                tracing::debug!(code = e.code.as_str(), "malformed request");
+                send(&tx, max, &e.to_response(id.as_ref()));
+                continue;
+            }
+        };
+        let Some(id) = req.id.clone() else {
+            tracing::debug!(method = ?req.method, "notification ignored");
+            continue;
+        };
+        let Ok(permit) = in_flight.clone().try_acquire_owned() else {
+            let e = RpcError::new(
+                protocol::LIMIT_ERROR,
+                CONTROL_BUSY,
+                format!("at most {} requests may be in flight per connection", limits.max_in_flight),
+            );
+            send(&tx, max, &e.to_response(Some(&id)));
+            continue;
+        };
+        let (tx, shared, auth) = (tx.clone(), shared.clone(), auth.clone());
+        tokio::spawn(async move {
+            let service = shared.service.clone();
+            let outcome =
+                tokio::task::spawn_blocking(move || service.dispatch(&auth, &req)).await;
+            let msg = match outcome {
+                Ok(Ok(result)) => protocol::result_response(&id, result),
+                Ok(Err(e)) => e.to_response(Some(&id)),
+                Err(_) => RpcError::new(
+                    protocol::INTERNAL_ERROR,
+                    CONTROL_INTERNAL,
+                    "the request failed inside the service",
+                )
+                .to_response(Some(&id)),
+            };
+            send(&tx, max, &msg);
+            drop(permit);
+        });
+    }
+    let all = u32::try_from(limits.max_in_flight).unwrap_or(u32::MAX);
+    let _ = tokio::time::timeout(limits.shutdown_grace, in_flight.acquire_many(all)).await;
+    if shutting_down {
+        let e = RpcError::new(
+            protocol::LIMIT_ERROR,
+            CONTROL_SHUTTING_DOWN,
+            "the service is shutting down",
+        );
+        send(&tx, max, &e.to_response(None));
+    }
+    drop(tx);
+    let _ = writer.await;
+}

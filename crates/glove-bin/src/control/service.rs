@@ -1,0 +1,458 @@
+//! The service state and request dispatch, without any socket.
+//!
+//! [`Service`] holds what `gloved` constructed at startup — the frozen
+//! policy, the session store, the receipt journal — and the capability set
+//! derived from them. [`Service::dispatch`] takes an [`Authenticated`]
+//! proof and one parsed request and returns the result or a wire error; it
+//! is synchronous (journal appends sync to disk), so the server runs it on
+//! the blocking pool. The fuzz target drives it directly.
+
+use super::auth::Authenticated;
+use super::capabilities::{Capabilities, Components, Method};
+use super::protocol::{RpcError, Request, INTERNAL_ERROR, INVALID_PARAMS};
+use glove_journal::receipt::ReceiptHead;
+use glove_journal::session::{Creation, NewSession, SessionRecord};
+use glove_journal::{JournalError, ReceiptJournal, SessionStore};
+use glove_lifecycle::{
+    AppendReceipt, PendingRecord, PlanDigests, PortError, Session, SessionEntry, Subject,
+    TransitionLog,
+};
+use glove_types::canon;
+use glove_types::codes::control::{CONTROL_INTERNAL, CONTROL_INVALID_PARAMS};
+use glove_types::digest::to_hex;
+use glove_types::ids::SessionId;
+use glove_types::plan::{admit, DecodedPlan};
+use glove_types::policy::ValidatedPolicy;
+use glove_types::{Blake3Digest, Rejection};
+use serde::de::DeserializeOwned;
+use serde::Deserialize;
+use serde_json::{json, Map, Value};
+use std::sync::{Mutex, MutexGuard};
+
+/// Default number of receipts in one page.
+pub const DEFAULT_PAGE_RECORDS: u64 = 64;
+/// Most receipts in one page.
+pub const MAX_PAGE_RECORDS: u64 = 1024;
+
+/// Where the service reads the time from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Clock {
+    /// The system wall clock.
+    System,
+    /// A fixed time in Unix milliseconds (tests only; `gloved` honours
+    /// `GLOVE_TEST_NOW_MS` in debug builds only).
+    Fixed(u64),
+}
+
+impl Clock {
+    /// Milliseconds since the Unix epoch.
+    pub fn now_ms(self) -> u64 {
+        match self {
+            Clock::Fixed(t) => t,
+            Clock::System => std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+                .unwrap_or(0),
+        }
+    }
+}
+
+/// What a service is built from.
+#[derive(Debug)]
+pub struct Parts {
+    /// The frozen policy.
+    pub policy: Option<ValidatedPolicy>,
+    /// The replayed session store.
+    pub store: Option<SessionStore>,
+    /// The replayed receipt journal.
+    pub receipts: Option<ReceiptJournal>,
+    /// Everything else that shapes the capability document.
+    pub components: Components,
+    /// The clock plan admission uses.
+    pub clock: Clock,
+    /// The frame bound, which caps page sizes.
+    pub max_frame_bytes: u32,
+}
+
+/// The control service (see the module docs).
+#[derive(Debug)]
+pub struct Service {
+    /// Read once at startup and never replaced: the spec freezes the policy
+    /// for the process lifetime.
+    policy: Option<ValidatedPolicy>,
+    /// The one writer of the session store; requests take turns.
+    store: Option<Mutex<SessionStore>>,
+    /// The one writer of the receipt journal; it also remembers the head of
+    /// the last page served, which is the only head `receipts_ack` accepts.
+    receipts: Option<Mutex<ReceiptJournal>>,
+    /// Derived once from what was constructed above.
+    caps: Capabilities,
+    clock: Clock,
+    /// Largest `max_bytes` a page may ask for, so a page always fits a frame.
+    max_page_bytes: u64,
+}
+
+impl Service {
+    /// Builds the service and derives its capabilities. `parts.components`
+    /// is completed from the parts that are present.
+    pub fn new(parts: Parts) -> Service {
+        let mut components = parts.components;
+        components.policy_revision = parts.policy.as_ref().map(ValidatedPolicy::revision);
+        components.session_store = parts.store.is_some();
+        components.receipt_journal = parts.receipts.is_some();
+        // A page's envelopes are embedded as JSON strings; escaping at most
+        // doubles them. Keep 4 KiB for the rest of the response.
+        let max_page_bytes = (u64::from(parts.max_frame_bytes).saturating_sub(4096)) / 2;
+        Service {
+            policy: parts.policy,
+            store: parts.store.map(Mutex::new),
+            receipts: parts.receipts.map(Mutex::new),
+            caps: Capabilities::derive(&components),
+            clock: parts.clock,
+            max_page_bytes: max_page_bytes.max(1),
+        }
+    }
+
+    /// The advertised capabilities.
+    pub fn capabilities(&self) -> &Capabilities {
+        &self.caps
+    }
+
+    /// Answers one authenticated request.
+    pub fn dispatch(&self, _auth: &Authenticated, req: &Request) -> Result<Value, RpcError> {
+        let Some(method) = self.caps.advertised(&req.method) else {
+            return Err(RpcError::method_not_found(&req.method));
+        };
+        match method {
+            Method::Capabilities => {
+                params::<NoParams>(&req.params)?;
+                Ok(self.caps.document().clone())
+            }
+            Method::ValidatePlan => self.validate_plan(params(&req.params)?),
+            Method::CreateSession => self.create_session(params(&req.params)?),
+            Method::SessionStatus => self.session_status(params(&req.params)?),
+            Method::ReceiptsPage => self.receipts_page(params(&req.params)?),
+            Method::ReceiptsAck => self.receipts_ack(params(&req.params)?),
+            Method::StartSession
+            | Method::Attach
+            | Method::WriteStdin
+            | Method::Resize
+            | Method::Signal
+            | Method::Detach
+            | Method::StopSession
+            | Method::CleanupSession => Err(RpcError::method_not_found(&req.method)),
+        }
+    }
+
+    /// Releases the journals (their appends are already durable; dropping
+    /// the handles releases the writer locks).
+    pub fn close(self) {
+        drop(self.store);
+        drop(self.receipts);
+    }
+
+    fn policy(&self) -> Result<&ValidatedPolicy, RpcError> {
+        self.policy.as_ref().ok_or_else(internal)
+    }
+
+    fn admit(&self, p: &PlanParams) -> Result<glove_types::plan::AdmittedPlan, RpcError> {
+        let policy = self.policy()?;
+        let supplied = supplied_digest(p)?;
+        let plan = DecodedPlan::decode(p.plan.as_bytes()).map_err(|r| reject(&r.at("plan")))?;
+        admit(plan, supplied.as_ref(), policy, self.clock.now_ms()).map_err(|r| reject(&r))
+    }
+
+    fn validate_plan(&self, p: PlanParams) -> Result<Value, RpcError> {
+        let a = self.admit(&p)?;
+        tracing::debug!(session_id = ?a.plan().session_id().as_str(), "plan validated");
+        Ok(json!({
+            "admitted": true,
+            "session_id": a.plan().session_id().as_str(),
+            "idempotency_key": a.plan().idempotency_key().as_str(),
+            "expires_at_ms": a.expires_at_ms(),
+            "plan_content_digest": a.plan_content_digest().to_hex(),
+            "controller_plan_digest": a.controller_plan_digest().to_hex(),
+            "plan_context_digest": a.plan_context_digest().to_hex(),
+        }))
+    }
+
+    fn create_session(&self, p: PlanParams) -> Result<Value, RpcError> {
+        let store = self.store.as_ref().ok_or_else(internal)?;
+        let supplied = supplied_digest(&p)?;
+        let plan = DecodedPlan::decode(p.plan.as_bytes()).map_err(|r| reject(&r.at("plan")))?;
+        let mut store = lock(store)?;
+        let known = store.by_idempotency_key(plan.idempotency_key()).is_some()
+            || store.get(plan.session_id()).is_some();
+        if known {
+            // A retry (or a conflict): the store compares the exact bytes.
+            // A byte-identical retry returns the original even after the
+            // plan's expiry, since nothing new is admitted.
+            if let Some(s) = &supplied {
+                if *s != plan.controller_plan_digest() {
+                    return Err(reject(&Rejection::new(
+                        glove_types::codes::plan::PLAN_CONTROLLER_DIGEST_MISMATCH,
+                        "controller_plan_digest is not the BLAKE3 digest of the canonical plan",
+                    )));
+                }
+            }
+            let req = NewSession {
+                session_id: plan.session_id(),
+                idempotency_key: plan.idempotency_key(),
+                controller_plan_digest: plan.controller_plan_digest(),
+                plan: plan.canonical_bytes(),
+            };
+            let creation = store.create_session(req).map_err(|e| journal(&e))?;
+            tracing::info!(session_id = ?plan.session_id().as_str(), "create_session retry returned the original");
+            return Ok(session_result(creation.record(), false));
+        }
+        let policy = self.policy()?;
+        let admitted = admit(plan, supplied.as_ref(), policy, self.clock.now_ms())
+            .map_err(|r| reject(&r))?;
+        let plan = admitted.plan();
+        let digests = PlanDigests::new(
+            *admitted.plan_content_digest(),
+            *admitted.controller_plan_digest(),
+        );
+        let mut log = StoreLog {
+            store: &mut store,
+            request: NewSession {
+                session_id: plan.session_id(),
+                idempotency_key: plan.idempotency_key(),
+                controller_plan_digest: *admitted.controller_plan_digest(),
+                plan: plan.canonical_bytes(),
+            },
+            digests,
+        };
+        let proof = Session::log_create(plan.session_id(), digests, &mut log)
+            .map_err(|e| lifecycle(&e))?;
+        let session = Session::create(proof).map_err(|e| lifecycle(&e))?;
+        let record = store
+            .get(session.id())
+            .ok_or_else(internal)?
+            .clone();
+        tracing::info!(session_id = ?session.id().as_str(), "session created");
+        Ok(session_result(&record, true))
+    }
+
+    fn session_status(&self, p: StatusParams) -> Result<Value, RpcError> {
+        let id = SessionId::new(p.session_id).map_err(|r| invalid_params(&r.at("session_id")))?;
+        let store = lock(self.store.as_ref().ok_or_else(internal)?)?;
+        let record = store.get(&id).ok_or_else(|| {
+            journal(&JournalError::SessionNotFound {
+                session: id.clone(),
+            })
+        })?;
+        Ok(status_json(record))
+    }
+
+    fn receipts_page(&self, p: PageParams) -> Result<Value, RpcError> {
+        let max_records = p.max_records.unwrap_or(DEFAULT_PAGE_RECORDS);
+        if max_records == 0 || max_records > MAX_PAGE_RECORDS {
+            return Err(invalid_params(
+                &Rejection::new(
+                    CONTROL_INVALID_PARAMS,
+                    format!("max_records must be 1 to {MAX_PAGE_RECORDS}"),
+                )
+                .at("max_records"),
+            ));
+        }
+        let max_bytes = p.max_bytes.unwrap_or(self.max_page_bytes);
+        if max_bytes == 0 || max_bytes > self.max_page_bytes {
+            return Err(invalid_params(
+                &Rejection::new(
+                    CONTROL_INVALID_PARAMS,
+                    format!("max_bytes must be 1 to {}", self.max_page_bytes),
+                )
+                .at("max_bytes"),
+            ));
+        }
+        let mut receipts = lock(self.receipts.as_ref().ok_or_else(internal)?)?;
+        let page = receipts
+            .page(
+                p.after_seq,
+                usize::try_from(max_records).unwrap_or(usize::MAX),
+                max_bytes,
+            )
+            .map_err(|e| journal(&e))?;
+        let items: Vec<Value> = page
+            .receipts
+            .iter()
+            .map(|r| {
+                json!({
+                    "seq": r.seq,
+                    "kind": r.kind.as_str(),
+                    "chain": to_hex(&r.chain),
+                    "envelope": String::from_utf8_lossy(&r.envelope),
+                })
+            })
+            .collect();
+        Ok(json!({"receipts": items, "head": page.head.to_string()}))
+    }
+
+    fn receipts_ack(&self, p: AckParams) -> Result<Value, RpcError> {
+        let head = ReceiptHead::parse(&p.head).map_err(|e| {
+            let mut r = journal(&e);
+            r.location = "head".into();
+            r
+        })?;
+        let mut receipts = lock(self.receipts.as_ref().ok_or_else(internal)?)?;
+        receipts.ack(&head).map_err(|e| journal(&e))?;
+        tracing::info!(seq = head.seq, "receipts acknowledged");
+        Ok(json!({"acknowledged": head.to_string()}))
+    }
+}
+
+/// The lifecycle's [`TransitionLog`] on top of the session store, for the
+/// one record this version writes: record 0, creation.
+///
+/// The store keeps the plan, its two digests and the idempotency key, from
+/// which the lifecycle's creation record is a pure function
+/// (`SessionRecord { seq: 0, prev: None, entry: Created { digests } }`). So
+/// `append` checks that the record it is handed is exactly that record for
+/// the request's session and digests, then creates the session in the
+/// store (durable when it returns) and acknowledges; `lookup` rebuilds
+/// record 0 of a stored session. Later records (prepare, start, …) have no
+/// home in the store's creation record and are refused until the managed
+/// runtime issue maps them to store transitions.
+struct StoreLog<'a, 's> {
+    store: &'a mut MutexGuard<'s, SessionStore>,
+    request: NewSession<'a>,
+    digests: PlanDigests,
+}
+
+fn record_zero(id: &SessionId, digests: PlanDigests) -> Result<Vec<u8>, PortError> {
+    glove_lifecycle::SessionRecord {
+        session_id: id.clone(),
+        seq: 0,
+        prev: None,
+        entry: SessionEntry::Created { digests },
+    }
+    .encode()
+    .map_err(|e| PortError::new(e.code()))
+}
+
+impl TransitionLog for StoreLog<'_, '_> {
+    fn append(&mut self, record: &PendingRecord<'_>) -> Result<AppendReceipt, PortError> {
+        let refused = || PortError::new(CONTROL_INTERNAL);
+        let Subject::Session(id) = record.subject() else {
+            return Err(refused());
+        };
+        if record.seq() != 0
+            || id != self.request.session_id
+            || record.bytes() != record_zero(id, self.digests)?.as_slice()
+        {
+            return Err(refused());
+        }
+        match self.store.create_session(self.request) {
+            Ok(Creation::Created(_) | Creation::Existing(_)) => Ok(record.acknowledge()),
+            Err(e) => Err(PortError::new(e.code())),
+        }
+    }
+
+    fn lookup(&self, subject: Subject<'_>, seq: u64) -> Result<Option<Vec<u8>>, PortError> {
+        let Subject::Session(id) = subject else {
+            return Ok(None);
+        };
+        match (seq, self.store.get(id)) {
+            (0, Some(r)) => record_zero(
+                id,
+                PlanDigests::new(*r.plan_content_digest(), *r.controller_plan_digest()),
+            )
+            .map(Some),
+            _ => Ok(None),
+        }
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct NoParams {}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PlanParams {
+    plan: String,
+    #[serde(default)]
+    controller_plan_digest: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct StatusParams {
+    session_id: String,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PageParams {
+    after_seq: u64,
+    #[serde(default)]
+    max_records: Option<u64>,
+    #[serde(default)]
+    max_bytes: Option<u64>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct AckParams {
+    head: String,
+}
+
+fn params<T: DeserializeOwned>(p: &Map<String, Value>) -> Result<T, RpcError> {
+    canon::from_value(Value::Object(p.clone())).map_err(|r| invalid_params(&r))
+}
+
+fn supplied_digest(p: &PlanParams) -> Result<Option<Blake3Digest>, RpcError> {
+    p.controller_plan_digest
+        .as_deref()
+        .map(Blake3Digest::parse)
+        .transpose()
+        .map_err(|r| invalid_params(&r.at("controller_plan_digest")))
+}
+
+fn invalid_params(r: &Rejection) -> RpcError {
+    let mut e = RpcError::from_rejection(r);
+    e.rpc_code = INVALID_PARAMS;
+    e
+}
+
+fn reject(r: &Rejection) -> RpcError {
+    RpcError::from_rejection(r)
+}
+
+fn internal() -> RpcError {
+    RpcError::new(
+        INTERNAL_ERROR,
+        CONTROL_INTERNAL,
+        "the service could not complete the request",
+    )
+}
+
+fn journal(e: &JournalError) -> RpcError {
+    // Journal messages name sessions and numbers, never paths.
+    RpcError::from_rejection(&Rejection::new(e.code(), e.to_string()))
+}
+
+fn lifecycle(e: &glove_lifecycle::LifecycleError) -> RpcError {
+    RpcError::from_rejection(&Rejection::new(e.code(), e.code().meaning()))
+}
+
+fn lock<T>(m: &Mutex<T>) -> Result<MutexGuard<'_, T>, RpcError> {
+    m.lock().map_err(|_| internal())
+}
+
+fn status_json(r: &SessionRecord) -> Value {
+    json!({
+        "session_id": r.session_id().as_str(),
+        "idempotency_key": r.idempotency_key().as_str(),
+        "stage": r.stage().as_str(),
+        "plan_content_digest": r.plan_content_digest().to_hex(),
+        "controller_plan_digest": r.controller_plan_digest().to_hex(),
+        "created_seq": r.created_seq(),
+        "stage_seq": r.stage_seq(),
+    })
+}
+
+fn session_result(r: &SessionRecord, created: bool) -> Value {
+    json!({"created": created, "session": status_json(r)})
+}
