@@ -1,0 +1,17 @@
+//! `gloved` end to end: the real binary in temporary directories, real Unix
+//! sockets, the real client. No sleeps: readiness is the `gloved ready`
+//! line on stdout, and every wait is on an event (a line, an exit, EOF).
+
+#[path = "control/harness.rs"]
+mod harness;
+
+#[path = "control/auth.rs"]
+mod auth;
+#[path = "control/framing.rs"]
+mod framing;
+#[path = "control/methods.rs"]
+mod methods;
+#[path = "control/snapshots.rs"]
+mod snapshots;
+#[path = "control/startup.rs"]
+mod startup;
