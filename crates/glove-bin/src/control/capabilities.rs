@@ -219,7 +219,10 @@ mod tests {
     use super::*;
 
     fn names(c: &Components) -> Vec<&'static str> {
-        Capabilities::derive(c).methods().map(Method::as_str).collect()
+        Capabilities::derive(c)
+            .methods()
+            .map(Method::as_str)
+            .collect()
     }
 
     #[test]

@@ -130,10 +130,16 @@ impl Client {
 
     /// Authenticates over an already connected stream with a given client
     /// nonce (tests use this to replay one).
-    pub fn over(stream: UnixStream, secret: &BootstrapSecret, client_nonce: Nonce) -> Result<Client, ClientError> {
+    pub fn over(
+        stream: UnixStream,
+        secret: &BootstrapSecret,
+        client_nonce: Nonce,
+    ) -> Result<Client, ClientError> {
         let io = |e: std::io::Error| local(CONTROL_CONNECTION_CLOSED, format!("socket: {e}"));
         stream.set_read_timeout(Some(DEFAULT_TIMEOUT)).map_err(io)?;
-        stream.set_write_timeout(Some(DEFAULT_TIMEOUT)).map_err(io)?;
+        stream
+            .set_write_timeout(Some(DEFAULT_TIMEOUT))
+            .map_err(io)?;
         let mut c = Client {
             stream,
             next_id: 1,
@@ -150,8 +156,14 @@ impl Client {
             .ok_or_else(|| {
                 protocol_violation("the service did not open with hello and a server nonce")
             })?;
-        if hello.pointer("/params/protocol_version").and_then(Value::as_u64) != Some(PROTOCOL_VERSION) {
-            return Err(protocol_violation("the service speaks another protocol version"));
+        if hello
+            .pointer("/params/protocol_version")
+            .and_then(Value::as_u64)
+            != Some(PROTOCOL_VERSION)
+        {
+            return Err(protocol_violation(
+                "the service speaks another protocol version",
+            ));
         }
         let mac = secret.client_mac(&server_nonce, &client_nonce);
         let result = c.call(
@@ -219,12 +231,20 @@ impl Client {
     }
 
     /// `validate_plan` with the plan's canonical bytes.
-    pub fn validate_plan(&mut self, plan: &str, controller_digest: Option<&str>) -> Result<Value, ClientError> {
+    pub fn validate_plan(
+        &mut self,
+        plan: &str,
+        controller_digest: Option<&str>,
+    ) -> Result<Value, ClientError> {
         self.call("validate_plan", plan_params(plan, controller_digest))
     }
 
     /// `create_session` with the plan's canonical bytes.
-    pub fn create_session(&mut self, plan: &str, controller_digest: Option<&str>) -> Result<Value, ClientError> {
+    pub fn create_session(
+        &mut self,
+        plan: &str,
+        controller_digest: Option<&str>,
+    ) -> Result<Value, ClientError> {
         self.call("create_session", plan_params(plan, controller_digest))
     }
 
@@ -234,7 +254,11 @@ impl Client {
     }
 
     /// `receipts_page`.
-    pub fn receipts_page(&mut self, after_seq: u64, max_records: Option<u64>) -> Result<Value, ClientError> {
+    pub fn receipts_page(
+        &mut self,
+        after_seq: u64,
+        max_records: Option<u64>,
+    ) -> Result<Value, ClientError> {
         let mut p = json!({"after_seq": after_seq});
         if let (Some(m), Some(o)) = (max_records, p.as_object_mut()) {
             o.insert("max_records".into(), json!(m));
@@ -263,7 +287,12 @@ fn protocol_violation(msg: &str) -> ClientError {
 /// The error of a reply, if it is one.
 pub fn remote_error(reply: &Value) -> Option<ClientError> {
     let e = reply.get("error")?;
-    let s = |p: &str| e.pointer(p).and_then(Value::as_str).unwrap_or("").to_owned();
+    let s = |p: &str| {
+        e.pointer(p)
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_owned()
+    };
     Some(ClientError::Remote {
         rpc_code: e.get("code").and_then(Value::as_i64).unwrap_or(0),
         code: s("/data/code"),

@@ -218,7 +218,11 @@ pub fn session(cmd: &SessionCommand) -> i32 {
                     print_status(s);
                 } else {
                     println!("plan admitted: session {}", show(field(v, "session_id")));
-                    for k in ["plan_content_digest", "controller_plan_digest", "plan_context_digest"] {
+                    for k in [
+                        "plan_content_digest",
+                        "controller_plan_digest",
+                        "plan_context_digest",
+                    ] {
                         println!("  {k:<24}{}", show(field(v, k)));
                     }
                 }
@@ -235,7 +239,12 @@ pub fn session(cmd: &SessionCommand) -> i32 {
 }
 
 fn print_status(s: &Value) {
-    for k in ["stage", "idempotency_key", "plan_content_digest", "controller_plan_digest"] {
+    for k in [
+        "stage",
+        "idempotency_key",
+        "plan_content_digest",
+        "controller_plan_digest",
+    ] {
         println!("  {k:<24}{}", show(field(s, k)));
     }
 }
@@ -248,9 +257,18 @@ pub fn receipts(cmd: &ReceiptsCommand) -> i32 {
             finish(r, a.conn.json, |v| {
                 let items = field(v, "receipts").as_array().cloned().unwrap_or_default();
                 for r in &items {
-                    println!("{} {} {}", show(field(r, "seq")), show(field(r, "kind")), show(field(r, "chain")));
+                    println!(
+                        "{} {} {}",
+                        show(field(r, "seq")),
+                        show(field(r, "kind")),
+                        show(field(r, "chain"))
+                    );
                 }
-                println!("{} receipt(s); head {}", items.len(), show(field(v, "head")));
+                println!(
+                    "{} receipt(s); head {}",
+                    items.len(),
+                    show(field(v, "head"))
+                );
             })
         }
         ReceiptsCommand::Ack(a) => {

@@ -203,29 +203,55 @@ impl GlovedArgs {
             }
         };
         let d = Limits::default();
-        let secs = |a: Option<u64>, b: Option<u64>, dflt: Duration, name: &str| {
-            match a.or(b) {
-                None => Ok(dflt),
-                Some(0) => Err(config_invalid(format!("{name} must be at least 1 second"))),
-                Some(s) => Ok(Duration::from_secs(s)),
-            }
+        let secs = |a: Option<u64>, b: Option<u64>, dflt: Duration, name: &str| match a.or(b) {
+            None => Ok(dflt),
+            Some(0) => Err(config_invalid(format!("{name} must be at least 1 second"))),
+            Some(s) => Ok(Duration::from_secs(s)),
         };
         let count = |a: Option<usize>, b: Option<usize>, dflt: usize, name: &str| match a.or(b) {
             None => Ok(dflt),
             Some(0) => Err(config_invalid(format!("{name} must be at least 1"))),
             Some(n) => Ok(n),
         };
-        let max_frame_bytes = self.max_frame_bytes.or(file.max_frame_bytes).unwrap_or(d.max_frame_bytes);
+        let max_frame_bytes = self
+            .max_frame_bytes
+            .or(file.max_frame_bytes)
+            .unwrap_or(d.max_frame_bytes);
         if !(1024..=64 << 20).contains(&max_frame_bytes) {
             return Err(config_invalid("max_frame_bytes must be 1024 to 67108864"));
         }
         let limits = Limits {
             max_frame_bytes,
-            max_connections: count(self.max_connections, file.max_connections, d.max_connections, "max_connections")?,
-            max_in_flight: count(self.max_in_flight, file.max_in_flight, d.max_in_flight, "max_in_flight")?,
-            idle_timeout: secs(self.idle_timeout_secs, file.idle_timeout_secs, d.idle_timeout, "idle_timeout_secs")?,
-            handshake_timeout: secs(self.handshake_timeout_secs, file.handshake_timeout_secs, d.handshake_timeout, "handshake_timeout_secs")?,
-            shutdown_grace: secs(self.shutdown_grace_secs, file.shutdown_grace_secs, d.shutdown_grace, "shutdown_grace_secs")?,
+            max_connections: count(
+                self.max_connections,
+                file.max_connections,
+                d.max_connections,
+                "max_connections",
+            )?,
+            max_in_flight: count(
+                self.max_in_flight,
+                file.max_in_flight,
+                d.max_in_flight,
+                "max_in_flight",
+            )?,
+            idle_timeout: secs(
+                self.idle_timeout_secs,
+                file.idle_timeout_secs,
+                d.idle_timeout,
+                "idle_timeout_secs",
+            )?,
+            handshake_timeout: secs(
+                self.handshake_timeout_secs,
+                file.handshake_timeout_secs,
+                d.handshake_timeout,
+                "handshake_timeout_secs",
+            )?,
+            shutdown_grace: secs(
+                self.shutdown_grace_secs,
+                file.shutdown_grace_secs,
+                d.shutdown_grace,
+                "shutdown_grace_secs",
+            )?,
             replay_window: d.replay_window,
         };
         let receipt_journal = self
@@ -312,7 +338,11 @@ pub fn start(s: &Settings) -> Result<Started, Rejection> {
             placement::require_absolute(p, "the session policy")?;
             let bytes = protected::read(p, Requirements::POLICY)?;
             Some(ValidatedPolicy::from_json(&bytes).map_err(|r| {
-                let msg = format!("the session policy {} is invalid: {}", p.display(), r.message());
+                let msg = format!(
+                    "the session policy {} is invalid: {}",
+                    p.display(),
+                    r.message()
+                );
                 Rejection::new(r.code(), msg).at(r.location())
             })?)
         }
@@ -371,9 +401,13 @@ pub fn start(s: &Settings) -> Result<Started, Rejection> {
             mode: 0o600,
         },
     )?;
-    let key = ReceiptKey::from_key_file(&key_bytes).map_err(at(&s.receipt_key, "the receipt key"))?;
+    let key =
+        ReceiptKey::from_key_file(&key_bytes).map_err(at(&s.receipt_key, "the receipt key"))?;
     let anchor = ReceiptHead::parse(&s.receipt_anchor).map_err(|e| {
-        Rejection::new(e.code(), "--receipt-anchor must be <seq>:<64 lowercase hex>")
+        Rejection::new(
+            e.code(),
+            "--receipt-anchor must be <seq>:<64 lowercase hex>",
+        )
     })?;
     let rj = &s.receipt_journal;
     placement::check_parent(rj, "the receipt journal")?;
@@ -394,7 +428,9 @@ pub fn start(s: &Settings) -> Result<Started, Rejection> {
         None => None,
         Some(r) => {
             super::remote::prepare(&runtime_dir, &s.runtime_dir, r)?;
-            tracing::info!("remote backend constructed (construction only; lifecycle not operational)");
+            tracing::info!(
+                "remote backend constructed (construction only; lifecycle not operational)"
+            );
             Some(RemoteBackendDiagnostic {
                 container_image_digest: r.container_image_digest().to_hex(),
                 ssh_artifacts_prepared: true,

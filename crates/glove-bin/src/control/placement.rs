@@ -45,7 +45,10 @@ pub fn open_dir(path: &Path, what: &str) -> Result<OwnedFd, Rejection> {
         Mode::empty(),
     )
     .map_err(|e| match e {
-        Errno::NOENT => Rejection::new(CONTROL_DIR_NOT_FOUND, format!("{what} {shown} does not exist")),
+        Errno::NOENT => Rejection::new(
+            CONTROL_DIR_NOT_FOUND,
+            format!("{what} {shown} does not exist"),
+        ),
         Errno::NOTDIR | Errno::LOOP => Rejection::new(
             CONTROL_DIR_NOT_DIRECTORY,
             format!("{what} {shown} is not a directory (or is a symbolic link)"),
@@ -130,25 +133,40 @@ pub fn check_file(path: &Path, what: &str) -> Result<(), Rejection> {
     })?;
     let ft = FileType::from_raw_mode(st.st_mode);
     if ft == FileType::Symlink {
-        return Err(Rejection::new(FILE_SYMLINK, format!("{what} {shown} is a symbolic link")));
+        return Err(Rejection::new(
+            FILE_SYMLINK,
+            format!("{what} {shown} is a symbolic link"),
+        ));
     }
     if ft != FileType::RegularFile {
-        return Err(Rejection::new(FILE_NOT_REGULAR, format!("{what} {shown} is not a regular file")));
+        return Err(Rejection::new(
+            FILE_NOT_REGULAR,
+            format!("{what} {shown} is not a regular file"),
+        ));
     }
     if st.st_uid != euid() {
         return Err(Rejection::new(
             FILE_WRONG_OWNER,
-            format!("{what} {shown} is owned by uid {}, not by the service user", st.st_uid),
+            format!(
+                "{what} {shown} is owned by uid {}, not by the service user",
+                st.st_uid
+            ),
         ));
     }
     let mode = st.st_mode & 0o7777;
     if mode != 0o600 {
-        return Err(Rejection::new(FILE_BAD_MODE, format!("{what} {shown} has mode {mode:04o}; it must be 0600")));
+        return Err(Rejection::new(
+            FILE_BAD_MODE,
+            format!("{what} {shown} has mode {mode:04o}; it must be 0600"),
+        ));
     }
     #[expect(clippy::useless_conversion, reason = "st_nlink is u32 on some targets")]
     let links = u64::from(st.st_nlink);
     if links != 1 {
-        return Err(Rejection::new(FILE_LINK_COUNT, format!("{what} {shown} has {links} hard links; it must have one")));
+        return Err(Rejection::new(
+            FILE_LINK_COUNT,
+            format!("{what} {shown} has {links} hard links; it must have one"),
+        ));
     }
     Ok(())
 }

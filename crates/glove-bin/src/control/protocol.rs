@@ -126,8 +126,7 @@ fn rpc_code_for(c: ErrorCode) -> i64 {
         INVALID_REQUEST
     } else if c == CONTROL_INVALID_PARAMS {
         INVALID_PARAMS
-    } else if c == CONTROL_BUSY || c == CONTROL_TOO_MANY_CONNECTIONS || c == CONTROL_SHUTTING_DOWN
-    {
+    } else if c == CONTROL_BUSY || c == CONTROL_TOO_MANY_CONNECTIONS || c == CONTROL_SHUTTING_DOWN {
         LIMIT_ERROR
     } else if c.as_str().starts_with("auth_") {
         AUTH_ERROR
@@ -179,24 +178,47 @@ fn check_id(id: &Value) -> Result<(), RpcError> {
         Value::String(_) => Err(invalid(format!(
             "id strings are at most {MAX_ID_LEN} bytes"
         ))),
-        Value::Number(n) if n.as_i64().is_some_and(|i| i.unsigned_abs() <= MAX_SAFE_INTEGER) => {
+        Value::Number(n)
+            if n.as_i64()
+                .is_some_and(|i| i.unsigned_abs() <= MAX_SAFE_INTEGER) =>
+        {
             Ok(())
         }
         _ => Err(invalid("id must be an integer or a string")),
     }
 }
 
-/// Parses one frame payload into a request. On failure, the error comes
-/// with the request's id when one could be read (else the answer's id is
-/// null, as JSON-RPC requires).
-pub fn parse_request(payload: &[u8], max_bytes: usize) -> Result<Request, (Option<Value>, RpcError)> {
+/// A message that is not a valid request: the error, and the request's id
+/// when one could be read (else the answer's id is null, as JSON-RPC
+/// requires).
+#[derive(Clone, Debug, PartialEq)]
+pub struct BadRequest {
+    /// The id to answer, if readable.
+    pub id: Option<Value>,
+    /// What is wrong.
+    pub error: RpcError,
+}
+
+impl BadRequest {
+    /// The error response.
+    pub fn to_response(&self) -> Value {
+        self.error.to_response(self.id.as_ref())
+    }
+}
+
+fn bad(id: Option<Value>, error: RpcError) -> Box<BadRequest> {
+    Box::new(BadRequest { id, error })
+}
+
+/// Parses one frame payload into a request.
+pub fn parse_request(payload: &[u8], max_bytes: usize) -> Result<Request, Box<BadRequest>> {
     let value = canon::parse_strict(payload, max_bytes).map_err(|r| {
         let rpc = if r.code() == JSON_TOO_LARGE {
             INVALID_REQUEST
         } else {
             PARSE_ERROR
         };
-        (
+        bad(
             None,
             RpcError {
                 rpc_code: rpc,
@@ -210,7 +232,7 @@ pub fn parse_request(payload: &[u8], max_bytes: usize) -> Result<Request, (Optio
     let obj = match value {
         Value::Object(m) => m,
         Value::Array(_) => {
-            return Err((
+            return Err(bad(
                 None,
                 RpcError::new(
                     INVALID_REQUEST,
@@ -219,9 +241,9 @@ pub fn parse_request(payload: &[u8], max_bytes: usize) -> Result<Request, (Optio
                 ),
             ))
         }
-        _ => return Err((None, invalid("a request must be a JSON object"))),
+        _ => return Err(bad(None, invalid("a request must be a JSON object"))),
     };
-    shape(obj).map_err(|e| (id, e))
+    shape(obj).map_err(|e| bad(id, e))
 }
 
 fn shape(mut obj: Map<String, Value>) -> Result<Request, RpcError> {
@@ -269,29 +291,43 @@ mod tests {
     use super::*;
 
     fn err(s: &str) -> (Option<Value>, RpcError) {
-        parse_request(s.as_bytes(), 1 << 20).expect_err("rejected")
+        let b = parse_request(s.as_bytes(), 1 << 20).expect_err("rejected");
+        (b.id, b.error)
     }
 
     #[test]
     fn shapes() {
-        let r = parse_request(br#"{"jsonrpc":"2.0","id":1,"method":"capabilities"}"#, 1 << 20)
-            .expect("ok");
+        let r = parse_request(
+            br#"{"jsonrpc":"2.0","id":1,"method":"capabilities"}"#,
+            1 << 20,
+        )
+        .expect("ok");
         assert_eq!(r.method, "capabilities");
         assert_eq!(err("[]").1.code, CONTROL_BATCH_REFUSED);
         assert_eq!(err("{").1.rpc_code, PARSE_ERROR);
-        assert_eq!(err(r#"{"a":1,"a":2}"#).1.code.as_str(), "json_duplicate_key");
+        assert_eq!(
+            err(r#"{"a":1,"a":2}"#).1.code.as_str(),
+            "json_duplicate_key"
+        );
         let (id, e) = err(r#"{"jsonrpc":"1.0","id":"x","method":"m"}"#);
         assert_eq!((id, e.code), (Some(json!("x")), CONTROL_INVALID_REQUEST));
         assert_eq!(
-            err(r#"{"jsonrpc":"2.0","id":1.5,"method":"m"}"#).1.code.as_str(),
+            err(r#"{"jsonrpc":"2.0","id":1.5,"method":"m"}"#)
+                .1
+                .code
+                .as_str(),
             "json_float"
         );
         assert_eq!(
-            err(r#"{"jsonrpc":"2.0","id":1,"method":"m","extra":0}"#).1.code,
+            err(r#"{"jsonrpc":"2.0","id":1,"method":"m","extra":0}"#)
+                .1
+                .code,
             CONTROL_INVALID_REQUEST
         );
         assert_eq!(
-            err(r#"{"jsonrpc":"2.0","id":1,"method":"m","params":[1]}"#).1.code,
+            err(r#"{"jsonrpc":"2.0","id":1,"method":"m","params":[1]}"#)
+                .1
+                .code,
             CONTROL_INVALID_PARAMS
         );
     }

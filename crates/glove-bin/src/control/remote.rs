@@ -19,7 +19,11 @@ use std::path::Path;
 pub const REMOTE_DIR: &str = "remote";
 
 /// Writes the SSH artifacts (see the module docs).
-pub fn prepare(_runtime_fd: &OwnedFd, runtime_dir: &Path, r: &RemoteBackend) -> Result<(), Rejection> {
+pub fn prepare(
+    _runtime_fd: &OwnedFd,
+    runtime_dir: &Path,
+    r: &RemoteBackend,
+) -> Result<(), Rejection> {
     let dir_path = runtime_dir.join(REMOTE_DIR);
     let dir = placement::ensure_dir(&dir_path, "the remote backend directory")?;
     let known_hosts = dir_path.join("known_hosts");
@@ -55,7 +59,10 @@ pub fn prepare(_runtime_fd: &OwnedFd, runtime_dir: &Path, r: &RemoteBackend) -> 
             )
         })
     };
-    write("known_hosts", format!("{host} {}\n", r.host_key()).as_bytes())?;
+    write(
+        "known_hosts",
+        format!("{host} {}\n", r.host_key()).as_bytes(),
+    )?;
     write("ssh_config", config.as_bytes())?;
     Ok(())
 }

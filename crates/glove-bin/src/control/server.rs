@@ -19,12 +19,14 @@
 //! connections stop reading, in-flight requests get `shutdown_grace` to
 //! finish, then the bootstrap secret is removed and the journals closed.
 
-use super::auth::{AuthenticateParams, Authenticated, BootstrapSecret, ReplayGuard, ServerHandshake, SECRET_FILE};
+use super::auth::{
+    AuthenticateParams, Authenticated, BootstrapSecret, ReplayGuard, ServerHandshake, SECRET_FILE,
+};
 use super::config::{Settings, Started, SOCKET_FILE};
 use super::frame;
 use super::limits::Limits;
 use super::placement;
-use super::protocol::{self, RpcError, Request};
+use super::protocol::{self, Request, RpcError};
 use super::service::Service;
 use glove_types::codes::control::*;
 use glove_types::digest::to_hex;
@@ -215,7 +217,10 @@ fn admit(
     }
     let max_frame = shared.limits.max_frame_bytes;
     let Ok(permit) = connections.clone().try_acquire_owned() else {
-        tracing::warn!(code = CONTROL_TOO_MANY_CONNECTIONS.as_str(), "connection refused");
+        tracing::warn!(
+            code = CONTROL_TOO_MANY_CONNECTIONS.as_str(),
+            "connection refused"
+        );
         tokio::spawn(async move {
             let e = RpcError::new(
                 protocol::LIMIT_ERROR,
@@ -224,11 +229,9 @@ fn admit(
             );
             let mut stream = stream;
             if let Ok(f) = frame::encode(&protocol::to_bytes(&e.to_response(None)), max_frame) {
-                let _ = tokio::time::timeout(
-                    std::time::Duration::from_secs(1),
-                    stream.write_all(&f),
-                )
-                .await;
+                let _ =
+                    tokio::time::timeout(std::time::Duration::from_secs(1), stream.write_all(&f))
+                        .await;
             }
         });
         return;
@@ -334,9 +337,9 @@ async fn handshake(
     };
     let req: Request = match protocol::parse_request(&payload, max as usize) {
         Ok(r) => r,
-        Err((id, e)) => {
-            tracing::warn!(code = e.code.as_str(), "malformed handshake");
-            send(tx, max, &e.to_response(id.as_ref()));
+        Err(b) => {
+            tracing::warn!(code = b.error.code.as_str(), "malformed handshake");
+            send(tx, max, &b.to_response());
             return None;
         }
     };
@@ -364,7 +367,10 @@ async fn handshake(
             send(
                 tx,
                 max,
-                &protocol::result_response(id, serde_json::json!({"server_mac": to_hex(&server_mac)})),
+                &protocol::result_response(
+                    id,
+                    serde_json::json!({"server_mac": to_hex(&server_mac)}),
+                ),
             );
             Some(auth)
         }
@@ -416,9 +422,9 @@ async fn connection(stream: UnixStream, shared: Arc<Shared>, mut shutdown: watch
         };
         let req = match protocol::parse_request(&payload, max as usize) {
             Ok(r) => r,
-            Err((id, e)) => {
-                tracing::debug!(code = e.code.as_str(), "malformed request");
-                send(&tx, max, &e.to_response(id.as_ref()));
+            Err(b) => {
+                tracing::debug!(code = b.error.code.as_str(), "malformed request");
+                send(&tx, max, &b.to_response());
                 continue;
             }
         };
@@ -430,7 +436,10 @@ async fn connection(stream: UnixStream, shared: Arc<Shared>, mut shutdown: watch
             let e = RpcError::new(
                 protocol::LIMIT_ERROR,
                 CONTROL_BUSY,
-                format!("at most {} requests may be in flight per connection", limits.max_in_flight),
+                format!(
+                    "at most {} requests may be in flight per connection",
+                    limits.max_in_flight
+                ),
             );
             send(&tx, max, &e.to_response(Some(&id)));
             continue;
@@ -438,8 +447,7 @@ async fn connection(stream: UnixStream, shared: Arc<Shared>, mut shutdown: watch
         let (tx, shared, auth) = (tx.clone(), shared.clone(), auth.clone());
         tokio::spawn(async move {
             let service = shared.service.clone();
-            let outcome =
-                tokio::task::spawn_blocking(move || service.dispatch(&auth, &req)).await;
+            let outcome = tokio::task::spawn_blocking(move || service.dispatch(&auth, &req)).await;
             let msg = match outcome {
                 Ok(Ok(result)) => protocol::result_response(&id, result),
                 Ok(Err(e)) => e.to_response(Some(&id)),

@@ -9,7 +9,7 @@
 
 use super::auth::Authenticated;
 use super::capabilities::{Capabilities, Components, Method};
-use super::protocol::{RpcError, Request, INTERNAL_ERROR, INVALID_PARAMS};
+use super::protocol::{Request, RpcError, INTERNAL_ERROR, INVALID_PARAMS};
 use glove_journal::receipt::ReceiptHead;
 use glove_journal::session::{Creation, NewSession, SessionRecord};
 use glove_journal::{JournalError, ReceiptJournal, SessionStore};
@@ -206,8 +206,8 @@ impl Service {
             return Ok(session_result(creation.record(), false));
         }
         let policy = self.policy()?;
-        let admitted = admit(plan, supplied.as_ref(), policy, self.clock.now_ms())
-            .map_err(|r| reject(&r))?;
+        let admitted =
+            admit(plan, supplied.as_ref(), policy, self.clock.now_ms()).map_err(|r| reject(&r))?;
         let plan = admitted.plan();
         let digests = PlanDigests::new(
             *admitted.plan_content_digest(),
@@ -223,13 +223,10 @@ impl Service {
             },
             digests,
         };
-        let proof = Session::log_create(plan.session_id(), digests, &mut log)
-            .map_err(|e| lifecycle(&e))?;
+        let proof =
+            Session::log_create(plan.session_id(), digests, &mut log).map_err(|e| lifecycle(&e))?;
         let session = Session::create(proof).map_err(|e| lifecycle(&e))?;
-        let record = store
-            .get(session.id())
-            .ok_or_else(internal)?
-            .clone();
+        let record = store.get(session.id()).ok_or_else(internal)?.clone();
         tracing::info!(session_id = ?session.id().as_str(), "session created");
         Ok(session_result(&record, true))
     }
