@@ -22,7 +22,7 @@ use std::path::{Path, PathBuf};
 /// Where to find the service, and the output form.
 #[derive(Debug, Args)]
 pub struct ConnArgs {
-    /// The service's runtime directory [default: $XDG_RUNTIME_DIR/glove, else /run/user/<uid>/glove].
+    /// The service's runtime directory [default: $XDG_RUNTIME_DIR/glove, else /run/user/UID/glove].
     #[arg(long, value_name = "DIR")]
     pub runtime_dir: Option<PathBuf>,
     /// Print one JSON object instead of text.

@@ -15,6 +15,7 @@ use super::capabilities::{Components, RemoteBackendDiagnostic};
 use super::limits::Limits;
 use super::placement;
 use super::service::{Clock, Parts, Service};
+use super::store_anchor::StoreAnchor;
 use crate::protected::{self, Requirements};
 use clap::{Parser, ValueEnum};
 use glove_journal::receipt::{ReceiptConfig, ReceiptHead, ReceiptKey};
@@ -62,7 +63,7 @@ pub struct GlovedArgs {
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
     /// Runtime directory for the socket and the bootstrap secret [default:
-    /// $XDG_RUNTIME_DIR/glove, else /run/user/<uid>/glove]; created 0700 if missing.
+    /// $XDG_RUNTIME_DIR/glove, else /run/user/UID/glove]; created 0700 if missing.
     #[arg(long, value_name = "DIR")]
     pub runtime_dir: Option<PathBuf>,
     /// The operator's session policy (protected file); enables validate_plan.
@@ -375,24 +376,6 @@ pub fn start(s: &Settings) -> Result<Started, Rejection> {
             placement::check_file(journal_path, "the path-exposure journal")?;
         }
     }
-    let store = match &s.session_store {
-        None => None,
-        Some(p) => {
-            placement::check_parent(p, "the session store")?;
-            let what = "the session store";
-            if exists(p) {
-                let (store, report) = SessionStore::open(p, None).map_err(at(p, what))?;
-                if let Some(torn) = report.torn {
-                    tracing::warn!(path = ?p, torn = ?torn, "session store had a torn tail; it was cut off and a copy kept");
-                }
-                tracing::info!(path = ?p, sessions = store.index().len(), "session store replayed");
-                Some(store)
-            } else {
-                tracing::info!(path = ?p, "session store created");
-                Some(SessionStore::create(p).map_err(at(p, what))?)
-            }
-        }
-    };
     placement::require_absolute(&s.receipt_key, "the receipt key")?;
     let key_bytes = protected::read(
         &s.receipt_key,
@@ -403,6 +386,47 @@ pub fn start(s: &Settings) -> Result<Started, Rejection> {
     )?;
     let key =
         ReceiptKey::from_key_file(&key_bytes).map_err(at(&s.receipt_key, "the receipt key"))?;
+    let key_raw = glove_types::Sha256Digest::parse(
+        core::str::from_utf8(key_bytes.strip_suffix(b"\n").unwrap_or(&key_bytes)).unwrap_or(""),
+    )
+    .map(|d| *d.as_bytes())
+    .map_err(|_| {
+        Rejection::new(
+            glove_types::codes::journal::RECEIPT_KEY_INVALID,
+            "the receipt key must be 64 lowercase hex characters",
+        )
+    })?;
+    let (store, store_anchor) = match &s.session_store {
+        None => (None, None),
+        Some(p) => {
+            placement::check_parent(p, "the session store")?;
+            let what = "the session store";
+            let anchor_file = StoreAnchor::beside(p, key_raw)?;
+            let trusted = anchor_file.load(p)?;
+            let store = if exists(p) {
+                if trusted.is_none() {
+                    tracing::warn!(path = ?p, "the session store has no anchor file; a cut at a record boundary cannot be detected on this start");
+                }
+                let (store, report) =
+                    SessionStore::open(p, trusted.as_ref()).map_err(at(p, what))?;
+                if let Some(torn) = report.torn {
+                    tracing::warn!(path = ?p, torn = ?torn, "session store had a torn tail; it was cut off and a copy kept");
+                }
+                tracing::info!(path = ?p, sessions = store.index().len(), "session store replayed");
+                store
+            } else if trusted.is_some() {
+                return Err(Rejection::new(
+                    CONTROL_STORE_ANCHOR_INVALID,
+                    format!("{what} {} is missing but its anchor exists", p.display()),
+                ));
+            } else {
+                tracing::info!(path = ?p, "session store created");
+                SessionStore::create(p).map_err(at(p, what))?
+            };
+            anchor_file.store(&store.anchor())?;
+            (Some(store), Some(anchor_file))
+        }
+    };
     let anchor = ReceiptHead::parse(&s.receipt_anchor).map_err(|e| {
         Rejection::new(
             e.code(),
@@ -443,6 +467,7 @@ pub fn start(s: &Settings) -> Result<Started, Rejection> {
     let service = Service::new(Parts {
         policy,
         store,
+        store_anchor,
         receipts: Some(receipts),
         components: Components {
             library_bundle_store,

@@ -17,6 +17,7 @@
 //!   and synchronous dispatch of one request; `create_session` drives the
 //!   lifecycle's `log_create`/`create` through a `TransitionLog` adapter on
 //!   the session store;
+//! * [`store_anchor`] — the session store's MAC'd trusted anchor beside it;
 //! * [`limits`] — the configured bounds;
 //! * [`config`] — `gloved`'s flags and config file, and startup, which
 //!   checks every path before anything is served;
@@ -42,3 +43,4 @@ pub mod protocol;
 pub mod remote;
 pub mod server;
 pub mod service;
+pub mod store_anchor;

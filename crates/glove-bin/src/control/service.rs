@@ -10,6 +10,7 @@
 use super::auth::Authenticated;
 use super::capabilities::{Capabilities, Components, Method};
 use super::protocol::{Request, RpcError, INTERNAL_ERROR, INVALID_PARAMS};
+use super::store_anchor::StoreAnchor;
 use glove_journal::receipt::ReceiptHead;
 use glove_journal::session::{Creation, NewSession, SessionRecord};
 use glove_journal::{JournalError, ReceiptJournal, SessionStore};
@@ -64,6 +65,8 @@ pub struct Parts {
     pub policy: Option<ValidatedPolicy>,
     /// The replayed session store.
     pub store: Option<SessionStore>,
+    /// Where the store's trusted anchor is kept (with the store).
+    pub store_anchor: Option<StoreAnchor>,
     /// The replayed receipt journal.
     pub receipts: Option<ReceiptJournal>,
     /// Everything else that shapes the capability document.
@@ -82,6 +85,9 @@ pub struct Service {
     policy: Option<ValidatedPolicy>,
     /// The one writer of the session store; requests take turns.
     store: Option<Mutex<SessionStore>>,
+    /// Rewritten after every creation, under the store's lock, so a store
+    /// cut at a record boundary is noticed at the next start.
+    store_anchor: Option<StoreAnchor>,
     /// The one writer of the receipt journal; it also remembers the head of
     /// the last page served, which is the only head `receipts_ack` accepts.
     receipts: Option<Mutex<ReceiptJournal>>,
@@ -106,6 +112,7 @@ impl Service {
         Service {
             policy: parts.policy,
             store: parts.store.map(Mutex::new),
+            store_anchor: parts.store_anchor,
             receipts: parts.receipts.map(Mutex::new),
             caps: Capabilities::derive(&components),
             clock: parts.clock,
@@ -147,8 +154,31 @@ impl Service {
     /// Releases the journals (their appends are already durable; dropping
     /// the handles releases the writer locks).
     pub fn close(self) {
+        if let (Some(store), Some(anchor)) = (&self.store, &self.store_anchor) {
+            if let Ok(store) = store.lock() {
+                if let Err(e) = anchor.store(&store.anchor()) {
+                    tracing::warn!(
+                        code = e.code().as_str(),
+                        "cannot write the session store anchor"
+                    );
+                }
+            }
+        }
         drop(self.store);
         drop(self.receipts);
+    }
+
+    fn refresh_anchor(&self, store: &SessionStore) {
+        if let Some(anchor) = &self.store_anchor {
+            // The creation is durable already; a stale anchor only means a
+            // later cut back to this length would go unnoticed.
+            if let Err(e) = anchor.store(&store.anchor()) {
+                tracing::warn!(
+                    code = e.code().as_str(),
+                    "cannot write the session store anchor"
+                );
+            }
+        }
     }
 
     fn policy(&self) -> Result<&ValidatedPolicy, RpcError> {
@@ -227,6 +257,7 @@ impl Service {
             Session::log_create(plan.session_id(), digests, &mut log).map_err(|e| lifecycle(&e))?;
         let session = Session::create(proof).map_err(|e| lifecycle(&e))?;
         let record = store.get(session.id()).ok_or_else(internal)?.clone();
+        self.refresh_anchor(&store);
         tracing::info!(session_id = ?session.id().as_str(), "session created");
         Ok(session_result(&record, true))
     }

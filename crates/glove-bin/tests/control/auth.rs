@@ -53,7 +53,10 @@ fn nothing_is_answered_before_the_handshake() {
     let reply = read_frame(&mut s);
     assert_eq!(reply["error"]["data"]["code"], "auth_required");
     assert_eq!(reply["error"]["code"], -32001);
-    assert!(drain(s).is_empty(), "the connection is closed after refusal");
+    assert!(
+        drain(s).is_empty(),
+        "the connection is closed after refusal"
+    );
     drop(secret);
 }
 
@@ -73,7 +76,10 @@ fn replayed_handshakes_are_refused() {
     // connection: the server nonce differs, so the MAC fails.
     let mut s = UnixStream::connect(d.socket()).expect("connect");
     let hello = read_frame(&mut s);
-    let server_nonce = hello["params"]["server_nonce"].as_str().expect("nonce").to_owned();
+    let server_nonce = hello["params"]["server_nonce"]
+        .as_str()
+        .expect("nonce")
+        .to_owned();
     let mut s2 = UnixStream::connect(d.socket()).expect("connect");
     let _ = read_frame(&mut s2);
     let sn = glove_bin::control::auth::parse_hex32(&server_nonce).expect("hex");
@@ -94,7 +100,10 @@ fn replayed_handshakes_are_refused() {
 #[test]
 fn handshake_timeout_closes_the_connection() {
     let home = Home::new();
-    let d = Daemon::start(&home, &Config::base().with(&["--handshake-timeout-secs", "1"]));
+    let d = Daemon::start(
+        &home,
+        &Config::base().with(&["--handshake-timeout-secs", "1"]),
+    );
     let mut s = UnixStream::connect(d.socket()).expect("connect");
     let _hello = read_frame(&mut s);
     // Say nothing; wait for the service's answer (an event, not a sleep).
@@ -114,7 +123,10 @@ fn another_user_is_refused() {
         return;
     }
     if !std::path::Path::new("/usr/bin/setpriv").exists() {
-        assert!(!required(), "GLOVE_REQUIRE_SANDBOX=1 but setpriv is missing");
+        assert!(
+            !required(),
+            "GLOVE_REQUIRE_SANDBOX=1 but setpriv is missing"
+        );
         eprintln!("skipping another_user_is_refused: /usr/bin/setpriv is missing");
         return;
     }
@@ -147,8 +159,15 @@ fn another_user_is_refused() {
     let bin = bin_dir.path().join("gloved");
     std::fs::copy(env!("CARGO_BIN_EXE_gloved"), &bin).expect("copy gloved");
     let mut cmd = std::process::Command::new("/usr/bin/setpriv");
-    cmd.args(["--reuid", "65534", "--regid", "65534", "--clear-groups", "--"])
-        .arg(&bin);
+    cmd.args([
+        "--reuid",
+        "65534",
+        "--regid",
+        "65534",
+        "--clear-groups",
+        "--",
+    ])
+    .arg(&bin);
     let d = Daemon::spawn(cmd, &home.args(&Config::base()), &home.run);
     let s = UnixStream::connect(d.socket()).expect("root can reach the socket");
     assert!(

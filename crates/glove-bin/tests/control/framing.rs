@@ -18,7 +18,10 @@ fn oversized_frame_gets_an_error_and_a_close() {
     let mut c = d.client();
     c.send_raw_frame(&vec![b' '; 4097]).expect("send");
     let reply = c.read_message().expect("error reply");
-    assert_eq!(error_code(&reply), (-32600, "control_frame_too_large".into()));
+    assert_eq!(
+        error_code(&reply),
+        (-32600, "control_frame_too_large".into())
+    );
     assert_eq!(reply["id"], Value::Null);
     let closed = c.read_message().expect_err("closed");
     assert_eq!(closed.code(), "control_connection_closed");
@@ -35,8 +38,14 @@ fn malformed_json_keeps_the_connection() {
         (&b"{"[..], "json_syntax"),
         (b"", "json_syntax"),
         (b"\xff", "json_invalid_utf8"),
-        (br#"{"id":1,"id":2,"jsonrpc":"2.0","method":"capabilities"}"#, "json_duplicate_key"),
-        (br#"{"id":1.5,"jsonrpc":"2.0","method":"capabilities"}"#, "json_float"),
+        (
+            br#"{"id":1,"id":2,"jsonrpc":"2.0","method":"capabilities"}"#,
+            "json_duplicate_key",
+        ),
+        (
+            br#"{"id":1.5,"jsonrpc":"2.0","method":"capabilities"}"#,
+            "json_float",
+        ),
     ] {
         c.send_raw_frame(bad).expect("send");
         let reply = c.read_message().expect("reply");
@@ -44,11 +53,31 @@ fn malformed_json_keeps_the_connection() {
     }
     for (bad, rpc, code) in [
         (json!("x"), -32600, "control_invalid_request"),
-        (json!({"id": 1, "method": "capabilities"}), -32600, "control_invalid_request"),
-        (json!({"id": 1, "jsonrpc": "2.0", "method": "capabilities", "extra": 1}), -32600, "control_invalid_request"),
-        (json!({"id": [1], "jsonrpc": "2.0", "method": "capabilities"}), -32600, "control_invalid_request"),
-        (json!({"id": 1, "jsonrpc": "2.0", "method": "capabilities", "params": [1]}), -32602, "control_invalid_params"),
-        (json!({"id": 1, "jsonrpc": "2.0", "method": "capabilities", "params": {"x": 1}}), -32602, "json_unknown_field"),
+        (
+            json!({"id": 1, "method": "capabilities"}),
+            -32600,
+            "control_invalid_request",
+        ),
+        (
+            json!({"id": 1, "jsonrpc": "2.0", "method": "capabilities", "extra": 1}),
+            -32600,
+            "control_invalid_request",
+        ),
+        (
+            json!({"id": [1], "jsonrpc": "2.0", "method": "capabilities"}),
+            -32600,
+            "control_invalid_request",
+        ),
+        (
+            json!({"id": 1, "jsonrpc": "2.0", "method": "capabilities", "params": [1]}),
+            -32602,
+            "control_invalid_params",
+        ),
+        (
+            json!({"id": 1, "jsonrpc": "2.0", "method": "capabilities", "params": {"x": 1}}),
+            -32602,
+            "json_unknown_field",
+        ),
     ] {
         c.send_raw_frame(bad.to_string().as_bytes()).expect("send");
         let reply = c.read_message().expect("reply");
@@ -64,7 +93,8 @@ fn batch_arrays_are_refused() {
     let d = Daemon::start(&home, &Config::base());
     let mut c = d.client();
     let batch = json!([{"id": 1, "jsonrpc": "2.0", "method": "capabilities"}]);
-    c.send_raw_frame(batch.to_string().as_bytes()).expect("send");
+    c.send_raw_frame(batch.to_string().as_bytes())
+        .expect("send");
     let reply = c.read_message().expect("reply");
     assert_eq!(error_code(&reply), (-32600, "control_batch_refused".into()));
     c.send_raw_frame(b"[]").expect("send");
@@ -78,7 +108,15 @@ fn unknown_and_unadvertised_methods_are_not_found() {
     let home = Home::new();
     let d = Daemon::start(&home, &Config::base());
     let mut c = d.client();
-    for m in ["frobnicate", "validate_plan", "create_session", "session_status", "start_session", "attach", "authenticate"] {
+    for m in [
+        "frobnicate",
+        "validate_plan",
+        "create_session",
+        "session_status",
+        "start_session",
+        "attach",
+        "authenticate",
+    ] {
         let e = c.call(m, json!({})).expect_err(m);
         assert_eq!(e.code(), "method_not_found", "{m}");
         match e {
@@ -96,9 +134,21 @@ fn unknown_and_unadvertised_methods_are_not_found() {
     let mat = home.dir.path().join("mat");
     mkdir_mode(&mat, 0o700);
     let mat = mat.display().to_string();
-    let d = Daemon::start(&home, &Config::full().with(&["--materialization-root", &mat]));
+    let d = Daemon::start(
+        &home,
+        &Config::full().with(&["--materialization-root", &mat]),
+    );
     let mut c = d.client();
-    for m in ["start_session", "attach", "write_stdin", "resize", "signal", "detach", "stop_session", "cleanup_session"] {
+    for m in [
+        "start_session",
+        "attach",
+        "write_stdin",
+        "resize",
+        "signal",
+        "detach",
+        "stop_session",
+        "cleanup_session",
+    ] {
         assert_eq!(code(c.call(m, json!({}))), "method_not_found", "{m}");
     }
 }
@@ -123,7 +173,10 @@ fn connection_bound_is_enforced() {
     let _b = d.client();
     let mut s = std::os::unix::net::UnixStream::connect(d.socket()).expect("connect");
     let reply = crate::auth::read_frame(&mut s);
-    assert_eq!(error_code(&reply), (-32002, "control_too_many_connections".into()));
+    assert_eq!(
+        error_code(&reply),
+        (-32002, "control_too_many_connections".into())
+    );
     a.capabilities().expect("the admitted ones still work");
     drop(a);
 }

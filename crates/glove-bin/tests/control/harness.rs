@@ -154,12 +154,19 @@ pub(crate) fn run_to_exit(args: &[String]) -> (ExitStatus, String) {
         .stdin(Stdio::null())
         .output()
         .expect("run gloved");
-    (out.status, String::from_utf8_lossy(&out.stderr).into_owned())
+    (
+        out.status,
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
 }
 
 impl Daemon {
     pub(crate) fn start(home: &Home, cfg: &Config) -> Daemon {
-        Daemon::spawn(Command::new(env!("CARGO_BIN_EXE_gloved")), &home.args(cfg), &home.run)
+        Daemon::spawn(
+            Command::new(env!("CARGO_BIN_EXE_gloved")),
+            &home.args(cfg),
+            &home.run,
+        )
     }
 
     /// Spawns `cmd` (gloved, possibly under setpriv) and waits for readiness.

@@ -31,8 +31,12 @@ fn happy_paths() {
     let v = c.validate_plan(&plan, None).expect("validate");
     assert_eq!(v["admitted"], true);
     assert_eq!(v["session_id"], "session-0001");
-    let controller = v["controller_plan_digest"].as_str().expect("digest").to_owned();
-    c.validate_plan(&plan, Some(&controller)).expect("with digest");
+    let controller = v["controller_plan_digest"]
+        .as_str()
+        .expect("digest")
+        .to_owned();
+    c.validate_plan(&plan, Some(&controller))
+        .expect("with digest");
     assert_eq!(
         code(c.validate_plan(&plan, Some(&"0".repeat(64)))),
         "plan_controller_digest_mismatch"
@@ -40,7 +44,10 @@ fn happy_paths() {
     let created = c.create_session(&plan, Some(&controller)).expect("create");
     assert_eq!(created["created"], true);
     assert_eq!(created["session"]["stage"], "created");
-    assert_eq!(created["session"]["plan_content_digest"], v["plan_content_digest"]);
+    assert_eq!(
+        created["session"]["plan_content_digest"],
+        v["plan_content_digest"]
+    );
     let status = c.session_status("session-0001").expect("status");
     assert_eq!(status, created["session"]);
     assert_eq!(code(c.session_status("nope")), "store_session_not_found");
@@ -64,7 +71,9 @@ fn happy_paths() {
     });
     let e = c.validate_plan(&expired, None).expect_err("expired");
     assert_eq!((e.code(), e.location()), ("plan_expired", "expires_at_ms"));
-    let e = c.validate_plan(&format!("{plan} "), None).expect_err("noncanonical");
+    let e = c
+        .validate_plan(&format!("{plan} "), None)
+        .expect_err("noncanonical");
     assert_eq!((e.code(), e.location()), ("json_noncanonical", "plan"));
 
     // The same through the `glove` subcommands.
@@ -81,8 +90,15 @@ fn happy_paths() {
     let (st, v, all) = glove(&d.run, &["session", "status", "session-0001", "--json"]);
     assert_eq!((st, &v["stage"]), (Some(0), &json!("created")), "{all}");
     let (st, v, all) = glove(&d.run, &["session", "status", "nope", "--json"]);
-    assert_eq!((st, &v["code"]), (Some(1), &json!("store_session_not_found")), "{all}");
-    let (st, v, all) = glove(&d.run, &["receipts", "page", "--after", "0", "--max", "10", "--json"]);
+    assert_eq!(
+        (st, &v["code"]),
+        (Some(1), &json!("store_session_not_found")),
+        "{all}"
+    );
+    let (st, v, all) = glove(
+        &d.run,
+        &["receipts", "page", "--after", "0", "--max", "10", "--json"],
+    );
     assert_eq!(st, Some(0), "{all}");
     let head = v["head"].as_str().expect("head").to_owned();
     let (st, v, all) = glove(&d.run, &["receipts", "ack", "--head", &head, "--json"]);
@@ -90,7 +106,10 @@ fn happy_paths() {
     // Text output and errors.
     let (st, _, all) = glove(&d.run, &["capabilities"]);
     assert_eq!(st, Some(0));
-    assert!(all.contains("methods: capabilities, validate_plan"), "{all}");
+    assert!(
+        all.contains("methods: capabilities, validate_plan"),
+        "{all}"
+    );
     let (st, _, all) = glove(&d.run, &["session", "status", "nope"]);
     assert_eq!(st, Some(1));
     assert!(all.contains("error[store_session_not_found]"), "{all}");
@@ -100,7 +119,10 @@ fn happy_paths() {
     drop(c);
     let (status, log) = d.stop();
     assert_eq!(status.code(), Some(0), "{log}");
-    assert!(!log.contains(&"ab".repeat(32)), "the receipt key never reaches the log");
+    assert!(
+        !log.contains(&"ab".repeat(32)),
+        "the receipt key never reaches the log"
+    );
 }
 
 #[test]
@@ -128,9 +150,15 @@ fn create_is_idempotent_and_conflicts_fail_closed() {
         p["session_id"] = json!("session-0002");
         p["idempotency_key"] = json!("create-0002");
     });
-    assert_eq!(c.create_session(&fresh, None).expect("fresh")["created"], true);
+    assert_eq!(
+        c.create_session(&fresh, None).expect("fresh")["created"],
+        true
+    );
     // The original is untouched.
-    assert_eq!(c.session_status("session-0001").expect("status"), first["session"]);
+    assert_eq!(
+        c.session_status("session-0001").expect("status"),
+        first["session"]
+    );
 }
 
 #[test]
@@ -162,7 +190,10 @@ fn many_concurrent_clients() {
     }
     let mut c = d.client();
     for i in 0..40 {
-        assert_eq!(c.session_status(&format!("s-{i}")).expect("status")["stage"], "created");
+        assert_eq!(
+            c.session_status(&format!("s-{i}")).expect("status")["stage"],
+            "created"
+        );
     }
 }
 
@@ -170,18 +201,29 @@ fn many_concurrent_clients() {
 fn restart_replays_the_same_store() {
     let home = Home::new();
     let d = Daemon::start(&home, &Config::full());
-    let first = d.client().create_session(&plan_text(), None).expect("create");
+    let first = d
+        .client()
+        .create_session(&plan_text(), None)
+        .expect("create");
     let secret_before = std::fs::read(home.run.join("bootstrap-secret")).expect("secret");
     let (status, log) = d.stop();
     assert_eq!(status.code(), Some(0), "{log}");
     assert!(!home.run.join("gloved.sock").exists(), "socket removed");
-    assert!(!home.run.join("bootstrap-secret").exists(), "secret removed");
+    assert!(
+        !home.run.join("bootstrap-secret").exists(),
+        "secret removed"
+    );
     let d = Daemon::start(&home, &Config::full());
     let secret_after = std::fs::read(home.run.join("bootstrap-secret")).expect("secret");
     assert_ne!(secret_before, secret_after, "a fresh secret per start");
     let mut c = d.client();
-    assert_eq!(c.session_status("session-0001").expect("status"), first["session"]);
-    let again = c.create_session(&plan_text(), None).expect("retry after restart");
+    assert_eq!(
+        c.session_status("session-0001").expect("status"),
+        first["session"]
+    );
+    let again = c
+        .create_session(&plan_text(), None)
+        .expect("retry after restart");
     assert_eq!(again["created"], false);
     assert_eq!(again["session"], first["session"]);
 }
@@ -215,4 +257,39 @@ fn corrupted_store_stops_startup() {
         "{stderr}"
     );
     assert!(!home.run.join("gloved.sock").exists(), "nothing served");
+}
+
+#[test]
+fn a_store_cut_at_a_record_boundary_is_refused() {
+    let home = Home::new();
+    let d = Daemon::start(&home, &Config::full());
+    let mut c = d.client();
+    c.create_session(&plan_text(), None).expect("create");
+    // Appends are durable when answered: this copy ends at a boundary.
+    let shorter = std::fs::read(home.store()).expect("read store");
+    let second = plan_with(|p| {
+        p["session_id"] = json!("session-0002");
+        p["idempotency_key"] = json!("create-0002");
+    });
+    c.create_session(&second, None).expect("create");
+    drop(c);
+    assert_eq!(d.stop().0.code(), Some(0));
+    let full = std::fs::read(home.store()).expect("read store");
+    std::fs::write(home.store(), &shorter).expect("cut");
+    let (status, stderr) = run_to_exit(&home.args(&Config::full()));
+    assert_eq!(status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("error[journal_shorter_than_anchor]"), "{stderr}");
+    // A forged anchor is refused too.
+    std::fs::write(home.store(), &full).expect("restore");
+    let anchor = home.state.join("sessions.journal.anchor");
+    let text = std::fs::read_to_string(&anchor).expect("anchor");
+    let forged = text.replacen("\"records\":2", "\"records\":1", 1);
+    assert_ne!(text, forged);
+    std::fs::write(&anchor, forged).expect("forge");
+    let (status, stderr) = run_to_exit(&home.args(&Config::full()));
+    assert_eq!(status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("error[control_store_anchor_invalid]"), "{stderr}");
+    std::fs::write(&anchor, text).expect("restore anchor");
+    let d = Daemon::start(&home, &Config::full());
+    assert_eq!(d.client().session_status("session-0002").expect("status")["stage"], "created");
 }

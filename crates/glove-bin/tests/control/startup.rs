@@ -22,7 +22,10 @@ fn runtime_directory_checks() {
     let real = home.dir.path().join("real");
     mkdir_mode(&real, 0o700);
     std::os::unix::fs::symlink(&real, &home.run).expect("symlink");
-    assert_eq!(refused(&home.args(&Config::base())), "control_dir_not_directory");
+    assert_eq!(
+        refused(&home.args(&Config::base())),
+        "control_dir_not_directory"
+    );
     std::fs::remove_file(&home.run).expect("rm");
     let mut args = home.args(&Config::base());
     args[1] = "relative/run".into();
@@ -115,5 +118,8 @@ fn config_file_is_strict() {
     drop(d);
     let bad = home.dir.path().join("bad.json");
     write_mode(&bad, br#"{"runtime_dir":"/tmp","surprise":1}"#, 0o600);
-    assert_eq!(refused(&["--config".into(), bad.display().to_string()]), "json_unknown_field");
+    assert_eq!(
+        refused(&["--config".into(), bad.display().to_string()]),
+        "json_unknown_field"
+    );
 }
