@@ -278,7 +278,10 @@ fn a_store_cut_at_a_record_boundary_is_refused() {
     std::fs::write(home.store(), &shorter).expect("cut");
     let (status, stderr) = run_to_exit(&home.args(&Config::full()));
     assert_eq!(status.code(), Some(1), "{stderr}");
-    assert!(stderr.contains("error[journal_shorter_than_anchor]"), "{stderr}");
+    assert!(
+        stderr.contains("error[journal_shorter_than_anchor]"),
+        "{stderr}"
+    );
     // A forged anchor is refused too.
     std::fs::write(home.store(), &full).expect("restore");
     let anchor = home.state.join("sessions.journal.anchor");
@@ -288,8 +291,14 @@ fn a_store_cut_at_a_record_boundary_is_refused() {
     std::fs::write(&anchor, forged).expect("forge");
     let (status, stderr) = run_to_exit(&home.args(&Config::full()));
     assert_eq!(status.code(), Some(1), "{stderr}");
-    assert!(stderr.contains("error[control_store_anchor_invalid]"), "{stderr}");
+    assert!(
+        stderr.contains("error[control_store_anchor_invalid]"),
+        "{stderr}"
+    );
     std::fs::write(&anchor, text).expect("restore anchor");
     let d = Daemon::start(&home, &Config::full());
-    assert_eq!(d.client().session_status("session-0002").expect("status")["stage"], "created");
+    assert_eq!(
+        d.client().session_status("session-0002").expect("status")["stage"],
+        "created"
+    );
 }
