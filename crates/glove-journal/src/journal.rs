@@ -12,17 +12,20 @@
 //!   reported in [`OpenReport`].
 //! * **Append** is durable when it returns: the record is written and
 //!   covered by a completed `fdatasync`. Appenders on several threads share
-//!   writes and syncs (group commit): each queues its encoded record under a
-//!   mutex; one thread at a time is the leader, takes everything queued,
-//!   writes it with one `pwrite` and runs one `fdatasync`. Records queued
-//!   while a leader works wait for the next leader. A record is acknowledged
-//!   only by a sync that started after it was written.
+//!   writes and syncs (group commit, see the private `commit` module): each queues its
+//!   encoded record under a mutex; one waiting thread at a time is the
+//!   leader, cuts everything queued into a batch, writes it with one
+//!   `pwrite` and runs one `fdatasync`; it then wakes exactly the followers
+//!   that sync covered. Records queued while a leader works wait for the
+//!   next batch. A record is acknowledged only by a sync that started after
+//!   it was written.
 //! * A failed write or sync **poisons** the handle: that call fails with
 //!   `journal_sync_failed` and every later call with `journal_poisoned`. The
 //!   descriptor is never synced again; reopen to recover (replay decides
 //!   what reached the disk).
 
 use crate::anchor::Anchor;
+use crate::commit::{Commit, CommitStats, State};
 use crate::error::{Bound, CorruptKind, IoOp, JournalError};
 use crate::format::{encode_record, record_len, Header, HEADER_LEN};
 use crate::placement;
@@ -32,10 +35,7 @@ use rustix::fd::{AsFd, OwnedFd};
 use rustix::fs;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
-use std::sync::{Condvar, Mutex, MutexGuard};
-
-/// How many times a leader yields to let more records join its batch.
-const MAX_GATHER_ROUNDS: usize = 8;
+use std::sync::MutexGuard;
 
 /// Proof that a record is durably appended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -115,28 +115,6 @@ impl Opened {
     }
 }
 
-#[derive(Debug)]
-struct State {
-    /// End of the last queued record: where the next one goes.
-    end: u64,
-    /// Records queued or written (equals the last assigned sequence number).
-    written: u64,
-    /// Chained digest of the last queued record.
-    head: [u8; 32],
-    /// Encoded records queued for the next leader to write and sync.
-    pending: Vec<u8>,
-    /// File offset of `pending[0]`.
-    pending_offset: u64,
-    /// Highest sequence number covered by a completed sync.
-    synced: u64,
-    /// Whether a leader is writing and syncing right now.
-    syncing: bool,
-    /// Set by a failed write or sync; the handle is unusable from then on.
-    poisoned: bool,
-    /// A spare buffer handed back by the last leader, to avoid reallocating.
-    spare: Vec<u8>,
-}
-
 /// An open journal holding the exclusive writer lock.
 ///
 /// `Journal` is `Send + Sync`: share it (for example in an `Arc`) between
@@ -149,8 +127,7 @@ pub struct Journal {
     name: OsString,
     spec: JournalSpec,
     header: Header,
-    state: Mutex<State>,
-    sync_done: Condvar,
+    commit: Commit,
 }
 
 impl Journal {
@@ -242,25 +219,12 @@ impl Journal {
             name,
             spec: *spec,
             header,
-            state: Mutex::new(State {
-                end,
-                written,
-                head,
-                pending: Vec::new(),
-                pending_offset: end,
-                synced: written,
-                syncing: false,
-                poisoned: false,
-                spare: Vec::new(),
-            }),
-            sync_done: Condvar::new(),
+            commit: Commit::new(end, written, head),
         }
     }
 
     fn state(&self) -> Result<MutexGuard<'_, State>, JournalError> {
-        // A panic while holding the lock leaves the state unknown: treat the
-        // handle as poisoned.
-        self.state.lock().map_err(|_| JournalError::Poisoned)
+        self.commit.state()
     }
 
     /// Appends one record and returns once it is durable.
@@ -292,6 +256,7 @@ impl Journal {
         st.end = offset + record_len(payload.len()) as u64;
         st.written = seq;
         st.head = digest;
+        self.commit.queued(&st);
         Ok(Appended {
             seq,
             offset,
@@ -325,64 +290,21 @@ impl Journal {
         Ok(())
     }
 
-    /// Waits until a completed sync covers `seq`. When no leader is active,
-    /// this thread becomes the leader: it takes every queued record, writes
-    /// them with one `pwrite` and runs one `fdatasync` for all of them.
+    /// Waits until a completed sync covers `seq`, leading a batch (one
+    /// `pwrite` and one `fdatasync`) when no other thread does (see the
+    /// `commit` module).
     fn wait_durable(&self, seq: u64) -> Result<(), JournalError> {
-        let mut st = self.state()?;
-        loop {
-            if st.synced >= seq {
-                return Ok(());
-            }
-            if st.poisoned {
-                return Err(JournalError::Poisoned);
-            }
-            if st.syncing {
-                st = self
-                    .sync_done
-                    .wait(st)
-                    .map_err(|_| JournalError::Poisoned)?;
-                continue;
-            }
-            st.syncing = true;
-            // Let appenders that are runnable right now (typically the ones
-            // the last sync just released) queue their next records before
-            // the batch is cut; stop as soon as a round adds nothing.
-            let mut seen = st.written;
-            for _ in 0..MAX_GATHER_ROUNDS {
-                drop(st);
-                std::thread::yield_now();
-                st = self.state()?;
-                if st.written == seen {
-                    break;
-                }
-                seen = st.written;
-            }
-            let target = st.written;
-            let offset = st.pending_offset;
-            let spare = std::mem::take(&mut st.spare);
-            let mut batch = std::mem::replace(&mut st.pending, spare);
-            st.pending_offset = offset + batch.len() as u64;
-            drop(st);
-            let result = placement::write_all_at(self.file.as_fd(), &batch, offset)
-                .map_err(|errno| (IoOp::Write, errno))
-                .and_then(|()| fs::fdatasync(&self.file).map_err(|errno| (IoOp::Sync, errno)));
-            st = self.state()?;
-            st.syncing = false;
-            batch.clear();
-            st.spare = batch;
-            match result {
-                Ok(()) => {
-                    st.synced = st.synced.max(target);
-                    self.sync_done.notify_all();
-                }
-                Err((op, errno)) => {
-                    st.poisoned = true;
-                    self.sync_done.notify_all();
-                    return Err(JournalError::SyncFailed { op, errno });
-                }
-            }
-        }
+        let write_sync = |batch: &[u8], offset: u64| {
+            placement::write_all_at(self.file.as_fd(), batch, offset)
+                .map_err(|errno| (IoOp::Write, errno))?;
+            fs::fdatasync(&self.file).map_err(|errno| (IoOp::Sync, errno))
+        };
+        self.commit.wait_durable(seq, &write_sync)
+    }
+
+    /// How group commit has formed batches on this handle so far.
+    pub fn commit_stats(&self) -> CommitStats {
+        self.commit.stats()
     }
 
     /// Whether `count` more records with these payload lengths would fit.
@@ -587,7 +509,7 @@ mod tests {
         let path = dir.path().join("j");
         let j = Journal::create(&path, &SPEC).unwrap();
         let _ = j.append(1, b"a").unwrap();
-        j.state.lock().unwrap().poisoned = true;
+        j.state().unwrap().poisoned = true;
         assert_eq!(
             j.append(1, b"b").unwrap_err().code(),
             glove_types::codes::journal::JOURNAL_POISONED

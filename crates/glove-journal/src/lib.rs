@@ -13,6 +13,9 @@
 //!   a byte offset;
 //! * `placement` — protected placement checks and the file operations
 //!   (private);
+//! * `commit` — group commit (private): appenders queue records, one leader
+//!   at a time writes and syncs a whole batch and wakes exactly the
+//!   followers that sync covered; [`CommitStats`] says how batches formed;
 //! * [`journal`] — [`Journal`], the locked writer handle: create, open with
 //!   torn-tail repair, durable append with group commit, poisoning, rewrite;
 //! * [`session`] — [`SessionStore`], sessions created from canonical plans
@@ -29,6 +32,7 @@
 #![forbid(unsafe_code)]
 
 pub mod anchor;
+mod commit;
 pub mod error;
 pub mod format;
 pub mod journal;
@@ -39,6 +43,7 @@ pub mod session;
 pub mod spec;
 
 pub use anchor::Anchor;
+pub use commit::CommitStats;
 pub use error::JournalError;
 pub use format::JournalKind;
 pub use journal::{Appended, Journal, OpenReport, Opened, RecordView, TornRepair};
