@@ -14,8 +14,8 @@ if [ ${#need[@]} -gt 0 ]; then
   apt-get update -qq && apt-get install -y -qq "${need[@]}"
 fi
 
-cargo build -q --release --bin glove
-GLOVE="$PWD/target/release/glove"
+[ -n "${GLOVE_BIN:-}" ] || cargo build -q --release --bin glove
+GLOVE="${GLOVE_BIN:-$PWD/target/release/glove}"
 RUNS="${RUNS:-300}"
 OUT="$(mktemp -d)/launch.json"
 

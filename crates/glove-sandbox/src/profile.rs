@@ -42,6 +42,9 @@ pub const ETC_ALLOWED: &[&str] = &[
     "/etc/timezone",
 ];
 
+/// `/etc` files up to this size are copied in rather than bound.
+pub const ETC_COPY_MAX: u64 = 256 * 1024;
+
 /// Writable directories of the default profile.
 pub const WRITABLE: &[&str] = &["/home/agent", "/tmp", "/workspace"];
 
@@ -149,7 +152,7 @@ pub fn exec_spec(req: ExecRequest) -> Result<LaunchSpec, SandboxError> {
         }
     }
     binds.extend(req.ro_binds.iter().cloned());
-    let files = vec![
+    let mut files = vec![
         (
             "/etc/passwd".to_owned(),
             format!("root:x:0:0:root:/root:/usr/sbin/nologin\nagent:x:{INSIDE_ID}:{INSIDE_ID}:agent:/home/agent:/bin/sh\n").into_bytes(),
