@@ -12,6 +12,7 @@ use glove_bin::control::config::{GlovedArgs, LogFormat};
 use glove_bin::control::service::Clock;
 use glove_bin::control::{config, server};
 use glove_types::Rejection;
+use tokio::signal::unix::{signal, Signal, SignalKind};
 
 fn clock() -> Clock {
     // Tests pin the time so fixed example plans stay valid; release builds
@@ -64,6 +65,20 @@ fn main() {
         }
     };
     let code = runtime.block_on(async move {
+        // Install the handlers before anything is announced, so a SIGTERM
+        // right after the ready line is a clean stop, not the default kill.
+        let (term, int) = match (
+            signal(SignalKind::terminate()),
+            signal(SignalKind::interrupt()),
+        ) {
+            (Ok(t), Ok(i)) => (t, i),
+            _ => {
+                return refuse(&Rejection::new(
+                    glove_types::codes::control::CONTROL_INTERNAL,
+                    "cannot install the SIGTERM and SIGINT handlers",
+                ))
+            }
+        };
         let started = match config::start(&settings) {
             Ok(s) => s,
             Err(e) => return refuse(&e),
@@ -83,7 +98,7 @@ fn main() {
         };
         tracing::info!(socket = ?bound.socket_path(), "listening");
         println!("gloved ready {}", bound.socket_path().display());
-        match server::serve(started, bound, settings.limits, stop_signal()).await {
+        match server::serve(started, bound, settings.limits, stop_signal(term, int)).await {
             Ok(()) => 0,
             Err(e) => {
                 eprintln!("error[{}]: {e}", e.code());
@@ -94,15 +109,7 @@ fn main() {
     std::process::exit(code);
 }
 
-async fn stop_signal() {
-    use tokio::signal::unix::{signal, SignalKind};
-    let (Ok(mut term), Ok(mut int)) = (
-        signal(SignalKind::terminate()),
-        signal(SignalKind::interrupt()),
-    ) else {
-        tracing::error!("cannot install signal handlers; stopping");
-        return;
-    };
+async fn stop_signal(mut term: Signal, mut int: Signal) {
     tokio::select! {
         _ = term.recv() => tracing::info!("SIGTERM received"),
         _ = int.recv() => tracing::info!("SIGINT received"),

@@ -282,24 +282,51 @@ impl FrameReader {
     }
 }
 
-/// Sends one message to the connection's writer; an over-bound response
-/// becomes an error answering the same id.
-fn send(tx: &mpsc::UnboundedSender<Vec<u8>>, max: u32, msg: &serde_json::Value) {
+/// Frames one message; an over-bound response becomes an error answering
+/// the same id.
+fn framed(max: u32, msg: &serde_json::Value) -> Option<Vec<u8>> {
     let bytes = protocol::to_bytes(msg);
-    let framed = frame::encode(&bytes, max).or_else(|r| {
-        let id = msg.get("id");
-        let e = RpcError::from_rejection(&r);
-        frame::encode(&protocol::to_bytes(&e.to_response(id)), max)
-    });
-    if let Ok(f) = framed {
-        let _ = tx.send(f);
+    frame::encode(&bytes, max)
+        .or_else(|r| {
+            let id = msg.get("id");
+            let e = RpcError::from_rejection(&r);
+            frame::encode(&protocol::to_bytes(&e.to_response(id)), max)
+        })
+        .ok()
+}
+
+/// Queues a message without waiting (the handshake: the queue holds at
+/// least three messages, and the handshake sends at most two).
+fn send(tx: &mpsc::Sender<Vec<u8>>, max: u32, msg: &serde_json::Value) {
+    if let Some(f) = framed(max, msg) {
+        let _ = tx.try_send(f);
     }
 }
 
-async fn write_loop(mut wr: OwnedWriteHalf, mut rx: mpsc::UnboundedReceiver<Vec<u8>>) {
+/// Queues a message, waiting while the queue is full: a peer that does
+/// not read its answers stops being read. False once the writer is gone.
+async fn send_wait(tx: &mpsc::Sender<Vec<u8>>, max: u32, msg: &serde_json::Value) -> bool {
+    match framed(max, msg) {
+        Some(f) => tx.send(f).await.is_ok(),
+        None => true,
+    }
+}
+
+/// Writes queued frames; a write that makes no progress for the idle
+/// timeout ends the connection (dropping the queue, which stops the reader).
+async fn write_loop(
+    mut wr: OwnedWriteHalf,
+    mut rx: mpsc::Receiver<Vec<u8>>,
+    idle: std::time::Duration,
+) {
     while let Some(f) = rx.recv().await {
-        if wr.write_all(&f).await.is_err() {
-            break;
+        match tokio::time::timeout(idle, wr.write_all(&f)).await {
+            Ok(Ok(())) => {}
+            Ok(Err(_)) => break,
+            Err(_) => {
+                tracing::debug!("peer does not read its answers; closing");
+                break;
+            }
         }
     }
     let _ = wr.shutdown().await;
@@ -307,7 +334,7 @@ async fn write_loop(mut wr: OwnedWriteHalf, mut rx: mpsc::UnboundedReceiver<Vec<
 
 async fn handshake(
     reader: &mut FrameReader,
-    tx: &mpsc::UnboundedSender<Vec<u8>>,
+    tx: &mpsc::Sender<Vec<u8>>,
     shared: &Shared,
 ) -> Option<Authenticated> {
     let max = shared.limits.max_frame_bytes;
@@ -387,11 +414,9 @@ async fn connection(stream: UnixStream, shared: Arc<Shared>, mut shutdown: watch
         buf: Vec::new(),
         max,
     };
-    // Unbounded in type, bounded in use: the handshake sends at most two
-    // messages, then each message read yields at most one response, and
-    // at most `max_in_flight` requests are pending.
-    let (tx, rx) = mpsc::unbounded_channel();
-    let writer = tokio::spawn(write_loop(wr, rx));
+    // Bounded: the reader waits when answers are not being written.
+    let (tx, rx) = mpsc::channel(limits.max_in_flight + 2);
+    let writer = tokio::spawn(write_loop(wr, rx, limits.idle_timeout));
     let Some(auth) = handshake(&mut reader, &tx, &shared).await else {
         drop(tx);
         let _ = writer.await;
@@ -415,7 +440,7 @@ async fn connection(stream: UnixStream, shared: Arc<Shared>, mut shutdown: watch
             Ok(Err(ReadFault::Closed)) => break,
             Ok(Err(ReadFault::TooLarge(r))) => {
                 tracing::warn!(code = r.code().as_str(), "oversized frame; closing");
-                send(&tx, max, &RpcError::from_rejection(&r).to_response(None));
+                let _ = send_wait(&tx, max, &RpcError::from_rejection(&r).to_response(None)).await;
                 break;
             }
             Ok(Ok(p)) => p,
@@ -424,7 +449,9 @@ async fn connection(stream: UnixStream, shared: Arc<Shared>, mut shutdown: watch
             Ok(r) => r,
             Err(b) => {
                 tracing::debug!(code = b.error.code.as_str(), "malformed request");
-                send(&tx, max, &b.to_response());
+                if !send_wait(&tx, max, &b.to_response()).await {
+                    break;
+                }
                 continue;
             }
         };
@@ -441,7 +468,9 @@ async fn connection(stream: UnixStream, shared: Arc<Shared>, mut shutdown: watch
                     limits.max_in_flight
                 ),
             );
-            send(&tx, max, &e.to_response(Some(&id)));
+            if !send_wait(&tx, max, &e.to_response(Some(&id))).await {
+                break;
+            }
             continue;
         };
         let (tx, shared, auth) = (tx.clone(), shared.clone(), auth.clone());
@@ -458,7 +487,7 @@ async fn connection(stream: UnixStream, shared: Arc<Shared>, mut shutdown: watch
                 )
                 .to_response(Some(&id)),
             };
-            send(&tx, max, &msg);
+            let _ = send_wait(&tx, max, &msg).await;
             drop(permit);
         });
     }
@@ -470,7 +499,7 @@ async fn connection(stream: UnixStream, shared: Arc<Shared>, mut shutdown: watch
             CONTROL_SHUTTING_DOWN,
             "the service is shutting down",
         );
-        send(&tx, max, &e.to_response(None));
+        let _ = send_wait(&tx, max, &e.to_response(None)).await;
     }
     drop(tx);
     let _ = writer.await;
