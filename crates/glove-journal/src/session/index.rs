@@ -1,8 +1,8 @@
 //! The in-memory view of the session store and the rules replay enforces.
 //!
-//! [`SessionIndex`] holds every session's creation data and latest stage,
-//! keyed by session id, plus a map from idempotency key to session id, so
-//! lookups never reread the file. Replay feeds it every stored record in
+//! [`SessionIndex`] holds every session's creation data, latest stage and
+//! ordered transitions, keyed by session id, plus a map from idempotency key
+//! to session id, so lookups never reread the file. Replay feeds it every stored record in
 //! order; a record that the rules forbid is corruption at that record's
 //! offset.
 
@@ -106,11 +106,39 @@ impl SessionRecord {
     }
 }
 
-/// Every session, indexed by id and by idempotency key.
+/// One stored transition of a session: its place in the journal, the stage
+/// it entered and its evidence.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StoredTransition {
+    seq: u64,
+    stage: SessionStage,
+    evidence: SharedBytes,
+}
+
+impl StoredTransition {
+    /// The journal sequence number of the transition record.
+    pub fn seq(&self) -> u64 {
+        self.seq
+    }
+    /// The stage entered.
+    pub fn stage(&self) -> SessionStage {
+        self.stage
+    }
+    /// The canonical-JSON evidence, byte for byte as stored.
+    pub fn evidence(&self) -> &[u8] {
+        self.evidence.as_slice()
+    }
+}
+
+/// Every session, indexed by id and by idempotency key, with each
+/// session's transitions in order.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct SessionIndex {
     sessions: HashMap<SessionId, SessionRecord>,
     by_key: HashMap<IdempotencyKey, SessionId>,
+    /// Every transition of each session, oldest first (at most one per
+    /// stage). Evidence read at open points into the file image.
+    history: HashMap<SessionId, Vec<StoredTransition>>,
 }
 
 impl SessionIndex {
@@ -122,6 +150,13 @@ impl SessionIndex {
     /// The session created with this idempotency key.
     pub fn by_idempotency_key(&self, key: &IdempotencyKey) -> Option<&SessionRecord> {
         self.by_key.get(key).and_then(|id| self.sessions.get(id))
+    }
+
+    /// Every transition of the session with this id, oldest first (empty
+    /// for a session that is only created; `None` for an unknown id).
+    pub fn transitions(&self, id: &SessionId) -> Option<&[StoredTransition]> {
+        self.sessions.get(id)?;
+        Some(self.history.get(id).map_or(&[][..], Vec::as_slice))
     }
 
     /// Every session, in no particular order.
@@ -170,13 +205,21 @@ impl SessionIndex {
         &mut self,
         id: &SessionId,
         stage: SessionStage,
-        evidence: &[u8],
+        evidence: SharedBytes,
         seq: u64,
     ) {
         if let Some(r) = self.sessions.get_mut(id) {
             r.stage = stage;
             r.stage_seq = seq;
-            r.evidence = Arc::from(evidence);
+            r.evidence = Arc::from(evidence.as_slice());
+            self.history
+                .entry(id.clone())
+                .or_default()
+                .push(StoredTransition {
+                    seq,
+                    stage,
+                    evidence,
+                });
         }
     }
 
@@ -228,7 +271,13 @@ impl SessionIndex {
                 if glove_types::canon::parse_canonical(t.evidence, MAX_EVIDENCE_BYTES).is_err() {
                     return Err(bad(CorruptKind::StoreRecordInvalid));
                 }
-                self.set_stage(&t.session_id, t.stage, t.evidence, rec.seq);
+                // The evidence is the tail of the payload.
+                let evidence = SharedBytes::new(
+                    Arc::clone(image),
+                    rec.payload.end - t.evidence.len(),
+                    rec.payload.end,
+                );
+                self.set_stage(&t.session_id, t.stage, evidence, rec.seq);
                 Ok(())
             }
             _ => Err(bad(CorruptKind::UnknownKind)),

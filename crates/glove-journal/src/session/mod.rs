@@ -13,6 +13,9 @@
 //!   evidence, checked against [`SessionStage::can_transition`]. Repeating
 //!   the current stage with the same evidence is a no-op (transitions are
 //!   idempotent); with other evidence it is `store_transition_conflict`.
+//! * [`SessionStore::transitions`] returns a session's transitions in order
+//!   with their evidence byte for byte (a layer above can keep its own
+//!   records there, see `glove-proptests`' lifecycle adapter).
 //! * Replay rebuilds every session's latest stage and fails closed on an
 //!   impossible sequence (a transition the graph forbids, a transition for
 //!   an unknown session, a duplicate creation).
@@ -25,7 +28,7 @@
 mod index;
 pub mod record;
 
-pub use index::{SessionIndex, SessionRecord};
+pub use index::{SessionIndex, SessionRecord, StoredTransition};
 
 use crate::anchor::Anchor;
 use crate::error::{ConflictReason, JournalError};
@@ -232,7 +235,8 @@ impl SessionStore {
         let appended = self
             .journal
             .append(KIND_TRANSITION, &encode_transition(id, to, evidence))?;
-        self.index.set_stage(id, to, evidence, appended.seq);
+        self.index
+            .set_stage(id, to, index::SharedBytes::owned(evidence), appended.seq);
         let record = self
             .index
             .get(id)
@@ -249,6 +253,12 @@ impl SessionStore {
     /// The session with this id.
     pub fn get(&self, id: &SessionId) -> Option<&SessionRecord> {
         self.index.get(id)
+    }
+
+    /// Every transition of the session with this id, oldest first, with
+    /// its evidence byte for byte (`None` for an unknown id).
+    pub fn transitions(&self, id: &SessionId) -> Option<&[StoredTransition]> {
+        self.index.transitions(id)
     }
 
     /// The session created with this idempotency key.

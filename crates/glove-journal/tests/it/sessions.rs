@@ -205,3 +205,54 @@ fn replay_rejects_impossible_sequences() {
         CorruptKind::StoreRecordInvalid
     );
 }
+
+#[test]
+fn transitions_keep_every_evidence_in_order_across_reopen() {
+    let d = tempdir();
+    let p = d.path().join("sessions");
+    let mut st = SessionStore::create(&p).unwrap();
+    let (s1, s2) = (sid("s1"), sid("s2"));
+    let plan = br#"{"runtime":"codex"}"#;
+    let _ = st
+        .create_session(new_session(&s1, &key("k1"), plan))
+        .unwrap();
+    let _ = st
+        .create_session(new_session(&s2, &key("k2"), plan))
+        .unwrap();
+    assert_eq!(st.transitions(&s1), Some(&[][..]));
+    assert_eq!(st.transitions(&sid("nobody")), None);
+    let steps: [(SessionStage, &[u8]); 3] = [
+        (SessionStage::Preparing, br#"{"a":1}"#),
+        (SessionStage::Starting, br#"{"b":2}"#),
+        (SessionStage::Failed, br#"{"c":3}"#),
+    ];
+    for (stage, ev) in steps {
+        let _ = st.transition(&s1, stage, ev).unwrap();
+        // A repeat appends nothing and keeps the history as it is.
+        let again = st.transition(&s1, stage, ev).unwrap();
+        assert!(!again.appended);
+    }
+    let _ = st
+        .transition(&s2, SessionStage::Preparing, br#"{"z":0}"#)
+        .unwrap();
+    let seen = |st: &SessionStore| {
+        st.transitions(&s1)
+            .unwrap()
+            .iter()
+            .map(|t| (t.seq(), t.stage(), t.evidence().to_vec()))
+            .collect::<Vec<_>>()
+    };
+    let before = seen(&st);
+    assert_eq!(
+        before,
+        vec![
+            (3, SessionStage::Preparing, br#"{"a":1}"#.to_vec()),
+            (4, SessionStage::Starting, br#"{"b":2}"#.to_vec()),
+            (5, SessionStage::Failed, br#"{"c":3}"#.to_vec()),
+        ]
+    );
+    drop(st);
+    let (st, _) = SessionStore::open(&p, None).unwrap();
+    assert_eq!(seen(&st), before);
+    assert_eq!(st.transitions(&s2).unwrap().len(), 1);
+}
