@@ -214,3 +214,19 @@ fn protocol_examples_match_the_docs() {
         }
     }
 }
+
+#[test]
+fn gloved_help() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_gloved"))
+        .arg("--help")
+        .env("COLUMNS", "100")
+        .output()
+        .expect("gloved --help");
+    assert_eq!(out.status.code(), Some(0));
+    snap!("control_gloved_help", String::from_utf8_lossy(&out.stdout).into_owned());
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_gloved"))
+        .arg("--frobnicate")
+        .output()
+        .expect("gloved");
+    assert_eq!(out.status.code(), Some(2), "usage errors are status 2");
+}
