@@ -1,0 +1,85 @@
+//! Launch-spec validation and the single-threaded rule. (The sandbox itself
+//! is exercised end to end through `glove exec` in glove-bin's tests: a
+//! test harness is multi-threaded, so it cannot launch in-process.)
+
+use glove_sandbox::profile::{exec_spec, ExecRequest, DEFAULT_LIMITS};
+use glove_sandbox::spec::{Bind, CopyIn, LaunchSpec};
+use glove_sandbox::SandboxError;
+use glove_types::codes::sandbox::{SANDBOX_MULTITHREADED, SANDBOX_SPEC_INVALID};
+use proptest::prelude::*;
+
+fn base() -> LaunchSpec {
+    exec_spec(ExecRequest {
+        command: vec!["/bin/true".into()],
+        env: vec![],
+        ro_binds: vec![],
+        rw_copy: None,
+        limits: DEFAULT_LIMITS,
+        pty: None,
+        strict_limits: false,
+        term: None,
+    })
+    .expect("default spec")
+}
+
+fn invalid(f: impl FnOnce(&mut LaunchSpec)) {
+    let mut s = base();
+    f(&mut s);
+    let e = s.validate().expect_err("must be rejected");
+    assert_eq!(e.code(), SANDBOX_SPEC_INVALID, "{e}");
+}
+
+#[test]
+fn default_spec_is_valid() {
+    base().validate().expect("valid");
+}
+
+#[test]
+fn rules() {
+    invalid(|s| s.executable = "relative/path".into());
+    invalid(|s| s.working_directory = "/a/../b".into());
+    invalid(|s| s.arguments.push("a\0b".into()));
+    invalid(|s| s.environment.push("1BAD=x".into()));
+    invalid(|s| s.environment.push("NOEQUALS".into()));
+    invalid(|s| s.read_only_binds.push(Bind { source: "/usr".into(), target: "/proc/x".into() }));
+    invalid(|s| s.read_only_binds.push(Bind { source: "/usr".into(), target: "/dev".into() }));
+    invalid(|s| s.read_only_binds.push(Bind { source: "/usr".into(), target: "/tmp".into() }));
+    invalid(|s| s.writable_dirs.push("/oldroot".into()));
+    invalid(|s| s.copy_in.push(CopyIn { source: "/srv".into(), target: "/usr/x".into() }));
+    invalid(|s| s.limits.disk_bytes = 1024);
+    invalid(|s| s.limits.pids = 0);
+    invalid(|s| s.hostname = "bad host".into());
+    invalid(|s| s.files.push(("/etc/big".into(), vec![0; 2 << 20])));
+    invalid(|s| s.arguments = vec!["x".into(); 5000]);
+}
+
+#[test]
+fn launch_refuses_a_multithreaded_caller() {
+    let (tx, rx) = std::sync::mpsc::channel::<()>();
+    let keep = std::thread::spawn(move || {
+        let _ = rx.recv();
+    });
+    let r = glove_sandbox::launch(base());
+    let _ = tx.send(());
+    let _ = keep.join();
+    match r {
+        Err(e @ SandboxError::Multithreaded { .. }) => assert_eq!(e.code(), SANDBOX_MULTITHREADED),
+        Err(other) => panic!("unexpected error {other}"),
+        Ok(_) => panic!("a multi-threaded launch was accepted"),
+    }
+}
+
+proptest! {
+    #[test]
+    fn validation_never_panics(exe in ".{0,40}", cwd in ".{0,40}", arg in ".{0,40}", env in ".{0,40}",
+                               target in ".{0,40}", host in ".{0,80}") {
+        let mut s = base();
+        s.executable = exe;
+        s.working_directory = cwd;
+        s.arguments.push(arg);
+        s.environment.push(env);
+        s.writable_dirs.push(target);
+        s.hostname = host;
+        let _ = s.validate();
+    }
+}
