@@ -206,7 +206,7 @@ fn group_commit(dir: &Path, threads: usize, per_thread: usize) {
         );
     }
     line(
-        &format!("  vs raw writes of the same batches"),
+        "  vs raw writes of the same batches",
         ours,
         same,
         "rec/s",

@@ -47,6 +47,10 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::Thread;
 use std::time::{Duration, Instant};
 
+/// Writes a batch at an offset and syncs the file; on failure says which
+/// step failed.
+pub(crate) type WriteSync<'a> = &'a dyn Fn(&[u8], u64) -> Result<(), (IoOp, Errno)>;
+
 /// Upper bound of the gather window.
 pub(crate) const MAX_GATHER: Duration = Duration::from_millis(2);
 
@@ -179,7 +183,7 @@ impl Commit {
     pub(crate) fn wait_durable(
         &self,
         seq: u64,
-        write_sync: &dyn Fn(&[u8], u64) -> Result<(), (IoOp, Errno)>,
+        write_sync: WriteSync<'_>,
     ) -> Result<(), JournalError> {
         loop {
             if self.synced.load(Ordering::Acquire) >= seq {
@@ -213,7 +217,7 @@ impl Commit {
         &'a self,
         mut st: MutexGuard<'a, State>,
         seq: u64,
-        write_sync: &dyn Fn(&[u8], u64) -> Result<(), (IoOp, Errno)>,
+        write_sync: WriteSync<'_>,
     ) -> Result<(), JournalError> {
         st.leader = true;
         let expected = st.cut + (st.carried + st.released).max(1);
