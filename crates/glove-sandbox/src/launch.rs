@@ -408,6 +408,17 @@ fn init_main(
     pipes: Option<(OwnedFd, OwnedFd, OwnedFd)>,
 ) -> ! {
     let _ = process::set_parent_death_signal(libc::SIGKILL);
+    // Nothing the supervisor holds (its own standard streams, a service
+    // socket) stays open in the sandbox: keep the status channel, the
+    // agent's pipes and the declared descriptors, close the rest.
+    let mut keep: Vec<RawFd> = vec![sync.as_raw_fd()];
+    if let Some((a, b, c)) = &pipes {
+        keep.extend([a.as_raw_fd(), b.as_raw_fd(), c.as_raw_fd()]);
+    }
+    keep.extend(spec.extra_fds.iter().map(|(f, _)| f.as_raw_fd()));
+    if fd::close_all_except(&mut keep).is_err() || fd::fill_standard_streams().is_err() {
+        process::exit_now(1);
+    }
     let mut go = [0u8; 1];
     match fd::read(sync.as_fd(), &mut go) {
         Ok(1) if go[0] == TAG_GO => {}
@@ -573,8 +584,15 @@ fn agent_main(
         }
         staged.push((high, *target));
     }
+    // Stage the streams above everything first, so that no target number
+    // clobbers a source that happens to hold it.
     for (i, f) in stdio.iter().enumerate() {
-        if let Err(e) = fd::dup_to(f.as_raw_fd(), i as RawFd) {
+        if let Err(e) = fd::dup_to(f.as_raw_fd(), 800 + i as RawFd) {
+            report(e);
+        }
+    }
+    for i in 0..3 {
+        if let Err(e) = fd::dup_to(800 + i, i) {
             report(e);
         }
     }

@@ -13,13 +13,18 @@
 //! * [`seccomp`] — the default-deny allow-list;
 //! * [`outcome`] — what a run used and how it ended;
 //! * [`profile`] — the built-in default profile of `glove exec`;
+//! * [`launcher`] and [`wire`] — the single-threaded launcher process a
+//!   multi-threaded service drives over one socket, and its frames;
+//! * [`identity`] — boot id + pid + start time + cgroup, for recovery;
 //! * `sys` — the only module with `unsafe` code and raw system calls.
 #![deny(unsafe_code)]
 
 pub mod cgroup;
 mod copy;
 pub mod error;
+pub mod identity;
 pub mod launch;
+pub mod launcher;
 pub mod outcome;
 pub mod profile;
 pub mod seccomp;
@@ -27,6 +32,7 @@ pub mod spec;
 pub mod supervise;
 pub(crate) mod sys;
 pub mod tty;
+pub mod wire;
 
 pub use error::SandboxError;
 pub use launch::{launch, Running, Streams};

@@ -1,10 +1,10 @@
 //! What a sandboxed run ended with and what it used, measured from the
 //! kernel's own accounting.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// One of the six limits.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Limit {
     /// CPU time.
@@ -46,7 +46,7 @@ impl Limit {
 }
 
 /// How a limit was enforced in this run.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Mechanism {
     /// cgroup v2 controller.
@@ -64,7 +64,7 @@ pub enum Mechanism {
 }
 
 /// The mechanism per limit.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Enforcement {
     /// CPU time.
     pub cpu_time: Mechanism,
@@ -81,7 +81,7 @@ pub struct Enforcement {
 }
 
 /// How the agent ended.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum ExitStatus {
     /// Exited with a code.
@@ -97,7 +97,7 @@ pub enum ExitStatus {
 }
 
 /// Measured usage.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Usage {
     /// CPU time, milliseconds.
     pub cpu_time_ms: u64,
@@ -115,7 +115,7 @@ pub struct Usage {
 }
 
 /// The record of one run.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Outcome {
     /// How the agent ended.
     pub exit: ExitStatus,
@@ -128,4 +128,6 @@ pub struct Outcome {
     pub usage: Usage,
     /// How each limit was enforced.
     pub enforcement: Enforcement,
+    /// Whether the caller asked the session to stop.
+    pub stopped: bool,
 }

@@ -42,7 +42,7 @@ pub const ETC_ALLOWED: &[&str] = &[
     "/etc/timezone",
 ];
 
-/// `/etc` files up to this size are copied in rather than bound.
+/// `/etc` text files up to this size are copied in rather than bound.
 pub const ETC_COPY_MAX: u64 = 256 * 1024;
 
 /// Writable directories of the default profile.
@@ -143,12 +143,25 @@ pub fn exec_spec(req: ExecRequest) -> Result<LaunchSpec, SandboxError> {
             _ => {}
         }
     }
+    // Small regular files are copied (cheaper than one bind mount each);
+    // directories are bound read-only.
+    let mut etc_files = Vec::new();
     for e in ETC_ALLOWED {
-        if std::fs::metadata(e).is_ok() {
-            binds.push(Bind {
-                source: e.to_string(),
-                target: e.to_string(),
-            });
+        let bind = Bind {
+            source: e.to_string(),
+            target: e.to_string(),
+        };
+        match std::fs::metadata(e) {
+            Ok(m) if m.is_dir() => binds.push(bind),
+            // Text files only (binary ones such as ld.so.cache are bound).
+            Ok(m) if m.is_file() && m.len() <= ETC_COPY_MAX => match std::fs::read(e) {
+                Ok(body) if std::str::from_utf8(&body).is_ok() => {
+                    etc_files.push((e.to_string(), body))
+                }
+                _ => binds.push(bind),
+            },
+            Ok(m) if m.is_file() => binds.push(bind),
+            _ => {}
         }
     }
     binds.extend(req.ro_binds.iter().cloned());
@@ -167,6 +180,7 @@ pub fn exec_spec(req: ExecRequest) -> Result<LaunchSpec, SandboxError> {
             b"127.0.0.1 localhost glove\n::1 localhost\n".to_vec(),
         ),
     ];
+    files.extend(etc_files);
     let mut environment = vec![
         "HOME=/home/agent".to_owned(),
         "LANG=C.UTF-8".to_owned(),

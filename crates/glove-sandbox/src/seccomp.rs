@@ -343,13 +343,33 @@ pub enum Check {
     /// Allowed whatever the arguments.
     Always,
     /// Allowed when the low 32 bits of argument `arg` equal `value`.
-    ArgEq { arg: u32, value: u32 },
+    ArgEq {
+        /// Argument index.
+        arg: u32,
+        /// Required value.
+        value: u32,
+    },
     /// Allowed when the low 32 bits of argument `arg` have none of `mask`.
-    ArgMaskClear { arg: u32, mask: u32 },
+    ArgMaskClear {
+        /// Argument index.
+        arg: u32,
+        /// Forbidden bits.
+        mask: u32,
+    },
     /// Allowed when the low 32 bits of argument `arg` are none of `values`.
-    ArgNotIn { arg: u32, values: &'static [u32] },
+    ArgNotIn {
+        /// Argument index.
+        arg: u32,
+        /// Forbidden values.
+        values: &'static [u32],
+    },
     /// Allowed when the low 32 bits of argument `arg` are one of `values`.
-    ArgIn { arg: u32, values: &'static [u32] },
+    ArgIn {
+        /// Argument index.
+        arg: u32,
+        /// Permitted values.
+        values: &'static [u32],
+    },
 }
 
 const TIOCSTI: u32 = libc::TIOCSTI as u32;

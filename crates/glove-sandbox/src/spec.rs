@@ -3,7 +3,7 @@
 use crate::error::SandboxError;
 use glove_types::paths::{check_canonical, is_within};
 use glove_types::policy::ResourceLimits;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::os::fd::OwnedFd;
 
 /// Most binds, files, symlinks or writable directories in one spec.
@@ -17,7 +17,8 @@ pub const MAX_ARG_BYTES: usize = 128 * 1024;
 pub const MIN_DISK_BYTES: u64 = 64 * 1024;
 
 /// A read-only bind of a host path at a sandbox path.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Bind {
     /// Host path (absolute, canonical).
     pub source: String,
@@ -26,7 +27,8 @@ pub struct Bind {
 }
 
 /// A copy of a host directory into a writable directory.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct CopyIn {
     /// Host directory.
     pub source: String,
@@ -35,8 +37,8 @@ pub struct CopyIn {
 }
 
 /// How the agent's standard streams are connected.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
 pub enum Terminal {
     /// Three pipes: stdin, stdout, stderr.
     Pipes,
@@ -50,7 +52,7 @@ pub enum Terminal {
 }
 
 /// How strictly limits must be enforced.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Enforcement {
     /// cgroups for cpu, memory and pids, or refuse to launch.

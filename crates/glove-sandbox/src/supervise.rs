@@ -20,10 +20,45 @@ pub enum Stream {
     Stderr,
 }
 
+/// What the caller asks of a running session.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Command {
+    /// Bytes for the agent's input.
+    Input(Vec<u8>),
+    /// A new terminal size (rows, columns).
+    Resize(u16, u16),
+    /// A signal for the agent (forwarded by the sandbox init).
+    Signal(i32),
+    /// Stop: `SIGTERM` now, `SIGKILL` after the grace period.
+    Stop {
+        /// Grace period in milliseconds.
+        grace_ms: u64,
+    },
+}
+
+/// What to do when the caller's input descriptor reaches end of file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum InputEnd {
+    /// Close the agent's input (pipes) — `glove exec` with redirected stdin.
+    CloseAgentInput,
+    /// Keep the session running without a caller (a supervisor whose
+    /// controller went away still enforces every limit).
+    KeepRunning,
+}
+
 /// The caller's side of the agent's streams.
 pub trait StreamIo {
-    /// A descriptor whose bytes are forwarded to the agent's input, if any.
+    /// A descriptor whose bytes carry the caller's input, if any.
     fn input(&self) -> Option<BorrowedFd<'_>>;
+    /// Turns bytes read from [`StreamIo::input`] into commands. The default
+    /// treats them as agent input.
+    fn decode_input(&mut self, bytes: &[u8], out: &mut Vec<Command>) {
+        out.push(Command::Input(bytes.to_vec()));
+    }
+    /// What end of file on the input means.
+    fn input_end(&self) -> InputEnd {
+        InputEnd::CloseAgentInput
+    }
     /// Receives agent output (already counted, never beyond the limit).
     fn output(&mut self, stream: Stream, bytes: &[u8]);
     /// The current window size to mirror onto the agent's terminal.
@@ -93,6 +128,9 @@ impl Running {
         let mut pids_peak_sampled = 0u64;
         let mut last_size = None;
         let mut buf = vec![0u8; 64 * 1024];
+        let mut commands: Vec<Command> = Vec::new();
+        let mut stop_deadline: Option<Instant> = None;
+        let mut stopped = false;
 
         while sync_open {
             if let (true, Some(size)) = (is_pty, io.window_size()) {
@@ -143,9 +181,8 @@ impl Running {
                     continue;
                 }
                 if e.fd == self.sync.as_raw_fd() {
-                    match read_exit(&self.sync) {
-                        Ok(Some(x)) => inside = Some(x),
-                        Ok(None) | Err(_) => {}
+                    if let Ok(Some(x)) = read_exit(&self.sync) {
+                        inside = Some(x);
                     }
                     sync_open = false;
                 } else if e.fd == out_fd || Some(e.fd) == err_fd {
@@ -174,11 +211,38 @@ impl Running {
                     match fd::read(borrow(e.fd), &mut buf[..PENDING_MAX - pending.len()]) {
                         Ok(0) | Err(_) => {
                             input_open = false;
-                            if !is_pty && pending.is_empty() {
+                            if io.input_end() == InputEnd::CloseAgentInput
+                                && !is_pty
+                                && pending.is_empty()
+                            {
                                 in_fd = None;
                             }
                         }
-                        Ok(n) => pending.extend_from_slice(&buf[..n]),
+                        Ok(n) => io.decode_input(&buf[..n], &mut commands),
+                    }
+                    for c in commands.drain(..) {
+                        match c {
+                            Command::Input(bytes) => {
+                                let room = PENDING_MAX.saturating_sub(pending.len());
+                                pending.extend_from_slice(&bytes[..bytes.len().min(room)]);
+                            }
+                            Command::Resize(rows, cols) => {
+                                if is_pty {
+                                    let _ = pty::set_size(borrow(out_fd), rows, cols);
+                                }
+                            }
+                            Command::Signal(sig) => {
+                                let _ = process::kill(self.init_pid, sig);
+                            }
+                            Command::Stop { grace_ms } => {
+                                if !stopped {
+                                    stopped = true;
+                                    let _ = process::kill(self.init_pid, libc::SIGTERM);
+                                    stop_deadline =
+                                        Some(Instant::now() + Duration::from_millis(grace_ms));
+                                }
+                            }
+                        }
                     }
                 } else if let Some(f) = &in_fd {
                     if e.fd == f.as_raw_fd() {
@@ -198,6 +262,10 @@ impl Running {
             }
 
             // Watchdogs.
+            if stop_deadline.is_some_and(|d| Instant::now() >= d) {
+                stop_deadline = None;
+                self.kill_sandbox();
+            }
             if ended_by.is_none() && self.started.elapsed() >= wall {
                 ended_by = Some(Limit::WallTime);
                 self.kill_sandbox();
@@ -322,6 +390,7 @@ impl Running {
                 terminal_bytes,
             },
             enforcement: self.mechanisms,
+            stopped,
         };
         Ok(outcome)
     }

@@ -41,11 +41,31 @@ fn rules() {
     invalid(|s| s.arguments.push("a\0b".into()));
     invalid(|s| s.environment.push("1BAD=x".into()));
     invalid(|s| s.environment.push("NOEQUALS".into()));
-    invalid(|s| s.read_only_binds.push(Bind { source: "/usr".into(), target: "/proc/x".into() }));
-    invalid(|s| s.read_only_binds.push(Bind { source: "/usr".into(), target: "/dev".into() }));
-    invalid(|s| s.read_only_binds.push(Bind { source: "/usr".into(), target: "/tmp".into() }));
+    invalid(|s| {
+        s.read_only_binds.push(Bind {
+            source: "/usr".into(),
+            target: "/proc/x".into(),
+        })
+    });
+    invalid(|s| {
+        s.read_only_binds.push(Bind {
+            source: "/usr".into(),
+            target: "/dev".into(),
+        })
+    });
+    invalid(|s| {
+        s.read_only_binds.push(Bind {
+            source: "/usr".into(),
+            target: "/tmp".into(),
+        })
+    });
     invalid(|s| s.writable_dirs.push("/oldroot".into()));
-    invalid(|s| s.copy_in.push(CopyIn { source: "/srv".into(), target: "/usr/x".into() }));
+    invalid(|s| {
+        s.copy_in.push(CopyIn {
+            source: "/srv".into(),
+            target: "/usr/x".into(),
+        })
+    });
     invalid(|s| s.limits.disk_bytes = 1024);
     invalid(|s| s.limits.pids = 0);
     invalid(|s| s.hostname = "bad host".into());

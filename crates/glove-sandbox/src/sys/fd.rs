@@ -218,3 +218,48 @@ pub(crate) fn write_once(fd: BorrowedFd<'_>, buf: &[u8]) -> SysResult<usize> {
     let r = unsafe { libc::write(fd.as_raw_fd(), buf.as_ptr().cast(), buf.len()) };
     check(r as libc::c_long).map(|n| n as usize)
 }
+
+/// Takes ownership of an inherited descriptor number.
+pub(crate) fn adopt(fd: RawFd) -> OwnedFd {
+    // SAFETY: the caller (the launcher's start-up) guarantees `fd` is open,
+    // was inherited for this purpose and is owned by nothing else.
+    unsafe { OwnedFd::from_raw_fd(fd) }
+}
+
+/// Closes every descriptor except those in `keep` (with `close_range` over
+/// the gaps). Called by the sandbox init before it builds the sandbox, so
+/// nothing the launcher inherited lingers inside.
+pub(crate) fn close_all_except(keep: &mut [RawFd]) -> SysResult<()> {
+    keep.sort_unstable();
+    let mut next: u32 = 0;
+    for &k in keep.iter() {
+        let k = k as u32;
+        if k > next {
+            // SAFETY: closes descriptors no live `OwnedFd` of this process
+            // refers to: the caller lists every descriptor it still owns.
+            check(unsafe { libc::syscall(libc::SYS_close_range, next, k - 1, 0u32) })?;
+        }
+        next = k + 1;
+    }
+    // SAFETY: as above.
+    check(unsafe { libc::syscall(libc::SYS_close_range, next, u32::MAX, 0u32) })?;
+    Ok(())
+}
+
+/// Opens `/dev/null` on whichever of descriptors 0, 1 and 2 are closed, so
+/// that later descriptors (pipes, the PTY) never take those numbers.
+pub(crate) fn fill_standard_streams() -> SysResult<()> {
+    for target in 0..3 {
+        // SAFETY: F_GETFD on a number only queries the descriptor table.
+        if unsafe { libc::fcntl(target, libc::F_GETFD) } >= 0 {
+            continue;
+        }
+        // SAFETY: the path is a NUL-terminated literal; the result is
+        // checked and, being the lowest free number, lands on `target`.
+        let fd = check_int(unsafe { libc::open(c"/dev/null".as_ptr(), libc::O_RDWR) })?;
+        if fd != target {
+            return Err(Errno(libc::EBADF));
+        }
+    }
+    Ok(())
+}

@@ -100,8 +100,10 @@ wire_enum!(
 );
 
 /// The six limits of a resource profile. Every field is positive and within
-/// the documented bound (`docs/policy.md`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+/// the documented bound (`docs/policy.md`) when it comes from a validated
+/// policy; deserializing one (an internal wire format) checks nothing.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct ResourceLimits {
     /// CPU time, milliseconds.
     pub cpu_time_ms: u64,

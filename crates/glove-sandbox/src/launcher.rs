@@ -1,0 +1,157 @@
+//! The launcher: a single-threaded process that a multi-threaded service
+//! starts once per session with one inherited socket. It reads the spec,
+//! launches the sandbox, relays the agent's streams as frames
+//! ([`crate::wire`]), enforces every limit, and reports the outcome.
+//!
+//! If the service goes away (the socket closes), the launcher keeps
+//! supervising: limits stay enforced and the session ends on its own, or is
+//! found and stopped by the restarted service through its recorded
+//! identity.
+
+use crate::identity::ProcessIdentity;
+use crate::supervise::{Command, InputEnd, Settings, Stream, StreamIo};
+use crate::sys::fd;
+use crate::wire::{Decoder, Failure, FromLauncher, Started, ToLauncher};
+use crate::SandboxError;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+
+/// Exit status of a launcher whose launch failed.
+pub const EXIT_LAUNCH_FAILED: i32 = 125;
+/// Exit status of a launcher that could not read its spec.
+pub const EXIT_PROTOCOL: i32 = 2;
+
+struct Relay {
+    sock: OwnedFd,
+    decoder: Decoder,
+    /// False once the service stopped reading or closed the socket.
+    alive: bool,
+}
+
+impl Relay {
+    fn send(&mut self, msg: &FromLauncher) {
+        if self.alive && fd::write_all(self.sock.as_fd(), &msg.encode()).is_err() {
+            self.alive = false;
+        }
+    }
+}
+
+impl StreamIo for Relay {
+    fn input(&self) -> Option<BorrowedFd<'_>> {
+        Some(self.sock.as_fd())
+    }
+
+    fn decode_input(&mut self, bytes: &[u8], out: &mut Vec<Command>) {
+        self.decoder.push(bytes);
+        loop {
+            match self.decoder.next_to_launcher() {
+                Ok(Some(ToLauncher::Stdin(b))) => out.push(Command::Input(b)),
+                Ok(Some(ToLauncher::Resize(r, c))) => out.push(Command::Resize(r, c)),
+                Ok(Some(ToLauncher::Signal(s))) => out.push(Command::Signal(s)),
+                Ok(Some(ToLauncher::Stop(ms))) => out.push(Command::Stop { grace_ms: ms }),
+                // A second spec is a protocol error: stop the session.
+                Ok(Some(ToLauncher::Spec(_))) | Err(_) => {
+                    out.push(Command::Stop { grace_ms: 0 });
+                    break;
+                }
+                Ok(None) => break,
+            }
+        }
+    }
+
+    fn input_end(&self) -> InputEnd {
+        InputEnd::KeepRunning
+    }
+
+    fn output(&mut self, _stream: Stream, bytes: &[u8]) {
+        if !bytes.is_empty() {
+            self.send(&FromLauncher::Output(bytes.to_vec()));
+        }
+    }
+}
+
+fn read_spec(sock: &OwnedFd, decoder: &mut Decoder) -> Result<crate::wire::SpecWire, String> {
+    let mut buf = vec![0u8; 64 * 1024];
+    loop {
+        match decoder.next_to_launcher() {
+            Ok(Some(ToLauncher::Spec(s))) => return Ok(*s),
+            Ok(Some(_)) => return Err("the first frame must be the spec".into()),
+            Err(e) => return Err(e.to_string()),
+            Ok(None) => {}
+        }
+        match fd::read(sock.as_fd(), &mut buf) {
+            Ok(0) => return Err("the service closed the socket before sending a spec".into()),
+            Ok(n) => decoder.push(&buf[..n]),
+            Err(e) => return Err(format!("read: {e}")),
+        }
+    }
+}
+
+/// Takes ownership of a descriptor inherited from the parent process (the
+/// launcher's socket). Call once, at start-up, for a descriptor nothing else
+/// owns.
+pub fn adopt_inherited_fd(fd: i32) -> OwnedFd {
+    fd::adopt(fd)
+}
+
+/// Serves one session on `sock`; returns the process exit status.
+pub fn serve(sock: OwnedFd) -> i32 {
+    let mut decoder = Decoder::default();
+    let spec = match read_spec(&sock, &mut decoder) {
+        Ok(s) => s,
+        Err(detail) => {
+            let e = SandboxError::Io { detail };
+            let _ = fd::write_all(
+                sock.as_fd(),
+                &FromLauncher::Failed(Failure {
+                    code: e.code().as_str().into(),
+                    message: e.to_string(),
+                })
+                .encode(),
+            );
+            return EXIT_PROTOCOL;
+        }
+    };
+    let mut relay = Relay {
+        sock,
+        decoder,
+        alive: true,
+    };
+    let running = match crate::launch(spec.into_spec()) {
+        Ok(r) => r,
+        Err(e) => {
+            relay.send(&FromLauncher::Failed(Failure {
+                code: e.code().as_str().into(),
+                message: e.to_string(),
+            }));
+            return EXIT_LAUNCH_FAILED;
+        }
+    };
+    match ProcessIdentity::of(running.init_pid()) {
+        Ok(init) => relay.send(&FromLauncher::Started(Box::new(Started {
+            init,
+            launcher_pid: std::process::id() as i32,
+            enforcement: *running.mechanisms(),
+        }))),
+        Err(e) => {
+            let _ = running.signal(libc::SIGKILL);
+            relay.send(&FromLauncher::Failed(Failure {
+                code: e.code().as_str().into(),
+                message: e.to_string(),
+            }));
+            return EXIT_LAUNCH_FAILED;
+        }
+    }
+    match running.supervise(&mut relay, Settings::default()) {
+        Ok(outcome) => {
+            relay.send(&FromLauncher::Exited(Box::new(outcome)));
+            0
+        }
+        Err(e) => {
+            relay.send(&FromLauncher::Failed(Failure {
+                code: e.code().as_str().into(),
+                message: e.to_string(),
+            }));
+            EXIT_LAUNCH_FAILED
+        }
+    }
+}
