@@ -60,9 +60,16 @@ fn battery(who: As) {
     ] {
         contained(who, case, &[], &[]);
     }
+    let host_name = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
     contained(who, "host_files", &[&secret], &[]);
     contained(who, "processes", &[&pid], &[]);
     contained(who, "tiocsti", &[], &["--pty"]);
+
+    assert_eq!(
+        std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default(),
+        host_name,
+        "the host's hostname changed"
+    );
 
     // A descriptor the caller leaked into glove does not reach the agent.
     let k = kit();

@@ -291,11 +291,16 @@ def case_privileges():
         point, opts = parts[4], parts[5]
         if point in ("/usr", "/tmp", "/workspace") and "nosuid" not in opts:
             escaped("privileges", f"{point} allows setuid ({opts})")
-    # A setuid-root binary must not raise privileges.
-    for cand in ["/usr/bin/passwd", "/usr/bin/su", "/usr/bin/newgrp", "/usr/bin/chsh"]:
-        if os.path.exists(cand) and os.stat(cand).st_mode & 0o4000:
-            r = os.system(f"{cand} --help >/dev/null 2>&1; exit 0")
-            break
+    # A setuid-root binary must not raise privileges: mount(8) checks its
+    # effective uid and refuses to run for an ordinary user.
+    m = "/usr/bin/mount"
+    if os.path.exists(m) and os.stat(m).st_mode & 0o4000:
+        import subprocess
+        r = subprocess.run([m, "-t", "tmpfs", "glove", "/tmp"], capture_output=True, text=True)
+        if r.returncode == 0:
+            escaped("privileges", "setuid mount succeeded")
+        if "superuser" not in r.stderr:
+            escaped("privileges", f"setuid mount ran privileged: {r.stderr.strip()}")
     if os.geteuid() != 1000:
         escaped("privileges", f"euid {os.geteuid()}")
     # The agent's own uid never maps to the host's root.
