@@ -25,7 +25,14 @@ fn reject(f: impl FnOnce(&mut Value)) -> ErrorCode {
     let r = DecodedPlan::decode(&bytes(&v)).and_then(|p| admit(p, None, &policy(), NOW));
     match r {
         Ok(_) => panic!("mutated plan admitted: {v}"),
-        Err(e) => e.code(),
+        Err(e) => {
+            // Remote callers never learn a host path from a rejection.
+            let shown = e.to_string();
+            for local in ["/srv", "/usr/bin/true", "/opt/", "/workspace"] {
+                assert!(!shown.contains(local), "{shown:?} leaks {local}");
+            }
+            e.code()
+        }
     }
 }
 
