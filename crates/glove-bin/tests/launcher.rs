@@ -19,6 +19,10 @@ struct Session {
 }
 
 fn start(command: &[&str], pty: bool) -> Session {
+    start_with(command, pty, |_| {})
+}
+
+fn start_with(command: &[&str], pty: bool, edit: impl FnOnce(&mut SpecWire)) -> Session {
     let spec = exec_spec(ExecRequest {
         command: command.iter().map(|s| s.to_string()).collect(),
         env: vec![],
@@ -30,7 +34,8 @@ fn start(command: &[&str], pty: bool) -> Session {
         term: None,
     })
     .expect("spec");
-    let wire = SpecWire::from_spec(&spec).expect("wire");
+    let mut wire = SpecWire::from_spec(&spec).expect("wire");
+    edit(&mut wire);
     let (mine, theirs) = UnixStream::pair().expect("socketpair");
     let child = Command::new(env!("CARGO_BIN_EXE_glove-launcher"))
         .stdin(Stdio::from(std::os::fd::OwnedFd::from(theirs)))
@@ -167,4 +172,251 @@ fn garbage_instead_of_a_spec_is_refused() {
 
 fn libc_sigterm() -> i32 {
     15
+}
+
+fn run_to_end(s: &mut Session) -> FromLauncher {
+    s.until(|m, _| matches!(m, FromLauncher::Exited(_) | FromLauncher::Failed(_)))
+}
+
+fn failure_code(m: &FromLauncher) -> String {
+    match m {
+        FromLauncher::Failed(f) => format!("{}: {}", f.code, f.message),
+        other => format!("not a failure: {other:?}"),
+    }
+}
+
+#[test]
+fn grants_read_only_copy_and_refusals() {
+    use glove_sandbox::spec::{Grant, GrantMode};
+    use std::os::unix::fs::PermissionsExt;
+    if !common::sandbox_ok(common::As::Caller) {
+        return;
+    }
+    let host = tempfile::tempdir().expect("tempdir");
+    std::fs::set_permissions(host.path(), std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    let src = host.path().join("project");
+    std::fs::create_dir(&src).expect("mkdir");
+    std::fs::write(src.join("a.txt"), "hello\n").expect("write");
+    std::fs::create_dir(src.join("sub")).expect("mkdir");
+    std::fs::write(src.join("sub/b.txt"), "nested\n").expect("write");
+    std::os::unix::fs::symlink("/etc/hostname", src.join("link")).expect("symlink");
+    let srcs = src.display().to_string();
+    let grant = |mode, target: &str| Grant {
+        host_path: srcs.clone(),
+        target: target.into(),
+        mode,
+        create_if_missing: false,
+    };
+
+    // Read-only: visible, not writable.
+    let g = grant(GrantMode::ReadOnly, "/srv/ro");
+    let mut s = start_with(&["/bin/sh", "-c", "cat /srv/ro/a.txt /srv/ro/sub/b.txt; readlink /srv/ro/link; (echo x > /srv/ro/new) 2>/dev/null || echo refused"], false, |w| w.grants.push(g));
+    let end = run_to_end(&mut s);
+    assert!(
+        matches!(end, FromLauncher::Exited(_)),
+        "{}",
+        failure_code(&end)
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&s.output),
+        "hello\nnested\n/etc/hostname\nrefused\n"
+    );
+
+    // Copy: writable inside, the host is untouched, the quota holds.
+    let g = grant(
+        GrantMode::EphemeralCopy {
+            max_bytes: 256 * 1024,
+        },
+        "/srv/copy",
+    );
+    let mut s = start_with(
+        &["/bin/sh", "-c", "echo changed > /srv/copy/a.txt; cat /srv/copy/a.txt; readlink /srv/copy/link; head -c 1000000 /dev/zero > /srv/copy/big 2>/dev/null || echo quota"],
+        false,
+        |w| w.grants.push(g),
+    );
+    let end = run_to_end(&mut s);
+    assert!(
+        matches!(end, FromLauncher::Exited(_)),
+        "{}",
+        failure_code(&end)
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&s.output),
+        "changed\n/etc/hostname\nquota\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(src.join("a.txt")).expect("read"),
+        "hello\n"
+    );
+
+    // A symbolic link anywhere in the granted path is refused.
+    let via_link = host.path().join("via");
+    std::os::unix::fs::symlink("/etc", &via_link).expect("symlink");
+    let g = Grant {
+        host_path: via_link.display().to_string(),
+        target: "/srv/etc".into(),
+        mode: GrantMode::ReadOnly,
+        create_if_missing: false,
+    };
+    let mut s = start_with(&["/bin/true"], false, |w| w.grants.push(g));
+    let end = run_to_end(&mut s);
+    assert!(
+        failure_code(&end).starts_with("sandbox_grant_refused"),
+        "{}",
+        failure_code(&end)
+    );
+
+    // A grant that would expose a protected directory (or its parent).
+    let run_dir = src.join("sub");
+    for exposed in [src.clone(), run_dir.clone()] {
+        let g = Grant {
+            host_path: exposed.display().to_string(),
+            target: "/srv/p".into(),
+            mode: GrantMode::ReadOnly,
+            create_if_missing: false,
+        };
+        let protected = run_dir.display().to_string();
+        let mut s = start_with(&["/bin/true"], false, |w| {
+            w.grants.push(g);
+            w.protected_paths.push(protected);
+        });
+        let end = run_to_end(&mut s);
+        assert!(
+            failure_code(&end).starts_with("sandbox_grant_refused"),
+            "{}",
+            failure_code(&end)
+        );
+    }
+
+    // A special file where a directory is expected.
+    let g = Grant {
+        host_path: "/dev/null".into(),
+        target: "/srv/null".into(),
+        mode: GrantMode::ReadOnly,
+        create_if_missing: false,
+    };
+    let mut s = start_with(&["/bin/true"], false, |w| w.grants.push(g));
+    let end = run_to_end(&mut s);
+    assert!(
+        failure_code(&end).starts_with("sandbox_grant_refused"),
+        "{}",
+        failure_code(&end)
+    );
+}
+
+#[test]
+fn bundles_are_verified_before_mounting() {
+    use glove_sandbox::spec::BundleMount;
+    use sha2::{Digest, Sha256};
+    use std::os::unix::fs::PermissionsExt;
+    if !common::sandbox_ok(common::As::Caller) {
+        return;
+    }
+    let base = tempfile::tempdir().expect("tempdir");
+    std::fs::set_permissions(base.path(), std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    let root = base.path().join("bundles");
+    std::fs::create_dir(&root).expect("mkdir");
+    std::fs::set_permissions(&root, std::fs::Permissions::from_mode(0o700)).expect("chmod");
+    let body = b"skill bundle contents\n";
+    let hex = glove_types::digest::to_hex(&Sha256::digest(body));
+    let file = root.join(&hex);
+    std::fs::write(&file, body).expect("write");
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+    let bundle = |sha: &str| BundleMount {
+        root: root.display().to_string(),
+        sha256: sha.into(),
+        target: "/opt/lib/bundle".into(),
+    };
+
+    let b = bundle(&hex);
+    let mut s = start_with(
+        &[
+            "/bin/sh",
+            "-c",
+            "cat /opt/lib/bundle; (echo x > /opt/lib/bundle) 2>/dev/null || echo ro",
+        ],
+        false,
+        |w| w.bundles.push(b),
+    );
+    let prepared = s.until(|m, _| matches!(m, FromLauncher::Prepared(_) | FromLauncher::Failed(_)));
+    let FromLauncher::Prepared(facts) = prepared else {
+        panic!("{}", failure_code(&prepared))
+    };
+    assert_eq!(facts.bundles[0].sha256, hex);
+    let end = run_to_end(&mut s);
+    assert!(
+        matches!(end, FromLauncher::Exited(_)),
+        "{}",
+        failure_code(&end)
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&s.output),
+        "skill bundle contents\nro\n"
+    );
+
+    // Wrong digest name, content not matching, a symlink, a bad mode.
+    let other = "ab".repeat(32);
+    let cases: Vec<Box<dyn Fn()>> = vec![
+        Box::new(|| {}),
+        Box::new(|| std::fs::write(root.join(&other), b"not this content").expect("write")),
+        Box::new(|| {
+            let _ = std::fs::remove_file(root.join(&other));
+            std::os::unix::fs::symlink(&file, root.join(&other)).expect("symlink");
+        }),
+        Box::new(|| {
+            let _ = std::fs::remove_file(root.join(&other));
+            std::fs::copy(&file, root.join(&other)).expect("copy");
+            std::fs::set_permissions(root.join(&other), std::fs::Permissions::from_mode(0o644))
+                .expect("chmod");
+        }),
+    ];
+    for (i, prepare) in cases.iter().enumerate() {
+        if i > 0 {
+            prepare();
+        }
+        let b = bundle(&other);
+        let mut s = start_with(&["/bin/true"], false, |w| w.bundles.push(b));
+        let end = run_to_end(&mut s);
+        assert!(
+            failure_code(&end).starts_with("sandbox_bundle_refused"),
+            "case {i}: {}",
+            failure_code(&end)
+        );
+    }
+}
+
+#[test]
+fn held_launch_runs_only_after_release() {
+    if !common::sandbox_ok(common::As::Caller) {
+        return;
+    }
+    let mut s = start_with(&["/bin/sh", "-c", "echo ran"], false, |w| {
+        w.hold_for_release = true
+    });
+    let m = s.until(|m, _| {
+        matches!(
+            m,
+            FromLauncher::Prepared(_) | FromLauncher::Failed(_) | FromLauncher::Started(_)
+        )
+    });
+    assert!(matches!(m, FromLauncher::Prepared(_)), "{m:?}");
+    assert!(s.output.is_empty());
+    s.send(ToLauncher::Release);
+    let end = run_to_end(&mut s);
+    assert!(
+        matches!(end, FromLauncher::Exited(_)),
+        "{}",
+        failure_code(&end)
+    );
+    assert_eq!(String::from_utf8_lossy(&s.output), "ran\n");
+
+    // Withdrawn before release: nothing runs.
+    let mut s = start_with(&["/bin/sh", "-c", "echo ran"], false, |w| {
+        w.hold_for_release = true
+    });
+    s.until(|m, _| matches!(m, FromLauncher::Prepared(_)));
+    s.send(ToLauncher::Stop(0));
+    let end = run_to_end(&mut s);
+    assert!(matches!(end, FromLauncher::Failed(_)), "{end:?}");
+    assert!(s.output.is_empty());
 }

@@ -42,6 +42,16 @@ pub enum SandboxError {
         /// errno text.
         detail: String,
     },
+    /// A path grant was refused.
+    Grant {
+        /// Which grant and why.
+        detail: String,
+    },
+    /// A library bundle was refused.
+    Bundle {
+        /// Which bundle and why.
+        detail: String,
+    },
     /// Copying a directory in failed.
     Copy {
         /// What failed.
@@ -77,6 +87,8 @@ impl SandboxError {
             SandboxError::Clone { .. } => SANDBOX_CLONE_FAILED,
             SandboxError::Setup { .. } => SANDBOX_SETUP_FAILED,
             SandboxError::Copy { .. } => SANDBOX_COPY_FAILED,
+            SandboxError::Grant { .. } => SANDBOX_GRANT_REFUSED,
+            SandboxError::Bundle { .. } => SANDBOX_BUNDLE_REFUSED,
             SandboxError::Seccomp { .. } => SANDBOX_SECCOMP_FAILED,
             SandboxError::Exec { .. } => SANDBOX_EXEC_FAILED,
             SandboxError::Io { .. } => SANDBOX_IO_FAILED,
@@ -106,6 +118,8 @@ impl fmt::Display for SandboxError {
                 write!(f, "sandbox setup failed at {step}: {detail}")
             }
             SandboxError::Copy { detail } => write!(f, "copy into the sandbox failed: {detail}"),
+            SandboxError::Grant { detail } => write!(f, "path grant refused: {detail}"),
+            SandboxError::Bundle { detail } => write!(f, "library bundle refused: {detail}"),
             SandboxError::Seccomp { detail } => write!(f, "seccomp: {detail}"),
             SandboxError::Exec { executable, detail } => {
                 write!(f, "cannot execute {executable} in the sandbox: {detail}")

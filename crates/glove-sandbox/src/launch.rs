@@ -48,6 +48,8 @@ pub(crate) const TAG_READY: u8 = b'R';
 pub(crate) const TAG_ERROR: u8 = b'E';
 pub(crate) const TAG_PTY: u8 = b'P';
 pub(crate) const TAG_EXIT: u8 = b'X';
+pub(crate) const TAG_PREPARED: u8 = b'B';
+pub(crate) const TAG_RELEASE: u8 = b'A';
 
 /// The agent's standard streams as the supervisor holds them.
 #[derive(Debug)]
@@ -117,7 +119,7 @@ fn io_err(what: &str, e: Errno) -> SandboxError {
 }
 
 /// Everything the children need, prepared (and allocated) before cloning.
-struct Prepared {
+struct ExecPrep {
     exe: CString,
     argv: Vec<CString>,
     envp: Vec<CString>,
@@ -128,9 +130,9 @@ struct Prepared {
     privileged: bool,
 }
 
-/// Validates the spec and launches it. Returns once the agent has been
-/// `execve`d (or fails with the step that did not work).
-pub fn launch(spec: LaunchSpec) -> Result<Running, SandboxError> {
+/// Validates the spec and builds the sandbox; the agent does not run until
+/// [`Prepared::release`] (or fails with the step that did not work).
+pub fn prepare(spec: LaunchSpec) -> Result<Prepared, SandboxError> {
     spec.validate()?;
     let threads = thread_count();
     if threads != 1 {
@@ -193,7 +195,7 @@ pub fn launch(spec: LaunchSpec) -> Result<Running, SandboxError> {
             detail: "NUL in string".into(),
         })
     };
-    let prepared = Prepared {
+    let prepared = ExecPrep {
         exe: cs(&spec.executable)?,
         argv: std::iter::once(spec.executable.as_str())
             .chain(spec.arguments.iter().map(String::as_str))
@@ -287,9 +289,9 @@ pub fn launch(spec: LaunchSpec) -> Result<Running, SandboxError> {
     }
     fd::write_all(sync_parent.as_fd(), &[TAG_GO]).map_err(|e| abort(io_err("release", e)))?;
 
-    // Wait for the PTY (if any) and READY or ERROR.
+    // Wait for the PTY (if any) and PREPARED or ERROR.
     let mut pty_fds: Option<(OwnedFd, OwnedFd)> = None;
-    loop {
+    let facts = loop {
         let mut tag = [0u8; 1];
         if matches!(spec.terminal, Terminal::Pty { .. }) && pty_fds.is_none() {
             let (tag, got) = fd::recv_fds::<2>(sync_parent.as_fd())
@@ -311,7 +313,10 @@ pub fn launch(spec: LaunchSpec) -> Result<Running, SandboxError> {
             }
         }
         match fd::read(sync_parent.as_fd(), &mut tag) {
-            Ok(1) if tag[0] == TAG_READY => break,
+            Ok(1) if tag[0] == TAG_PREPARED => match read_facts(&sync_parent) {
+                Ok(f) => break f,
+                Err(e) => return Err(abort(e)),
+            },
             Ok(1) if tag[0] == TAG_ERROR => {
                 return Err(abort(read_error_body(&sync_parent, &spec.executable)))
             }
@@ -322,7 +327,7 @@ pub fn launch(spec: LaunchSpec) -> Result<Running, SandboxError> {
             }
             Err(e) => return Err(abort(io_err("status channel", e))),
         }
-    }
+    };
 
     let streams = match (streams_pipes, pty_fds) {
         (Some((stdin, stdout, stderr)), _) => Streams::Pipes {
@@ -337,15 +342,136 @@ pub fn launch(spec: LaunchSpec) -> Result<Running, SandboxError> {
             }))
         }
     };
-    Ok(Running {
-        init_pid: pid,
-        sync: sync_parent,
-        streams,
-        cgroup,
-        started: Instant::now(),
-        limits,
-        mechanisms,
+    Ok(Prepared {
+        running: Running {
+            init_pid: pid,
+            sync: sync_parent,
+            streams,
+            cgroup,
+            started: Instant::now(),
+            limits,
+            mechanisms,
+        },
+        facts,
+        executable: spec.executable.clone(),
     })
+}
+
+/// What the init resolved while building the sandbox, reported before the
+/// agent runs so that the caller can commit to it (the launch binding).
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PreparedFacts {
+    /// Each grant with the identity of the directory that was opened.
+    pub grants: Vec<crate::grants::ResolvedGrant>,
+    /// Each bundle with its verified digest.
+    pub bundles: Vec<crate::grants::ResolvedBundle>,
+}
+
+/// A sandbox that is completely built, with the agent not yet started.
+#[derive(Debug)]
+#[must_use = "a prepared sandbox must be released or aborted"]
+pub struct Prepared {
+    running: Running,
+    facts: PreparedFacts,
+    executable: String,
+}
+
+impl Prepared {
+    /// What was resolved.
+    pub fn facts(&self) -> &PreparedFacts {
+        &self.facts
+    }
+
+    /// The init's pid.
+    pub fn init_pid(&self) -> i32 {
+        self.running.init_pid
+    }
+
+    /// How each limit is enforced.
+    pub fn mechanisms(&self) -> &Mechanisms {
+        &self.running.mechanisms
+    }
+
+    /// Lets the agent run; returns once it has been `execve`d.
+    pub fn release(self) -> Result<Running, SandboxError> {
+        let Prepared {
+            mut running,
+            executable,
+            ..
+        } = self;
+        let fail = |r: &Running, e: SandboxError| {
+            r.kill_now();
+            e
+        };
+        if let Err(e) = fd::write_all(running.sync.as_fd(), &[TAG_RELEASE]) {
+            return Err(fail(&running, io_err("release", e)));
+        }
+        let mut tag = [0u8; 1];
+        match fd::read(running.sync.as_fd(), &mut tag) {
+            Ok(1) if tag[0] == TAG_READY => {}
+            Ok(1) if tag[0] == TAG_ERROR => {
+                let e = read_error_body(&running.sync, &executable);
+                return Err(fail(&running, e));
+            }
+            Ok(_) => {
+                return Err(fail(
+                    &running,
+                    SandboxError::Io {
+                        detail: "the sandbox init ended before the agent ran".into(),
+                    },
+                ))
+            }
+            Err(e) => return Err(fail(&running, io_err("status channel", e))),
+        }
+        running.started = Instant::now();
+        Ok(running)
+    }
+
+    /// Tears the sandbox down without running the agent.
+    pub fn abort(self) {
+        self.running.kill_now();
+    }
+}
+
+/// Builds the sandbox and runs the agent at once (`prepare` then
+/// `release`).
+pub fn launch(spec: LaunchSpec) -> Result<Running, SandboxError> {
+    prepare(spec)?.release()
+}
+
+fn read_facts(sync: &OwnedFd) -> Result<PreparedFacts, SandboxError> {
+    let mut len = [0u8; 4];
+    read_exact(sync, &mut len)?;
+    let n = u32::from_le_bytes(len) as usize;
+    if n > 1 << 20 {
+        return Err(SandboxError::Io {
+            detail: "prepared report too large".into(),
+        });
+    }
+    let mut body = vec![0u8; n];
+    read_exact(sync, &mut body)?;
+    glove_types::canon::decode(&body, 1 << 20, glove_types::canon::Form::Strict).map_err(|e| {
+        SandboxError::Io {
+            detail: format!("prepared report: {e}"),
+        }
+    })
+}
+
+fn read_exact(sync: &OwnedFd, buf: &mut [u8]) -> Result<(), SandboxError> {
+    let mut got = 0;
+    while got < buf.len() {
+        match fd::read(sync.as_fd(), &mut buf[got..]) {
+            Ok(0) => {
+                return Err(SandboxError::Io {
+                    detail: "status channel closed".into(),
+                })
+            }
+            Ok(n) => got += n,
+            Err(e) => return Err(io_err("status channel", e)),
+        }
+    }
+    Ok(())
 }
 
 fn nanos() -> u128 {
@@ -381,6 +507,14 @@ fn read_error_body(sync: &OwnedFd, exe: &str) -> SandboxError {
             executable: exe.to_owned(),
             detail,
         }
+    } else if step.starts_with("grant ") {
+        SandboxError::Grant {
+            detail: format!("{step} ({detail})"),
+        }
+    } else if step.starts_with("bundle ") {
+        SandboxError::Bundle {
+            detail: format!("{step} ({detail})"),
+        }
     } else if step.starts_with("copy") {
         SandboxError::Copy {
             detail: format!("{step}: {detail}"),
@@ -403,7 +537,7 @@ fn fail(sync: &OwnedFd, step: &str, e: Errno) -> ! {
 /// The sandbox's PID 1.
 fn init_main(
     spec: &LaunchSpec,
-    prep: &Prepared,
+    prep: &ExecPrep,
     sync: OwnedFd,
     pipes: Option<(OwnedFd, OwnedFd, OwnedFd)>,
 ) -> ! {
@@ -426,9 +560,10 @@ fn init_main(
     }
     // Modes given to mkdir are meant literally (1777 for /tmp).
     let umask = process::set_umask(0);
-    if let Err((step, e)) = setup_fs(spec, prep.privileged) {
-        fail(&sync, &step, e);
-    }
+    let facts = match setup_fs(spec, prep.privileged) {
+        Ok(f) => f,
+        Err((step, e)) => fail(&sync, &step, e),
+    };
     if let Err(e) = process::sethostname(&spec.hostname) {
         fail(&sync, "sethostname", e);
     }
@@ -460,6 +595,19 @@ fn init_main(
         (Terminal::Pipes, None) => fail(&sync, "pipes", Errno(libc::EBADF)),
     };
 
+    // Report what was built and wait until the supervisor lets the agent run.
+    let body = serde_json::to_vec(&facts).unwrap_or_default();
+    let mut msg = vec![TAG_PREPARED];
+    msg.extend_from_slice(&(body.len() as u32).to_le_bytes());
+    msg.extend_from_slice(&body);
+    if fd::write_all(sync.as_fd(), &msg).is_err() {
+        process::exit_now(1);
+    }
+    let mut release = [0u8; 1];
+    match fd::read(sync.as_fd(), &mut release) {
+        Ok(1) if release[0] == TAG_RELEASE => {}
+        _ => process::exit_now(1),
+    }
     let old_mask = match process::block_all_signals() {
         Ok(m) => m,
         Err(e) => fail(&sync, "sigprocmask", e),
@@ -556,7 +704,7 @@ fn count_processes() -> u64 {
 /// `execve`.
 fn agent_main(
     spec: &LaunchSpec,
-    prep: &Prepared,
+    prep: &ExecPrep,
     umask: libc::mode_t,
     stdio: &[OwnedFd; 3],
     err_w: &OwnedFd,
@@ -646,8 +794,9 @@ fn agent_main(
 }
 
 /// Builds the sandbox's file system view inside the new mount namespace.
-fn setup_fs(spec: &LaunchSpec, privileged: bool) -> Result<(), (String, Errno)> {
+fn setup_fs(spec: &LaunchSpec, privileged: bool) -> Result<PreparedFacts, (String, Errno)> {
     let owner = privileged.then_some((INSIDE_ID, INSIDE_ID));
+    let mut facts = PreparedFacts::default();
     let step = |s: &str| {
         let s = s.to_owned();
         move |e: Errno| (s.clone(), e)
@@ -655,12 +804,14 @@ fn setup_fs(spec: &LaunchSpec, privileged: bool) -> Result<(), (String, Errno)> 
     let nodev_nosuid = libc::MS_NOSUID | libc::MS_NODEV;
     mount::mount("", "/", "", libc::MS_REC | libc::MS_PRIVATE, "")
         .map_err(step("make / private"))?;
+    let root_size = 16u64 << 20;
+    let root_size = root_size + spec.bundles.len() as u64 * crate::spec::MAX_BUNDLE_BYTES;
     mount::mount(
         "tmpfs",
         "/tmp",
         "tmpfs",
         nodev_nosuid,
-        "size=16m,nr_inodes=16384,mode=0755",
+        &format!("size={root_size},nr_inodes=16384,mode=0755"),
     )
     .map_err(step("mount new root"))?;
     mount::mkdir("/tmp/oldroot", 0o700).map_err(step("mkdir oldroot"))?;
@@ -718,6 +869,12 @@ fn setup_fs(spec: &LaunchSpec, privileged: bool) -> Result<(), (String, Errno)> 
             .map_err(step(&format!("read-only {p}")))?;
         }
     }
+
+    // Grants and bundles, opened without following links and bound from
+    // the held descriptors.
+    crate::grants::apply_grants(&spec.grants, &spec.protected_paths, owner, &mut facts)?;
+    let owner_inside = if privileged { 0 } else { INSIDE_ID };
+    crate::grants::apply_bundles(&spec.bundles, owner_inside, &mut facts)?;
 
     // A minimal /dev with its own devpts.
     mount::mkdir("/dev", 0o755).map_err(step("mkdir /dev"))?;
@@ -807,7 +964,7 @@ fn setup_fs(spec: &LaunchSpec, privileged: bool) -> Result<(), (String, Errno)> 
         "",
     )
     .map_err(step("read-only /"))?;
-    Ok(())
+    Ok(facts)
 }
 
 fn inodes(bytes: u64) -> u64 {

@@ -48,6 +48,8 @@ impl StreamIo for Relay {
                 Ok(Some(ToLauncher::Resize(r, c))) => out.push(Command::Resize(r, c)),
                 Ok(Some(ToLauncher::Signal(s))) => out.push(Command::Signal(s)),
                 Ok(Some(ToLauncher::Stop(ms))) => out.push(Command::Stop { grace_ms: ms }),
+                // Already running: a late release changes nothing.
+                Ok(Some(ToLauncher::Release)) => {}
                 // A second spec is a protocol error: stop the session.
                 Ok(Some(ToLauncher::Spec(_))) | Err(_) => {
                     out.push(Command::Stop { grace_ms: 0 });
@@ -86,6 +88,33 @@ fn read_spec(sock: &OwnedFd, decoder: &mut Decoder) -> Result<crate::wire::SpecW
     }
 }
 
+/// Waits for `Release` (true) or `Stop` (false) from the service.
+fn wait_release(relay: &mut Relay) -> Result<bool, SandboxError> {
+    let mut buf = vec![0u8; 64 * 1024];
+    loop {
+        match relay.decoder.next_to_launcher() {
+            Ok(Some(ToLauncher::Release)) => return Ok(true),
+            Ok(Some(ToLauncher::Stop(_))) => return Ok(false),
+            Ok(Some(_)) => continue,
+            Err(e) => {
+                return Err(SandboxError::Io {
+                    detail: e.to_string(),
+                })
+            }
+            Ok(None) => {}
+        }
+        match fd::read(relay.sock.as_fd(), &mut buf) {
+            Ok(0) => return Ok(false),
+            Ok(n) => relay.decoder.push(&buf[..n]),
+            Err(e) => {
+                return Err(SandboxError::Io {
+                    detail: format!("read: {e}"),
+                })
+            }
+        }
+    }
+}
+
 /// Takes ownership of a descriptor inherited from the parent process (the
 /// launcher's socket). Call once, at start-up, for a descriptor nothing else
 /// owns.
@@ -111,20 +140,43 @@ pub fn serve(sock: OwnedFd) -> i32 {
             return EXIT_PROTOCOL;
         }
     };
+    let hold = spec.hold_for_release;
     let mut relay = Relay {
         sock,
         decoder,
         alive: true,
     };
-    let running = match crate::launch(spec.into_spec()) {
-        Ok(r) => r,
-        Err(e) => {
-            relay.send(&FromLauncher::Failed(Failure {
-                code: e.code().as_str().into(),
-                message: e.to_string(),
-            }));
-            return EXIT_LAUNCH_FAILED;
+    let failed = |relay: &mut Relay, e: &SandboxError| {
+        relay.send(&FromLauncher::Failed(Failure {
+            code: e.code().as_str().into(),
+            message: e.to_string(),
+        }));
+        EXIT_LAUNCH_FAILED
+    };
+    let prepared = match crate::prepare(spec.into_spec()) {
+        Ok(p) => p,
+        Err(e) => return failed(&mut relay, &e),
+    };
+    relay.send(&FromLauncher::Prepared(Box::new(prepared.facts().clone())));
+    if hold {
+        match wait_release(&mut relay) {
+            Ok(true) => {}
+            Ok(false) => {
+                prepared.abort();
+                let e = SandboxError::Io {
+                    detail: "the service withdrew the launch before release".into(),
+                };
+                return failed(&mut relay, &e);
+            }
+            Err(e) => {
+                prepared.abort();
+                return failed(&mut relay, &e);
+            }
         }
+    }
+    let running = match prepared.release() {
+        Ok(r) => r,
+        Err(e) => return failed(&mut relay, &e),
     };
     match ProcessIdentity::of(running.init_pid()) {
         Ok(init) => relay.send(&FromLauncher::Started(Box::new(Started {

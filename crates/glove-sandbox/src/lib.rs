@@ -22,6 +22,7 @@
 pub mod cgroup;
 mod copy;
 pub mod error;
+pub mod grants;
 pub mod identity;
 pub mod launch;
 pub mod launcher;
@@ -35,7 +36,7 @@ pub mod tty;
 pub mod wire;
 
 pub use error::SandboxError;
-pub use launch::{launch, Running, Streams};
+pub use launch::{launch, prepare, Prepared, PreparedFacts, Running, Streams};
 pub use outcome::{Limit, Outcome};
 pub use spec::LaunchSpec;
 pub use sys::Errno;

@@ -230,6 +230,9 @@ pub fn exec_spec(req: ExecRequest) -> Result<LaunchSpec, SandboxError> {
             None => Terminal::Pipes,
         },
         extra_fds: Vec::new(),
+        grants: Vec::new(),
+        bundles: Vec::new(),
+        protected_paths: Vec::new(),
         enforcement: if req.strict_limits {
             Enforcement::Strict
         } else {

@@ -36,6 +36,50 @@ pub struct CopyIn {
     pub target: String,
 }
 
+/// How a path grant reaches the sandbox.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
+pub enum GrantMode {
+    /// The host directory, bound read-only.
+    ReadOnly,
+    /// A private copy in its own tmpfs of `max_bytes`, discarded at the end.
+    EphemeralCopy {
+        /// Size of the copy's tmpfs.
+        max_bytes: u64,
+    },
+}
+
+/// A host directory granted to the session. The init opens it without
+/// following any link and holds the descriptor; nothing re-resolves the path.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Grant {
+    /// Host directory (absolute, canonical, no symlink anywhere in it).
+    pub host_path: String,
+    /// Where it appears inside.
+    pub target: String,
+    /// How.
+    pub mode: GrantMode,
+    /// For copies: start empty when the host directory does not exist.
+    pub create_if_missing: bool,
+}
+
+/// A library bundle projected read-only: the file named by its SHA-256
+/// beneath a pinned root, checked and rehashed before it is mounted.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BundleMount {
+    /// The bundle root directory (mode 0700, owned by the launcher's user).
+    pub root: String,
+    /// Lowercase hex SHA-256, also the file name.
+    pub sha256: String,
+    /// The file path inside the sandbox.
+    pub target: String,
+}
+
+/// Largest bundle accepted.
+pub const MAX_BUNDLE_BYTES: u64 = 16 << 20;
+
 /// How the agent's standard streams are connected.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case", deny_unknown_fields)]
@@ -93,6 +137,13 @@ pub struct LaunchSpec {
     pub extra_fds: Vec<(OwnedFd, i32)>,
     /// Enforcement requirement.
     pub enforcement: Enforcement,
+    /// Host directories granted to the session.
+    pub grants: Vec<Grant>,
+    /// Library bundles projected read-only.
+    pub bundles: Vec<BundleMount>,
+    /// Host paths no grant may expose (a grant equal to one of them or to an
+    /// ancestor is refused), e.g. the control socket's directory.
+    pub protected_paths: Vec<String>,
 }
 
 fn bad(detail: impl Into<String>) -> SandboxError {
@@ -136,6 +187,9 @@ impl LaunchSpec {
             }
         }
         let counts = [
+            self.grants.len(),
+            self.bundles.len(),
+            self.protected_paths.len(),
             self.read_only_binds.len(),
             self.symlinks.len(),
             self.files.len(),
@@ -167,6 +221,29 @@ impl LaunchSpec {
         for w in &self.writable_dirs {
             path(w, "writable directory")?;
             targets.push(w);
+        }
+        for g in &self.grants {
+            path(&g.host_path, "grant host path")?;
+            path(&g.target, "grant target")?;
+            if let GrantMode::EphemeralCopy { max_bytes } = g.mode {
+                if max_bytes < MIN_DISK_BYTES {
+                    return Err(bad(format!(
+                        "a copy grant needs at least {MIN_DISK_BYTES} bytes"
+                    )));
+                }
+            }
+            targets.push(&g.target);
+        }
+        for b in &self.bundles {
+            path(&b.root, "bundle root")?;
+            path(&b.target, "bundle target")?;
+            if glove_types::Sha256Digest::parse(&b.sha256).is_err() {
+                return Err(bad("a bundle digest must be 64 lowercase hex characters"));
+            }
+            targets.push(&b.target);
+        }
+        for p in &self.protected_paths {
+            path(p, "protected path")?;
         }
         for t in &targets {
             if let Some(r) = RESERVED_TARGETS

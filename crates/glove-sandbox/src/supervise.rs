@@ -400,6 +400,12 @@ impl Running {
         process::kill(self.init_pid, sig).map_err(|e| io_err("signal", e))
     }
 
+    /// Kills the sandbox and reaps its init (used when a launch is abandoned).
+    pub(crate) fn kill_now(&self) {
+        self.kill_sandbox();
+        let _ = process::wait(self.init_pid);
+    }
+
     fn kill_sandbox(&self) {
         let _ = process::kill(self.init_pid, libc::SIGKILL);
         if let Some(cg) = &self.cgroup {

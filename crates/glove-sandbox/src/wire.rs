@@ -12,6 +12,8 @@
 //! | 3 `Resize` | service → launcher | rows `u16` LE, columns `u16` LE |
 //! | 4 `Signal` | service → launcher | signal number `i32` LE |
 //! | 5 `Stop` | service → launcher | grace period in ms, `u64` LE |
+//! | 6 `Release` | service → launcher | empty: let the prepared agent run |
+//! | 9 `Prepared` | launcher → service | JSON [`crate::launch::PreparedFacts`]: the sandbox is built, the agent not yet running |
 //! | 10 `Started` | launcher → service | JSON [`Started`] |
 //! | 11 `Output` | launcher → service | bytes the agent wrote (already counted) |
 //! | 12 `Exited` | launcher → service | JSON [`crate::Outcome`] — last |
@@ -19,7 +21,9 @@
 
 use crate::identity::ProcessIdentity;
 use crate::outcome::{Enforcement, Outcome};
-use crate::spec::{Bind, CopyIn, Enforcement as Strictness, LaunchSpec, Terminal};
+use crate::spec::{
+    Bind, BundleMount, CopyIn, Enforcement as Strictness, Grant, LaunchSpec, Terminal,
+};
 use glove_types::policy::ResourceLimits;
 use serde::{Deserialize, Serialize};
 
@@ -57,6 +61,15 @@ pub struct SpecWire {
     pub terminal: Terminal,
     /// See [`LaunchSpec::enforcement`].
     pub enforcement: Strictness,
+    /// See [`LaunchSpec::grants`].
+    pub grants: Vec<Grant>,
+    /// See [`LaunchSpec::bundles`].
+    pub bundles: Vec<BundleMount>,
+    /// See [`LaunchSpec::protected_paths`].
+    pub protected_paths: Vec<String>,
+    /// Wait for a `Release` frame after `Prepared` (the service records the
+    /// launch binding durably in between).
+    pub hold_for_release: bool,
 }
 
 impl SpecWire {
@@ -85,6 +98,10 @@ impl SpecWire {
             limits: s.limits,
             terminal: s.terminal,
             enforcement: s.enforcement,
+            grants: s.grants.clone(),
+            bundles: s.bundles.clone(),
+            protected_paths: s.protected_paths.clone(),
+            hold_for_release: false,
         })
     }
 
@@ -109,6 +126,9 @@ impl SpecWire {
             terminal: self.terminal,
             extra_fds: Vec::new(),
             enforcement: self.enforcement,
+            grants: self.grants,
+            bundles: self.bundles,
+            protected_paths: self.protected_paths,
         }
     }
 }
@@ -148,11 +168,15 @@ pub enum ToLauncher {
     Signal(i32),
     /// Stop with a grace period (ms).
     Stop(u64),
+    /// Let a prepared agent run.
+    Release,
 }
 
 /// A frame from the launcher to the service.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum FromLauncher {
+    /// The sandbox is built and held before the agent runs.
+    Prepared(Box<crate::launch::PreparedFacts>),
     /// The agent runs.
     Started(Box<Started>),
     /// Agent output.
@@ -203,6 +227,7 @@ impl ToLauncher {
             }
             ToLauncher::Signal(s) => frame(4, &s.to_le_bytes()),
             ToLauncher::Stop(ms) => frame(5, &ms.to_le_bytes()),
+            ToLauncher::Release => frame(6, &[]),
         }
     }
 
@@ -234,6 +259,10 @@ impl ToLauncher {
                 a.copy_from_slice(b);
                 ToLauncher::Stop(u64::from_le_bytes(a))
             }
+            6 => {
+                fixed(0)?;
+                ToLauncher::Release
+            }
             other => return Err(WireError(format!("unknown frame type {other}"))),
         })
     }
@@ -243,6 +272,7 @@ impl FromLauncher {
     /// Encodes one frame.
     pub fn encode(&self) -> Vec<u8> {
         match self {
+            FromLauncher::Prepared(p) => frame(9, &json(p)),
             FromLauncher::Started(s) => frame(10, &json(s)),
             FromLauncher::Output(b) => frame(11, b),
             FromLauncher::Exited(o) => frame(12, &json(o)),
@@ -252,6 +282,7 @@ impl FromLauncher {
 
     fn decode(kind: u8, p: &[u8]) -> Result<Self, WireError> {
         Ok(match kind {
+            9 => FromLauncher::Prepared(Box::new(from_json(p)?)),
             10 => FromLauncher::Started(Box::new(from_json(p)?)),
             11 => FromLauncher::Output(p.to_vec()),
             12 => FromLauncher::Exited(Box::new(from_json(p)?)),
@@ -321,6 +352,7 @@ mod tests {
             ToLauncher::Resize(40, 120),
             ToLauncher::Signal(15),
             ToLauncher::Stop(2000),
+            ToLauncher::Release,
         ];
         let bytes: Vec<u8> = msgs.iter().flat_map(|m| m.encode()).collect();
         let mut d = Decoder::default();

@@ -14,6 +14,7 @@ pub(crate) mod fd;
 pub(crate) mod mount;
 pub(crate) mod process;
 pub(crate) mod pty;
+pub(crate) mod resolve;
 
 /// A raw `errno` value from a failed system call.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

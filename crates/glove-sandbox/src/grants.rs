@@ -1,0 +1,335 @@
+//! Path grants and library bundles, done by the sandbox init inside its own
+//! mount namespace (so the descriptors it holds belong to that namespace and
+//! can be bound from). Host paths are opened under `/oldroot` with
+//! `openat2(RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS)`; everything below
+//! an opened root with `RESOLVE_BENEATH | RESOLVE_NO_XDEV` as well. A symlink
+//! anywhere, a special file, a grant that would expose a protected path, or
+//! a bundle whose type, mode, link count, owner, size, identity or digest is
+//! wrong fails the launch before the agent exists. A verified bundle is
+//! projected as a read-only copy of exactly the bytes that were hashed.
+
+use crate::launch::PreparedFacts;
+use crate::spec::{BundleMount, Grant, GrantMode, MAX_BUNDLE_BYTES};
+use crate::sys::resolve::{self, Meta};
+use crate::sys::{mount, Errno};
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+
+/// A grant as resolved: the identity of the directory that was opened.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ResolvedGrant {
+    /// Target inside the sandbox.
+    pub target: String,
+    /// Device of the host directory (absent for a copy started empty).
+    pub dev: Option<u64>,
+    /// Inode of the host directory.
+    pub ino: Option<u64>,
+}
+
+/// A bundle as verified.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ResolvedBundle {
+    /// Target inside the sandbox.
+    pub target: String,
+    /// The digest that was recomputed and matched.
+    pub sha256: String,
+    /// Size in bytes.
+    pub size: u64,
+}
+
+type Step = (String, Errno);
+
+fn fail(what: String, e: Errno) -> Step {
+    (what, e)
+}
+
+/// Identities (dev, ino) of `path` and every ancestor, under `/oldroot`.
+fn chain(path: &str) -> Vec<(u64, u64)> {
+    let mut out = Vec::new();
+    let mut cur = String::from("/oldroot");
+    if let Ok(m) = std::fs::symlink_metadata(&cur) {
+        out.push(m_id(&m));
+    }
+    for comp in path.split('/').filter(|c| !c.is_empty()) {
+        cur.push('/');
+        cur.push_str(comp);
+        match std::fs::symlink_metadata(&cur) {
+            Ok(m) => out.push(m_id(&m)),
+            Err(_) => break,
+        }
+    }
+    out
+}
+
+fn m_id(m: &std::fs::Metadata) -> (u64, u64) {
+    use std::os::unix::fs::MetadataExt;
+    (m.dev(), m.ino())
+}
+
+/// Applies every grant. `owner` is given the copies (privileged launch).
+pub(crate) fn apply_grants(
+    grants: &[Grant],
+    protected: &[String],
+    owner: Option<(u32, u32)>,
+    facts: &mut PreparedFacts,
+) -> Result<(), Step> {
+    let guarded: Vec<(u64, u64)> = protected.iter().flat_map(|p| chain(p)).collect();
+    for g in grants {
+        let what = |s: &str| format!("grant {}: {s}", g.target);
+        let opened = match resolve::open_no_links(
+            &format!("/oldroot{}", g.host_path),
+            libc::O_PATH | libc::O_DIRECTORY,
+        ) {
+            Ok(fd) => Some(fd),
+            Err(Errno(libc::ENOENT))
+                if g.create_if_missing && matches!(g.mode, GrantMode::EphemeralCopy { .. }) =>
+            {
+                None
+            }
+            Err(Errno(libc::ELOOP)) => {
+                return Err(fail(
+                    what("a symbolic link in the host path"),
+                    Errno(libc::ELOOP),
+                ))
+            }
+            Err(Errno(libc::ENOTDIR)) => {
+                return Err(fail(
+                    what("the host path is not a directory"),
+                    Errno(libc::ENOTDIR),
+                ))
+            }
+            Err(e) => return Err(fail(what("open"), e)),
+        };
+        let meta = match &opened {
+            Some(fd) => Some(resolve::meta(fd.as_fd()).map_err(|e| fail(what("stat"), e))?),
+            None => None,
+        };
+        if let Some(m) = &meta {
+            if !m.is_dir() {
+                return Err(fail(
+                    what("the host path is not a directory"),
+                    Errno(libc::ENOTDIR),
+                ));
+            }
+            if guarded.contains(&(m.dev, m.ino)) {
+                return Err(fail(
+                    what("it would expose a protected path (the control socket)"),
+                    Errno(libc::EACCES),
+                ));
+            }
+        }
+        mount::mkdir_all(&g.target, 0o755).map_err(|e| fail(what("mkdir target"), e))?;
+        match (g.mode, &opened) {
+            (GrantMode::ReadOnly, Some(fd)) => {
+                mount::mount(
+                    &resolve::proc_path(fd.as_fd()),
+                    &g.target,
+                    "",
+                    libc::MS_BIND | libc::MS_REC,
+                    "",
+                )
+                .map_err(|e| fail(what("bind"), e))?;
+                mount::set_attr_recursive(
+                    &g.target,
+                    mount::MOUNT_ATTR_RDONLY | mount::MOUNT_ATTR_NOSUID | mount::MOUNT_ATTR_NODEV,
+                )
+                .map_err(|e| fail(what("read-only"), e))?;
+            }
+            (GrantMode::ReadOnly, None) => return Err(fail(what("missing"), Errno(libc::ENOENT))),
+            (GrantMode::EphemeralCopy { max_bytes }, _) => {
+                let opts = format!(
+                    "size={max_bytes},nr_inodes={},mode=0755",
+                    (max_bytes / 4096).clamp(1024, 1 << 20)
+                );
+                mount::mount(
+                    "tmpfs",
+                    &g.target,
+                    "tmpfs",
+                    libc::MS_NOSUID | libc::MS_NODEV,
+                    &opts,
+                )
+                .map_err(|e| fail(what("mount copy tmpfs"), e))?;
+                if let Some((u, gid)) = owner {
+                    mount::lchown(&g.target, u, gid).map_err(|e| fail(what("chown"), e))?;
+                }
+                if let Some(fd) = &opened {
+                    copy_beneath(fd.as_fd(), "", &g.target, owner, 0)
+                        .map_err(|(w, e)| fail(what(&format!("copy {w}")), e))?;
+                }
+            }
+        }
+        facts.grants.push(ResolvedGrant {
+            target: g.target.clone(),
+            dev: meta.map(|m| m.dev),
+            ino: meta.map(|m| m.ino),
+        });
+    }
+    Ok(())
+}
+
+/// Copies the tree below `root` (at relative `rel`) into `dst`, opening
+/// every entry beneath `root` without following links.
+fn copy_beneath(
+    root: BorrowedFd<'_>,
+    rel: &str,
+    dst: &str,
+    owner: Option<(u32, u32)>,
+    depth: usize,
+) -> Result<(), (String, Errno)> {
+    if depth > crate::copy::MAX_DEPTH {
+        return Err(("nesting too deep".into(), Errno(libc::ELOOP)));
+    }
+    let here = if rel.is_empty() {
+        ".".to_owned()
+    } else {
+        rel.to_owned()
+    };
+    let dir = resolve::open_beneath(root, &here, libc::O_RDONLY | libc::O_DIRECTORY)
+        .map_err(|e| (here.clone(), e))?;
+    let listing = std::fs::read_dir(resolve::proc_path(dir.as_fd()))
+        .map_err(|e| (here.clone(), Errno(e.raw_os_error().unwrap_or(libc::EIO))))?;
+    for entry in listing {
+        let entry =
+            entry.map_err(|e| (here.clone(), Errno(e.raw_os_error().unwrap_or(libc::EIO))))?;
+        let Some(name) = entry.file_name().to_str().map(str::to_owned) else {
+            return Err((format!("{here}/<non-UTF-8 name>"), Errno(libc::EILSEQ)));
+        };
+        let child_rel = if rel.is_empty() {
+            name.clone()
+        } else {
+            format!("{rel}/{name}")
+        };
+        let to = format!("{dst}/{name}");
+        let ft = entry.file_type().map_err(|e| {
+            (
+                child_rel.clone(),
+                Errno(e.raw_os_error().unwrap_or(libc::EIO)),
+            )
+        })?;
+        if ft.is_symlink() {
+            let target = std::fs::read_link(format!("{}/{name}", resolve::proc_path(dir.as_fd())))
+                .map_err(|e| {
+                    (
+                        child_rel.clone(),
+                        Errno(e.raw_os_error().unwrap_or(libc::EIO)),
+                    )
+                })?;
+            let t = target
+                .to_str()
+                .ok_or((child_rel.clone(), Errno(libc::EILSEQ)))?;
+            mount::symlink(t, &to).map_err(|e| (child_rel.clone(), e))?;
+        } else if ft.is_dir() {
+            mount::mkdir(&to, 0o755).map_err(|e| (child_rel.clone(), e))?;
+            copy_beneath(root, &child_rel, &to, owner, depth + 1)?;
+        } else if ft.is_file() {
+            let f = resolve::open_beneath(root, &child_rel, libc::O_RDONLY)
+                .map_err(|e| (child_rel.clone(), e))?;
+            let m = resolve::meta(f.as_fd()).map_err(|e| (child_rel.clone(), e))?;
+            if !m.is_file() {
+                return Err((child_rel, Errno(libc::EPERM)));
+            }
+            let body =
+                resolve::read_all(f.as_fd(), usize::MAX).map_err(|e| (child_rel.clone(), e))?;
+            mount::write_file(&to, &body, (m.mode & 0o755) as libc::mode_t)
+                .map_err(|e| (child_rel.clone(), e))?;
+        } else {
+            return Err((format!("{child_rel} is a special file"), Errno(libc::EPERM)));
+        }
+        if let Some((u, g)) = owner {
+            mount::lchown(&to, u, g).map_err(|e| (child_rel.clone(), e))?;
+        }
+    }
+    Ok(())
+}
+
+fn same_file(a: &Meta, b: &Meta) -> bool {
+    a.dev == b.dev
+        && a.ino == b.ino
+        && a.size == b.size
+        && a.mtime_ns == b.mtime_ns
+        && a.ctime_ns == b.ctime_ns
+        && a.nlink == b.nlink
+        && a.mode == b.mode
+        && a.uid == b.uid
+}
+
+/// Verifies and mounts every bundle. `owner_uid` is the launcher's user as
+/// seen inside.
+pub(crate) fn apply_bundles(
+    bundles: &[BundleMount],
+    owner_uid: u32,
+    facts: &mut PreparedFacts,
+) -> Result<(), Step> {
+    for b in bundles {
+        let what = |s: &str| format!("bundle {}: {s}", b.target);
+        let root: OwnedFd = resolve::open_no_links(
+            &format!("/oldroot{}", b.root),
+            libc::O_PATH | libc::O_DIRECTORY,
+        )
+        .map_err(|e| fail(what("open the bundle root"), e))?;
+        let rm = resolve::meta(root.as_fd()).map_err(|e| fail(what("stat root"), e))?;
+        if !rm.is_dir() || rm.mode & 0o777 != 0o700 || rm.uid != owner_uid {
+            return Err(fail(
+                what("the bundle root must be a directory of mode 0700 owned by the service user"),
+                Errno(libc::EACCES),
+            ));
+        }
+        let f = resolve::open_beneath(root.as_fd(), &b.sha256, libc::O_RDONLY).map_err(
+            |e| match e {
+                Errno(libc::ELOOP) => fail(what("the bundle is a symbolic link"), e),
+                other => fail(what("open the bundle"), other),
+            },
+        )?;
+        let m1 = resolve::meta(f.as_fd()).map_err(|e| fail(what("stat"), e))?;
+        if !m1.is_file() {
+            return Err(fail(what("not a regular file"), Errno(libc::EPERM)));
+        }
+        if m1.mode & 0o7777 != 0o600 || m1.nlink != 1 || m1.uid != owner_uid {
+            return Err(fail(
+                what("a bundle must be mode 0600, one link, owned by the service user"),
+                Errno(libc::EACCES),
+            ));
+        }
+        if m1.size > MAX_BUNDLE_BYTES {
+            return Err(fail(what("larger than 16 MiB"), Errno(libc::EFBIG)));
+        }
+        let body = resolve::read_all(f.as_fd(), MAX_BUNDLE_BYTES as usize)
+            .map_err(|e| fail(what("read"), e))?;
+        let digest = glove_types::digest::to_hex(&Sha256::digest(&body));
+        if digest != b.sha256 {
+            return Err(fail(
+                what("its content does not match its digest"),
+                Errno(libc::EBADMSG),
+            ));
+        }
+        let m2 = resolve::meta(f.as_fd()).map_err(|e| fail(what("stat"), e))?;
+        if !same_file(&m1, &m2) || body.len() as u64 != m1.size {
+            return Err(fail(
+                what("it changed while it was read"),
+                Errno(libc::EAGAIN),
+            ));
+        }
+        // The agent receives exactly the bytes that were hashed: a read-only
+        // file on the sandbox's (later read-only) root, not the host inode,
+        // so a later change on the host cannot reach it and the host file
+        // may stay private to the service user.
+        mount::mkdir_all(parent(&b.target), 0o755).map_err(|e| fail(what("mkdir"), e))?;
+        mount::write_file(&b.target, &body, 0o444).map_err(|e| fail(what("write"), e))?;
+        facts.bundles.push(ResolvedBundle {
+            target: b.target.clone(),
+            sha256: digest,
+            size: m1.size,
+        });
+    }
+    Ok(())
+}
+
+fn parent(p: &str) -> &str {
+    match p.rfind('/') {
+        Some(0) | None => "/",
+        Some(i) => &p[..i],
+    }
+}
