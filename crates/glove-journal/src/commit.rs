@@ -25,14 +25,21 @@
 //! that cuts whatever is queued the moment the previous sync ends splits
 //! the threads into two alternating groups (a thread whose record was in
 //! batch `k` cannot have a record queued when batch `k + 1` is cut, if that
-//! happens at once), so each sync carries about `n / 2` records. Instead the
-//! leader waits until the records it *expects* are queued: those already
-//! waiting when the previous sync completed plus one from each appender that
-//! sync released. The last expected appender wakes the leader (one targeted
-//! notify). Because an appender may not come back, the wait is bounded by a
-//! quarter of the previous sync's duration (at most [`MAX_GATHER`]): waiting
-//! in vain costs at most a quarter of one sync. A lone appender expects only
-//! itself and never waits.
+//! happens at once), so each sync carries about `n / 2` records. So the
+//! leader may first wait until the records it *expects* are queued: those
+//! already waiting when the previous sync completed plus one from each
+//! appender that sync released. The last expected appender wakes the leader
+//! (one targeted notify). The wait is bounded by half the previous sync's
+//! duration (at most [`MAX_GATHER`]), because an appender may not come
+//! back. Whether to gather at all is decided from measurements: the leader
+//! keeps the time per arriving record of gathers that completed, and
+//! gathers only when the missing records are predicted to arrive within the
+//! window and the last two gathers did not both run out of time; otherwise
+//! it cuts at once (the two-group pipeline, better when waking every thread
+//! costs more than a sync) and tries gathering again after
+//! [`PROBE_EVERY`] batches. A lone appender expects only itself and never
+//! waits. The gather wait is the only timed wait; correctness never depends
+//! on it.
 //!
 //! Failure. A failed write or sync poisons the state: the leader's call
 //! returns the failure (`journal_sync_failed`), every follower and every
@@ -51,6 +58,10 @@ use std::time::{Duration, Instant};
 /// step failed.
 pub(crate) type WriteSync<'a> = &'a dyn Fn(&[u8], u64) -> Result<(), (IoOp, Errno)>;
 
+/// A leader that skipped gathering this many batches in a row gathers once
+/// to measure the arrival cost again.
+const PROBE_EVERY: u32 = 16;
+
 /// Upper bound of the gather window.
 pub(crate) const MAX_GATHER: Duration = Duration::from_millis(2);
 
@@ -66,6 +77,12 @@ pub struct CommitStats {
     /// Batches cut because the gather window ran out before every expected
     /// record was queued.
     pub gather_timeouts: u64,
+    /// Time spent writing and syncing batches (the file was busy).
+    pub sync_time: Duration,
+    /// Batches for which the leader gathered expected records first.
+    pub gathers: u64,
+    /// Time leaders spent gathering expected records before cutting.
+    pub gather_time: Duration,
 }
 
 /// The queue and the commit bookkeeping, guarded by the mutex.
@@ -96,6 +113,14 @@ pub(crate) struct State {
     released: u64,
     /// How long the leader may gather: a quarter of the last sync.
     gather_window: Duration,
+    /// Time per record arriving during gathers that completed (moving
+    /// average): predicts what gathering the missing records would cost.
+    arrival_cost: Duration,
+    /// Gathers in a row that ran out of time.
+    timeouts_in_a_row: u32,
+    /// Batches cut without gathering since the last gather (to try again
+    /// now and then).
+    since_gather: u32,
     /// Parked followers: the sequence number each waits for.
     waiters: Vec<(u64, Arc<Waiter>)>,
     /// Set by a failed write or sync; the handle is unusable from then on.
@@ -148,6 +173,9 @@ impl Commit {
                 carried: 0,
                 released: 0,
                 gather_window: Duration::ZERO,
+                arrival_cost: Duration::ZERO,
+                timeouts_in_a_row: 0,
+                since_gather: 0,
                 waiters: Vec::new(),
                 poisoned: false,
                 spare: Vec::new(),
@@ -178,18 +206,16 @@ impl Commit {
     }
 
     /// Waits until a completed sync covers `seq`, leading batches when no
-    /// one else does. `write_sync(batch, offset)` writes the batch at
+    /// one else does. Called with the lock held (the caller just queued
+    /// record `seq`). `write_sync(batch, offset)` writes the batch at
     /// `offset` and syncs the file.
-    pub(crate) fn wait_durable(
-        &self,
+    pub(crate) fn wait_durable<'a>(
+        &'a self,
+        mut st: MutexGuard<'a, State>,
         seq: u64,
         write_sync: WriteSync<'_>,
     ) -> Result<(), JournalError> {
         loop {
-            if self.synced.load(Ordering::Acquire) >= seq {
-                return Ok(());
-            }
-            let mut st = self.state()?;
             if st.synced >= seq {
                 return Ok(());
             }
@@ -209,6 +235,10 @@ impl Commit {
             while !waiter.woken.load(Ordering::Acquire) {
                 std::thread::park();
             }
+            if self.synced.load(Ordering::Acquire) >= seq {
+                return Ok(());
+            }
+            st = self.state()?;
         }
     }
 
@@ -221,13 +251,26 @@ impl Commit {
     ) -> Result<(), JournalError> {
         st.leader = true;
         let expected = st.cut + (st.carried + st.released).max(1);
-        if st.written < expected && !st.gather_window.is_zero() {
-            let deadline = Instant::now() + st.gather_window;
+        let missing = expected.saturating_sub(st.written);
+        let predicted = st
+            .arrival_cost
+            .saturating_mul(u32::try_from(missing).unwrap_or(u32::MAX));
+        let worth_it = (predicted <= st.gather_window && st.timeouts_in_a_row < 2)
+            || st.since_gather >= PROBE_EVERY;
+        if missing == 0 || st.gather_window.is_zero() || !worth_it {
+            st.since_gather = st.since_gather.saturating_add(1);
+        } else {
+            st.since_gather = 0;
+            let gather_start = Instant::now();
+            let deadline = gather_start + st.gather_window;
+            let before = st.written;
             st.gather_until = Some(expected);
+            let mut timed_out = false;
             while st.written < expected && !st.poisoned {
                 let now = Instant::now();
                 if now >= deadline {
                     st.stats.gather_timeouts += 1;
+                    timed_out = true;
                     break;
                 }
                 st = match self.gathered.wait_timeout(st, deadline - now) {
@@ -236,6 +279,16 @@ impl Commit {
                 };
             }
             st.gather_until = None;
+            let took = gather_start.elapsed();
+            st.stats.gather_time += took;
+            st.stats.gathers += 1;
+            if timed_out {
+                st.timeouts_in_a_row = st.timeouts_in_a_row.saturating_add(1);
+            } else {
+                st.timeouts_in_a_row = 0;
+                let arrived = u32::try_from((st.written - before).max(1)).unwrap_or(u32::MAX);
+                st.arrival_cost = (st.arrival_cost + took / arrived) / 2;
+            }
         }
         if st.poisoned {
             st.leader = false;
@@ -263,8 +316,9 @@ impl Commit {
                 self.synced.store(target, Ordering::Release);
                 st.released = covered;
                 st.carried = st.written - target;
-                st.gather_window = (took / 4).min(MAX_GATHER);
+                st.gather_window = (took / 2).min(MAX_GATHER);
                 st.stats.syncs += 1;
+                st.stats.sync_time += took;
                 st.stats.records += covered;
                 st.stats.max_batch = st.stats.max_batch.max(covered);
                 let waiters = std::mem::take(&mut st.waiters);
@@ -302,13 +356,13 @@ mod tests {
     use super::*;
     use std::sync::atomic::AtomicUsize;
 
-    fn queue(c: &Commit) -> u64 {
+    fn queue(c: &Commit) -> (u64, MutexGuard<'_, State>) {
         let mut st = c.state().unwrap();
         st.pending.push(0);
         st.end += 1;
         st.written += 1;
         c.queued(&st);
-        st.written
+        (st.written, st)
     }
 
     #[test]
@@ -320,8 +374,8 @@ mod tests {
             Ok(())
         };
         for _ in 0..3 {
-            let seq = queue(&c);
-            c.wait_durable(seq, &ok).unwrap();
+            let (seq, st) = queue(&c);
+            c.wait_durable(st, seq, &ok).unwrap();
         }
         assert_eq!(syncs.load(Ordering::SeqCst), 3);
         let stats = c.stats();
@@ -332,16 +386,16 @@ mod tests {
     fn a_failed_sync_poisons_and_acknowledges_nothing_it_covered() {
         let c = Arc::new(Commit::new(0, 0, [0; 32]));
         let ok = |_: &[u8], _: u64| Ok(());
-        let first = queue(&c);
-        c.wait_durable(first, &ok).unwrap();
+        let (first, st) = queue(&c);
+        c.wait_durable(st, first, &ok).unwrap();
         // Many threads queue; every sync fails.
         let threads: Vec<_> = (0..8)
             .map(|_| {
                 let c = Arc::clone(&c);
                 std::thread::spawn(move || {
-                    let seq = queue(&c);
+                    let (seq, st) = queue(&c);
                     let fail = |_: &[u8], _: u64| Err((IoOp::Sync, Errno::IO));
-                    c.wait_durable(seq, &fail).map_err(|e| e.code())
+                    c.wait_durable(st, seq, &fail).map_err(|e| e.code())
                 })
             })
             .collect();
@@ -362,9 +416,9 @@ mod tests {
         let never = |_: &[u8], _: u64| -> Result<(), (IoOp, Errno)> {
             panic!("a poisoned handle must not sync again")
         };
-        let seq = queue(&c);
+        let (seq, st) = queue(&c);
         assert_eq!(
-            c.wait_durable(seq, &never).unwrap_err().code(),
+            c.wait_durable(st, seq, &never).unwrap_err().code(),
             jc::JOURNAL_POISONED
         );
     }

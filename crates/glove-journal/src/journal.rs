@@ -229,14 +229,18 @@ impl Journal {
 
     /// Appends one record and returns once it is durable.
     pub fn append(&self, kind: u16, payload: &[u8]) -> Result<Appended, JournalError> {
-        let appended = self.write(kind, payload)?;
-        self.wait_durable(appended.seq)?;
+        let (appended, st) = self.write(kind, payload)?;
+        self.wait_durable(st, appended.seq)?;
         Ok(appended)
     }
 
     /// Queues one record (sequence number, offset and digest assigned)
-    /// without writing it.
-    fn write(&self, kind: u16, payload: &[u8]) -> Result<Appended, JournalError> {
+    /// without writing it; keeps the lock for the wait that follows.
+    fn write(
+        &self,
+        kind: u16,
+        payload: &[u8],
+    ) -> Result<(Appended, MutexGuard<'_, State>), JournalError> {
         let mut st = self.state()?;
         if st.poisoned {
             return Err(JournalError::Poisoned);
@@ -257,11 +261,12 @@ impl Journal {
         st.written = seq;
         st.head = digest;
         self.commit.queued(&st);
-        Ok(Appended {
+        let appended = Appended {
             seq,
             offset,
             digest,
-        })
+        };
+        Ok((appended, st))
     }
 
     fn check_room(
@@ -293,13 +298,13 @@ impl Journal {
     /// Waits until a completed sync covers `seq`, leading a batch (one
     /// `pwrite` and one `fdatasync`) when no other thread does (see the
     /// `commit` module).
-    fn wait_durable(&self, seq: u64) -> Result<(), JournalError> {
+    fn wait_durable<'a>(&'a self, st: MutexGuard<'a, State>, seq: u64) -> Result<(), JournalError> {
         let write_sync = |batch: &[u8], offset: u64| {
             placement::write_all_at(self.file.as_fd(), batch, offset)
                 .map_err(|errno| (IoOp::Write, errno))?;
             fs::fdatasync(&self.file).map_err(|errno| (IoOp::Sync, errno))
         };
-        self.commit.wait_durable(seq, &write_sync)
+        self.commit.wait_durable(st, seq, &write_sync)
     }
 
     /// How group commit has formed batches on this handle so far.

@@ -329,36 +329,44 @@ fn bounds_and_refusals_on_append() {
 
 #[test]
 fn group_commit_acknowledges_every_record_once() {
-    let d = tempdir();
-    let p = d.path().join("j");
-    let spec = JournalSpec {
-        max_records: 10_000,
-        ..SPEC
-    };
-    let j = Arc::new(Journal::create(&p, &spec).unwrap());
-    let threads: Vec<_> = (0..8u8)
-        .map(|t| {
-            let j = Arc::clone(&j);
-            std::thread::spawn(move || {
-                (0..100u8)
-                    .map(|i| (j.append(1, &[t, i]).unwrap().seq, [t, i]))
-                    .collect::<Vec<_>>()
+    // 8 threads form full batches, 64 exercise leader hand-off, gathering
+    // that runs out of time and the two-group pipeline.
+    for (threads, each) in [(8u8, 100u8), (64, 20)] {
+        let d = tempdir();
+        let p = d.path().join("j");
+        let spec = JournalSpec {
+            max_records: 10_000,
+            ..SPEC
+        };
+        let j = Arc::new(Journal::create(&p, &spec).unwrap());
+        let handles: Vec<_> = (0..threads)
+            .map(|t| {
+                let j = Arc::clone(&j);
+                std::thread::spawn(move || {
+                    (0..each)
+                        .map(|i| (j.append(1, &[t, i]).unwrap().seq, [t, i]))
+                        .collect::<Vec<_>>()
+                })
             })
-        })
-        .collect();
-    let mut acked: Vec<(u64, [u8; 2])> = threads
-        .into_iter()
-        .flat_map(|h| h.join().unwrap())
-        .collect();
-    acked.sort();
-    assert_eq!(
-        acked.iter().map(|a| a.0).collect::<Vec<_>>(),
-        (1..=800).collect::<Vec<_>>()
-    );
-    drop(j);
-    let o = Journal::open(&p, &spec, None).unwrap();
-    for (rec, (seq, payload)) in o.records().zip(&acked) {
-        assert_eq!((rec.seq, rec.payload), (*seq, &payload[..]));
+            .collect();
+        let mut acked: Vec<(u64, [u8; 2])> = handles
+            .into_iter()
+            .flat_map(|h| h.join().unwrap())
+            .collect();
+        acked.sort();
+        let n = u64::from(threads) * u64::from(each);
+        assert_eq!(
+            acked.iter().map(|a| a.0).collect::<Vec<_>>(),
+            (1..=n).collect::<Vec<_>>()
+        );
+        let stats = j.commit_stats();
+        assert_eq!(stats.records, n, "every record acknowledged by one sync");
+        assert!(stats.syncs >= 1 && stats.max_batch <= u64::from(threads));
+        drop(j);
+        let o = Journal::open(&p, &spec, None).unwrap();
+        for (rec, (seq, payload)) in o.records().zip(&acked) {
+            assert_eq!((rec.seq, rec.payload), (*seq, &payload[..]));
+        }
     }
 }
 
