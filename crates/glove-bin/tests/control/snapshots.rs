@@ -223,7 +223,10 @@ fn gloved_help() {
         .output()
         .expect("gloved --help");
     assert_eq!(out.status.code(), Some(0));
-    snap!("control_gloved_help", String::from_utf8_lossy(&out.stdout).into_owned());
+    snap!(
+        "control_gloved_help",
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    );
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_gloved"))
         .arg("--frobnicate")
         .output()
