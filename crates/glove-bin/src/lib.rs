@@ -20,4 +20,5 @@ pub mod control;
 pub mod exec;
 pub mod explain;
 pub mod protected;
+pub mod receipts_verify;
 pub mod report;

@@ -223,3 +223,90 @@ fn plan_check() {
     assert_eq!(v["code"], "plan_controller_digest_mismatch");
     assert_eq!(v["admitted"], false);
 }
+
+#[test]
+fn receipts_verify_offline() {
+    use glove_journal::receipt::{ReceiptConfig, ReceiptHead, ReceiptKey, ReceiptKind};
+    use glove_journal::ReceiptJournal;
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o700)).expect("chmod");
+    let key_hex = "ab".repeat(32);
+    let key_file = dir.path().join("receipt.key");
+    std::fs::write(&key_file, format!("{key_hex}\n")).expect("write key");
+    std::fs::set_permissions(&key_file, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+    let journal = dir.path().join("receipts.journal");
+    let anchor = format!("0:{}", "00".repeat(32));
+    {
+        let key = ReceiptKey::from_key_file(key_hex.as_bytes()).expect("key");
+        let head = ReceiptHead::parse(&anchor).expect("anchor");
+        let mut j =
+            ReceiptJournal::create(&journal, key, &head, ReceiptConfig::default()).expect("create");
+        for i in 0..3 {
+            let sid = glove_types::ids::SessionId::new(format!("s{i}")).expect("id");
+            let r = j.reserve(&sid).expect("reserve");
+            let body = format!(r#"{{"receipt_kind":"resource_v1","session_id":"s{i}"}}"#);
+            j.append_receipt(&r, ReceiptKind::ResourceV1, body.as_bytes())
+                .expect("append");
+        }
+    }
+    let (f, k) = (
+        journal.to_str().expect("utf-8"),
+        key_file.to_str().expect("utf-8"),
+    );
+    let out = glove(&[
+        "receipts",
+        "verify",
+        "--file",
+        f,
+        "--key-file",
+        k,
+        "--anchor",
+        &anchor,
+        "--json",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stdout));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert_eq!(v["valid"], true);
+    assert_eq!(v["receipts"], 3);
+
+    // The wrong key: the chain does not verify.
+    let wrong = dir.path().join("wrong.key");
+    std::fs::write(&wrong, "cd".repeat(32)).expect("write");
+    std::fs::set_permissions(&wrong, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+    let out = glove(&[
+        "receipts",
+        "verify",
+        "--file",
+        f,
+        "--key-file",
+        wrong.to_str().expect("utf-8"),
+        "--anchor",
+        &anchor,
+        "--json",
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert_eq!(v["valid"], false);
+
+    // One flipped byte in the middle: rejected.
+    let mut bytes = std::fs::read(&journal).expect("read");
+    let mid = bytes.len() / 2;
+    bytes[mid] ^= 0x01;
+    std::fs::write(&journal, &bytes).expect("write");
+    let out = glove(&[
+        "receipts",
+        "verify",
+        "--file",
+        f,
+        "--key-file",
+        k,
+        "--anchor",
+        &anchor,
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).starts_with("error["),
+        "{}",
+        text(&out.stderr)
+    );
+}

@@ -80,6 +80,8 @@ pub enum ReceiptsCommand {
     Page(PageArgs),
     /// Acknowledge the exact head of the last page.
     Ack(AckArgs),
+    /// Verify a receipt journal file offline (no running gloved needed).
+    Verify(crate::receipts_verify::VerifyArgs),
 }
 
 /// Arguments of `glove receipts page`.
@@ -271,6 +273,7 @@ pub fn receipts(cmd: &ReceiptsCommand) -> i32 {
                 );
             })
         }
+        ReceiptsCommand::Verify(a) => crate::receipts_verify::run(a),
         ReceiptsCommand::Ack(a) => {
             let r = connect(&a.conn).and_then(|mut c| c.receipts_ack(&a.head));
             finish(r, a.conn.json, |v| {
