@@ -407,7 +407,8 @@ fn main() {
     println!(
         "group commit: N threads each append records in a loop, waiting for each to be durable; \
          a leader writes every queued record with one pwrite and one fdatasync, first waiting \
-         (at most half a sync) for the records it expects when they are predicted to arrive in time. \
+         (at most half a sync) for the records it expects when recent gathered batches cost less \
+         per record than batches cut at once. \
          Baseline: one thread, batches of N records of the same on-disk size, fresh file, same directory."
     );
     group_commit(d.path(), 8, 250);

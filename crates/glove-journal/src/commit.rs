@@ -32,12 +32,11 @@
 //! (one targeted notify). The wait is bounded by half the previous sync's
 //! duration (at most [`MAX_GATHER`]), because an appender may not come
 //! back. Whether to gather at all is decided from measurements: the leader
-//! keeps the time per arriving record of gathers that completed, and
-//! gathers only when the missing records are predicted to arrive within the
-//! window and the last two gathers did not both run out of time; otherwise
-//! it cuts at once (the two-group pipeline, better when waking every thread
-//! costs more than a sync) and tries gathering again after
-//! [`PROBE_EVERY`] batches. A lone appender expects only itself and never
+//! keeps the wall time per record (gathering, writing and syncing, divided
+//! by the batch) of recent batches cut after gathering and of batches cut
+//! at once — the two-group pipeline, which wins when waking every thread
+//! costs more than a sync — takes the cheaper way, and tries the other
+//! every [`PROBE_EVERY`] batches. A lone appender expects only itself and never
 //! waits. The gather wait is the only timed wait; correctness never depends
 //! on it.
 //!
@@ -58,8 +57,8 @@ use std::time::{Duration, Instant};
 /// step failed.
 pub(crate) type WriteSync<'a> = &'a dyn Fn(&[u8], u64) -> Result<(), (IoOp, Errno)>;
 
-/// A leader that skipped gathering this many batches in a row gathers once
-/// to measure the arrival cost again.
+/// Every this many batches the leader tries the way (gather or cut at once)
+/// it currently thinks is slower, to keep both measurements fresh.
 const PROBE_EVERY: u32 = 16;
 
 /// Upper bound of the gather window.
@@ -113,14 +112,14 @@ pub(crate) struct State {
     released: u64,
     /// How long the leader may gather: a quarter of the last sync.
     gather_window: Duration,
-    /// Time per record arriving during gathers that completed (moving
-    /// average): predicts what gathering the missing records would cost.
-    arrival_cost: Duration,
-    /// Gathers in a row that ran out of time.
-    timeouts_in_a_row: u32,
-    /// Batches cut without gathering since the last gather (to try again
-    /// now and then).
-    since_gather: u32,
+    /// Wall time per record (gathering plus write and sync, divided by the
+    /// batch) of recent batches cut after gathering, and of batches cut at
+    /// once (moving averages; zero until measured). The leader picks the
+    /// cheaper way.
+    cost_gathered: Duration,
+    cost_at_once: Duration,
+    /// Batches led so far (every [`PROBE_EVERY`]th tries the other way).
+    led: u64,
     /// Parked followers: the sequence number each waits for.
     waiters: Vec<(u64, Arc<Waiter>)>,
     /// Set by a failed write or sync; the handle is unusable from then on.
@@ -173,9 +172,9 @@ impl Commit {
                 carried: 0,
                 released: 0,
                 gather_window: Duration::ZERO,
-                arrival_cost: Duration::ZERO,
-                timeouts_in_a_row: 0,
-                since_gather: 0,
+                cost_gathered: Duration::ZERO,
+                cost_at_once: Duration::ZERO,
+                led: 0,
                 waiters: Vec::new(),
                 poisoned: false,
                 spare: Vec::new(),
@@ -252,25 +251,24 @@ impl Commit {
         st.leader = true;
         let expected = st.cut + (st.carried + st.released).max(1);
         let missing = expected.saturating_sub(st.written);
-        let predicted = st
-            .arrival_cost
-            .saturating_mul(u32::try_from(missing).unwrap_or(u32::MAX));
-        let worth_it = (predicted <= st.gather_window && st.timeouts_in_a_row < 2)
-            || st.since_gather >= PROBE_EVERY;
-        if missing == 0 || st.gather_window.is_zero() || !worth_it {
-            st.since_gather = st.since_gather.saturating_add(1);
+        // An unmeasured way (zero cost) is tried first; then the cheaper
+        // one, with the other re-measured every PROBE_EVERY batches.
+        st.led += 1;
+        let prefer = st.cost_gathered <= st.cost_at_once;
+        let gather = if st.led % u64::from(PROBE_EVERY) == 0 {
+            !prefer
         } else {
-            st.since_gather = 0;
-            let gather_start = Instant::now();
+            prefer
+        };
+        let gather = gather && missing > 0 && !st.gather_window.is_zero();
+        let gather_start = Instant::now();
+        if gather {
             let deadline = gather_start + st.gather_window;
-            let before = st.written;
             st.gather_until = Some(expected);
-            let mut timed_out = false;
             while st.written < expected && !st.poisoned {
                 let now = Instant::now();
                 if now >= deadline {
                     st.stats.gather_timeouts += 1;
-                    timed_out = true;
                     break;
                 }
                 st = match self.gathered.wait_timeout(st, deadline - now) {
@@ -279,16 +277,8 @@ impl Commit {
                 };
             }
             st.gather_until = None;
-            let took = gather_start.elapsed();
-            st.stats.gather_time += took;
+            st.stats.gather_time += gather_start.elapsed();
             st.stats.gathers += 1;
-            if timed_out {
-                st.timeouts_in_a_row = st.timeouts_in_a_row.saturating_add(1);
-            } else {
-                st.timeouts_in_a_row = 0;
-                let arrived = u32::try_from((st.written - before).max(1)).unwrap_or(u32::MAX);
-                st.arrival_cost = (st.arrival_cost + took / arrived) / 2;
-            }
         }
         if st.poisoned {
             st.leader = false;
@@ -317,6 +307,20 @@ impl Commit {
                 st.released = covered;
                 st.carried = st.written - target;
                 st.gather_window = (took / 2).min(MAX_GATHER);
+                if missing > 0 {
+                    let per_record =
+                        gather_start.elapsed() / u32::try_from(covered.max(1)).unwrap_or(u32::MAX);
+                    let cost = if gather {
+                        &mut st.cost_gathered
+                    } else {
+                        &mut st.cost_at_once
+                    };
+                    *cost = if cost.is_zero() {
+                        per_record
+                    } else {
+                        (*cost * 3 + per_record) / 4
+                    };
+                }
                 st.stats.syncs += 1;
                 st.stats.sync_time += took;
                 st.stats.records += covered;

@@ -5,6 +5,20 @@ use glove_journal::receipt::{ReceiptHead, ReceiptKey};
 use glove_journal::JournalSpec;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
+use std::sync::{RwLock, RwLockReadGuard};
+
+/// A child process (the crash test spawns them) inherits every open
+/// descriptor of this test binary between fork and exec, and with them the
+/// journal locks other tests hold at that moment: a journal dropped and
+/// reopened at once could find its own lock still held (`journal_locked`).
+/// Spawning takes this lock for writing; a test that drops a journal and
+/// reopens it holds [`no_spawn`] in between.
+pub(crate) static SPAWN: RwLock<()> = RwLock::new(());
+
+/// Keeps child processes from being spawned while the guard lives.
+pub(crate) fn no_spawn() -> RwLockReadGuard<'static, ()> {
+    SPAWN.read().unwrap_or_else(|e| e.into_inner())
+}
 
 /// A temporary directory with mode 0700 (on the same disk as the repo).
 pub(crate) fn tempdir() -> tempfile::TempDir {

@@ -1,9 +1,10 @@
 //! Crash test with real processes.
 //!
-//! The parent re-invokes this test binary as a child (selected by an
-//! environment variable) that appends from four threads sharing one
+//! The test runs in a driver process of its own (this binary re-invoked,
+//! see below). The driver re-invokes this test binary as a child (selected
+//! by an environment variable) that appends from four threads sharing one
 //! journal and prints `ACK <seq> <thread> <counter>` on its stdout pipe for
-//! every acknowledged record. The parent `SIGKILL`s the child after a random
+//! every acknowledged record. The driver `SIGKILL`s the child after a random
 //! number of acknowledgements (while appends are in flight), collects every
 //! acknowledgement the child managed to print, reopens the journal and
 //! checks that each acknowledged record is present and intact and that
@@ -83,8 +84,39 @@ fn crash_child() {
     }
 }
 
+const DRIVER_ENV: &str = "GLOVE_JOURNAL_CRASH_DRIVER";
+
+/// The iterations run in a child process of their own (the *driver*): each
+/// spawn copies every open descriptor of the spawning process until exec,
+/// and in this multi-threaded test binary that includes the journal locks
+/// of tests running beside it. One spawn, guarded by `common::SPAWN`, instead
+/// of one per iteration.
 #[test]
 fn sigkill_while_appending_loses_nothing_acknowledged() {
+    if std::env::var_os(DRIVER_ENV).is_some() {
+        return crash_iterations();
+    }
+    let exe = std::env::current_exe().unwrap();
+    let spawning = crate::common::SPAWN
+        .write()
+        .unwrap_or_else(|e| e.into_inner());
+    let mut driver = Command::new(exe)
+        .args([
+            "--exact",
+            "crash::sigkill_while_appending_loses_nothing_acknowledged",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env(DRIVER_ENV, "1")
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    drop(spawning);
+    let status = driver.wait().unwrap();
+    assert!(status.success(), "crash driver failed: {status}");
+}
+
+fn crash_iterations() {
     let iters: u64 = std::env::var("GLOVE_JOURNAL_CRASH_ITERS")
         .ok()
         .and_then(|s| s.parse().ok())
@@ -102,6 +134,9 @@ fn sigkill_while_appending_loses_nothing_acknowledged() {
             acked.clear();
         }
         let stderr = std::fs::File::create(d.path().join("child.stderr")).unwrap();
+        let spawning = crate::common::SPAWN
+            .write()
+            .unwrap_or_else(|e| e.into_inner());
         let mut child = Command::new(&exe)
             .args([
                 "--exact",
@@ -113,6 +148,7 @@ fn sigkill_while_appending_loses_nothing_acknowledged() {
             .env(SEED_ENV, rng.next().to_string())
             .stdout(Stdio::piped())
             .stderr(stderr)
+            .env_remove(DRIVER_ENV)
             .spawn()
             .unwrap();
         let stdout = child.stdout.take().unwrap();

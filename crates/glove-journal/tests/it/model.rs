@@ -5,7 +5,7 @@
 //! acknowledged) and reopens: the store must come back exactly as the
 //! reference, which never saw the operation.
 
-use crate::common::{anchor, body, key, tempdir};
+use crate::common::{anchor, body, key, no_spawn, tempdir};
 use crate::sessions::{key as ikey, new_session, sid};
 use glove_journal::receipt::{ReceiptConfig, ReceiptHead, ReceiptJournal, ReceiptKind};
 use glove_journal::session::Creation;
@@ -205,6 +205,7 @@ impl SessionSut {
     fn reopen_after(&mut self, f: impl FnOnce(&Path)) {
         let placeholder = tempdir();
         let tmp = SessionStore::create(&placeholder.path().join("x")).unwrap();
+        let _no_spawn = no_spawn();
         drop(std::mem::replace(&mut self.store, tmp));
         f(&self.path);
         self.store = SessionStore::open(&self.path, None).unwrap().0;
@@ -451,6 +452,7 @@ impl ReceiptSut {
             ReceiptConfig::default(),
         )
         .unwrap();
+        let _no_spawn = no_spawn();
         drop(std::mem::replace(&mut self.journal, tmp));
         f(&self.path);
         self.journal = ReceiptJournal::open(&self.path, key(), &anchor(), ReceiptConfig::default())
