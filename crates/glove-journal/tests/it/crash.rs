@@ -134,9 +134,6 @@ fn crash_iterations() {
             acked.clear();
         }
         let stderr = std::fs::File::create(d.path().join("child.stderr")).unwrap();
-        let spawning = crate::common::SPAWN
-            .write()
-            .unwrap_or_else(|e| e.into_inner());
         let mut child = Command::new(&exe)
             .args([
                 "--exact",
