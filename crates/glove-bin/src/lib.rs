@@ -17,6 +17,7 @@
 
 pub mod cli;
 pub mod control;
+pub mod demo;
 pub mod exec;
 pub mod explain;
 pub mod protected;

@@ -5,6 +5,12 @@
 #[path = "control/harness.rs"]
 mod harness;
 
+#[path = "common/mod.rs"]
+mod common;
+
+#[path = "control/managed.rs"]
+mod managed;
+
 #[path = "control/auth.rs"]
 mod auth;
 #[path = "control/framing.rs"]

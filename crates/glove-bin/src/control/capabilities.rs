@@ -6,14 +6,15 @@
 //! | receipt journal (always, `gloved` requires it) | `receipts_page`, `receipts_ack` |
 //! | session policy | `validate_plan` |
 //! | policy and session store | `create_session`, `session_status` |
-//! | an *operational* Linux managed runtime | the lifecycle methods (never in this version) |
+//! | an *operational* Linux managed runtime (materialization root, start-authorization key, passed probe) | the lifecycle methods |
 //!
 //! `capabilities` itself is always advertised. A remote backend named by the
 //! policy is construction-only: the document reports it with
 //! `lifecycle_operational: false`, adapter schema 0 and no managed runtime
-//! ids, and it never adds a method. A configured materialization root,
-//! library bundle root or path-exposure pair is checked at startup but adds
-//! nothing until the components that use them exist. Any method not in the
+//! ids, and it never adds a method. A materialization root without a
+//! start-authorization key, or whose strict sandbox probe fails, adds
+//! nothing; a library bundle root or path-exposure pair is checked at
+//! startup and adds no method by itself. Any method not in the
 //! list answers `method_not_found`, whatever objects exist.
 
 use super::protocol::PROTOCOL_VERSION;
@@ -131,8 +132,8 @@ pub struct Components {
     pub session_store: bool,
     /// A receipt journal was opened (and replayed).
     pub receipt_journal: bool,
-    /// A Linux managed runtime that reports itself operational. No such
-    /// runtime exists in this version, so `gloved` always passes false.
+    /// A Linux managed runtime that reports itself operational (its strict
+    /// sandbox probe passed at startup).
     pub managed_runtime_operational: bool,
     /// A library bundle store was constructed.
     pub library_bundle_store: bool,

@@ -99,6 +99,9 @@ pub struct Client {
     stream: UnixStream,
     next_id: u64,
     max_frame_bytes: u32,
+    /// Notifications (`output`, `session_ended`, …) read while waiting for
+    /// an answer, in arrival order.
+    notifications: std::collections::VecDeque<Value>,
 }
 
 /// Reads the bootstrap secret from `runtime_dir` (a protected file).
@@ -144,6 +147,7 @@ impl Client {
             stream,
             next_id: 1,
             max_frame_bytes: super::limits::Limits::default().max_frame_bytes,
+            notifications: std::collections::VecDeque::new(),
         };
         let hello = c.read_message()?;
         let server_nonce = hello
@@ -204,12 +208,41 @@ impl Client {
             .map_err(|r| protocol_violation(&format!("unreadable reply: {}", r.message())))
     }
 
+    /// The next notification: one kept while waiting for an answer, or the
+    /// next message read (which must then be a notification).
+    pub fn next_notification(&mut self) -> Result<Value, ClientError> {
+        if let Some(n) = self.notifications.pop_front() {
+            return Ok(n);
+        }
+        let m = self.read_message()?;
+        if m.get("id").is_some() || m.get("method").is_none() {
+            return Err(protocol_violation("expected a notification"));
+        }
+        Ok(m)
+    }
+
+    /// Sets the read timeout (attach streams wait longer than requests).
+    pub fn set_read_timeout(&mut self, t: Option<std::time::Duration>) -> Result<(), ClientError> {
+        self.stream
+            .set_read_timeout(t)
+            .map_err(|e| local(CONTROL_CONNECTION_CLOSED, format!("socket: {e}")))
+    }
+
     /// Calls `method` and returns its result.
     pub fn call(&mut self, method: &str, params: Value) -> Result<Value, ClientError> {
         let id = self.next_id;
         self.next_id += 1;
         self.send_raw_frame(&protocol::to_bytes(&protocol::request(id, method, params)))?;
-        let reply = self.read_message()?;
+        let reply = loop {
+            let m = self.read_message()?;
+            // After the handshake, a message with a method and no id is a
+            // notification of an attached session: keep it for later.
+            if method != "authenticate" && m.get("id").is_none() && m.get("method").is_some() {
+                self.notifications.push_back(m);
+                continue;
+            }
+            break m;
+        };
         if reply.get("id").and_then(Value::as_u64) != Some(id) {
             if let Some(e) = remote_error(&reply) {
                 return Err(e);

@@ -47,6 +47,76 @@ pub enum SessionCommand {
     Create(PlanArgs),
     /// Show a session's stage and digests.
     Status(StatusArgs),
+    /// Issue a start authorization for a session with the service's
+    /// start-authorization key (reads the session's digests from gloved).
+    Authorize(AuthorizeArgs),
+    /// Start a created session with a start authorization.
+    Start(StartArgs),
+    /// Print a session's recent output and stream it until the session ends.
+    Attach(StatusArgs),
+    /// Send text to a session's terminal.
+    Send(SendArgs),
+    /// Stop a running session (TERM, then KILL after the grace).
+    Stop(StopArgs),
+    /// Forget a finished session's live state (after its receipt is durable).
+    Cleanup(StatusArgs),
+}
+
+/// Arguments of `glove session authorize`.
+#[derive(Debug, Args)]
+pub struct AuthorizeArgs {
+    /// The session id.
+    pub id: String,
+    /// The start-authorization key file gloved was started with.
+    #[arg(long, value_name = "FILE")]
+    pub start_auth_key: PathBuf,
+    /// Validity in milliseconds (at most 60000).
+    #[arg(long, value_name = "MS", default_value_t = 30_000)]
+    pub ttl_ms: u64,
+    /// Issue time in Unix ms [default: now] (tests against a fixed clock).
+    #[arg(long, value_name = "MS", hide = true)]
+    pub now_ms: Option<u64>,
+    /// Connection and output.
+    #[command(flatten)]
+    pub conn: ConnArgs,
+}
+
+/// Arguments of `glove session start`.
+#[derive(Debug, Args)]
+pub struct StartArgs {
+    /// The session id.
+    pub id: String,
+    /// The start authorization (`glove session authorize` prints it).
+    #[arg(long, value_name = "JSON")]
+    pub authorization: String,
+    /// Connection and output.
+    #[command(flatten)]
+    pub conn: ConnArgs,
+}
+
+/// Arguments of `glove session send`.
+#[derive(Debug, Args)]
+pub struct SendArgs {
+    /// The session id.
+    pub id: String,
+    /// The text (a newline is not added).
+    pub text: String,
+    /// Connection and output.
+    #[command(flatten)]
+    pub conn: ConnArgs,
+}
+
+/// Arguments of `glove session stop`.
+#[derive(Debug, Args)]
+pub struct StopArgs {
+    /// The session id.
+    pub id: String,
+    /// Milliseconds between TERM and KILL.
+    #[arg(long, value_name = "MS", default_value_t = 2000)]
+    pub grace_ms: u64,
+    /// Connection and output.
+    #[command(flatten)]
+    pub conn: ConnArgs,
 }
 
 /// A plan argument.
@@ -230,6 +300,69 @@ pub fn session(cmd: &SessionCommand) -> i32 {
                 }
             })
         }
+        SessionCommand::Authorize(a) => {
+            let r = connect(&a.conn).and_then(|mut c| {
+                let st = c.session_status(&a.id)?;
+                let key = super::managed::read_key(&a.start_auth_key)?;
+                let now = a
+                    .now_ms
+                    .unwrap_or_else(|| super::service::Clock::System.now_ms());
+                let auth = super::managed::issue_authorization(
+                    &key,
+                    &a.id,
+                    field(&st, "plan_content_digest").as_str().unwrap_or(""),
+                    field(&st, "controller_plan_digest").as_str().unwrap_or(""),
+                    now,
+                    a.ttl_ms,
+                )?;
+                Ok(json!({"authorization": auth}))
+            });
+            finish(r, a.conn.json, |v| {
+                println!("{}", field(v, "authorization").as_str().unwrap_or(""));
+            })
+        }
+        SessionCommand::Start(a) => {
+            let r = connect(&a.conn).and_then(|mut c| {
+                c.call(
+                    "start_session",
+                    json!({"session_id": a.id, "authorization": a.authorization}),
+                )
+            });
+            finish(r, a.conn.json, |v| {
+                println!("session {} running", show(field(v, "session_id")));
+                println!(
+                    "  launch_binding_digest   {}",
+                    show(field(v, "launch_binding_digest"))
+                );
+            })
+        }
+        SessionCommand::Attach(a) => attach(a),
+        SessionCommand::Send(a) => {
+            let r = connect(&a.conn).and_then(|mut c| {
+                c.call("write_stdin", json!({"session_id": a.id, "data": a.text}))
+            });
+            finish(r, a.conn.json, |v| {
+                println!("sent {} bytes", show(field(v, "written")))
+            })
+        }
+        SessionCommand::Stop(a) => {
+            let r = connect(&a.conn).and_then(|mut c| {
+                c.call(
+                    "stop_session",
+                    json!({"session_id": a.id, "grace_ms": a.grace_ms}),
+                )
+            });
+            finish(r, a.conn.json, |v| {
+                println!("session {} stopping", show(field(v, "session_id")))
+            })
+        }
+        SessionCommand::Cleanup(a) => {
+            let r = connect(&a.conn)
+                .and_then(|mut c| c.call("cleanup_session", json!({"session_id": a.id})));
+            finish(r, a.conn.json, |v| {
+                println!("session {} cleaned up", show(field(v, "session_id")))
+            })
+        }
         SessionCommand::Status(a) => {
             let r = connect(&a.conn).and_then(|mut c| c.session_status(&a.id));
             finish(r, a.conn.json, |v| {
@@ -238,6 +371,49 @@ pub fn session(cmd: &SessionCommand) -> i32 {
             })
         }
     }
+}
+
+/// Writes the transcript, then streamed output, raw to stdout; ends when
+/// the session ends (printing its end on stderr).
+fn attach(a: &StatusArgs) -> i32 {
+    use std::io::Write;
+    let r = (|| {
+        let mut c = connect(&a.conn)?;
+        let v = c.call("attach", json!({"session_id": a.id}))?;
+        let mut out = std::io::stdout();
+        for ch in field(&v, "transcript")
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
+        {
+            let b = super::managed::from_hex(field(&ch, "data_hex").as_str().unwrap_or(""))
+                .unwrap_or_default();
+            let _ = out.write_all(&b);
+        }
+        let _ = out.flush();
+        if !field(&v, "ended").is_null() {
+            return Ok(field(&v, "ended").clone());
+        }
+        c.set_read_timeout(None)?;
+        loop {
+            let n = c.next_notification()?;
+            match n.get("method").and_then(Value::as_str) {
+                Some("output") => {
+                    let b = super::managed::from_hex(
+                        n.pointer("/params/data_hex")
+                            .and_then(Value::as_str)
+                            .unwrap_or(""),
+                    )
+                    .unwrap_or_default();
+                    let _ = out.write_all(&b);
+                    let _ = out.flush();
+                }
+                Some("session_ended") => return Ok(field(&n, "params").clone()),
+                _ => {}
+            }
+        }
+    })();
+    finish(r, a.conn.json, |v| eprintln!("session ended: {v}"))
 }
 
 fn print_status(s: &Value) {

@@ -82,10 +82,18 @@ pub struct GlovedArgs {
     /// The controller's trusted receipt anchor, `<seq>:<64 hex>` [default: 0 and 64 zeros].
     #[arg(long, value_name = "HEAD")]
     pub receipt_anchor: Option<String>,
-    /// Materialization root (directory, mode 0700). Checked only: no managed
-    /// runtime exists yet, so it enables no method.
+    /// Materialization root (directory, mode 0700). With a session store and
+    /// --start-auth-key, constructs the Linux managed runtime, which is
+    /// advertised once its strict sandbox probe passes.
     #[arg(long, value_name = "DIR")]
     pub materialization_root: Option<PathBuf>,
+    /// The start-authorization key: 64 hex characters in a protected file
+    /// (mode 0600); `glove session authorize` issues authorizations with it.
+    #[arg(long, value_name = "FILE")]
+    pub start_auth_key: Option<PathBuf>,
+    /// Bytes of recent output kept per session for late attachers [default: 262144].
+    #[arg(long, value_name = "BYTES")]
+    pub transcript_bytes: Option<usize>,
     /// Library bundle root (directory, mode 0700), checked and pinned.
     #[arg(long, value_name = "DIR")]
     pub library_bundle_root: Option<PathBuf>,
@@ -129,6 +137,8 @@ struct ConfigFile {
     receipt_key: Option<PathBuf>,
     receipt_anchor: Option<String>,
     materialization_root: Option<PathBuf>,
+    start_auth_key: Option<PathBuf>,
+    transcript_bytes: Option<usize>,
     library_bundle_root: Option<PathBuf>,
     path_exposure_policy: Option<PathBuf>,
     path_exposure_journal: Option<PathBuf>,
@@ -158,6 +168,10 @@ pub struct Settings {
     pub receipt_anchor: String,
     /// The materialization root.
     pub materialization_root: Option<PathBuf>,
+    /// The start-authorization key file.
+    pub start_auth_key: Option<PathBuf>,
+    /// Transcript bytes per session.
+    pub transcript_bytes: usize,
     /// The library bundle root.
     pub library_bundle_root: Option<PathBuf>,
     /// The exposure policy and journal.
@@ -298,6 +312,14 @@ impl GlovedArgs {
                     .or(file.receipt_anchor)
                     .unwrap_or_else(|| GENESIS_ANCHOR.to_owned()),
                 materialization_root: self.materialization_root.or(file.materialization_root),
+                start_auth_key: self.start_auth_key.or(file.start_auth_key),
+                transcript_bytes: match self.transcript_bytes.or(file.transcript_bytes) {
+                    None => super::managed::DEFAULT_TRANSCRIPT_BYTES,
+                    Some(n) if (1024..=64 << 20).contains(&n) => n,
+                    Some(_) => {
+                        return Err(config_invalid("transcript_bytes must be 1024 to 67108864"))
+                    }
+                },
                 library_bundle_root: self.library_bundle_root.or(file.library_bundle_root),
                 path_exposure,
                 log_format,
@@ -461,9 +483,42 @@ pub fn start(s: &Settings) -> Result<Started, Rejection> {
             })
         }
     };
-    if s.materialization_root.is_some() {
-        tracing::info!("materialization root checked; no managed runtime exists in this version, so lifecycle methods stay unadvertised");
-    }
+    let runtime = match (&s.materialization_root, &s.start_auth_key) {
+        (None, _) => None,
+        (Some(_), None) => {
+            tracing::info!("materialization root checked; without --start-auth-key no managed runtime is constructed, so lifecycle methods stay unadvertised");
+            None
+        }
+        (Some(_), Some(key_path)) => {
+            placement::require_absolute(key_path, "the start-authorization key")?;
+            let key = super::managed::read_key(key_path)?;
+            let launcher = std::env::current_exe()
+                .ok()
+                .and_then(|p| p.parent().map(|d| d.join("glove-launcher")))
+                .unwrap_or_else(|| PathBuf::from("glove-launcher"));
+            let ok = match super::managed::probe(&launcher) {
+                Ok(()) => {
+                    tracing::info!("managed runtime constructed: strict sandbox probe passed; lifecycle methods advertised");
+                    true
+                }
+                Err(r) => {
+                    tracing::warn!(
+                        code = r.code().as_str(),
+                        reason = r.message(),
+                        "managed runtime probe failed; lifecycle methods stay unadvertised"
+                    );
+                    false
+                }
+            };
+            let cfg = super::managed::RuntimeConfig {
+                launcher,
+                bundle_root: s.library_bundle_root.clone(),
+                protected_paths: vec![s.runtime_dir.display().to_string()],
+                transcript_bytes: s.transcript_bytes,
+            };
+            Some((cfg, key, ok))
+        }
+    };
     let service = Service::new(Parts {
         policy,
         store,
@@ -477,6 +532,13 @@ pub fn start(s: &Settings) -> Result<Started, Rejection> {
         clock: s.clock,
         max_frame_bytes: s.limits.max_frame_bytes,
     });
+    let service = match runtime {
+        Some((cfg, key, ok)) => service.with_runtime(cfg, key, ok),
+        None => service,
+    };
+    for r in service.recover() {
+        tracing::warn!(recovered = %r, "recovered an interrupted session");
+    }
     Ok(Started {
         service,
         runtime_dir,

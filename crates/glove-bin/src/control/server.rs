@@ -426,6 +426,9 @@ async fn connection(stream: UnixStream, shared: Arc<Shared>, mut shutdown: watch
     let auth = Arc::new(auth);
     let in_flight = Arc::new(Semaphore::new(limits.max_in_flight));
     let mut shutting_down = false;
+    // Attached sessions of this connection: the forwarding task of each.
+    let mut attached: std::collections::HashMap<String, tokio::task::JoinHandle<()>> =
+        std::collections::HashMap::new();
     loop {
         let read = tokio::select! {
             _ = shutdown.changed() => { shutting_down = true; break }
@@ -459,6 +462,19 @@ async fn connection(stream: UnixStream, shared: Arc<Shared>, mut shutdown: watch
             tracing::debug!(method = ?req.method, "notification ignored");
             continue;
         };
+        if matches!(req.method.as_str(), "attach" | "detach")
+            && shared
+                .service
+                .capabilities()
+                .advertised(&req.method)
+                .is_some()
+        {
+            let msg = stream_request(&shared, &req, &id, &tx, &mut attached).await;
+            if !msg.is_null() && !send_wait(&tx, max, &msg).await {
+                break;
+            }
+            continue;
+        }
         let Ok(permit) = in_flight.clone().try_acquire_owned() else {
             let e = RpcError::new(
                 protocol::LIMIT_ERROR,
@@ -491,6 +507,9 @@ async fn connection(stream: UnixStream, shared: Arc<Shared>, mut shutdown: watch
             drop(permit);
         });
     }
+    for (_, h) in attached.drain() {
+        h.abort();
+    }
     let all = u32::try_from(limits.max_in_flight).unwrap_or(u32::MAX);
     let _ = tokio::time::timeout(limits.shutdown_grace, in_flight.acquire_many(all)).await;
     if shutting_down {
@@ -503,4 +522,78 @@ async fn connection(stream: UnixStream, shared: Arc<Shared>, mut shutdown: watch
     }
     drop(tx);
     let _ = writer.await;
+}
+
+/// `attach` and `detach`, which belong to the connection: attach answers
+/// with the transcript, then a task forwards the session's later events as
+/// `output` and `session_ended` notifications (after the answer, since the
+/// answer is queued first); detach stops that task.
+async fn stream_request(
+    shared: &Arc<Shared>,
+    req: &Request,
+    id: &serde_json::Value,
+    tx: &mpsc::Sender<Vec<u8>>,
+    attached: &mut std::collections::HashMap<String, tokio::task::JoinHandle<()>>,
+) -> serde_json::Value {
+    let session = req
+        .params
+        .get("session_id")
+        .and_then(serde_json::Value::as_str)
+        .unwrap_or("")
+        .to_owned();
+    attached.retain(|_, h| !h.is_finished());
+    if req.method == "detach" {
+        let auth_free = shared.service.attach_check(&req.params);
+        if let Err(e) = auth_free {
+            return e.to_response(Some(id));
+        }
+        let was = attached.remove(&session).map(|h| h.abort()).is_some();
+        return protocol::result_response(
+            id,
+            serde_json::json!({"session_id": session, "detached": was}),
+        );
+    }
+    match shared.service.attach(&req.params) {
+        Err(e) => e.to_response(Some(id)),
+        Ok((result, rx)) => {
+            if let Some(old) = attached.remove(&session) {
+                old.abort();
+            }
+            if let Some(mut rx) = rx {
+                let tx = tx.clone();
+                let max = shared.limits.max_frame_bytes;
+                let name = session.clone();
+                // The answer is queued before the task can queue anything.
+                let answer = protocol::result_response(id, result);
+                if !send_wait(&tx, max, &answer).await {
+                    return serde_json::Value::Null;
+                }
+                let h = tokio::spawn(async move {
+                    loop {
+                        match rx.recv().await {
+                            Ok(ev) => {
+                                let end = matches!(ev, super::managed::Event::Ended(_));
+                                if !send_wait(&tx, max, &ev.notification(&name)).await || end {
+                                    break;
+                                }
+                            }
+                            Err(tokio::sync::broadcast::error::RecvError::Lagged(n)) => {
+                                let note = protocol::notification(
+                                    "output_lost",
+                                    serde_json::json!({"session_id": name, "chunks": n}),
+                                );
+                                if !send_wait(&tx, max, &note).await {
+                                    break;
+                                }
+                            }
+                            Err(tokio::sync::broadcast::error::RecvError::Closed) => break,
+                        }
+                    }
+                });
+                attached.insert(session, h);
+                return serde_json::Value::Null;
+            }
+            protocol::result_response(id, result)
+        }
+    }
 }

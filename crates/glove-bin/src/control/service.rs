@@ -9,6 +9,7 @@
 
 use super::auth::Authenticated;
 use super::capabilities::{Capabilities, Components, Method};
+use super::managed::Runtime;
 use super::protocol::{Request, RpcError, INTERNAL_ERROR, INVALID_PARAMS};
 use super::store_anchor::StoreAnchor;
 use glove_journal::receipt::ReceiptHead;
@@ -28,7 +29,7 @@ use glove_types::{Blake3Digest, Rejection};
 use serde::de::DeserializeOwned;
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 /// Default number of receipts in one page.
 pub const DEFAULT_PAGE_RECORDS: u64 = 64;
@@ -84,13 +85,18 @@ pub struct Service {
     /// for the process lifetime.
     policy: Option<ValidatedPolicy>,
     /// The one writer of the session store; requests take turns.
-    store: Option<Mutex<SessionStore>>,
+    store: Option<Arc<Mutex<SessionStore>>>,
     /// Rewritten after every creation, under the store's lock, so a store
     /// cut at a record boundary is noticed at the next start.
     store_anchor: Option<StoreAnchor>,
     /// The one writer of the receipt journal; it also remembers the head of
     /// the last page served, which is the only head `receipts_ack` accepts.
-    receipts: Option<Mutex<ReceiptJournal>>,
+    receipts: Option<Arc<Mutex<ReceiptJournal>>>,
+    /// The managed runtime, when constructed (it is advertised only when
+    /// its probe passed).
+    runtime: Option<Arc<Runtime>>,
+    /// What was constructed.
+    components: Components,
     /// Derived once from what was constructed above.
     caps: Capabilities,
     clock: Clock,
@@ -109,15 +115,43 @@ impl Service {
         // A page's envelopes are embedded as JSON strings; escaping at most
         // doubles them. Keep 4 KiB for the rest of the response.
         let max_page_bytes = (u64::from(parts.max_frame_bytes).saturating_sub(4096)) / 2;
+        let store = parts.store.map(|s| Arc::new(Mutex::new(s)));
+        let receipts = parts.receipts.map(|r| Arc::new(Mutex::new(r)));
         Service {
+            components: components.clone(),
             policy: parts.policy,
-            store: parts.store.map(Mutex::new),
+            store,
             store_anchor: parts.store_anchor,
-            receipts: parts.receipts.map(Mutex::new),
+            receipts,
+            runtime: None,
             caps: Capabilities::derive(&components),
             clock: parts.clock,
             max_page_bytes: max_page_bytes.max(1),
         }
+    }
+
+    /// Constructs the managed runtime (with its configuration, the
+    /// start-authorization key, and whether its startup probe passed) over
+    /// the service's store and journal; the lifecycle methods are
+    /// advertised only when the probe passed.
+    pub fn with_runtime(
+        mut self,
+        cfg: super::managed::RuntimeConfig,
+        key: glove_lifecycle::ServiceKey,
+        operational: bool,
+    ) -> Service {
+        if let (Some(s), Some(r), Some(_)) = (&self.store, &self.receipts, &self.policy) {
+            self.runtime = Some(Arc::new(Runtime::new(
+                cfg,
+                key,
+                s.clone(),
+                r.clone(),
+                self.clock,
+            )));
+            self.components.managed_runtime_operational = operational;
+            self.caps = Capabilities::derive(&self.components);
+        }
+        self
     }
 
     /// The advertised capabilities.
@@ -140,15 +174,119 @@ impl Service {
             Method::SessionStatus => self.session_status(params(&req.params)?),
             Method::ReceiptsPage => self.receipts_page(params(&req.params)?),
             Method::ReceiptsAck => self.receipts_ack(params(&req.params)?),
-            Method::StartSession
-            | Method::Attach
-            | Method::WriteStdin
-            | Method::Resize
-            | Method::Signal
-            | Method::Detach
-            | Method::StopSession
-            | Method::CleanupSession => Err(RpcError::method_not_found(&req.method)),
+            Method::StartSession => {
+                let p: StartParams = params(&req.params)?;
+                let id = session_id(p.session_id)?;
+                self.runtime()?.start(
+                    self.policy()?,
+                    &id,
+                    &p.authorization,
+                    (p.rows.unwrap_or(24), p.cols.unwrap_or(80)),
+                )
+            }
+            Method::WriteStdin => {
+                let p: StdinParams = params(&req.params)?;
+                let id = session_id(p.session_id)?;
+                let bytes = match (p.data, p.data_hex) {
+                    (Some(d), None) => d.into_bytes(),
+                    (None, Some(h)) => super::managed::from_hex(&h).ok_or_else(|| {
+                        invalid_params(
+                            &Rejection::new(CONTROL_INVALID_PARAMS, "data_hex is not hex")
+                                .at("data_hex"),
+                        )
+                    })?,
+                    _ => {
+                        return Err(invalid_params(&Rejection::new(
+                            CONTROL_INVALID_PARAMS,
+                            "give exactly one of data and data_hex",
+                        )))
+                    }
+                };
+                self.runtime()?.write_stdin(&id, &bytes)
+            }
+            Method::Resize => {
+                let p: ResizeParams = params(&req.params)?;
+                let id = session_id(p.session_id)?;
+                self.runtime()?.resize(&id, p.rows, p.cols)
+            }
+            Method::Signal => {
+                let p: SignalParams = params(&req.params)?;
+                let id = session_id(p.session_id)?;
+                let n = super::managed::signal_number(&p.signal).ok_or_else(|| {
+                    invalid_params(
+                        &Rejection::new(
+                            CONTROL_INVALID_PARAMS,
+                            "signal is one of HUP INT QUIT KILL USR1 USR2 TERM CONT STOP WINCH",
+                        )
+                        .at("signal"),
+                    )
+                })?;
+                self.runtime()?.signal(&id, n)
+            }
+            Method::StopSession => {
+                let p: StopParams = params(&req.params)?;
+                let id = session_id(p.session_id)?;
+                self.runtime()?.stop(
+                    &id,
+                    p.grace_ms
+                        .unwrap_or(super::managed::DEFAULT_STOP_GRACE_MS)
+                        .min(60_000),
+                )
+            }
+            Method::CleanupSession => {
+                let p: StatusParams = params(&req.params)?;
+                let id = session_id(p.session_id)?;
+                self.runtime()?.cleanup(&id)
+            }
+            // The server answers these itself (they hold the connection's
+            // stream); reached only without a server.
+            Method::Attach => {
+                let (v, _) = self.attach(&req.params)?;
+                Ok(v)
+            }
+            Method::Detach => {
+                let p: StatusParams = params(&req.params)?;
+                session_id(p.session_id)?;
+                Ok(json!({"detached": false}))
+            }
         }
+    }
+
+    /// `attach`: the transcript and, while the session runs, a receiver of
+    /// its later events.
+    pub fn attach(
+        &self,
+        p: &Map<String, Value>,
+    ) -> Result<
+        (
+            Value,
+            Option<tokio::sync::broadcast::Receiver<super::managed::Event>>,
+        ),
+        RpcError,
+    > {
+        let p: AttachParams = params(p)?;
+        let id = session_id(p.session_id)?;
+        self.runtime()?.attach(&id, p.after_seq.unwrap_or(0))
+    }
+
+    /// Checks `detach`'s parameters.
+    pub fn attach_check(&self, p: &Map<String, Value>) -> Result<(), RpcError> {
+        let p: StatusParams = params(p)?;
+        session_id(p.session_id)?;
+        Ok(())
+    }
+
+    /// Resolves sessions a previous run left starting, running or stopping
+    /// (see `docs/operations.md`, "Recovery").
+    pub fn recover(&self) -> Vec<Value> {
+        self.runtime
+            .as_ref()
+            .map(|r| r.recover())
+            .unwrap_or_default()
+    }
+
+    fn runtime(&self) -> Result<&Arc<Runtime>, RpcError> {
+        self.runtime.as_ref().ok_or_else(internal)
     }
 
     /// Releases the journals (their appends are already durable; dropping
@@ -398,6 +536,62 @@ struct NoParams {}
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
+struct StartParams {
+    session_id: String,
+    authorization: String,
+    #[serde(default)]
+    rows: Option<u16>,
+    #[serde(default)]
+    cols: Option<u16>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct StdinParams {
+    session_id: String,
+    #[serde(default)]
+    data: Option<String>,
+    #[serde(default)]
+    data_hex: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ResizeParams {
+    session_id: String,
+    rows: u16,
+    cols: u16,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SignalParams {
+    session_id: String,
+    signal: String,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct StopParams {
+    session_id: String,
+    #[serde(default)]
+    grace_ms: Option<u64>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct AttachParams {
+    session_id: String,
+    #[serde(default)]
+    after_seq: Option<u64>,
+}
+
+fn session_id(s: String) -> Result<SessionId, RpcError> {
+    SessionId::new(s).map_err(|r| invalid_params(&r.at("session_id")))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
 struct PlanParams {
     plan: String,
     #[serde(default)]
@@ -448,7 +642,7 @@ fn reject(r: &Rejection) -> RpcError {
     RpcError::from_rejection(r)
 }
 
-fn internal() -> RpcError {
+pub(crate) fn internal() -> RpcError {
     RpcError::new(
         INTERNAL_ERROR,
         CONTROL_INTERNAL,

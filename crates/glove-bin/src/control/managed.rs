@@ -1,0 +1,1368 @@
+//! The Linux managed runtime: sandboxed sessions driven through
+//! `glove-launcher`, with launch bindings, terminal receipts, an attachable
+//! PTY transcript and crash recovery.
+//!
+//! One launcher process per session, spawned with one end of a socket pair
+//! as its standard input. `start_session` runs on the blocking pool:
+//! prepare → durable `preparing` → receipt capacity reserved → spec sent →
+//! `Prepared` facts → launch binding → durable `starting` → `Release` →
+//! `Started` → durable `running`. A reader thread per session then owns the
+//! launcher socket: output goes into the session's bounded transcript and
+//! to attached clients; `Exited`/`Failed` (or the launcher's socket closing)
+//! builds the terminal receipt, appends it durably, and only then records
+//! `exited`/`failed`.
+//!
+//! Lock order: the session's own state, then the session store, then the
+//! receipt journal. The store and journal locks are never held while
+//! waiting on the launcher.
+
+use super::ports::{self, ReceiptView, Transitions};
+use super::protocol::RpcError;
+use glove_journal::receipt::ReceiptKind;
+use glove_journal::{ReceiptJournal, SessionStore};
+use glove_lifecycle::{
+    AnySession, LaunchBinding, PortError, ServiceKey, StartAuthPolicy, StartAuthorization,
+    StopReason, TerminalReceiptRef, UsedNonces,
+};
+use glove_sandbox::outcome::{ExitStatus, Outcome};
+use glove_sandbox::spec::{Bind, BundleMount, Enforcement, Grant, GrantMode, Terminal};
+use glove_sandbox::wire::{Decoder, FromLauncher, SpecWire, ToLauncher};
+use glove_types::codes::control::*;
+use glove_types::digest::to_hex;
+use glove_types::ids::SessionId;
+use glove_types::plan::{admit, AdmittedPlan, DecodedPlan};
+use glove_types::policy::{
+    Access, CreatePolicy, LaunchTarget, NativeRuntime, ResourceLimits, ValidatedPolicy,
+};
+use glove_types::stage::SessionStage;
+use glove_types::{canon, ErrorCode, Rejection, Sha256Digest};
+use serde_json::{json, Value};
+use std::collections::{HashMap, VecDeque};
+use std::io::{Read, Write};
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+use tokio::sync::broadcast;
+
+/// Default transcript size per session.
+pub const DEFAULT_TRANSCRIPT_BYTES: usize = 256 * 1024;
+/// Default grace between TERM and KILL for `stop_session`.
+pub const DEFAULT_STOP_GRACE_MS: u64 = 2_000;
+/// How long the launcher may take to prepare or start a sandbox.
+const LAUNCH_TIMEOUT: Duration = Duration::from_secs(60);
+/// The domain of the launch binding digest (via
+/// `LaunchBinding::of_launch_spec`, whose own domain is
+/// `glove.lifecycle.launch-binding.v1`): the committed document is the
+/// canonical JSON `{"binding":"glove.control.launch.v1","prepared":…,"spec":…}`.
+pub const LAUNCH_DOCUMENT_TAG: &str = "glove.control.launch.v1";
+/// Used start-authorization nonces kept.
+const NONCE_CAPACITY: usize = 65_536;
+/// Attach notifications buffered per attacher before it is cut off.
+const ATTACH_QUEUE: usize = 1024;
+
+/// What the runtime is configured with.
+#[derive(Clone, Debug)]
+pub struct RuntimeConfig {
+    /// The `glove-launcher` executable.
+    pub launcher: PathBuf,
+    /// The pinned library bundle root, if any.
+    pub bundle_root: Option<PathBuf>,
+    /// Host paths no grant may expose (the runtime directory).
+    pub protected_paths: Vec<String>,
+    /// Transcript bytes per session.
+    pub transcript_bytes: usize,
+}
+
+/// One event of a session's stream.
+#[derive(Clone, Debug)]
+pub enum Event {
+    /// Terminal output with its sequence number.
+    Output(u64, Arc<[u8]>),
+    /// The session ended; its terminal record is durable.
+    Ended(Value),
+}
+
+impl Event {
+    /// The notification sent to attached clients.
+    pub fn notification(&self, session: &str) -> Value {
+        match self {
+            Event::Output(seq, data) => super::protocol::notification(
+                "output",
+                json!({"session_id": session, "seq": seq, "data_hex": to_hex(data)}),
+            ),
+            Event::Ended(v) => super::protocol::notification("session_ended", v.clone()),
+        }
+    }
+}
+
+/// A bounded transcript of output chunks.
+#[derive(Debug)]
+struct Transcript {
+    chunks: VecDeque<(u64, Arc<[u8]>)>,
+    bytes: usize,
+    cap: usize,
+    next_seq: u64,
+}
+
+impl Transcript {
+    fn push(&mut self, data: Arc<[u8]>) -> u64 {
+        let seq = self.next_seq;
+        self.next_seq += 1;
+        self.bytes += data.len();
+        self.chunks.push_back((seq, data));
+        while self.bytes > self.cap {
+            match self.chunks.pop_front() {
+                Some((_, d)) => self.bytes -= d.len(),
+                None => break,
+            }
+        }
+        seq
+    }
+}
+
+/// A session with a launcher in this process.
+struct Live {
+    id: SessionId,
+    /// Writes to the launcher.
+    writer: Mutex<UnixStream>,
+    /// Transcript and the event sender, together so a new attacher sees
+    /// each chunk exactly once (in the snapshot or the stream).
+    stream: Mutex<(Transcript, broadcast::Sender<Event>)>,
+    /// The typestate session (taken while a transition is in progress).
+    session: Mutex<Option<AnySession>>,
+    /// Set once the terminal record is durable.
+    ended: Mutex<Option<Value>>,
+    /// What the receipt needs besides the outcome.
+    facts: ReceiptFacts,
+}
+
+/// The launch facts a receipt repeats.
+#[derive(Clone, Debug)]
+struct ReceiptFacts {
+    digests: (String, String),
+    binding: Option<String>,
+    limits: ResourceLimits,
+    projections: Vec<Value>,
+}
+
+/// The managed runtime.
+pub struct Runtime {
+    cfg: RuntimeConfig,
+    key: ServiceKey,
+    store: Arc<Mutex<SessionStore>>,
+    receipts: Arc<Mutex<ReceiptJournal>>,
+    nonces: Mutex<UsedNonces>,
+    live: Mutex<HashMap<SessionId, Arc<Live>>>,
+    clock: super::service::Clock,
+}
+
+impl core::fmt::Debug for Runtime {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Runtime").finish_non_exhaustive()
+    }
+}
+
+struct ClockPort(super::service::Clock);
+impl glove_lifecycle::Clock for ClockPort {
+    fn now_ms(&self) -> u64 {
+        self.0.now_ms()
+    }
+}
+
+fn err(code: ErrorCode, msg: impl Into<String>) -> RpcError {
+    RpcError::from_rejection(&Rejection::new(code, msg))
+}
+
+fn auth_err(e: &glove_lifecycle::StartAuthError) -> RpcError {
+    RpcError::from_rejection(&Rejection::new(e.code(), e.to_string()).at("authorization"))
+}
+
+fn port(e: PortError) -> RpcError {
+    err(e.code(), e.code().meaning())
+}
+
+fn life(e: &glove_lifecycle::LifecycleError) -> RpcError {
+    err(e.code(), e.code().meaning())
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// Launches `/bin/true` under strict enforcement through the launcher and
+/// checks that it exits 0 with memory and pids in a cgroup and no limit
+/// left to an rlimit fallback.
+pub fn probe(launcher: &Path) -> Result<(), Rejection> {
+    let bad = |m: String| Rejection::new(SESSION_RUNTIME_UNAVAILABLE, m);
+    let spec = glove_sandbox::profile::exec_spec(glove_sandbox::profile::ExecRequest {
+        command: vec!["/bin/true".into()],
+        env: vec![],
+        ro_binds: vec![],
+        rw_copy: None,
+        limits: glove_sandbox::profile::DEFAULT_LIMITS,
+        pty: None,
+        strict_limits: true,
+        term: None,
+    })
+    .map_err(|e| bad(format!("probe spec: {e}")))?;
+    let mut wire = SpecWire::from_spec(&spec).ok_or_else(|| bad("probe spec".into()))?;
+    wire.enforcement = Enforcement::Strict;
+    let (mut sock, _child) = spawn_launcher(launcher).map_err(|e| bad(e.message().into()))?;
+    sock.write_all(&ToLauncher::Spec(Box::new(wire)).encode())
+        .map_err(|e| bad(format!("probe: {e}")))?;
+    let mut dec = Decoder::default();
+    loop {
+        match read_frame(&mut sock, &mut dec).map_err(|e| bad(format!("probe: {e}")))? {
+            FromLauncher::Exited(o) => {
+                use glove_sandbox::outcome::Mechanism::*;
+                let e = o.enforcement;
+                let cg = |m| matches!(m, CgroupV2 | CgroupV1);
+                if o.exit != (ExitStatus::Exited { code: 0 }) {
+                    return Err(bad(format!("probe exited with {:?}", o.exit)));
+                }
+                let all = [
+                    e.cpu_time,
+                    e.memory,
+                    e.pids,
+                    e.wall_time,
+                    e.disk,
+                    e.terminal_output,
+                ];
+                // Strict means the launcher's strict: memory and pids in a
+                // cgroup, and no limit left to an rlimit fallback (CPU time
+                // may be a cgroup or the launcher's cgroup-accounted watchdog).
+                if !(cg(e.memory) && cg(e.pids)) || all.contains(&Rlimit) {
+                    return Err(bad(format!("limits not enforced by cgroups: {e:?}")));
+                }
+                return Ok(());
+            }
+            FromLauncher::Failed(f) => {
+                return Err(bad(format!("probe failed: {}: {}", f.code, f.message)))
+            }
+            _ => {}
+        }
+    }
+}
+
+/// A spawned launcher: our socket end, and the child (reaped by a thread).
+fn spawn_launcher(launcher: &Path) -> Result<(UnixStream, std::process::Child), Rejection> {
+    let (mine, theirs) = UnixStream::pair()
+        .map_err(|e| Rejection::new(SESSION_LAUNCH_FAILED, format!("socketpair: {e}")))?;
+    let child = std::process::Command::new(launcher)
+        .stdin(std::process::Stdio::from(std::os::fd::OwnedFd::from(
+            theirs,
+        )))
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .map_err(|e| {
+            Rejection::new(
+                SESSION_LAUNCH_FAILED,
+                format!("cannot run {}: {e}", launcher.display()),
+            )
+        })?;
+    mine.set_read_timeout(Some(LAUNCH_TIMEOUT))
+        .map_err(|e| Rejection::new(SESSION_LAUNCH_FAILED, format!("socket: {e}")))?;
+    Ok((mine, child))
+}
+
+fn read_frame(sock: &mut UnixStream, dec: &mut Decoder) -> Result<FromLauncher, String> {
+    let mut buf = [0u8; 16384];
+    loop {
+        if let Some(m) = dec.next_from_launcher().map_err(|e| e.to_string())? {
+            return Ok(m);
+        }
+        let n = sock.read(&mut buf).map_err(|e| e.to_string())?;
+        if n == 0 {
+            return Err("the launcher closed its socket".into());
+        }
+        dec.push(&buf[..n]);
+    }
+}
+
+/// The launch spec and the receipt facts for an admitted plan.
+pub fn build_spec(
+    policy: &ValidatedPolicy,
+    admitted: &AdmittedPlan,
+    cfg: &RuntimeConfig,
+    rows: u16,
+    cols: u16,
+) -> Result<(SpecWire, Vec<Value>), Rejection> {
+    let template = policy
+        .template(admitted.runtime_template_id().as_str())
+        .ok_or_else(|| Rejection::new(SESSION_PLAN_NOT_ADMITTED, "the template is gone"))?;
+    let launch = template.launch();
+    let executable = match launch.target() {
+        LaunchTarget::Pinned { executable_path } => executable_path.clone(),
+        LaunchTarget::Discovery {
+            runtime,
+            executable_search_paths,
+        } => executable_search_paths
+            .iter()
+            .map(|d| format!("{}/{}", d.trim_end_matches('/'), runtime.executable_name()))
+            .find(|p| std::fs::metadata(p).is_ok_and(|m| m.is_file()))
+            .ok_or_else(|| {
+                Rejection::new(
+                    SESSION_EXECUTABLE_NOT_FOUND,
+                    format!(
+                        "{} is in none of the template's search paths",
+                        runtime.executable_name()
+                    ),
+                )
+            })?,
+    };
+    let mut grants = Vec::new();
+    let mut working_directory = "/home/agent".to_owned();
+    for g in admitted.path_grants() {
+        let alias = policy
+            .path_alias(g.alias.as_str())
+            .ok_or_else(|| Rejection::new(SESSION_PLAN_NOT_ADMITTED, "a path alias is gone"))?;
+        let tuple = alias.access().iter().find(|t| t.access == g.access);
+        let mode = match g.access {
+            Access::ReadOnly => GrantMode::ReadOnly,
+            Access::EphemeralWrite => GrantMode::EphemeralCopy {
+                max_bytes: g.max_bytes,
+            },
+            Access::DirectWrite => {
+                return Err(Rejection::new(
+                    SESSION_DIRECT_WRITE_REFUSED,
+                    format!("the grant of {} asks for direct_write", g.alias.as_str()),
+                )
+                .at("path_grants"))
+            }
+            Access::RetainedWrite => {
+                return Err(Rejection::new(
+                    SESSION_RETAINED_WRITE_UNSUPPORTED,
+                    format!("the grant of {} asks for retained_write", g.alias.as_str()),
+                )
+                .at("path_grants"))
+            }
+        };
+        if grants.is_empty() {
+            working_directory = alias.target_path().to_owned();
+        }
+        grants.push(Grant {
+            host_path: alias.host_path().to_owned(),
+            target: alias.target_path().to_owned(),
+            mode,
+            create_if_missing: tuple
+                .is_some_and(|t| t.create_policy == CreatePolicy::EmptyDirectory),
+        });
+    }
+    let mut bundles = Vec::new();
+    let mut projections = Vec::new();
+    for p in admitted.library_projections() {
+        let root = cfg.bundle_root.as_ref().ok_or_else(|| {
+            Rejection::new(
+                SESSION_BUNDLE_ROOT_MISSING,
+                "the plan projects a library bundle; start gloved with --library-bundle-root",
+            )
+        })?;
+        let dest = policy
+            .destination(p.destination_alias.as_str())
+            .ok_or_else(|| Rejection::new(SESSION_PLAN_NOT_ADMITTED, "a destination is gone"))?;
+        let target = format!(
+            "{}/{}",
+            dest.target_path().trim_end_matches('/'),
+            p.projection_id.as_str()
+        );
+        bundles.push(BundleMount {
+            root: root.display().to_string(),
+            sha256: p.sha256.to_hex(),
+            target: target.clone(),
+        });
+        projections.push(json!({
+            "projection_id": p.projection_id.as_str(),
+            "destination_alias": p.destination_alias.as_str(),
+            "target": target,
+            "sha256": p.sha256.to_hex(),
+        }));
+    }
+    // System directories, /etc and the generated files of the default
+    // profile; everything the agent runs is the template's.
+    let base = glove_sandbox::profile::exec_spec(glove_sandbox::profile::ExecRequest {
+        command: vec!["/bin/true".into()],
+        env: vec![],
+        ro_binds: vec![],
+        rw_copy: None,
+        limits: *admitted.limits(),
+        pty: Some((rows, cols)),
+        strict_limits: true,
+        term: None,
+    })
+    .map_err(|e| Rejection::new(SESSION_LAUNCH_FAILED, e.to_string()))?;
+    let mut wire = SpecWire::from_spec(&base)
+        .ok_or_else(|| Rejection::new(SESSION_LAUNCH_FAILED, "base spec"))?;
+    let mut environment: Vec<String> = launch.environment().to_vec();
+    let mut set = |e: String| {
+        let name = e.split('=').next().unwrap_or("").to_owned();
+        environment.retain(|x| x.split('=').next() != Some(name.as_str()));
+        environment.push(e);
+    };
+    set("HOME=/home/agent".into());
+    if let Some(m) = NativeRuntime::parse(template.runtime_id().as_str())
+        .and_then(NativeRuntime::managed_environment)
+    {
+        set(m.to_owned());
+    }
+    environment.sort();
+    for p in launch.read_only_paths() {
+        if !wire.read_only_binds.iter().any(|b| &b.target == p) {
+            wire.read_only_binds.push(Bind {
+                source: p.clone(),
+                target: p.clone(),
+            });
+        }
+    }
+    wire.executable = executable;
+    wire.arguments = launch.arguments().to_vec();
+    wire.environment = environment;
+    wire.working_directory = working_directory;
+    wire.writable_dirs = vec!["/home/agent".into(), "/tmp".into()];
+    wire.copy_in = vec![];
+    wire.limits = *admitted.limits();
+    wire.terminal = Terminal::Pty { rows, cols };
+    wire.enforcement = Enforcement::Strict;
+    wire.grants = grants;
+    wire.bundles = bundles;
+    wire.protected_paths = cfg.protected_paths.clone();
+    wire.hold_for_release = true;
+    Ok((wire, projections))
+}
+
+/// The launch binding: the lifecycle's launch-binding digest of the
+/// canonical launch document (spec and prepared facts).
+pub fn launch_binding(
+    spec: &SpecWire,
+    facts: &glove_sandbox::launch::PreparedFacts,
+) -> Result<LaunchBinding, Rejection> {
+    let doc = json!({
+        "binding": LAUNCH_DOCUMENT_TAG,
+        "spec": serde_json::to_value(spec).map_err(|e| Rejection::new(SESSION_LAUNCH_FAILED, e.to_string()))?,
+        "prepared": serde_json::to_value(facts).map_err(|e| Rejection::new(SESSION_LAUNCH_FAILED, e.to_string()))?,
+    });
+    let bytes = canon::to_canonical(&doc)?;
+    LaunchBinding::of_launch_spec(&bytes).map_err(|e| Rejection::new(e.code(), e.code().meaning()))
+}
+
+/// The identity the lifecycle records: boot id, pid, start time and the
+/// inode of the init's cgroup directory.
+fn lifecycle_identity(
+    id: &glove_sandbox::identity::ProcessIdentity,
+) -> Result<glove_lifecycle::ProcessIdentity, Rejection> {
+    let cg = cgroup_inode(&id.cgroup)
+        .ok_or_else(|| Rejection::new(SESSION_LAUNCH_FAILED, "cannot read the sandbox cgroup"))?;
+    glove_lifecycle::ProcessIdentity::new(
+        &id.boot_id,
+        u32::try_from(id.pid).unwrap_or(0),
+        id.start_time_ticks,
+        cg,
+    )
+    .map_err(|e| Rejection::new(e.code(), e.code().meaning()))
+}
+
+/// The inode of the cgroup v2 directory named in a `/proc/PID/cgroup` text.
+fn cgroup_inode(text: &str) -> Option<u64> {
+    use std::os::unix::fs::MetadataExt;
+    let path = text.lines().find_map(|l| l.strip_prefix("0::"))?;
+    std::fs::metadata(format!("/sys/fs/cgroup{}", path.trim_end()))
+        .ok()
+        .map(|m| m.ino())
+}
+
+/// Whether the recorded identity names a live process now (boot id, pid,
+/// start time and cgroup inode all equal).
+pub fn identity_matches(id: &glove_lifecycle::ProcessIdentity) -> bool {
+    let Ok(now) =
+        glove_sandbox::identity::ProcessIdentity::of(i32::try_from(id.pid()).unwrap_or(0))
+    else {
+        return false;
+    };
+    now.boot_id == id.boot_id()
+        && now.start_time_ticks == id.start_time_ticks()
+        && cgroup_inode(&now.cgroup) == Some(id.cgroup_id())
+}
+
+fn limits_json(l: &ResourceLimits) -> Value {
+    json!({
+        "cpu_time_ms": l.cpu_time_ms,
+        "memory_bytes": l.memory_bytes,
+        "pids": l.pids,
+        "wall_time_ms": l.wall_time_ms,
+        "disk_bytes": l.disk_bytes,
+        "terminal_output_bytes": l.terminal_output_bytes,
+    })
+}
+
+/// How a session ended, for its receipt.
+enum Ending<'a> {
+    Outcome(&'a Outcome),
+    Failure { code: String, message: String },
+}
+
+fn receipt_body(id: &SessionId, f: &ReceiptFacts, end: &Ending<'_>, recovered: bool) -> Value {
+    let mut body = json!({
+        "receipt_kind": "resource_v1",
+        "session_id": id.as_str(),
+        "plan_content_digest": f.digests.0,
+        "controller_plan_digest": f.digests.1,
+        "launch_binding_digest": f.binding,
+        "limits": limits_json(&f.limits),
+        "projections": f.projections,
+        "recovered": recovered,
+    });
+    let m = body.as_object_mut().expect("object");
+    match end {
+        Ending::Outcome(o) => {
+            let u = &o.usage;
+            m.insert(
+                "usage".into(),
+                json!({
+                    "cpu_time_ms": u.cpu_time_ms,
+                    "peak_memory_bytes": u.peak_memory_bytes,
+                    "pids_peak": u.pids_peak,
+                    "wall_time_ms": u.wall_time_ms,
+                    "disk_bytes": u.disk_bytes,
+                    "terminal_bytes": u.terminal_bytes,
+                }),
+            );
+            let (reason, limit) = match (o.ended_by, o.stopped) {
+                (Some(l), _) => ("limit", Some(l.as_str())),
+                (None, true) => ("stopped", None),
+                (None, false) => match o.exit {
+                    ExitStatus::Exited { .. } => ("exited", None),
+                    ExitStatus::Signaled { .. } => ("signaled", None),
+                },
+            };
+            m.insert(
+                "termination".into(),
+                json!({
+                    "reason": reason,
+                    "limit": limit,
+                    "limits_reached": o.limits_reached.iter().map(|l| l.as_str()).collect::<Vec<_>>(),
+                    "exit": match o.exit {
+                        ExitStatus::Exited { code } => json!({"kind": "exited", "code": code}),
+                        ExitStatus::Signaled { signal } => json!({"kind": "signaled", "signal": signal}),
+                    },
+                }),
+            );
+        }
+        Ending::Failure { code, message } => {
+            m.insert("usage".into(), Value::Null);
+            m.insert(
+                "termination".into(),
+                json!({"reason": "failed", "code": code, "message": message, "limit": null, "limits_reached": [], "exit": null}),
+            );
+        }
+    }
+    body
+}
+
+impl Runtime {
+    /// Builds the runtime and rebuilds the used-nonce set from the store.
+    pub fn new(
+        cfg: RuntimeConfig,
+        key: ServiceKey,
+        store: Arc<Mutex<SessionStore>>,
+        receipts: Arc<Mutex<ReceiptJournal>>,
+        clock: super::service::Clock,
+    ) -> Runtime {
+        let mut nonces = UsedNonces::new(NONCE_CAPACITY);
+        let report = glove_lifecycle::recover_all(ports::all_records(&lock(&store)));
+        for (n, exp) in report.used_nonces {
+            nonces.insert_recovered(n, exp);
+        }
+        Runtime {
+            cfg,
+            key,
+            store,
+            receipts,
+            nonces: Mutex::new(nonces),
+            live: Mutex::new(HashMap::new()),
+            clock,
+        }
+    }
+
+    /// Appends the terminal receipt of `id` (spending its reservation, or a
+    /// new one) unless one is durable already; returns its reference.
+    fn append_receipt(&self, id: &SessionId, body: &Value) -> Result<TerminalReceiptRef, RpcError> {
+        let mut j = lock(&self.receipts);
+        if let Some(r) = glove_lifecycle::ReceiptLog::terminal_receipt(
+            &ReceiptView(&j),
+            glove_lifecycle::Subject::Session(id),
+        )
+        .map_err(port)?
+        {
+            return Ok(r);
+        }
+        let bytes = canon::to_canonical(body).map_err(|r| RpcError::from_rejection(&r))?;
+        let res = match j.held_reservation(id) {
+            Some(r) => r,
+            None => j.reserve(id).map_err(|e| err(e.code(), e.to_string()))?,
+        };
+        let stored = j
+            .append_receipt(&res, ReceiptKind::ResourceV1, &bytes)
+            .map_err(|e| err(e.code(), e.to_string()))?;
+        Ok(ports::reference(&stored))
+    }
+
+    /// Fails a live session: receipt first, then the failure record.
+    fn fail_any(
+        &self,
+        any: AnySession,
+        code: ErrorCode,
+        body: &Value,
+    ) -> Result<AnySession, RpcError> {
+        let id = any.id().clone();
+        let r = self.append_receipt(&id, body)?;
+        let mut store = lock(&self.store);
+        let j = lock(&self.receipts);
+        let view = ReceiptView(&j);
+        let mut log = Transitions(&mut store);
+        macro_rules! fail {
+            ($s:expr) => {{
+                let s = $s;
+                let p = s.log_fail(code, r, &view, &mut log).map_err(|e| life(&e))?;
+                AnySession::from(s.fail(p).map_err(|e| life(e.error()))?)
+            }};
+        }
+        Ok(match any.stage() {
+            SessionStage::Created => {
+                fail!(any.try_into_created().map_err(|e| life(e.error()))?)
+            }
+            SessionStage::Preparing => {
+                fail!(any.try_into_preparing().map_err(|e| life(e.error()))?)
+            }
+            SessionStage::Starting => {
+                fail!(any.try_into_starting().map_err(|e| life(e.error()))?)
+            }
+            SessionStage::Running => {
+                fail!(any.try_into_running().map_err(|e| life(e.error()))?)
+            }
+            SessionStage::Stopping => {
+                fail!(any.try_into_stopping().map_err(|e| life(e.error()))?)
+            }
+            SessionStage::Exited | SessionStage::Failed => any,
+        })
+    }
+
+    /// `start_session`.
+    pub fn start(
+        self: &Arc<Self>,
+        policy: &ValidatedPolicy,
+        id: &SessionId,
+        authorization: &str,
+        size: (u16, u16),
+    ) -> Result<Value, RpcError> {
+        // The session, its plan, and the plan admitted again now.
+        let (any, plan_bytes) = {
+            let store = lock(&self.store);
+            let rec = store.get(id).ok_or_else(|| {
+                err(
+                    glove_types::codes::journal::STORE_SESSION_NOT_FOUND,
+                    format!("no session {}", id.as_str()),
+                )
+            })?;
+            let plan = rec.plan().to_vec();
+            (
+                ports::replay(&store, id)
+                    .ok_or_else(super::service::internal)?
+                    .map_err(port)?,
+                plan,
+            )
+        };
+        // The authorization is checked (and its nonce spent) first, so a
+        // replayed one is refused as such whatever the session's stage.
+        let digests = *any.digests();
+        let auth =
+            StartAuthorization::decode(authorization.as_bytes()).map_err(|e| auth_err(&e))?;
+        let verified = {
+            let mut nonces = lock(&self.nonces);
+            auth.verify(
+                &self.key,
+                id,
+                &digests,
+                StartAuthPolicy::default(),
+                &ClockPort(self.clock),
+                &mut nonces,
+            )
+            .map_err(|e| auth_err(&e))?
+        };
+        if any.stage() != SessionStage::Created {
+            return Err(err(
+                SESSION_NOT_STARTABLE,
+                format!("session {} is {}", id.as_str(), any.stage().as_str()),
+            ));
+        }
+        let created = any.try_into_created().map_err(|e| life(e.error()))?;
+        let decoded = DecodedPlan::decode(&plan_bytes).map_err(|r| RpcError::from_rejection(&r))?;
+        let admitted = admit(decoded, None, policy, self.clock.now_ms()).map_err(|r| {
+            err(
+                SESSION_PLAN_NOT_ADMITTED,
+                format!(
+                    "the stored plan is not admitted now: {}: {}",
+                    r.code().as_str(),
+                    r.message()
+                ),
+            )
+        })?;
+        let (spec, projections) = build_spec(policy, &admitted, &self.cfg, size.0, size.1)
+            .map_err(|r| RpcError::from_rejection(&r))?;
+        let mut facts = ReceiptFacts {
+            digests: (
+                digests.plan_content_digest().to_hex(),
+                digests.controller_plan_digest().to_hex(),
+            ),
+            binding: None,
+            limits: *admitted.limits(),
+            projections,
+        };
+        // Preparing, then receipt capacity.
+        let preparing = {
+            let mut store = lock(&self.store);
+            let p = created
+                .log_prepare(&mut Transitions(&mut store))
+                .map_err(|e| life(&e))?;
+            created.prepare(p).map_err(|e| life(e.error()))?
+        };
+        if let Err(e) = lock(&self.receipts).reserve(id) {
+            let code = e.code();
+            let body = receipt_body(
+                id,
+                &facts,
+                &Ending::Failure {
+                    code: code.as_str().into(),
+                    message: e.to_string(),
+                },
+                false,
+            );
+            // Without capacity there may be no room for a receipt either;
+            // the failure record needs one, so try and report the first error.
+            let _ = self.fail_any(preparing.into(), code, &body);
+            return Err(err(code, e.to_string()));
+        }
+        let fail_with = |any: AnySession, code: ErrorCode, reason: String, facts: &ReceiptFacts| {
+            let body = receipt_body(
+                id,
+                facts,
+                &Ending::Failure {
+                    code: code.as_str().into(),
+                    message: reason.clone(),
+                },
+                false,
+            );
+            match self.fail_any(any, code, &body) {
+                Ok(_) => err(code, reason),
+                Err(e) => e,
+            }
+        };
+        let (mut sock, child) = match spawn_launcher(&self.cfg.launcher) {
+            Ok(x) => x,
+            Err(r) => {
+                return Err(fail_with(
+                    preparing.into(),
+                    r.code(),
+                    r.message().into(),
+                    &facts,
+                ))
+            }
+        };
+        let mut dec = Decoder::default();
+        let sent = sock.write_all(&ToLauncher::Spec(Box::new(spec.clone())).encode());
+        let prepared = match sent
+            .map_err(|e| e.to_string())
+            .and_then(|()| read_frame(&mut sock, &mut dec))
+        {
+            Ok(FromLauncher::Prepared(p)) => p,
+            Ok(FromLauncher::Failed(f)) => {
+                reap(child);
+                return Err(fail_with(
+                    preparing.into(),
+                    SESSION_LAUNCH_FAILED,
+                    format!("{}: {}", f.code, f.message),
+                    &facts,
+                ));
+            }
+            Ok(other) => {
+                reap(child);
+                return Err(fail_with(
+                    preparing.into(),
+                    SESSION_LAUNCH_FAILED,
+                    format!("unexpected frame {other:?}"),
+                    &facts,
+                ));
+            }
+            Err(e) => {
+                reap(child);
+                return Err(fail_with(
+                    preparing.into(),
+                    SESSION_LAUNCHER_LOST,
+                    e,
+                    &facts,
+                ));
+            }
+        };
+        let binding = match launch_binding(&spec, &prepared) {
+            Ok(b) => b,
+            Err(r) => {
+                reap(child);
+                return Err(fail_with(
+                    preparing.into(),
+                    r.code(),
+                    r.message().into(),
+                    &facts,
+                ));
+            }
+        };
+        facts.binding = Some(binding.digest().to_hex());
+        // The binding is durable before the agent may run.
+        let starting = {
+            let mut store = lock(&self.store);
+            let p = match preparing.log_start(binding, verified, &mut Transitions(&mut store)) {
+                Ok(p) => p,
+                Err(e) => {
+                    drop(store);
+                    reap(child);
+                    return Err(fail_with(
+                        preparing.into(),
+                        e.code(),
+                        e.code().meaning().into(),
+                        &facts,
+                    ));
+                }
+            };
+            preparing.start(p).map_err(|e| life(e.error()))?
+        };
+        let started = sock
+            .write_all(&ToLauncher::Release.encode())
+            .map_err(|e| e.to_string())
+            .and_then(|()| read_frame(&mut sock, &mut dec));
+        let info = match started {
+            Ok(FromLauncher::Started(s)) => s,
+            Ok(FromLauncher::Failed(f)) => {
+                reap(child);
+                return Err(fail_with(
+                    starting.into(),
+                    SESSION_LAUNCH_FAILED,
+                    format!("{}: {}", f.code, f.message),
+                    &facts,
+                ));
+            }
+            Ok(other) => {
+                reap(child);
+                return Err(fail_with(
+                    starting.into(),
+                    SESSION_LAUNCH_FAILED,
+                    format!("unexpected frame {other:?}"),
+                    &facts,
+                ));
+            }
+            Err(e) => {
+                reap(child);
+                return Err(fail_with(starting.into(), SESSION_LAUNCHER_LOST, e, &facts));
+            }
+        };
+        let identity = match lifecycle_identity(&info.init) {
+            Ok(i) => i,
+            Err(r) => {
+                let _ = sock.write_all(&ToLauncher::Stop(0).encode());
+                reap(child);
+                return Err(fail_with(
+                    starting.into(),
+                    r.code(),
+                    r.message().into(),
+                    &facts,
+                ));
+            }
+        };
+        let running = {
+            let mut store = lock(&self.store);
+            let p = starting
+                .log_run(identity, &mut Transitions(&mut store))
+                .map_err(|e| life(&e))?;
+            starting.run(p).map_err(|e| life(e.error()))?
+        };
+        let _ = sock.set_read_timeout(None);
+        let writer = sock.try_clone().map_err(|_| super::service::internal())?;
+        let (tx, _) = broadcast::channel(ATTACH_QUEUE);
+        let live = Arc::new(Live {
+            id: id.clone(),
+            writer: Mutex::new(writer),
+            stream: Mutex::new((
+                Transcript {
+                    chunks: VecDeque::new(),
+                    bytes: 0,
+                    cap: self.cfg.transcript_bytes,
+                    next_seq: 1,
+                },
+                tx,
+            )),
+            session: Mutex::new(Some(running.into())),
+            ended: Mutex::new(None),
+            facts,
+        });
+        lock(&self.live).insert(id.clone(), live.clone());
+        let rt = self.clone();
+        std::thread::Builder::new()
+            .name(format!("session-{}", id.as_str()))
+            .spawn(move || rt.pump(&live, sock, dec, child))
+            .map_err(|_| super::service::internal())?;
+        tracing::info!(session_id = ?id.as_str(), init_pid = info.init.pid, "session running");
+        Ok(json!({
+            "session_id": id.as_str(),
+            "stage": "running",
+            "launch_binding_digest": binding.digest().to_hex(),
+            "init_pid": info.init.pid,
+        }))
+    }
+
+    /// The session thread: output, then the ending.
+    fn pump(
+        &self,
+        live: &Live,
+        mut sock: UnixStream,
+        mut dec: Decoder,
+        child: std::process::Child,
+    ) {
+        let end = loop {
+            match read_frame(&mut sock, &mut dec) {
+                Ok(FromLauncher::Output(b)) => {
+                    let mut s = lock(&live.stream);
+                    let data: Arc<[u8]> = b.into();
+                    let seq = s.0.push(data.clone());
+                    let _ = s.1.send(Event::Output(seq, data));
+                }
+                Ok(FromLauncher::Exited(o)) => break Ok(o),
+                Ok(FromLauncher::Failed(f)) => {
+                    break Err((SESSION_LAUNCH_FAILED, format!("{}: {}", f.code, f.message)))
+                }
+                Ok(_) => {}
+                Err(e) => break Err((SESSION_LAUNCHER_LOST, e)),
+            }
+        };
+        reap(child);
+        let result = self.finish(live, end);
+        let ended = match result {
+            Ok(v) => v,
+            Err(e) => {
+                tracing::error!(session_id = ?live.id.as_str(), code = e.code.as_str(), "cannot record the session's end");
+                json!({"session_id": live.id.as_str(), "stage": "unrecorded", "code": e.code.as_str()})
+            }
+        };
+        *lock(&live.ended) = Some(ended.clone());
+        let s = lock(&live.stream);
+        let _ = s.1.send(Event::Ended(ended));
+    }
+
+    fn finish(
+        &self,
+        live: &Live,
+        end: Result<Box<Outcome>, (ErrorCode, String)>,
+    ) -> Result<Value, RpcError> {
+        let mut guard = lock(&live.session);
+        let any = guard.take().ok_or_else(super::service::internal)?;
+        let id = live.id.clone();
+        let result = match end {
+            Ok(o) => {
+                let reason = if o.ended_by.is_some() {
+                    StopReason::LimitReached
+                } else {
+                    StopReason::AgentExited
+                };
+                let stopping = match any.stage() {
+                    SessionStage::Running => {
+                        let running = any.try_into_running().map_err(|e| life(e.error()))?;
+                        let mut store = lock(&self.store);
+                        let p = running
+                            .log_stop(reason, &mut Transitions(&mut store))
+                            .map_err(|e| life(&e))?;
+                        running.stop(p).map_err(|e| life(e.error()))?
+                    }
+                    _ => any.try_into_stopping().map_err(|e| life(e.error()))?,
+                };
+                let body = receipt_body(&id, &live.facts, &Ending::Outcome(&o), false);
+                let r = self.append_receipt(&id, &body)?;
+                let mut store = lock(&self.store);
+                let j = lock(&self.receipts);
+                let p = stopping
+                    .log_exit(r, &ReceiptView(&j), &mut Transitions(&mut store))
+                    .map_err(|e| life(&e))?;
+                let exited = stopping.exit(p).map_err(|e| life(e.error()))?;
+                let v = json!({"session_id": id.as_str(), "stage": "exited", "receipt_seq": r.receipt_seq()});
+                *guard = Some(exited.into());
+                v
+            }
+            Err((code, message)) => {
+                let body = receipt_body(
+                    &id,
+                    &live.facts,
+                    &Ending::Failure {
+                        code: code.as_str().into(),
+                        message,
+                    },
+                    false,
+                );
+                let failed = self.fail_any(any, code, &body)?;
+                let seq = self.terminal(&id).map(|r| r.receipt_seq());
+                *guard = Some(failed);
+                json!({"session_id": id.as_str(), "stage": "failed", "code": code.as_str(), "receipt_seq": seq})
+            }
+        };
+        tracing::info!(session_id = ?id.as_str(), result = %result, "session ended");
+        Ok(result)
+    }
+
+    fn terminal(&self, id: &SessionId) -> Option<TerminalReceiptRef> {
+        let j = lock(&self.receipts);
+        glove_lifecycle::ReceiptLog::terminal_receipt(
+            &ReceiptView(&j),
+            glove_lifecycle::Subject::Session(id),
+        )
+        .ok()
+        .flatten()
+    }
+
+    fn live(&self, id: &SessionId) -> Result<Arc<Live>, RpcError> {
+        lock(&self.live).get(id).cloned().ok_or_else(|| {
+            err(
+                SESSION_NOT_LIVE,
+                format!("session {} has no live sandbox here", id.as_str()),
+            )
+        })
+    }
+
+    fn send(&self, id: &SessionId, m: ToLauncher) -> Result<(), RpcError> {
+        let live = self.live(id)?;
+        if lock(&live.ended).is_some() {
+            return Err(err(
+                SESSION_NOT_LIVE,
+                format!("session {} has ended", id.as_str()),
+            ));
+        }
+        let r = lock(&live.writer).write_all(&m.encode());
+        r.map_err(|_| {
+            err(
+                SESSION_NOT_LIVE,
+                format!("session {} has ended", id.as_str()),
+            )
+        })
+    }
+
+    /// `write_stdin`.
+    pub fn write_stdin(&self, id: &SessionId, data: &[u8]) -> Result<Value, RpcError> {
+        self.send(id, ToLauncher::Stdin(data.to_vec()))?;
+        Ok(json!({"written": data.len()}))
+    }
+
+    /// `resize`.
+    pub fn resize(&self, id: &SessionId, rows: u16, cols: u16) -> Result<Value, RpcError> {
+        self.send(id, ToLauncher::Resize(rows, cols))?;
+        Ok(json!({"rows": rows, "cols": cols}))
+    }
+
+    /// `signal`.
+    pub fn signal(&self, id: &SessionId, signal: i32) -> Result<Value, RpcError> {
+        self.send(id, ToLauncher::Signal(signal))?;
+        Ok(json!({"signalled": signal}))
+    }
+
+    /// `stop_session`: the stop intent is durable, then TERM, KILL after
+    /// the grace. The receipt follows when the launcher reports the exit.
+    pub fn stop(&self, id: &SessionId, grace_ms: u64) -> Result<Value, RpcError> {
+        let live = self.live(id)?;
+        {
+            let mut guard = lock(&live.session);
+            match guard.take() {
+                Some(any) if any.stage() == SessionStage::Running => {
+                    let running = any.try_into_running().map_err(|e| life(e.error()))?;
+                    let mut store = lock(&self.store);
+                    match running.log_stop(StopReason::Requested, &mut Transitions(&mut store)) {
+                        Ok(p) => match running.stop(p) {
+                            Ok(s) => *guard = Some(s.into()),
+                            Err(r) => {
+                                let (s, e) = r.into_parts();
+                                *guard = Some(s.into());
+                                return Err(life(&e));
+                            }
+                        },
+                        Err(e) => {
+                            *guard = Some(running.into());
+                            return Err(life(&e));
+                        }
+                    }
+                }
+                Some(any) if any.stage() == SessionStage::Stopping => *guard = Some(any),
+                other => {
+                    let stage = other
+                        .as_ref()
+                        .map(|a| a.stage().as_str())
+                        .unwrap_or("ending");
+                    *guard = other;
+                    return Err(err(
+                        SESSION_NOT_LIVE,
+                        format!("session {} is {stage}", id.as_str()),
+                    ));
+                }
+            }
+        }
+        let r = lock(&live.writer).write_all(&ToLauncher::Stop(grace_ms).encode());
+        r.map_err(|_| err(SESSION_NOT_LIVE, "the launcher is gone"))?;
+        Ok(json!({"session_id": id.as_str(), "stage": "stopping", "grace_ms": grace_ms}))
+    }
+
+    /// `attach`: the transcript after `after_seq`, and the stream.
+    pub fn attach(
+        &self,
+        id: &SessionId,
+        after_seq: u64,
+    ) -> Result<(Value, Option<broadcast::Receiver<Event>>), RpcError> {
+        let live = self.live(id)?;
+        let s = lock(&live.stream);
+        let chunks: Vec<Value> =
+            s.0.chunks
+                .iter()
+                .filter(|(seq, _)| *seq > after_seq)
+                .map(|(seq, d)| json!({"seq": seq, "data_hex": to_hex(d)}))
+                .collect();
+        let first = s.0.chunks.front().map_or(s.0.next_seq, |(q, _)| *q);
+        let ended = lock(&live.ended).clone();
+        let rx = ended.is_none().then(|| s.1.subscribe());
+        Ok((
+            json!({
+                "session_id": id.as_str(),
+                "transcript": chunks,
+                "first_seq": first,
+                "next_seq": s.0.next_seq,
+                "ended": ended,
+            }),
+            rx,
+        ))
+    }
+
+    /// `cleanup_session`: forgets the live state once the terminal receipt
+    /// is durable. The sandbox's own mounts, tmpfs copies and cgroup are
+    /// removed by the launcher when the sandbox ends.
+    pub fn cleanup(&self, id: &SessionId) -> Result<Value, RpcError> {
+        let stage = {
+            let store = lock(&self.store);
+            store.get(id).map(|r| r.stage()).ok_or_else(|| {
+                err(
+                    glove_types::codes::journal::STORE_SESSION_NOT_FOUND,
+                    format!("no session {}", id.as_str()),
+                )
+            })?
+        };
+        let terminal = matches!(stage, SessionStage::Exited | SessionStage::Failed);
+        let receipt = self.terminal(id);
+        if !terminal || receipt.is_none() {
+            return Err(err(
+                SESSION_NOT_TERMINAL,
+                format!("session {} is {}", id.as_str(), stage.as_str()),
+            ));
+        }
+        let removed = lock(&self.live).remove(id).is_some();
+        Ok(json!({"session_id": id.as_str(), "cleaned": true, "live_state_removed": removed}))
+    }
+
+    /// Recovery at startup (see `docs/operations.md`).
+    pub fn recover(&self) -> Vec<Value> {
+        let records = ports::all_records(&lock(&self.store));
+        let report = glove_lifecycle::recover_all(records);
+        let mut out = Vec::new();
+        for (id, r) in report.sessions {
+            let Ok(glove_lifecycle::Recovered::Interrupted(d)) = r else {
+                continue;
+            };
+            let code = d.code();
+            let stage = d.stage();
+            let (killed, matched) = match &d {
+                glove_lifecycle::RecoveryDecision::ReconcileProcess(s) => {
+                    let ident = s.process_identity().clone();
+                    if identity_matches(&ident) {
+                        let pid = rustix::process::Pid::from_raw(ident.pid() as i32);
+                        if let Some(pid) = pid {
+                            let _ =
+                                rustix::process::kill_process(pid, rustix::process::Signal::KILL);
+                        }
+                        // Bounded wait for the init to be gone.
+                        for _ in 0..500 {
+                            if !identity_matches(&ident) {
+                                break;
+                            }
+                            std::thread::sleep(Duration::from_millis(10));
+                        }
+                        (true, true)
+                    } else {
+                        (false, false)
+                    }
+                }
+                _ => (false, false),
+            };
+            let digests = *d.into_any().digests();
+            let facts = ReceiptFacts {
+                digests: (
+                    digests.plan_content_digest().to_hex(),
+                    digests.controller_plan_digest().to_hex(),
+                ),
+                binding: None,
+                limits: self.limits_of(&id).unwrap_or(ResourceLimits {
+                    cpu_time_ms: 0,
+                    memory_bytes: 0,
+                    pids: 0,
+                    wall_time_ms: 0,
+                    disk_bytes: 0,
+                    terminal_output_bytes: 0,
+                }),
+                projections: vec![],
+            };
+            let facts = ReceiptFacts {
+                binding: self.binding_of(&id),
+                ..facts
+            };
+            let mut body = receipt_body(
+                &id,
+                &facts,
+                &Ending::Failure {
+                    code: code.as_str().into(),
+                    message: format!(
+                        "gloved restarted with the session {}; identity {}",
+                        stage.as_str(),
+                        if matched {
+                            "matched, sandbox killed"
+                        } else {
+                            "did not match, nothing signalled"
+                        }
+                    ),
+                },
+                true,
+            );
+            body["recovery"] =
+                json!({"stage": stage.as_str(), "identity_matched": matched, "killed": killed});
+            // Replay again: the decision was consumed above.
+            let any = match ports::replay(&lock(&self.store), &id) {
+                Some(Ok(a)) => a,
+                _ => continue,
+            };
+            let res = self.fail_any(any, code, &body);
+            tracing::warn!(session_id = ?id.as_str(), code = code.as_str(), matched, ok = res.is_ok(), "session recovered");
+            out.push(json!({"session_id": id.as_str(), "code": code.as_str(), "identity_matched": matched}));
+        }
+        out
+    }
+
+    fn limits_of(&self, id: &SessionId) -> Option<ResourceLimits> {
+        let store = lock(&self.store);
+        let plan = DecodedPlan::decode(store.get(id)?.plan()).ok()?;
+        let v: Value = serde_json::from_slice(plan.canonical_bytes()).ok()?;
+        let p = v.get("resource_profile")?;
+        let g = |k: &str| p.get(k).and_then(Value::as_u64).unwrap_or(0);
+        Some(ResourceLimits {
+            cpu_time_ms: g("cpu_time_ms"),
+            memory_bytes: g("memory_bytes"),
+            pids: g("pids"),
+            wall_time_ms: g("wall_time_ms"),
+            disk_bytes: g("disk_bytes"),
+            terminal_output_bytes: g("terminal_output_bytes"),
+        })
+    }
+
+    fn binding_of(&self, id: &SessionId) -> Option<String> {
+        let store = lock(&self.store);
+        store.transitions(id)?.iter().find_map(|t| {
+            let r = glove_lifecycle::SessionRecord::decode(t.evidence()).ok()?;
+            match r.entry {
+                glove_lifecycle::SessionEntry::Starting { binding, .. } => {
+                    Some(binding.digest().to_hex())
+                }
+                _ => None,
+            }
+        })
+    }
+}
+
+fn reap(mut child: std::process::Child) {
+    std::thread::spawn(move || {
+        let _ = child.wait();
+    });
+}
+
+/// A signal name accepted by `signal`.
+pub fn signal_number(name: &str) -> Option<i32> {
+    Some(match name {
+        "HUP" => 1,
+        "INT" => 2,
+        "QUIT" => 3,
+        "KILL" => 9,
+        "USR1" => 10,
+        "USR2" => 12,
+        "TERM" => 15,
+        "CONT" => 18,
+        "STOP" => 19,
+        "WINCH" => 28,
+        _ => return None,
+    })
+}
+
+/// Parses hex (for `write_stdin`'s `data_hex`).
+pub fn from_hex(s: &str) -> Option<Vec<u8>> {
+    if s.len() % 2 != 0 {
+        return None;
+    }
+    (0..s.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(s.get(i..i + 2)?, 16).ok())
+        .collect()
+}
+
+/// Whether a sha256 hex names a digest (re-export for the CLI).
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    Sha256Digest::of(bytes).to_hex()
+}
+
+/// Reads a start-authorization key file (protected, 64 lowercase hex).
+pub fn read_key(path: &Path) -> Result<ServiceKey, Rejection> {
+    let bytes = crate::protected::read(
+        path,
+        crate::protected::Requirements {
+            max_bytes: 128,
+            mode: 0o600,
+        },
+    )?;
+    let text = core::str::from_utf8(bytes.strip_suffix(b"\n").unwrap_or(&bytes)).unwrap_or("");
+    let raw = Sha256Digest::parse(text).map_err(|_| {
+        Rejection::new(
+            CONTROL_CONFIG_INVALID,
+            format!(
+                "the start-authorization key {} must hold 64 lowercase hex characters",
+                path.display()
+            ),
+        )
+    })?;
+    ServiceKey::new(raw.as_bytes()).map_err(|e| Rejection::new(e.code(), e.to_string()))
+}
+
+/// Issues a start authorization for `id` with its two digests (hex), valid
+/// from `now_ms` for `ttl_ms`; returns its wire form.
+pub fn issue_authorization(
+    key: &ServiceKey,
+    id: &str,
+    plan_content_digest: &str,
+    controller_plan_digest: &str,
+    now_ms: u64,
+    ttl_ms: u64,
+) -> Result<String, Rejection> {
+    let fields = glove_lifecycle::StartAuthFields {
+        session_id: SessionId::new(id)?,
+        digests: glove_lifecycle::PlanDigests::new(
+            Sha256Digest::parse(plan_content_digest)?,
+            glove_types::Blake3Digest::parse(controller_plan_digest)?,
+        ),
+        nonce: glove_lifecycle::Nonce::from_bytes(super::auth::random_bytes::<16>()?),
+        issued_at_ms: now_ms,
+        expires_at_ms: now_ms.saturating_add(ttl_ms),
+    };
+    let a = StartAuthorization::issue(key, fields)
+        .and_then(|a| a.to_bytes())
+        .map_err(|e| Rejection::new(e.code(), e.to_string()))?;
+    String::from_utf8(a).map_err(|_| Rejection::new(CONTROL_INTERNAL, "authorization encoding"))
+}

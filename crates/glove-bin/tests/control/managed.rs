@@ -1,0 +1,575 @@
+//! Managed sessions end to end: a real gloved with a materialization root
+//! and a start-authorization key, the real client and the real `glove`
+//! binary; sandboxed shells started, attached, fed, stopped and recovered.
+//! Skipped (with a reason) where the sandbox cannot run, failed then under
+//! `GLOVE_REQUIRE_SANDBOX=1`.
+
+use super::common;
+use super::harness::*;
+use glove_bin::control::client::Client;
+use glove_types::Sha256Digest;
+use serde_json::{json, Value};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+const KEY_HEX: &str = "cd";
+/// Stands for the service's home directory (the runtime dir's parent).
+const HOME_DIR: &str = "/nonexistent/home-of-the-service";
+
+pub(crate) struct Limits {
+    pub(crate) wall_ms: u64,
+    pub(crate) output_bytes: u64,
+}
+
+const ROOMY: Limits = Limits {
+    wall_ms: 30_000,
+    output_bytes: 1 << 20,
+};
+
+/// A managed-runtime home: policy with a `/bin/sh` template, store, key,
+/// materialization root and a workspace alias.
+pub(crate) struct Managed {
+    pub(crate) home: Home,
+    pub(crate) auth_key: PathBuf,
+    #[allow(dead_code)]
+    pub(crate) workspace: PathBuf,
+    pub(crate) extra: Vec<String>,
+}
+
+fn adapter_digest(launch: &Value) -> String {
+    let mut obj = launch.clone();
+    obj["runtime_id"] = json!("codex");
+    let bytes = glove_types::canon::to_canonical(&obj).expect("canonical");
+    Sha256Digest::of_domain("glove.adapter-command.v1", &bytes).to_hex()
+}
+
+fn launch() -> Value {
+    json!({
+        "executable_path": "/bin/sh",
+        "arguments": [],
+        "environment": ["PATH=/usr/bin:/bin", "PS1=$ ", "TERM=xterm-256color"],
+        "read_only_paths": [],
+    })
+}
+
+impl Managed {
+    pub(crate) fn new(limits: &Limits, alias_host: Option<&Path>) -> Managed {
+        let home = Home::new();
+        let auth_key = home.dir.path().join("start.key");
+        write_mode(
+            &auth_key,
+            format!("{}\n", KEY_HEX.repeat(32)).as_bytes(),
+            0o600,
+        );
+        let mat = home.dir.path().join("mat");
+        mkdir_mode(&mat, 0o700);
+        let workspace = home.dir.path().join("project");
+        std::fs::create_dir_all(&workspace).expect("mkdir");
+        std::fs::write(workspace.join("README"), "from the host\n").expect("write");
+        let host = match alias_host {
+            None => workspace.clone(),
+            Some(p) if p == Path::new(HOME_DIR) => home.dir.path().to_path_buf(),
+            Some(p) => p.to_path_buf(),
+        };
+        let mut policy: Value = serde_json::from_slice(&example("policy.json")).expect("policy");
+        policy["runtime_templates"][0]["launch"] = launch();
+        policy["runtime_templates"][0]["adapter_command_digest"] = json!(adapter_digest(&launch()));
+        policy["path_aliases"][0]["host_path"] = json!(host.display().to_string());
+        let p = &mut policy["resource_profiles"][0];
+        p["wall_time_ms"] = json!(limits.wall_ms);
+        p["cpu_time_ms"] = json!(60_000);
+        p["memory_bytes"] = json!(256u64 << 20);
+        p["pids"] = json!(64);
+        p["terminal_output_bytes"] = json!(limits.output_bytes);
+        let policy_path = home.dir.path().join("managed-policy.json");
+        write_mode(
+            &policy_path,
+            &glove_types::canon::to_canonical(&policy).expect("canonical"),
+            0o600,
+        );
+        let d = |p: &Path| p.display().to_string();
+        let extra = vec![
+            "--session-policy".into(),
+            d(&policy_path),
+            "--materialization-root".into(),
+            d(&mat),
+            "--start-auth-key".into(),
+            d(&auth_key),
+        ];
+        Managed {
+            home,
+            auth_key,
+            workspace,
+            extra,
+        }
+    }
+
+    pub(crate) fn config(&self) -> Config {
+        Config {
+            policy: None,
+            store: true,
+            extra: self.extra.clone(),
+        }
+    }
+
+    pub(crate) fn start(&self) -> Daemon {
+        Daemon::start(&self.home, &self.config())
+    }
+
+    /// The example plan matched to this policy (no library projection).
+    pub(crate) fn plan(&self, limits: &Limits, session: &str) -> String {
+        plan_with(|v| {
+            v["adapter_command_digest"] = json!(adapter_digest(&launch()));
+            v["library_projections"] = json!([]);
+            v["session_id"] = json!(session);
+            v["idempotency_key"] = json!(format!("key-{session}"));
+            let p = &mut v["resource_profile"];
+            p["wall_time_ms"] = json!(limits.wall_ms);
+            p["cpu_time_ms"] = json!(60_000);
+            p["memory_bytes"] = json!(256u64 << 20);
+            p["pids"] = json!(64);
+            p["terminal_output_bytes"] = json!(limits.output_bytes);
+        })
+    }
+
+    /// `glove session authorize` (the real binary) at `now_ms`.
+    pub(crate) fn authorize(&self, session: &str, now_ms: u64) -> String {
+        let out = Command::new(env!("CARGO_BIN_EXE_glove"))
+            .args([
+                "session",
+                "authorize",
+                session,
+                "--json",
+                "--start-auth-key",
+            ])
+            .arg(&self.auth_key)
+            .args(["--now-ms", &now_ms.to_string(), "--runtime-dir"])
+            .arg(&self.home.run)
+            .output()
+            .expect("run glove");
+        assert!(
+            out.status.success(),
+            "authorize failed: {}",
+            String::from_utf8_lossy(&out.stdout)
+        );
+        let v: Value = serde_json::from_slice(&out.stdout).expect("json");
+        v["authorization"]
+            .as_str()
+            .expect("authorization")
+            .to_owned()
+    }
+}
+
+fn sandbox_ok() -> bool {
+    common::sandbox_ok(common::As::Caller)
+}
+
+pub(crate) fn unhex(s: &str) -> Vec<u8> {
+    (0..s.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&s[i..i + 2], 16).expect("hex"))
+        .collect()
+}
+
+/// Reads notifications until `done` says so over the output collected.
+fn until_output(c: &mut Client, out: &mut Vec<u8>, done: impl Fn(&str) -> bool) -> Option<Value> {
+    loop {
+        if done(&String::from_utf8_lossy(out)) {
+            return None;
+        }
+        let n = c.next_notification().expect("notification");
+        match n["method"].as_str() {
+            Some("output") => out.extend(unhex(n["params"]["data_hex"].as_str().unwrap_or(""))),
+            Some("session_ended") => return Some(n["params"].clone()),
+            _ => {}
+        }
+    }
+}
+
+fn until_ended(c: &mut Client, out: &mut Vec<u8>) -> Value {
+    until_output(c, out, |_| false).expect("ended")
+}
+
+/// The body of the receipt naming `session`.
+pub(crate) fn receipt_of(c: &mut Client, session: &str) -> (Value, String) {
+    let page = c.receipts_page(0, None).expect("page");
+    let head = page["head"].as_str().expect("head").to_owned();
+    for r in page["receipts"].as_array().expect("receipts") {
+        let env: Value =
+            serde_json::from_str(r["envelope"].as_str().expect("envelope")).expect("json");
+        if env["body"]["session_id"] == session {
+            return (env["body"].clone(), head);
+        }
+    }
+    panic!("no receipt for {session} in {page}");
+}
+
+fn created(m: &Managed, d: &Daemon, limits: &Limits, session: &str) -> Client {
+    let mut c = d.client();
+    c.create_session(&m.plan(limits, session), None)
+        .expect("create");
+    c
+}
+
+fn start(c: &mut Client, m: &Managed, session: &str) -> Value {
+    let auth = m.authorize(session, NOW_MS);
+    c.call(
+        "start_session",
+        json!({"session_id": session, "authorization": auth}),
+    )
+    .expect("start")
+}
+
+#[test]
+fn lifecycle_methods_are_advertised_only_with_a_working_runtime() {
+    let m = Managed::new(&ROOMY, None);
+    // Without the key: nothing constructed, nothing advertised.
+    let cfg = Config {
+        policy: None,
+        store: true,
+        extra: m.extra[..4].to_vec(),
+    };
+    let d = Daemon::start(&m.home, &cfg);
+    let caps = d.client().capabilities().expect("caps");
+    assert!(!caps["methods"].to_string().contains("start_session"));
+    let _ = d.stop();
+    if !sandbox_ok() {
+        return;
+    }
+    let d = m.start();
+    let caps = d.client().capabilities().expect("caps");
+    for name in [
+        "start_session",
+        "attach",
+        "write_stdin",
+        "resize",
+        "signal",
+        "detach",
+        "stop_session",
+        "cleanup_session",
+    ] {
+        assert!(
+            caps["methods"]
+                .as_array()
+                .expect("methods")
+                .contains(&json!(name)),
+            "{name} missing from {caps}"
+        );
+    }
+    assert_eq!(caps["managed_runtime"]["lifecycle_operational"], true);
+}
+
+#[test]
+fn shell_session_end_to_end() {
+    if !sandbox_ok() {
+        return;
+    }
+    let m = Managed::new(&ROOMY, None);
+    let d = m.start();
+    let mut c = created(&m, &d, &ROOMY, "shell-1");
+    let started = start(&mut c, &m, "shell-1");
+    assert_eq!(started["stage"], "running");
+    let binding = started["launch_binding_digest"]
+        .as_str()
+        .expect("binding")
+        .to_owned();
+    assert_eq!(
+        c.session_status("shell-1").expect("status")["stage"],
+        "running"
+    );
+    let att = c
+        .call("attach", json!({"session_id": "shell-1"}))
+        .expect("attach");
+    let mut out: Vec<u8> = att["transcript"]
+        .as_array()
+        .expect("transcript")
+        .iter()
+        .flat_map(|ch| unhex(ch["data_hex"].as_str().unwrap_or("")))
+        .collect();
+    c.call(
+        "resize",
+        json!({"session_id": "shell-1", "rows": 30, "cols": 100}),
+    )
+    .expect("resize");
+    c.call(
+        "write_stdin",
+        json!({"session_id": "shell-1", "data": "echo hel''lo; cat /workspace/README; stty size\n"}),
+    )
+    .expect("stdin");
+    until_output(&mut c, &mut out, |s| {
+        s.contains("hello") && s.contains("30 100")
+    });
+    let text = String::from_utf8_lossy(&out).into_owned();
+    assert!(text.contains("from the host"), "{text}");
+    // A second client attaching late sees the same output in its transcript.
+    let mut late = d.client();
+    let att2 = late
+        .call("attach", json!({"session_id": "shell-1"}))
+        .expect("late attach");
+    let seen: Vec<u8> = att2["transcript"]
+        .as_array()
+        .expect("transcript")
+        .iter()
+        .flat_map(|ch| unhex(ch["data_hex"].as_str().unwrap_or("")))
+        .collect();
+    assert!(String::from_utf8_lossy(&seen).contains("hello"));
+    assert_eq!(
+        late.call("detach", json!({"session_id": "shell-1"}))
+            .expect("detach")["detached"],
+        true
+    );
+    c.call(
+        "write_stdin",
+        json!({"session_id": "shell-1", "data": "exit 3\n"}),
+    )
+    .expect("exit");
+    let ended = until_ended(&mut c, &mut out);
+    assert_eq!(ended["stage"], "exited", "{ended}");
+    assert_eq!(
+        c.session_status("shell-1").expect("status")["stage"],
+        "exited"
+    );
+    let (body, head) = receipt_of(&mut c, "shell-1");
+    assert_eq!(body["launch_binding_digest"], binding.as_str());
+    assert_eq!(body["termination"]["reason"], "exited");
+    assert_eq!(body["termination"]["exit"]["code"], 3);
+    assert_eq!(body["limits"]["wall_time_ms"], ROOMY.wall_ms);
+    assert!(body["usage"]["terminal_bytes"].as_u64().expect("usage") > 0);
+    assert_eq!(body["recovered"], false);
+    c.receipts_ack(&head).expect("ack");
+    c.call("cleanup_session", json!({"session_id": "shell-1"}))
+        .expect("cleanup");
+    let e = code(c.call("write_stdin", json!({"session_id": "shell-1", "data": "x"})));
+    assert_eq!(e, "session_not_live");
+}
+
+fn limit_case(limits: Limits, input: &str, limit: &str) {
+    if !sandbox_ok() {
+        return;
+    }
+    let m = Managed::new(&limits, None);
+    let d = m.start();
+    let mut c = created(&m, &d, &limits, "limited");
+    start(&mut c, &m, "limited");
+    c.call("attach", json!({"session_id": "limited"}))
+        .expect("attach");
+    c.set_read_timeout(Some(Duration::from_secs(120)))
+        .expect("timeout");
+    c.call(
+        "write_stdin",
+        json!({"session_id": "limited", "data": input}),
+    )
+    .expect("stdin");
+    let mut out = Vec::new();
+    let ended = until_ended(&mut c, &mut out);
+    assert_eq!(ended["stage"], "exited", "{ended}");
+    let (body, _) = receipt_of(&mut c, "limited");
+    assert_eq!(body["termination"]["reason"], "limit", "{body}");
+    assert_eq!(body["termination"]["limit"], limit, "{body}");
+}
+
+#[test]
+fn wall_time_limit_is_named_in_the_receipt() {
+    limit_case(
+        Limits {
+            wall_ms: 1_500,
+            output_bytes: 1 << 20,
+        },
+        "exec sleep 100\n",
+        "wall_time",
+    );
+}
+
+#[test]
+fn output_limit_is_named_in_the_receipt() {
+    limit_case(
+        Limits {
+            wall_ms: 30_000,
+            output_bytes: 64 * 1024,
+        },
+        "yes glove\n",
+        "terminal_output",
+    );
+}
+
+#[test]
+fn stop_session_terminates_and_still_writes_the_receipt() {
+    if !sandbox_ok() {
+        return;
+    }
+    let m = Managed::new(&ROOMY, None);
+    let d = m.start();
+    let mut c = created(&m, &d, &ROOMY, "stopped");
+    start(&mut c, &m, "stopped");
+    c.call("attach", json!({"session_id": "stopped"}))
+        .expect("attach");
+    c.call(
+        "signal",
+        json!({"session_id": "stopped", "signal": "WINCH"}),
+    )
+    .expect("signal");
+    let r = c
+        .call(
+            "stop_session",
+            json!({"session_id": "stopped", "grace_ms": 500}),
+        )
+        .expect("stop");
+    assert_eq!(r["stage"], "stopping");
+    let ended = until_ended(&mut c, &mut Vec::new());
+    assert_eq!(ended["stage"], "exited", "{ended}");
+    let (body, _) = receipt_of(&mut c, "stopped");
+    assert_eq!(body["termination"]["reason"], "stopped", "{body}");
+}
+
+#[test]
+fn expired_and_replayed_authorizations_are_refused() {
+    if !sandbox_ok() {
+        return;
+    }
+    let m = Managed::new(&ROOMY, None);
+    let d = m.start();
+    let mut c = created(&m, &d, &ROOMY, "auth-1");
+    let old = m.authorize("auth-1", NOW_MS - 120_000);
+    let e = code(c.call(
+        "start_session",
+        json!({"session_id": "auth-1", "authorization": old}),
+    ));
+    assert_eq!(e, "start_auth_expired");
+    let other = m.authorize("auth-1", NOW_MS);
+    let mut forged: Value = serde_json::from_str(&other).expect("json");
+    forged["session_id"] = json!("auth-2");
+    let e = code(c.call(
+        "start_session",
+        json!({"session_id": "auth-1", "authorization": String::from_utf8(glove_types::canon::to_canonical(&forged).expect("canon")).expect("utf8")}),
+    ));
+    assert_eq!(e, "start_auth_bad_mac");
+    let good = m.authorize("auth-1", NOW_MS);
+    c.call(
+        "start_session",
+        json!({"session_id": "auth-1", "authorization": good}),
+    )
+    .expect("start");
+    let e = code(c.call(
+        "start_session",
+        json!({"session_id": "auth-1", "authorization": good}),
+    ));
+    assert_eq!(e, "start_auth_replayed");
+    assert_eq!(
+        c.session_status("auth-1").expect("status")["stage"],
+        "running"
+    );
+    c.call(
+        "stop_session",
+        json!({"session_id": "auth-1", "grace_ms": 100}),
+    )
+    .expect("stop");
+}
+
+/// A start refused by the sandbox after the reservation: the session is
+/// failed and a receipt says why.
+fn refused_start(m: &Managed, session: &str) -> Value {
+    let d = m.start();
+    let mut c = created(m, &d, &ROOMY, session);
+    let auth = m.authorize(session, NOW_MS);
+    let e = code(c.call(
+        "start_session",
+        json!({"session_id": session, "authorization": auth}),
+    ));
+    assert_eq!(e, "session_launch_failed");
+    assert_eq!(
+        c.session_status(session).expect("status")["stage"],
+        "failed"
+    );
+    receipt_of(&mut c, session).0
+}
+
+#[test]
+fn an_alias_through_a_symlink_to_etc_is_refused() {
+    if !sandbox_ok() {
+        return;
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let link = dir.path().join("workspace-link");
+    std::os::unix::fs::symlink("/etc", &link).expect("symlink");
+    let m = Managed::new(&ROOMY, Some(&link));
+    let body = refused_start(&m, "symlinked");
+    assert_eq!(body["termination"]["reason"], "failed");
+    assert!(
+        body["termination"]["message"]
+            .as_str()
+            .unwrap_or("")
+            .contains("sandbox_"),
+        "{body}"
+    );
+}
+
+#[test]
+fn a_grant_exposing_the_runtime_dir_is_refused() {
+    if !sandbox_ok() {
+        return;
+    }
+    // The alias host path is the directory holding the runtime directory.
+    let m = Managed::new(&ROOMY, Some(Path::new(HOME_DIR)));
+    let body = refused_start(&m, "exposing");
+    assert!(
+        body["termination"]["message"]
+            .as_str()
+            .unwrap_or("")
+            .contains("sandbox_"),
+        "{body}"
+    );
+}
+
+#[test]
+fn sigkilled_gloved_recovers_a_running_session() {
+    if !sandbox_ok() {
+        return;
+    }
+    let m = Managed::new(&ROOMY, None);
+    let mut d = m.start();
+    let mut c = created(&m, &d, &ROOMY, "crash-1");
+    let started = start(&mut c, &m, "crash-1");
+    let pid = started["init_pid"].as_i64().expect("pid") as i32;
+    let ident = glove_sandbox::identity::ProcessIdentity::of(pid).expect("identity");
+    assert!(ident.still_matches());
+    d.child.kill().expect("SIGKILL gloved");
+    d.child.wait().expect("wait");
+    drop(c);
+    assert!(ident.still_matches(), "the sandbox outlives gloved");
+    let d = m.start();
+    let mut c = d.client();
+    assert!(!ident.still_matches(), "recovery killed the sandbox");
+    let st = c.session_status("crash-1").expect("status");
+    assert_eq!(st["stage"], "failed");
+    let (body, _) = receipt_of(&mut c, "crash-1");
+    assert_eq!(body["recovered"], true);
+    assert_eq!(body["recovery"]["identity_matched"], true);
+    assert_eq!(
+        body["termination"]["code"],
+        "lifecycle_recovery_running_interrupted"
+    );
+    assert_eq!(
+        body["launch_binding_digest"],
+        started["launch_binding_digest"]
+    );
+}
+
+#[test]
+fn demo_runs_in_one_command() {
+    if !sandbox_ok() {
+        return;
+    }
+    let out = Command::new(env!("CARGO_BIN_EXE_glove"))
+        .args(["demo"])
+        .output()
+        .expect("run glove demo");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "demo failed: {text}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(text.contains("hello from the sandbox"), "{text}");
+    assert!(text.contains("\"receipt_kind\":\"resource_v1\""), "{text}");
+}
