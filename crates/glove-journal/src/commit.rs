@@ -271,9 +271,15 @@ impl Commit {
                     st.stats.gather_timeouts += 1;
                     break;
                 }
+                // A panic elsewhere while holding the lock: keep leading
+                // long enough to poison the state and wake everyone.
                 st = match self.gathered.wait_timeout(st, deadline - now) {
                     Ok((g, _)) => g,
-                    Err(_) => return Err(JournalError::Poisoned),
+                    Err(e) => {
+                        let mut g = e.into_inner().0;
+                        g.poisoned = true;
+                        g
+                    }
                 };
             }
             st.gather_until = None;
@@ -295,8 +301,19 @@ impl Commit {
         let started = Instant::now();
         let result = write_sync(&batch, offset);
         let took = started.elapsed();
-        let mut st = self.state()?;
+        // Followers are parked on this leader: even if another thread
+        // panicked while holding the lock, publish a poisoned state and
+        // wake them rather than leave them waiting.
+        let mut st = self.state.lock().unwrap_or_else(|e| {
+            let mut g = e.into_inner();
+            g.poisoned = true;
+            g
+        });
         st.leader = false;
+        if st.poisoned && result.is_ok() {
+            wake_all(&mut st);
+            return Err(JournalError::Poisoned);
+        }
         batch.clear();
         st.spare = batch;
         match result {
