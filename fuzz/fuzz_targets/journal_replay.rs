@@ -40,7 +40,7 @@ fn records(mut data: &[u8]) -> Vec<(u16, u64, &[u8])> {
         let (payload, tail) = rest.split_at(n);
         // Mostly consecutive numbers, sometimes anything.
         seq = match delta {
-            0..=239 => seq + 1,
+            0..=239 => seq.wrapping_add(1),
             d => seq.wrapping_add(u64::from(*d)).wrapping_sub(248),
         };
         out.push((u16::from(*kind % 6), seq, payload));
