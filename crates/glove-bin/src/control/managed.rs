@@ -461,13 +461,24 @@ fn lifecycle_identity(
     .map_err(|e| Rejection::new(e.code(), e.code().meaning()))
 }
 
-/// The inode of the cgroup v2 directory named in a `/proc/PID/cgroup` text.
+/// The inode of the process's cgroup directory named in a
+/// `/proc/PID/cgroup` text: the unified hierarchy's on cgroup v2, else the
+/// `pids` controller's (the one the launcher's v1 cgroup always joins).
 fn cgroup_inode(text: &str) -> Option<u64> {
     use std::os::unix::fs::MetadataExt;
-    let path = text.lines().find_map(|l| l.strip_prefix("0::"))?;
-    std::fs::metadata(format!("/sys/fs/cgroup{}", path.trim_end()))
-        .ok()
-        .map(|m| m.ino())
+    let v2 = Path::new("/sys/fs/cgroup/cgroup.controllers").exists();
+    let dir = if v2 {
+        let path = text.lines().find_map(|l| l.strip_prefix("0::"))?;
+        format!("/sys/fs/cgroup{}", path.trim_end())
+    } else {
+        let path = text.lines().find_map(|l| {
+            let mut parts = l.splitn(3, ':');
+            let (_, ctl, path) = (parts.next()?, parts.next()?, parts.next()?);
+            ctl.split(',').any(|c| c == "pids").then_some(path)
+        })?;
+        format!("/sys/fs/cgroup/pids{}", path.trim_end())
+    };
+    std::fs::metadata(dir).ok().map(|m| m.ino())
 }
 
 /// Whether the recorded identity names a live process now (boot id, pid,
@@ -1175,29 +1186,50 @@ impl Runtime {
             };
             let code = d.code();
             let stage = d.stage();
-            let (killed, matched) = match &d {
+            // Running and stopping sessions recorded the init's identity;
+            // a starting one did not (its launcher holds the sandbox for a
+            // release that never comes and tears it down when our end of
+            // the socket closes).
+            let recorded = match &d {
                 glove_lifecycle::RecoveryDecision::ReconcileProcess(s) => {
-                    let ident = s.process_identity().clone();
-                    if identity_matches(&ident) {
-                        let pid = rustix::process::Pid::from_raw(ident.pid() as i32);
-                        if let Some(pid) = pid {
-                            let _ =
-                                rustix::process::kill_process(pid, rustix::process::Signal::KILL);
-                        }
-                        // Bounded wait for the init to be gone.
-                        for _ in 0..500 {
-                            if !identity_matches(&ident) {
-                                break;
-                            }
-                            std::thread::sleep(Duration::from_millis(10));
-                        }
-                        (true, true)
-                    } else {
-                        (false, false)
-                    }
+                    Some(s.process_identity().clone())
                 }
-                _ => (false, false),
+                glove_lifecycle::RecoveryDecision::FinishStop(_) => self.identity_of(&id),
+                _ => None,
             };
+            let matched = recorded.as_ref().is_some_and(identity_matches);
+            if let (true, Some(ident)) = (matched, &recorded) {
+                if let Some(pid) = rustix::process::Pid::from_raw(ident.pid() as i32) {
+                    let _ = rustix::process::kill_process(pid, rustix::process::Signal::KILL);
+                }
+                // Bounded wait for the init to be gone.
+                for _ in 0..500 {
+                    if !identity_matches(ident) {
+                        break;
+                    }
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+            }
+            let killed = matched;
+            // A stop whose receipt is already durable only lacks its exit
+            // record.
+            if let glove_lifecycle::RecoveryDecision::FinishStop(_) = &d {
+                if let Some(r) = self.terminal(&id) {
+                    let any = d.into_any();
+                    let res = (|| {
+                        let stopping = any.try_into_stopping().map_err(|e| life(e.error()))?;
+                        let mut store = lock(&self.store);
+                        let j = lock(&self.receipts);
+                        let p = stopping
+                            .log_exit(r, &ReceiptView(&j), &mut Transitions(&mut store))
+                            .map_err(|e| life(&e))?;
+                        stopping.exit(p).map_err(|e| life(e.error()))
+                    })();
+                    tracing::warn!(session_id = ?id.as_str(), ok = res.is_ok(), "stop finished at recovery (receipt was durable)");
+                    out.push(json!({"session_id": id.as_str(), "stage": "exited", "identity_matched": matched}));
+                    continue;
+                }
+            }
             let digests = *d.into_any().digests();
             let facts = ReceiptFacts {
                 digests: (
@@ -1248,6 +1280,19 @@ impl Runtime {
             out.push(json!({"session_id": id.as_str(), "code": code.as_str(), "identity_matched": matched}));
         }
         out
+    }
+
+    fn identity_of(&self, id: &SessionId) -> Option<glove_lifecycle::ProcessIdentity> {
+        let store = lock(&self.store);
+        store.transitions(id)?.iter().find_map(|t| {
+            match glove_lifecycle::SessionRecord::decode(t.evidence())
+                .ok()?
+                .entry
+            {
+                glove_lifecycle::SessionEntry::Running { identity } => Some(identity),
+                _ => None,
+            }
+        })
     }
 
     fn limits_of(&self, id: &SessionId) -> Option<ResourceLimits> {
@@ -1365,4 +1410,52 @@ pub fn issue_authorization(
         .and_then(|a| a.to_bytes())
         .map_err(|e| Rejection::new(e.code(), e.to_string()))?;
     String::from_utf8(a).map_err(|_| Rejection::new(CONTROL_INTERNAL, "authorization encoding"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_forged_identity_does_not_match() {
+        let me = glove_sandbox::identity::ProcessIdentity::of(std::process::id() as i32)
+            .expect("identity");
+        let Some(cg) = cgroup_inode(&me.cgroup) else {
+            eprintln!("skipping: no cgroup v2 path for this process");
+            return;
+        };
+        let pid = std::process::id();
+        let real = glove_lifecycle::ProcessIdentity::new(&me.boot_id, pid, me.start_time_ticks, cg)
+            .expect("valid");
+        assert!(identity_matches(&real));
+        for forged in [
+            glove_lifecycle::ProcessIdentity::new(&me.boot_id, pid, me.start_time_ticks + 1, cg),
+            glove_lifecycle::ProcessIdentity::new(&me.boot_id, pid, me.start_time_ticks, cg + 1),
+            glove_lifecycle::ProcessIdentity::new(
+                "00000000-0000-0000-0000-000000000001",
+                pid,
+                me.start_time_ticks,
+                cg,
+            ),
+        ] {
+            assert!(!identity_matches(&forged.expect("valid")));
+        }
+    }
+
+    #[test]
+    fn transcript_keeps_the_most_recent_bytes() {
+        let mut t = Transcript {
+            chunks: VecDeque::new(),
+            bytes: 0,
+            cap: 10,
+            next_seq: 1,
+        };
+        for i in 0..5u8 {
+            t.push(Arc::from(vec![i; 4]));
+        }
+        assert_eq!(t.next_seq, 6);
+        let seqs: Vec<u64> = t.chunks.iter().map(|(s, _)| *s).collect();
+        assert_eq!(seqs, [4, 5]);
+        assert!(t.bytes <= 10);
+    }
 }

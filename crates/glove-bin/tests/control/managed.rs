@@ -20,11 +20,19 @@ const HOME_DIR: &str = "/nonexistent/home-of-the-service";
 pub(crate) struct Limits {
     pub(crate) wall_ms: u64,
     pub(crate) output_bytes: u64,
+    pub(crate) cpu_ms: u64,
+    pub(crate) memory: u64,
+    pub(crate) pids: u64,
+    pub(crate) disk: u64,
 }
 
 const ROOMY: Limits = Limits {
     wall_ms: 30_000,
     output_bytes: 1 << 20,
+    cpu_ms: 60_000,
+    memory: 256 << 20,
+    pids: 64,
+    disk: 2 << 20,
 };
 
 /// A managed-runtime home: policy with a `/bin/sh` template, store, key,
@@ -78,9 +86,10 @@ impl Managed {
         policy["path_aliases"][0]["host_path"] = json!(host.display().to_string());
         let p = &mut policy["resource_profiles"][0];
         p["wall_time_ms"] = json!(limits.wall_ms);
-        p["cpu_time_ms"] = json!(60_000);
-        p["memory_bytes"] = json!(256u64 << 20);
-        p["pids"] = json!(64);
+        p["cpu_time_ms"] = json!(limits.cpu_ms);
+        p["memory_bytes"] = json!(limits.memory);
+        p["pids"] = json!(limits.pids);
+        p["disk_bytes"] = json!(limits.disk);
         p["terminal_output_bytes"] = json!(limits.output_bytes);
         let policy_path = home.dir.path().join("managed-policy.json");
         write_mode(
@@ -126,11 +135,21 @@ impl Managed {
             v["idempotency_key"] = json!(format!("key-{session}"));
             let p = &mut v["resource_profile"];
             p["wall_time_ms"] = json!(limits.wall_ms);
-            p["cpu_time_ms"] = json!(60_000);
-            p["memory_bytes"] = json!(256u64 << 20);
-            p["pids"] = json!(64);
+            p["cpu_time_ms"] = json!(limits.cpu_ms);
+            p["memory_bytes"] = json!(limits.memory);
+            p["pids"] = json!(limits.pids);
+            p["disk_bytes"] = json!(limits.disk);
             p["terminal_output_bytes"] = json!(limits.output_bytes);
         })
+    }
+
+    /// Adds a library bundle root (0700) to the service's flags.
+    pub(crate) fn bundle_root(&mut self) -> PathBuf {
+        let root = self.home.dir.path().join("bundles");
+        mkdir_mode(&root, 0o700);
+        self.extra
+            .extend(["--library-bundle-root".into(), root.display().to_string()]);
+        root
     }
 
     /// `glove session authorize` (the real binary) at `now_ms`.
@@ -203,6 +222,19 @@ pub(crate) fn receipt_of(c: &mut Client, session: &str) -> (Value, String) {
         }
     }
     panic!("no receipt for {session} in {page}");
+}
+
+/// A session whose plan projects the bundle `sha256` as `sage-lib`.
+fn created_with_bundle(m: &Managed, d: &Daemon, session: &str, sha256: &str) -> Client {
+    let mut c = d.client();
+    let plan = m.plan(&ROOMY, session);
+    let mut v: Value = serde_json::from_str(&plan).expect("json");
+    v["library_projections"] =
+        json!([{"destination_alias": "libraries", "projection_id": "sage-lib", "sha256": sha256}]);
+    let plan =
+        String::from_utf8(glove_types::canon::to_canonical(&v).expect("canon")).expect("utf8");
+    c.create_session(&plan, None).expect("create");
+    c
 }
 
 fn created(m: &Managed, d: &Daemon, limits: &Limits, session: &str) -> Client {
@@ -367,6 +399,87 @@ fn limit_case(limits: Limits, input: &str, limit: &str) {
     let (body, _) = receipt_of(&mut c, "limited");
     assert_eq!(body["termination"]["reason"], "limit", "{body}");
     assert_eq!(body["termination"]["limit"], limit, "{body}");
+    assert!(body["termination"]["limits_reached"]
+        .as_array()
+        .expect("reached")
+        .contains(&json!(limit)));
+}
+
+/// A limit that refuses (fork, write) without ending the session: the
+/// receipt lists it among the limits reached.
+fn reached_case(limits: Limits, input: &str, limit: &str) {
+    if !sandbox_ok() {
+        return;
+    }
+    let m = Managed::new(&limits, None);
+    let d = m.start();
+    let mut c = created(&m, &d, &limits, "reached");
+    start(&mut c, &m, "reached");
+    c.call("attach", json!({"session_id": "reached"}))
+        .expect("attach");
+    c.set_read_timeout(Some(Duration::from_secs(120)))
+        .expect("timeout");
+    c.call(
+        "write_stdin",
+        json!({"session_id": "reached", "data": input}),
+    )
+    .expect("stdin");
+    let ended = until_ended(&mut c, &mut Vec::new());
+    assert_eq!(ended["stage"], "exited", "{ended}");
+    let (body, _) = receipt_of(&mut c, "reached");
+    assert!(
+        body["termination"]["limits_reached"]
+            .as_array()
+            .expect("reached")
+            .contains(&json!(limit)),
+        "{body}"
+    );
+}
+
+#[test]
+fn cpu_limit_is_named_in_the_receipt() {
+    limit_case(
+        Limits {
+            cpu_ms: 1_000,
+            ..ROOMY
+        },
+        "while :; do :; done\n",
+        "cpu_time",
+    );
+}
+
+#[test]
+fn memory_limit_is_named_in_the_receipt() {
+    // The shell itself holds the command substitution's output.
+    limit_case(
+        Limits {
+            memory: 32 << 20,
+            ..ROOMY
+        },
+        "x=$(head -c 200000000 /dev/zero | tr '\\0' a)\n",
+        "memory",
+    );
+}
+
+#[test]
+fn pids_limit_is_reached_and_listed() {
+    reached_case(
+        Limits { pids: 8, ..ROOMY },
+        "for i in 1 2 3 4 5 6 7 8 9 10 11 12; do sleep 30 & done; kill $(jobs -p); exit\n",
+        "pids",
+    );
+}
+
+#[test]
+fn disk_limit_is_reached_and_listed() {
+    reached_case(
+        Limits {
+            disk: 1 << 20,
+            ..ROOMY
+        },
+        "head -c 4000000 /dev/zero > /tmp/fill; exit\n",
+        "disk",
+    );
 }
 
 #[test]
@@ -374,7 +487,7 @@ fn wall_time_limit_is_named_in_the_receipt() {
     limit_case(
         Limits {
             wall_ms: 1_500,
-            output_bytes: 1 << 20,
+            ..ROOMY
         },
         "exec sleep 100\n",
         "wall_time",
@@ -385,8 +498,8 @@ fn wall_time_limit_is_named_in_the_receipt() {
 fn output_limit_is_named_in_the_receipt() {
     limit_case(
         Limits {
-            wall_ms: 30_000,
             output_bytes: 64 * 1024,
+            ..ROOMY
         },
         "yes glove\n",
         "terminal_output",
@@ -552,6 +665,133 @@ fn sigkilled_gloved_recovers_a_running_session() {
     assert_eq!(
         body["launch_binding_digest"],
         started["launch_binding_digest"]
+    );
+}
+
+#[test]
+fn recovery_signals_nothing_when_the_identity_no_longer_matches() {
+    if !sandbox_ok() {
+        return;
+    }
+    let m = Managed::new(&ROOMY, None);
+    let mut d = m.start();
+    let mut c = created(&m, &d, &ROOMY, "crash-2");
+    let started = start(&mut c, &m, "crash-2");
+    let pid = started["init_pid"].as_i64().expect("pid") as i32;
+    let ident = glove_sandbox::identity::ProcessIdentity::of(pid).expect("identity");
+    d.child.kill().expect("SIGKILL gloved");
+    d.child.wait().expect("wait");
+    drop(c);
+    // The sandbox ends before the restart: the recorded identity is stale.
+    rustix::process::kill_process(
+        rustix::process::Pid::from_raw(pid).expect("pid"),
+        rustix::process::Signal::KILL,
+    )
+    .expect("kill init");
+    let mut gone = false;
+    for _ in 0..1000 {
+        if !ident.still_matches() {
+            gone = true;
+            break;
+        }
+        std::thread::yield_now();
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    assert!(gone, "the sandbox init did not end");
+    let d = m.start();
+    let mut c = d.client();
+    assert_eq!(
+        c.session_status("crash-2").expect("status")["stage"],
+        "failed"
+    );
+    let (body, _) = receipt_of(&mut c, "crash-2");
+    assert_eq!(body["recovered"], true);
+    assert_eq!(body["recovery"]["identity_matched"], false);
+    assert_eq!(body["recovery"]["killed"], false);
+}
+
+#[test]
+fn a_bundle_is_projected_read_only_and_named_in_the_receipt() {
+    if !sandbox_ok() {
+        return;
+    }
+    let mut m = Managed::new(&ROOMY, None);
+    let root = m.bundle_root();
+    let content = b"library bundle v1\n";
+    let sha = Sha256Digest::of(content).to_hex();
+    write_mode(&root.join(&sha), content, 0o600);
+    let d = m.start();
+    let mut c = created_with_bundle(&m, &d, "bundled", &sha);
+    start(&mut c, &m, "bundled");
+    c.call("attach", json!({"session_id": "bundled"}))
+        .expect("attach");
+    c.call(
+        "write_stdin",
+        json!({"session_id": "bundled", "data": "cat /opt/sage/library-bundles/sage-lib; echo x >> /opt/sage/library-bundles/sage-lib || echo refused-\"\"write; exit\n"}),
+    )
+    .expect("stdin");
+    let mut out = Vec::new();
+    let ended = until_ended(&mut c, &mut out);
+    assert_eq!(ended["stage"], "exited", "{ended}");
+    let text = String::from_utf8_lossy(&out).into_owned();
+    assert!(text.contains("library bundle v1"), "{text}");
+    assert!(text.contains("refused-write"), "{text}");
+    let (body, _) = receipt_of(&mut c, "bundled");
+    assert_eq!(
+        body["projections"],
+        json!([{"destination_alias": "libraries", "projection_id": "sage-lib", "sha256": sha, "target": "/opt/sage/library-bundles/sage-lib"}])
+    );
+}
+
+#[test]
+fn a_bundle_whose_bytes_do_not_match_its_digest_fails_the_start() {
+    if !sandbox_ok() {
+        return;
+    }
+    let mut m = Managed::new(&ROOMY, None);
+    let root = m.bundle_root();
+    let sha = Sha256Digest::of(b"the promised bytes").to_hex();
+    write_mode(&root.join(&sha), b"other bytes", 0o600);
+    let d = m.start();
+    let mut c = created_with_bundle(&m, &d, "mismatch", &sha);
+    let auth = m.authorize("mismatch", NOW_MS);
+    let e = code(c.call(
+        "start_session",
+        json!({"session_id": "mismatch", "authorization": auth}),
+    ));
+    assert_eq!(e, "session_launch_failed");
+    assert_eq!(
+        c.session_status("mismatch").expect("status")["stage"],
+        "failed"
+    );
+    let (body, _) = receipt_of(&mut c, "mismatch");
+    assert_eq!(body["termination"]["reason"], "failed");
+    assert_eq!(body["projections"][0]["sha256"], sha.as_str());
+}
+
+#[test]
+fn a_bundle_replaced_by_a_symlink_fails_the_start() {
+    if !sandbox_ok() {
+        return;
+    }
+    let mut m = Managed::new(&ROOMY, None);
+    let root = m.bundle_root();
+    let content = b"library bundle v1\n";
+    let sha = Sha256Digest::of(content).to_hex();
+    let real = m.home.dir.path().join("real-bundle");
+    write_mode(&real, content, 0o600);
+    std::os::unix::fs::symlink(&real, root.join(&sha)).expect("symlink");
+    let d = m.start();
+    let mut c = created_with_bundle(&m, &d, "linked", &sha);
+    let auth = m.authorize("linked", NOW_MS);
+    let e = code(c.call(
+        "start_session",
+        json!({"session_id": "linked", "authorization": auth}),
+    ));
+    assert_eq!(e, "session_launch_failed");
+    assert_eq!(
+        c.session_status("linked").expect("status")["stage"],
+        "failed"
     );
 }
 
