@@ -169,7 +169,9 @@ impl Capabilities {
         if lifecycle {
             methods.extend(Method::ALL.into_iter().filter(|m| m.is_lifecycle()));
         }
-        let refinement = u64::from(lifecycle && c.library_bundle_store);
+        // Refinement evaluation needs an operational runtime and a library
+        // bundle store, and its protocol is not served yet: 0 until it is.
+        let refinement = 0u64;
         let names: Vec<&str> = methods.iter().map(|m| m.as_str()).collect();
         let remote = c.remote_backend.as_ref().map(|r| {
             json!({

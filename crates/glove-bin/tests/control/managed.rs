@@ -819,3 +819,24 @@ fn demo_runs_in_one_command() {
     assert!(text.contains("hello from the sandbox"), "{text}");
     assert!(text.contains("\"receipt_kind\":\"resource_v1\""), "{text}");
 }
+
+#[test]
+fn capability_document_of_the_managed_runtime() {
+    if !sandbox_ok() {
+        return;
+    }
+    let mut m = Managed::new(&ROOMY, None);
+    m.bundle_root();
+    let d = m.start();
+    let caps = d.client().capabilities().expect("capabilities");
+    insta::with_settings!({
+        snapshot_path => repo().join("snapshots").display().to_string(),
+        prepend_module_to_snapshot => false,
+        omit_expression => true,
+    }, {
+        insta::assert_snapshot!(
+            "control_capabilities_managed",
+            serde_json::to_string_pretty(&caps).expect("json")
+        )
+    });
+}
