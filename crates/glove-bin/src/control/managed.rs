@@ -154,6 +154,8 @@ pub struct Runtime {
     receipts: Arc<Mutex<ReceiptJournal>>,
     nonces: Mutex<UsedNonces>,
     live: Mutex<HashMap<SessionId, Arc<Live>>>,
+    /// Sessions with a `start_session` in progress (one at a time each).
+    starting: Mutex<std::collections::HashSet<SessionId>>,
     clock: super::service::Clock,
 }
 
@@ -590,6 +592,7 @@ impl Runtime {
             receipts,
             nonces: Mutex::new(nonces),
             live: Mutex::new(HashMap::new()),
+            starting: Mutex::new(std::collections::HashSet::new()),
             clock,
         }
     }
@@ -657,8 +660,27 @@ impl Runtime {
         })
     }
 
-    /// `start_session`.
+    /// `start_session`; a concurrent start of the same session is refused
+    /// with `session_not_startable`.
     pub fn start(
+        self: &Arc<Self>,
+        policy: &ValidatedPolicy,
+        id: &SessionId,
+        authorization: &str,
+        size: (u16, u16),
+    ) -> Result<Value, RpcError> {
+        if !lock(&self.starting).insert(id.clone()) {
+            return Err(err(
+                SESSION_NOT_STARTABLE,
+                format!("session {} is being started", id.as_str()),
+            ));
+        }
+        let r = self.start_inner(policy, id, authorization, size);
+        lock(&self.starting).remove(id);
+        r
+    }
+
+    fn start_inner(
         self: &Arc<Self>,
         policy: &ValidatedPolicy,
         id: &SessionId,

@@ -802,6 +802,40 @@ fn a_bundle_replaced_by_a_symlink_fails_the_start() {
 }
 
 #[test]
+fn a_plan_the_policy_no_longer_admits_is_not_started() {
+    if !sandbox_ok() {
+        return;
+    }
+    let m = Managed::new(&ROOMY, None);
+    let d = m.start();
+    let mut c = created(&m, &d, &ROOMY, "stale-plan");
+    drop(c);
+    let _ = d.stop();
+    // The operator changes the profile; the stored plan no longer matches.
+    let policy_path = m.home.dir.path().join("managed-policy.json");
+    let mut policy: Value =
+        serde_json::from_slice(&std::fs::read(&policy_path).expect("read")).expect("json");
+    policy["resource_profiles"][0]["wall_time_ms"] = json!(20_000);
+    write_mode(
+        &policy_path,
+        &glove_types::canon::to_canonical(&policy).expect("canon"),
+        0o600,
+    );
+    let d = m.start();
+    c = d.client();
+    let auth = m.authorize("stale-plan", NOW_MS);
+    let e = code(c.call(
+        "start_session",
+        json!({"session_id": "stale-plan", "authorization": auth}),
+    ));
+    assert_eq!(e, "session_plan_not_admitted");
+    assert_eq!(
+        c.session_status("stale-plan").expect("status")["stage"],
+        "created"
+    );
+}
+
+#[test]
 fn demo_runs_in_one_command() {
     if !sandbox_ok() {
         return;
