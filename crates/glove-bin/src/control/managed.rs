@@ -758,6 +758,7 @@ impl Runtime {
                 .map_err(|e| life(&e))?;
             created.prepare(p).map_err(|e| life(e.error()))?
         };
+        self.test_pause("after_prepare_record");
         if let Err(e) = lock(&self.receipts).reserve(id) {
             let code = e.code();
             let body = receipt_body(
@@ -866,6 +867,7 @@ impl Runtime {
             };
             preparing.start(p).map_err(|e| life(e.error()))?
         };
+        self.test_pause("after_start_record");
         let started = sock
             .write_all(&ToLauncher::Release.encode())
             .map_err(|e| e.to_string())
@@ -908,6 +910,7 @@ impl Runtime {
                 ));
             }
         };
+        self.test_pause("after_release");
         let running = {
             let mut store = lock(&self.store);
             let p = starting
@@ -1045,6 +1048,25 @@ impl Runtime {
         Ok(result)
     }
 
+    /// A test hook (debug builds only): with `GLOVE_TEST_PAUSE_AT=<point>`,
+    /// reaching `point` writes `paused-<point>` in the runtime directory and
+    /// blocks this request for good, so a test can SIGKILL `gloved` there.
+    fn test_pause(&self, point: &str) {
+        if !cfg!(debug_assertions) {
+            return;
+        }
+        if std::env::var("GLOVE_TEST_PAUSE_AT").ok().as_deref() != Some(point) {
+            return;
+        }
+        if let Some(dir) = self.cfg.protected_paths.first() {
+            let _ = std::fs::write(Path::new(dir).join(format!("paused-{point}")), b"");
+        }
+        tracing::warn!(point, "test hook: paused");
+        loop {
+            std::thread::park();
+        }
+    }
+
     fn terminal(&self, id: &SessionId) -> Option<TerminalReceiptRef> {
         let j = lock(&self.receipts);
         glove_lifecycle::ReceiptLog::terminal_receipt(
@@ -1138,6 +1160,7 @@ impl Runtime {
                 }
             }
         }
+        self.test_pause("after_stop_record");
         let r = lock(&live.writer).write_all(&ToLauncher::Stop(grace_ms).encode());
         r.map_err(|_| err(SESSION_NOT_LIVE, "the launcher is gone"))?;
         Ok(json!({"session_id": id.as_str(), "stage": "stopping", "grace_ms": grace_ms}))

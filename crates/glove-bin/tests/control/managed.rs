@@ -874,3 +874,79 @@ fn capability_document_of_the_managed_runtime() {
         )
     });
 }
+
+/// Starts gloved paused at `point` (the debug-build test hook), drives the
+/// session there, SIGKILLs gloved, restarts it, and returns the receipt.
+fn crash_at(point: &str, session: &str) -> (Value, Value) {
+    let limits = Limits {
+        wall_ms: 5_000,
+        ..ROOMY
+    };
+    let m = Managed::new(&limits, None);
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_gloved"));
+    cmd.env("GLOVE_TEST_PAUSE_AT", point);
+    let mut d = Daemon::spawn(cmd, &m.home.args(&m.config()), &m.home.run);
+    let mut c = created(&m, &d, &limits, session);
+    let auth = m.authorize(session, NOW_MS);
+    let (s, run) = (session.to_owned(), m.home.run.clone());
+    std::thread::spawn(move || {
+        let _ = c.call(
+            "start_session",
+            json!({"session_id": s, "authorization": auth}),
+        );
+        if let Ok(mut c) = Client::connect(&run) {
+            let _ = c.call("stop_session", json!({"session_id": s, "grace_ms": 100}));
+        }
+    });
+    let marker = m.home.run.join(format!("paused-{point}"));
+    let mut reached = false;
+    for _ in 0..6000 {
+        if marker.exists() {
+            reached = true;
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert!(reached, "gloved never reached {point}");
+    d.child.kill().expect("SIGKILL gloved");
+    d.child.wait().expect("wait");
+    let _ = std::fs::remove_file(&marker);
+    let d = m.start();
+    let mut c = d.client();
+    let status = c.session_status(session).expect("status");
+    let (body, _) = receipt_of(&mut c, session);
+    (status, body)
+}
+
+#[test]
+fn sigkill_at_each_stage_is_recovered_with_a_receipt() {
+    if !sandbox_ok() {
+        return;
+    }
+    for (point, stage) in [
+        ("after_prepare_record", "preparing"),
+        ("after_start_record", "starting"),
+        ("after_release", "starting"),
+        ("after_stop_record", "stopping"),
+    ] {
+        let (status, body) = crash_at(point, &format!("crash-{stage}"));
+        assert_eq!(status["stage"], "failed", "{point}: {status}");
+        assert_eq!(body["recovered"], true, "{point}: {body}");
+        assert_eq!(body["recovery"]["stage"], stage, "{point}: {body}");
+        assert_eq!(
+            body["termination"]["code"],
+            format!("lifecycle_recovery_{stage}_interrupted"),
+            "{point}: {body}"
+        );
+        // Only a stopping session had a recorded identity, and its sandbox
+        // was still there to stop.
+        assert_eq!(
+            body["recovery"]["identity_matched"],
+            stage == "stopping",
+            "{point}: {body}"
+        );
+        if stage != "preparing" {
+            assert!(body["launch_binding_digest"].is_string(), "{point}: {body}");
+        }
+    }
+}
