@@ -1124,6 +1124,15 @@ impl Runtime {
     /// `stop_session`: the stop intent is durable, then TERM, KILL after
     /// the grace. The receipt follows when the launcher reports the exit.
     pub fn stop(&self, id: &SessionId, grace_ms: u64) -> Result<Value, RpcError> {
+        self.stop_for(id, grace_ms, StopReason::Requested)
+    }
+
+    fn stop_for(
+        &self,
+        id: &SessionId,
+        grace_ms: u64,
+        reason: StopReason,
+    ) -> Result<Value, RpcError> {
         let live = self.live(id)?;
         {
             let mut guard = lock(&live.session);
@@ -1131,7 +1140,7 @@ impl Runtime {
                 Some(any) if any.stage() == SessionStage::Running => {
                     let running = any.try_into_running().map_err(|e| life(e.error()))?;
                     let mut store = lock(&self.store);
-                    match running.log_stop(StopReason::Requested, &mut Transitions(&mut store)) {
+                    match running.log_stop(reason, &mut Transitions(&mut store)) {
                         Ok(p) => match running.stop(p) {
                             Ok(s) => *guard = Some(s.into()),
                             Err(r) => {
@@ -1164,6 +1173,28 @@ impl Runtime {
         let r = lock(&live.writer).write_all(&ToLauncher::Stop(grace_ms).encode());
         r.map_err(|_| err(SESSION_NOT_LIVE, "the launcher is gone"))?;
         Ok(json!({"session_id": id.as_str(), "stage": "stopping", "grace_ms": grace_ms}))
+    }
+
+    /// Graceful shutdown: every running session is stopped (TERM, KILL
+    /// after `grace_ms`) with the reason `service_shutdown`, and its receipt
+    /// awaited for at most `wait`. Sessions not finished by then are left
+    /// to recovery at the next start.
+    pub fn shutdown(&self, grace_ms: u64, wait: Duration) {
+        let live: Vec<Arc<Live>> = lock(&self.live).values().cloned().collect();
+        for l in &live {
+            if lock(&l.ended).is_none() {
+                if let Err(e) = self.stop_for(&l.id, grace_ms, StopReason::ServiceShutdown) {
+                    tracing::warn!(session_id = ?l.id.as_str(), code = e.code.as_str(), "cannot stop a session at shutdown");
+                }
+            }
+        }
+        let deadline = std::time::Instant::now() + wait;
+        for l in &live {
+            // Bounded wait for the session thread to record the end.
+            while lock(&l.ended).is_none() && std::time::Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+        }
     }
 
     /// `attach`: the transcript after `after_seq`, and the stream.

@@ -289,9 +289,13 @@ impl Service {
         self.runtime.as_ref().ok_or_else(internal)
     }
 
-    /// Releases the journals (their appends are already durable; dropping
+    /// Stops the running managed sessions (with receipts, bounded), then
+    /// releases the journals (their appends are already durable; dropping
     /// the handles releases the writer locks).
     pub fn close(self) {
+        if let Some(rt) = &self.runtime {
+            rt.shutdown(1_000, std::time::Duration::from_secs(5));
+        }
         if let (Some(store), Some(anchor)) = (&self.store, &self.store_anchor) {
             if let Ok(store) = store.lock() {
                 if let Err(e) = anchor.store(&store.anchor()) {

@@ -950,3 +950,29 @@ fn sigkill_at_each_stage_is_recovered_with_a_receipt() {
         }
     }
 }
+
+#[test]
+fn sigterm_stops_running_sessions_with_receipts() {
+    if !sandbox_ok() {
+        return;
+    }
+    let m = Managed::new(&ROOMY, None);
+    let d = m.start();
+    let mut c = created(&m, &d, &ROOMY, "shutdown-1");
+    let started = start(&mut c, &m, "shutdown-1");
+    let pid = started["init_pid"].as_i64().expect("pid") as i32;
+    let ident = glove_sandbox::identity::ProcessIdentity::of(pid).expect("identity");
+    drop(c);
+    let (status, log) = d.stop();
+    assert!(status.success(), "{log}");
+    assert!(!ident.still_matches(), "the sandbox ended with the service");
+    let d = m.start();
+    let mut c = d.client();
+    assert_eq!(
+        c.session_status("shutdown-1").expect("status")["stage"],
+        "exited"
+    );
+    let (body, _) = receipt_of(&mut c, "shutdown-1");
+    assert_eq!(body["recovered"], false, "{body}");
+    assert_eq!(body["termination"]["reason"], "stopped", "{body}");
+}
