@@ -268,6 +268,16 @@ fn spawn_launcher(launcher: &Path) -> Result<(UnixStream, std::process::Child), 
     Ok((mine, child))
 }
 
+/// Reads frames until the launcher reports the end (or goes away).
+fn read_until_end(sock: &mut UnixStream, dec: &mut Decoder) -> Result<(), String> {
+    loop {
+        match read_frame(sock, dec)? {
+            FromLauncher::Exited(_) | FromLauncher::Failed(_) => return Ok(()),
+            _ => {}
+        }
+    }
+}
+
 fn read_frame(sock: &mut UnixStream, dec: &mut Decoder) -> Result<FromLauncher, String> {
     let mut buf = [0u8; 16384];
     loop {
@@ -911,13 +921,27 @@ impl Runtime {
             }
         };
         self.test_pause("after_release");
-        let running = {
+        let logged = {
             let mut store = lock(&self.store);
-            let p = starting
-                .log_run(identity, &mut Transitions(&mut store))
-                .map_err(|e| life(&e))?;
-            starting.run(p).map_err(|e| life(e.error()))?
+            starting.log_run(identity, &mut Transitions(&mut store))
         };
+        let p = match logged {
+            Ok(p) => p,
+            Err(e) => {
+                // The agent runs but its identity is not durable: end it
+                // now rather than leave it to its limits.
+                let _ = sock.write_all(&ToLauncher::Stop(0).encode());
+                let _ = read_until_end(&mut sock, &mut dec);
+                reap(child);
+                return Err(fail_with(
+                    starting.into(),
+                    e.code(),
+                    e.code().meaning().into(),
+                    &facts,
+                ));
+            }
+        };
+        let running = starting.run(p).map_err(|e| life(e.error()))?;
         let _ = sock.set_read_timeout(None);
         let writer = sock.try_clone().map_err(|_| super::service::internal())?;
         let (tx, _) = broadcast::channel(ATTACH_QUEUE);

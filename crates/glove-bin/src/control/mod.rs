@@ -17,6 +17,12 @@
 //!   and synchronous dispatch of one request; `create_session` drives the
 //!   lifecycle's `log_create`/`create` through a `TransitionLog` adapter on
 //!   the session store;
+//! * [`managed`] — the Linux managed runtime: the startup probe, the launch
+//!   spec built from policy and plan, `start_session` through
+//!   `glove-launcher` (launch binding durable before release), the
+//!   per-session transcript and stream, stop, terminal receipts, recovery;
+//! * [`ports`] — the lifecycle's `TransitionLog` and `ReceiptLog` over the
+//!   session store and receipt journal for the records after creation;
 //! * [`store_anchor`] — the session store's MAC'd trusted anchor beside it;
 //! * [`limits`] — the configured bounds;
 //! * [`config`] — `gloved`'s flags and config file, and startup, which
