@@ -46,6 +46,24 @@ fn hex32() -> Result<String, String> {
         .map_err(|r| r.message().to_owned())
 }
 
+/// A fresh directory under the system temporary directory, removed on drop.
+struct TempDir(std::path::PathBuf);
+
+impl TempDir {
+    fn new() -> Result<TempDir, String> {
+        let name = format!("glove-demo-{}", &hex32()?[..12]);
+        let p = std::env::temp_dir().join(name);
+        std::fs::create_dir(&p).map_err(|x| format!("{}: {x}", p.display()))?;
+        Ok(TempDir(p))
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
 /// Runs the demo; returns the exit status.
 pub fn run() -> i32 {
     match demo() {
@@ -56,11 +74,8 @@ pub fn run() -> i32 {
 
 fn demo() -> Result<(), String> {
     let e = |x: std::io::Error| x.to_string();
-    let dir = tempfile::Builder::new()
-        .prefix("glove-demo")
-        .tempdir()
-        .map_err(e)?;
-    let d = dir.path();
+    let dir = TempDir::new()?;
+    let d = dir.0.as_path();
     std::fs::set_permissions(d, std::fs::Permissions::from_mode(0o755)).map_err(e)?;
     let (run, state, mat, project) = (
         d.join("run"),
