@@ -10,7 +10,8 @@
 //! request runs on the blocking pool, at most `max_in_flight` at once per
 //! connection (one more is answered `control_busy`); responses may come out
 //! of order and carry the request's id. A connection that sends nothing
-//! for the idle timeout while nothing is in flight is closed. A frame whose
+//! for the idle timeout while nothing is in flight and no attach stream
+//! runs is closed. A frame whose
 //! length is over the bound gets an error and the connection is closed,
 //! since the stream is out of step; any other bad message gets an error and
 //! the connection stays open.
@@ -435,7 +436,11 @@ async fn connection(stream: UnixStream, shared: Arc<Shared>, mut shutdown: watch
             r = tokio::time::timeout(limits.idle_timeout, reader.next()) => r,
         };
         let payload = match read {
-            Err(_) if in_flight.available_permits() == limits.max_in_flight => {
+            // An attached connection is not idle while its stream runs.
+            Err(_)
+                if in_flight.available_permits() == limits.max_in_flight
+                    && attached.values().all(tokio::task::JoinHandle::is_finished) =>
+            {
                 tracing::debug!("idle connection closed");
                 break;
             }

@@ -976,3 +976,26 @@ fn sigterm_stops_running_sessions_with_receipts() {
     assert_eq!(body["recovered"], false, "{body}");
     assert_eq!(body["termination"]["reason"], "stopped", "{body}");
 }
+
+#[test]
+fn an_attached_connection_is_not_closed_as_idle() {
+    if !sandbox_ok() {
+        return;
+    }
+    let mut m = Managed::new(&ROOMY, None);
+    m.extra.extend(["--idle-timeout-secs".into(), "1".into()]);
+    let d = m.start();
+    let mut c = created(&m, &d, &ROOMY, "idle-1");
+    start(&mut c, &m, "idle-1");
+    c.call("attach", json!({"session_id": "idle-1"}))
+        .expect("attach");
+    c.call(
+        "write_stdin",
+        json!({"session_id": "idle-1", "data": "sleep 3; echo late-\"\"marker; exit\n"}),
+    )
+    .expect("stdin");
+    let mut out = Vec::new();
+    let ended = until_ended(&mut c, &mut out);
+    assert_eq!(ended["stage"], "exited");
+    assert!(String::from_utf8_lossy(&out).contains("late-marker"));
+}
