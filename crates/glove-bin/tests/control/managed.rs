@@ -999,3 +999,31 @@ fn an_attached_connection_is_not_closed_as_idle() {
     assert_eq!(ended["stage"], "exited");
     assert!(String::from_utf8_lossy(&out).contains("late-marker"));
 }
+
+#[test]
+fn a_symlink_inside_the_granted_directory_does_not_leak_the_host() {
+    if !sandbox_ok() {
+        return;
+    }
+    let m = Managed::new(&ROOMY, None);
+    let secret = m.home.dir.path().join("host-secret");
+    std::fs::write(&secret, "host-only-secret-4711\n").expect("write");
+    std::os::unix::fs::symlink(&secret, m.workspace.join("leak")).expect("symlink");
+    std::os::unix::fs::symlink("/etc", m.workspace.join("etc")).expect("symlink");
+    let d = m.start();
+    let mut c = created(&m, &d, &ROOMY, "links");
+    start(&mut c, &m, "links");
+    c.call("attach", json!({"session_id": "links"}))
+        .expect("attach");
+    c.call(
+        "write_stdin",
+        json!({"session_id": "links", "data": "cat /workspace/leak; cat /workspace/etc/shadow; echo done-\"\"reading; exit\n"}),
+    )
+    .expect("stdin");
+    let mut out = Vec::new();
+    until_ended(&mut c, &mut out);
+    let text = String::from_utf8_lossy(&out).into_owned();
+    assert!(text.contains("done-reading"), "{text}");
+    assert!(!text.contains("host-only-secret-4711"), "{text}");
+    assert!(!text.contains("root:"), "{text}");
+}
