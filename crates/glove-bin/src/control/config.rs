@@ -489,7 +489,7 @@ pub fn start(s: &Settings) -> Result<Started, Rejection> {
             tracing::info!("materialization root checked; without --start-auth-key no managed runtime is constructed, so lifecycle methods stay unadvertised");
             None
         }
-        (Some(_), Some(key_path)) => {
+        (Some(mat_root), Some(key_path)) => {
             placement::require_absolute(key_path, "the start-authorization key")?;
             let key = super::managed::read_key(key_path)?;
             let launcher = std::env::current_exe()
@@ -514,6 +514,7 @@ pub fn start(s: &Settings) -> Result<Started, Rejection> {
                 launcher,
                 bundle_root: s.library_bundle_root.clone(),
                 protected_paths: vec![s.runtime_dir.display().to_string()],
+                materialization_root: mat_root.clone(),
                 transcript_bytes: s.transcript_bytes,
             };
             Some((cfg, key, ok))

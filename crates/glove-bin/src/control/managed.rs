@@ -72,6 +72,8 @@ pub struct RuntimeConfig {
     pub protected_paths: Vec<String>,
     /// Transcript bytes per session.
     pub transcript_bytes: usize,
+    /// The materialization root: one launcher record per started session.
+    pub materialization_root: PathBuf,
 }
 
 /// One event of a session's stream.
@@ -877,6 +879,18 @@ impl Runtime {
             };
             preparing.start(p).map_err(|e| life(e.error()))?
         };
+        // Before the agent may run: where its launcher is, so recovery can
+        // end a sandbox whose running record never became durable (the
+        // sandbox init dies with its launcher).
+        if let Err(r) = self.record_launcher(id, child.id()) {
+            reap(child);
+            return Err(fail_with(
+                starting.into(),
+                r.code(),
+                r.message().into(),
+                &facts,
+            ));
+        }
         self.test_pause("after_start_record");
         let started = sock
             .write_all(&ToLauncher::Release.encode())
@@ -1002,6 +1016,9 @@ impl Runtime {
         };
         reap(child);
         let result = self.finish(live, end);
+        if result.is_ok() {
+            self.forget_launcher(&live.id);
+        }
         let ended = match result {
             Ok(v) => v,
             Err(e) => {
@@ -1070,6 +1087,73 @@ impl Runtime {
         };
         tracing::info!(session_id = ?id.as_str(), result = %result, "session ended");
         Ok(result)
+    }
+
+    fn launcher_file(&self, id: &SessionId) -> PathBuf {
+        self.cfg.materialization_root.join(format!(
+            "launcher-{}.json",
+            &Sha256Digest::of(id.as_str().as_bytes()).to_hex()[..32]
+        ))
+    }
+
+    /// Durably records the launcher's identity for `id` (file and
+    /// directory synced).
+    fn record_launcher(&self, id: &SessionId, pid: u32) -> Result<(), Rejection> {
+        let bad = |m: String| Rejection::new(SESSION_LAUNCH_FAILED, m);
+        let ident = glove_sandbox::identity::ProcessIdentity::of(pid as i32)
+            .map_err(|e| bad(format!("launcher identity: {e}")))?;
+        let body = json!({
+            "session_id": id.as_str(),
+            "boot_id": ident.boot_id,
+            "pid": ident.pid,
+            "start_time_ticks": ident.start_time_ticks,
+        });
+        let path = self.launcher_file(id);
+        let write = || -> std::io::Result<()> {
+            use std::os::unix::fs::OpenOptionsExt;
+            let mut f = std::fs::OpenOptions::new()
+                .write(true)
+                .create(true)
+                .truncate(true)
+                .mode(0o600)
+                .open(&path)?;
+            f.write_all(body.to_string().as_bytes())?;
+            f.sync_all()?;
+            std::fs::File::open(&self.cfg.materialization_root)?.sync_all()
+        };
+        write().map_err(|e| bad(format!("launcher record: {e}")))
+    }
+
+    fn forget_launcher(&self, id: &SessionId) {
+        let _ = std::fs::remove_file(self.launcher_file(id));
+    }
+
+    /// SIGKILLs the recorded launcher of `id` if it is still that process
+    /// (boot id, pid, start time); true when it was killed.
+    fn kill_recorded_launcher(&self, id: &SessionId) -> bool {
+        let Ok(text) = std::fs::read(self.launcher_file(id)) else {
+            return false;
+        };
+        let Ok(v) = serde_json::from_slice::<Value>(&text) else {
+            return false;
+        };
+        let pid = v["pid"]
+            .as_i64()
+            .and_then(|p| i32::try_from(p).ok())
+            .unwrap_or(0);
+        let Ok(now) = glove_sandbox::identity::ProcessIdentity::of(pid) else {
+            return false;
+        };
+        if v["session_id"] != id.as_str()
+            || v["boot_id"] != now.boot_id.as_str()
+            || v["start_time_ticks"].as_u64() != Some(now.start_time_ticks)
+        {
+            return false;
+        }
+        let Some(p) = rustix::process::Pid::from_raw(pid) else {
+            return false;
+        };
+        rustix::process::kill_process(p, rustix::process::Signal::KILL).is_ok()
     }
 
     /// A test hook (debug builds only): with `GLOVE_TEST_PAUSE_AT=<point>`,
@@ -1310,7 +1394,13 @@ impl Runtime {
                     std::thread::sleep(Duration::from_millis(10));
                 }
             }
-            let killed = matched;
+            // With no init identity recorded (a crash between release and
+            // the running record), the launcher, if it is still the
+            // recorded process: the sandbox init dies with it (parent-death
+            // signal). A recorded identity that does not match means
+            // nothing is signalled at all.
+            let launcher_killed = recorded.is_none() && self.kill_recorded_launcher(&id);
+            let killed = matched || launcher_killed;
             // A stop whose receipt is already durable only lacks its exit
             // record.
             if let glove_lifecycle::RecoveryDecision::FinishStop(_) = &d {
@@ -1326,6 +1416,9 @@ impl Runtime {
                         stopping.exit(p).map_err(|e| life(e.error()))
                     })();
                     tracing::warn!(session_id = ?id.as_str(), ok = res.is_ok(), "stop finished at recovery (receipt was durable)");
+                    if res.is_ok() {
+                        self.forget_launcher(&id);
+                    }
                     out.push(json!({"session_id": id.as_str(), "stage": "exited", "identity_matched": matched}));
                     continue;
                 }
@@ -1361,6 +1454,8 @@ impl Runtime {
                         stage.as_str(),
                         if matched {
                             "matched, sandbox killed"
+                        } else if launcher_killed {
+                            "not recorded or not matching; the recorded launcher was killed, and the sandbox with it"
                         } else {
                             "did not match, nothing signalled"
                         }
@@ -1368,18 +1463,54 @@ impl Runtime {
                 },
                 true,
             );
-            body["recovery"] =
-                json!({"stage": stage.as_str(), "identity_matched": matched, "killed": killed});
+            body["recovery"] = json!({
+                "stage": stage.as_str(),
+                "identity_matched": matched,
+                "launcher_killed": launcher_killed,
+                "killed": killed,
+            });
             // Replay again: the decision was consumed above.
             let any = match ports::replay(&lock(&self.store), &id) {
                 Some(Ok(a)) => a,
                 _ => continue,
             };
             let res = self.fail_any(any, code, &body);
+            if res.is_ok() {
+                self.forget_launcher(&id);
+            }
             tracing::warn!(session_id = ?id.as_str(), code = code.as_str(), matched, ok = res.is_ok(), "session recovered");
             out.push(json!({"session_id": id.as_str(), "code": code.as_str(), "identity_matched": matched}));
         }
+        self.sweep_launcher_records();
         out
+    }
+
+    /// Removes launcher records of sessions that are terminal (a start
+    /// that failed after writing one, or a crash after the end).
+    fn sweep_launcher_records(&self) {
+        let Ok(dir) = std::fs::read_dir(&self.cfg.materialization_root) else {
+            return;
+        };
+        for e in dir.flatten() {
+            let name = e.file_name();
+            let Some(name) = name.to_str() else { continue };
+            if !(name.starts_with("launcher-") && name.ends_with(".json")) {
+                continue;
+            }
+            let id = std::fs::read(e.path())
+                .ok()
+                .and_then(|b| serde_json::from_slice::<Value>(&b).ok())
+                .and_then(|v| v["session_id"].as_str().map(str::to_owned))
+                .and_then(|s| SessionId::new(s).ok());
+            let terminal = id.as_ref().is_none_or(|id| {
+                lock(&self.store).get(id).is_none_or(|r| {
+                    matches!(r.stage(), SessionStage::Exited | SessionStage::Failed)
+                })
+            });
+            if terminal {
+                let _ = std::fs::remove_file(e.path());
+            }
+        }
     }
 
     fn identity_of(&self, id: &SessionId) -> Option<glove_lifecycle::ProcessIdentity> {

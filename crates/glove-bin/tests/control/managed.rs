@@ -948,6 +948,12 @@ fn sigkill_at_each_stage_is_recovered_with_a_receipt() {
         if stage != "preparing" {
             assert!(body["launch_binding_digest"].is_string(), "{point}: {body}");
         }
+        // After the release the agent ran without a running record: its
+        // launcher, recorded before the release, was killed (and the
+        // sandbox init with it).
+        if point == "after_release" {
+            assert_eq!(body["recovery"]["launcher_killed"], true, "{point}: {body}");
+        }
     }
 }
 
