@@ -49,6 +49,7 @@ fuzz_target!(|data: &[u8]| {
     let params = AuthenticateParams {
         client_nonce: glove_types::digest::to_hex(&cn),
         client_mac: glove_types::digest::to_hex(&secret.client_mac(&[0x22; 32], &cn)),
+        client_id: None,
     };
     let Ok((_, auth)) = hs.verify(&secret, &params, &replay) else {
         panic!("a genuine handshake must verify");

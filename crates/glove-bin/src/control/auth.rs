@@ -175,7 +175,22 @@ impl ReplayGuard {
 /// [`ServerHandshake::verify`] makes one.
 #[derive(Debug)]
 pub struct Authenticated {
-    _private: (),
+    client: String,
+}
+
+/// The client label of connections that do not name one.
+pub const DEFAULT_CLIENT: &str = "default";
+
+impl Authenticated {
+    /// The client label this connection presented at the handshake
+    /// ([`DEFAULT_CLIENT`] when it named none). Sessions remember the label
+    /// of the client that started them and refuse streams and control from
+    /// other labels. All clients hold the same secret, so the label
+    /// separates cooperating controllers; it is not a boundary against a
+    /// hostile process of the same user.
+    pub fn client_id(&self) -> &str {
+        &self.client
+    }
 }
 
 /// The server's side of one connection's handshake.
@@ -192,6 +207,9 @@ pub struct AuthenticateParams {
     pub client_nonce: String,
     /// Hex client MAC.
     pub client_mac: String,
+    /// The client's label (an identifier); absent means [`DEFAULT_CLIENT`].
+    #[serde(default)]
+    pub client_id: Option<String>,
 }
 
 impl ServerHandshake {
@@ -231,6 +249,18 @@ impl ServerHandshake {
         let failed = || Rejection::new(AUTH_FAILED, "the handshake MAC does not verify");
         let client_nonce = parse_hex32(&params.client_nonce).ok_or_else(failed)?;
         let client_mac = parse_hex32(&params.client_mac).ok_or_else(failed)?;
+        let client = match &params.client_id {
+            Some(c) => {
+                glove_types::ids::check_id(c).map_err(|_| {
+                    Rejection::new(
+                        AUTH_FAILED,
+                        "client_id must be an identifier ([a-z0-9._-], 1-64 bytes)",
+                    )
+                })?;
+                c.clone()
+            }
+            None => DEFAULT_CLIENT.to_owned(),
+        };
         let expected = secret.client_mac(&self.server_nonce, &client_nonce);
         if !mac_matches(&expected, &client_mac) {
             return Err(failed());
@@ -247,7 +277,7 @@ impl ServerHandshake {
         }
         Ok((
             secret.server_mac(&self.server_nonce, &client_nonce),
-            Authenticated { _private: () },
+            Authenticated { client },
         ))
     }
 }
@@ -267,6 +297,7 @@ mod tests {
         let p = AuthenticateParams {
             client_nonce: to_hex(&client),
             client_mac: to_hex(&mac),
+            client_id: None,
         };
         let (server_mac, _auth) = hs.verify(&secret, &p, &guard).expect("verifies");
         assert_eq!(server_mac, secret.server_mac(&[1; 32], &client));
@@ -277,6 +308,7 @@ mod tests {
         let p = AuthenticateParams {
             client_nonce: to_hex(&client),
             client_mac: to_hex(&mac),
+            client_id: None,
         };
         let e = hs.verify(&secret, &p, &guard).expect_err("replayed");
         assert_eq!(e.code(), AUTH_REPLAYED);
@@ -286,6 +318,7 @@ mod tests {
         let p = AuthenticateParams {
             client_nonce: to_hex(&[5; 32]),
             client_mac: to_hex(&other.client_mac(&[4; 32], &[5; 32])),
+            client_id: None,
         };
         assert_eq!(
             hs.verify(&secret, &p, &guard).expect_err("wrong").code(),

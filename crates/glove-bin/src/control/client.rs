@@ -120,6 +120,12 @@ impl Client {
     /// Connects to `runtime_dir/gloved.sock` and authenticates with the
     /// secret in `runtime_dir/bootstrap-secret`.
     pub fn connect(runtime_dir: &Path) -> Result<Client, ClientError> {
+        Client::connect_as(runtime_dir, None)
+    }
+
+    /// Like [`Client::connect`], presenting a client label (sessions this
+    /// client starts can only be driven by the same label).
+    pub fn connect_as(runtime_dir: &Path, client_id: Option<&str>) -> Result<Client, ClientError> {
         let secret = read_secret(runtime_dir)?;
         let path = runtime_dir.join(SOCKET_FILE);
         let stream = UnixStream::connect(&path).map_err(|e| {
@@ -128,7 +134,7 @@ impl Client {
                 format!("cannot connect to {}: {e}", path.display()),
             )
         })?;
-        Client::over(stream, &secret, random_bytes()?)
+        Client::over_as(stream, &secret, random_bytes()?, client_id)
     }
 
     /// Authenticates over an already connected stream with a given client
@@ -137,6 +143,16 @@ impl Client {
         stream: UnixStream,
         secret: &BootstrapSecret,
         client_nonce: Nonce,
+    ) -> Result<Client, ClientError> {
+        Client::over_as(stream, secret, client_nonce, None)
+    }
+
+    /// [`Client::over`] with an optional client label.
+    pub fn over_as(
+        stream: UnixStream,
+        secret: &BootstrapSecret,
+        client_nonce: Nonce,
+        client_id: Option<&str>,
     ) -> Result<Client, ClientError> {
         let io = |e: std::io::Error| local(CONTROL_CONNECTION_CLOSED, format!("socket: {e}"));
         stream.set_read_timeout(Some(DEFAULT_TIMEOUT)).map_err(io)?;
@@ -170,10 +186,11 @@ impl Client {
             ));
         }
         let mac = secret.client_mac(&server_nonce, &client_nonce);
-        let result = c.call(
-            "authenticate",
-            json!({"client_nonce": to_hex(&client_nonce), "client_mac": to_hex(&mac)}),
-        )?;
+        let mut params = json!({"client_nonce": to_hex(&client_nonce), "client_mac": to_hex(&mac)});
+        if let (Some(id), Some(m)) = (client_id, params.as_object_mut()) {
+            m.insert("client_id".into(), json!(id));
+        }
+        let result = c.call("authenticate", params)?;
         let proof = result
             .get("server_mac")
             .and_then(Value::as_str)

@@ -25,6 +25,10 @@ pub struct ConnArgs {
     /// The service's runtime directory [default: $XDG_RUNTIME_DIR/glove, else /run/user/UID/glove].
     #[arg(long, value_name = "DIR")]
     pub runtime_dir: Option<PathBuf>,
+    /// The client label to present (sessions started under one label can
+    /// only be attached to and driven under the same label) [default: default].
+    #[arg(long, value_name = "ID")]
+    pub client_id: Option<String>,
     /// Print one JSON object instead of text.
     #[arg(long)]
     pub json: bool,
@@ -181,7 +185,7 @@ pub struct AckArgs {
 
 fn connect(conn: &ConnArgs) -> Result<Client, ClientError> {
     let dir = conn.runtime_dir.clone().unwrap_or_else(default_runtime_dir);
-    Client::connect(&dir)
+    Client::connect_as(&dir, conn.client_id.as_deref())
 }
 
 fn fail(e: &ClientError, json: bool) -> i32 {

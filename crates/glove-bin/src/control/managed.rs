@@ -126,6 +126,9 @@ impl Transcript {
 /// A session with a launcher in this process.
 struct Live {
     id: SessionId,
+    /// The client label that started the session; only it may attach,
+    /// write, resize, signal, stop or clean up.
+    owner: String,
     /// Writes to the launcher.
     writer: Mutex<UnixStream>,
     /// Transcript and the event sender, together so a new attacher sees
@@ -677,6 +680,7 @@ impl Runtime {
     pub fn start(
         self: &Arc<Self>,
         policy: &ValidatedPolicy,
+        owner: &str,
         id: &SessionId,
         authorization: &str,
         size: (u16, u16),
@@ -687,7 +691,7 @@ impl Runtime {
                 format!("session {} is being started", id.as_str()),
             ));
         }
-        let r = self.start_inner(policy, id, authorization, size);
+        let r = self.start_inner(policy, owner, id, authorization, size);
         lock(&self.starting).remove(id);
         r
     }
@@ -695,6 +699,7 @@ impl Runtime {
     fn start_inner(
         self: &Arc<Self>,
         policy: &ValidatedPolicy,
+        owner: &str,
         id: &SessionId,
         authorization: &str,
         size: (u16, u16),
@@ -961,6 +966,7 @@ impl Runtime {
         let (tx, _) = broadcast::channel(ATTACH_QUEUE);
         let live = Arc::new(Live {
             id: id.clone(),
+            owner: owner.to_owned(),
             writer: Mutex::new(writer),
             stream: Mutex::new((
                 Transcript {
@@ -1194,8 +1200,20 @@ impl Runtime {
         })
     }
 
-    fn send(&self, id: &SessionId, m: ToLauncher) -> Result<(), RpcError> {
+    /// The live session, if `caller` is the client that started it.
+    fn owned(&self, caller: &str, id: &SessionId) -> Result<Arc<Live>, RpcError> {
         let live = self.live(id)?;
+        if live.owner != caller {
+            return Err(err(
+                SESSION_NOT_OWNED,
+                format!("session {} belongs to another client", id.as_str()),
+            ));
+        }
+        Ok(live)
+    }
+
+    fn send(&self, caller: &str, id: &SessionId, m: ToLauncher) -> Result<(), RpcError> {
+        let live = self.owned(caller, id)?;
         if lock(&live.ended).is_some() {
             return Err(err(
                 SESSION_NOT_LIVE,
@@ -1212,26 +1230,38 @@ impl Runtime {
     }
 
     /// `write_stdin`.
-    pub fn write_stdin(&self, id: &SessionId, data: &[u8]) -> Result<Value, RpcError> {
-        self.send(id, ToLauncher::Stdin(data.to_vec()))?;
+    pub fn write_stdin(
+        &self,
+        caller: &str,
+        id: &SessionId,
+        data: &[u8],
+    ) -> Result<Value, RpcError> {
+        self.send(caller, id, ToLauncher::Stdin(data.to_vec()))?;
         Ok(json!({"written": data.len()}))
     }
 
     /// `resize`.
-    pub fn resize(&self, id: &SessionId, rows: u16, cols: u16) -> Result<Value, RpcError> {
-        self.send(id, ToLauncher::Resize(rows, cols))?;
+    pub fn resize(
+        &self,
+        caller: &str,
+        id: &SessionId,
+        rows: u16,
+        cols: u16,
+    ) -> Result<Value, RpcError> {
+        self.send(caller, id, ToLauncher::Resize(rows, cols))?;
         Ok(json!({"rows": rows, "cols": cols}))
     }
 
     /// `signal`.
-    pub fn signal(&self, id: &SessionId, signal: i32) -> Result<Value, RpcError> {
-        self.send(id, ToLauncher::Signal(signal))?;
+    pub fn signal(&self, caller: &str, id: &SessionId, signal: i32) -> Result<Value, RpcError> {
+        self.send(caller, id, ToLauncher::Signal(signal))?;
         Ok(json!({"signalled": signal}))
     }
 
     /// `stop_session`: the stop intent is durable, then TERM, KILL after
     /// the grace. The receipt follows when the launcher reports the exit.
-    pub fn stop(&self, id: &SessionId, grace_ms: u64) -> Result<Value, RpcError> {
+    pub fn stop(&self, caller: &str, id: &SessionId, grace_ms: u64) -> Result<Value, RpcError> {
+        self.owned(caller, id)?;
         self.stop_for(id, grace_ms, StopReason::Requested)
     }
 
@@ -1308,10 +1338,11 @@ impl Runtime {
     /// `attach`: the transcript after `after_seq`, and the stream.
     pub fn attach(
         &self,
+        caller: &str,
         id: &SessionId,
         after_seq: u64,
     ) -> Result<(Value, Option<broadcast::Receiver<Event>>), RpcError> {
-        let live = self.live(id)?;
+        let live = self.owned(caller, id)?;
         let s = lock(&live.stream);
         let chunks: Vec<Value> =
             s.0.chunks
@@ -1337,7 +1368,15 @@ impl Runtime {
     /// `cleanup_session`: forgets the live state once the terminal receipt
     /// is durable. The sandbox's own mounts, tmpfs copies and cgroup are
     /// removed by the launcher when the sandbox ends.
-    pub fn cleanup(&self, id: &SessionId) -> Result<Value, RpcError> {
+    pub fn cleanup(&self, caller: &str, id: &SessionId) -> Result<Value, RpcError> {
+        if let Some(live) = lock(&self.live).get(id).cloned() {
+            if live.owner != caller {
+                return Err(err(
+                    SESSION_NOT_OWNED,
+                    format!("session {} belongs to another client", id.as_str()),
+                ));
+            }
+        }
         let stage = {
             let store = lock(&self.store);
             store.get(id).map(|r| r.stage()).ok_or_else(|| {

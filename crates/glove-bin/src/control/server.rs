@@ -474,7 +474,7 @@ async fn connection(stream: UnixStream, shared: Arc<Shared>, mut shutdown: watch
                 .advertised(&req.method)
                 .is_some()
         {
-            let msg = stream_request(&shared, &req, &id, &tx, &mut attached).await;
+            let msg = stream_request(&shared, &auth, &req, &id, &tx, &mut attached).await;
             if !msg.is_null() && !send_wait(&tx, max, &msg).await {
                 break;
             }
@@ -535,6 +535,7 @@ async fn connection(stream: UnixStream, shared: Arc<Shared>, mut shutdown: watch
 /// answer is queued first); detach stops that task.
 async fn stream_request(
     shared: &Arc<Shared>,
+    auth: &Authenticated,
     req: &Request,
     id: &serde_json::Value,
     tx: &mpsc::Sender<Vec<u8>>,
@@ -558,7 +559,7 @@ async fn stream_request(
             serde_json::json!({"session_id": session, "detached": was}),
         );
     }
-    match shared.service.attach(&req.params) {
+    match shared.service.attach(auth, &req.params) {
         Err(e) => e.to_response(Some(id)),
         Ok((result, rx)) => {
             if let Some(old) = attached.remove(&session) {

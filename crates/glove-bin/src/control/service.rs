@@ -160,7 +160,7 @@ impl Service {
     }
 
     /// Answers one authenticated request.
-    pub fn dispatch(&self, _auth: &Authenticated, req: &Request) -> Result<Value, RpcError> {
+    pub fn dispatch(&self, auth: &Authenticated, req: &Request) -> Result<Value, RpcError> {
         let Some(method) = self.caps.advertised(&req.method) else {
             return Err(RpcError::method_not_found(&req.method));
         };
@@ -179,6 +179,7 @@ impl Service {
                 let id = session_id(p.session_id)?;
                 self.runtime()?.start(
                     self.policy()?,
+                    auth.client_id(),
                     &id,
                     &p.authorization,
                     (p.rows.unwrap_or(24), p.cols.unwrap_or(80)),
@@ -202,12 +203,13 @@ impl Service {
                         )))
                     }
                 };
-                self.runtime()?.write_stdin(&id, &bytes)
+                self.runtime()?.write_stdin(auth.client_id(), &id, &bytes)
             }
             Method::Resize => {
                 let p: ResizeParams = params(&req.params)?;
                 let id = session_id(p.session_id)?;
-                self.runtime()?.resize(&id, p.rows, p.cols)
+                self.runtime()?
+                    .resize(auth.client_id(), &id, p.rows, p.cols)
             }
             Method::Signal => {
                 let p: SignalParams = params(&req.params)?;
@@ -221,12 +223,13 @@ impl Service {
                         .at("signal"),
                     )
                 })?;
-                self.runtime()?.signal(&id, n)
+                self.runtime()?.signal(auth.client_id(), &id, n)
             }
             Method::StopSession => {
                 let p: StopParams = params(&req.params)?;
                 let id = session_id(p.session_id)?;
                 self.runtime()?.stop(
+                    auth.client_id(),
                     &id,
                     p.grace_ms
                         .unwrap_or(super::managed::DEFAULT_STOP_GRACE_MS)
@@ -236,12 +239,12 @@ impl Service {
             Method::CleanupSession => {
                 let p: StatusParams = params(&req.params)?;
                 let id = session_id(p.session_id)?;
-                self.runtime()?.cleanup(&id)
+                self.runtime()?.cleanup(auth.client_id(), &id)
             }
             // The server answers these itself (they hold the connection's
             // stream); reached only without a server.
             Method::Attach => {
-                let (v, _) = self.attach(&req.params)?;
+                let (v, _) = self.attach(auth, &req.params)?;
                 Ok(v)
             }
             Method::Detach => {
@@ -256,6 +259,7 @@ impl Service {
     /// its later events.
     pub fn attach(
         &self,
+        auth: &Authenticated,
         p: &Map<String, Value>,
     ) -> Result<
         (
@@ -266,7 +270,8 @@ impl Service {
     > {
         let p: AttachParams = params(p)?;
         let id = session_id(p.session_id)?;
-        self.runtime()?.attach(&id, p.after_seq.unwrap_or(0))
+        self.runtime()?
+            .attach(auth.client_id(), &id, p.after_seq.unwrap_or(0))
     }
 
     /// Checks `detach`'s parameters.

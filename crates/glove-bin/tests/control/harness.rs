@@ -212,6 +212,10 @@ impl Daemon {
         Client::connect(&self.run).expect("connect and authenticate")
     }
 
+    pub(crate) fn client_as(&self, client_id: &str) -> Result<Client, ClientError> {
+        Client::connect_as(&self.run, Some(client_id))
+    }
+
     pub(crate) fn try_client(&self) -> Result<Client, ClientError> {
         Client::connect(&self.run)
     }

@@ -1033,3 +1033,63 @@ fn a_symlink_inside_the_granted_directory_does_not_leak_the_host() {
     assert!(!text.contains("host-only-secret-4711"), "{text}");
     assert!(!text.contains("root:"), "{text}");
 }
+
+#[test]
+fn another_client_cannot_drive_or_attach_to_a_session() {
+    if !sandbox_ok() {
+        return;
+    }
+    let m = Managed::new(&ROOMY, None);
+    let d = m.start();
+    // The owner presents a label of its own.
+    let mut owner = d.client_as("sage-a").expect("connect as sage-a");
+    owner
+        .create_session(&m.plan(&ROOMY, "owned"), None)
+        .expect("create");
+    start(&mut owner, &m, "owned");
+
+    for other in [
+        d.client_as("sage-b").expect("connect as sage-b"),
+        d.client(),
+    ] {
+        let mut other = other;
+        for (method, params) in [
+            ("attach", json!({"session_id": "owned"})),
+            (
+                "write_stdin",
+                json!({"session_id": "owned", "data": "echo hijack\n"}),
+            ),
+            (
+                "resize",
+                json!({"session_id": "owned", "rows": 10, "cols": 10}),
+            ),
+            ("signal", json!({"session_id": "owned", "signal": "TERM"})),
+            (
+                "stop_session",
+                json!({"session_id": "owned", "grace_ms": 0}),
+            ),
+            ("cleanup_session", json!({"session_id": "owned"})),
+        ] {
+            let e = other
+                .call(method, params)
+                .expect_err("another client is refused");
+            assert_eq!(e.code(), "session_not_owned", "{method}: {e}");
+        }
+    }
+    // An invalid label fails the handshake.
+    let e = d.client_as("Not Valid").expect_err("invalid label");
+    assert_eq!(e.code(), "auth_failed");
+
+    // The owner still drives its session to the end.
+    owner
+        .call("attach", json!({"session_id": "owned"}))
+        .expect("attach");
+    owner
+        .call(
+            "write_stdin",
+            json!({"session_id": "owned", "data": "exit 0\n"}),
+        )
+        .expect("write");
+    let ended = until_ended(&mut owner, &mut Vec::new());
+    assert_eq!(ended["stage"], "exited", "{ended}");
+}

@@ -41,6 +41,7 @@ define_codes! { Control;
     SESSION_PLAN_NOT_ADMITTED = "session_plan_not_admitted": "the stored plan is no longer admitted by the frozen policy at start",
     SESSION_LAUNCH_FAILED = "session_launch_failed": "the sandbox launcher refused or failed the launch (its own code is in the message and the receipt)",
     SESSION_LAUNCHER_LOST = "session_launcher_lost": "the sandbox launcher closed its socket without reporting an outcome",
+    SESSION_NOT_OWNED = "session_not_owned": "the session was started by another client (another client label)",
     AUTH_REQUIRED = "auth_required": "a request other than the handshake arrived before authentication",
     AUTH_FAILED = "auth_failed": "the handshake MAC does not verify",
     AUTH_REPLAYED = "auth_replayed": "the handshake reuses a client nonce this service has already accepted",
