@@ -55,6 +55,17 @@ fn start_with(command: &[&str], pty: bool, edit: impl FnOnce(&mut SpecWire)) -> 
 }
 
 impl Session {
+    /// Closes our end (the launcher waits for that after the outcome) and
+    /// waits for the launcher.
+    fn close_and_wait(self) -> Option<i32> {
+        let Session {
+            mut child, sock, ..
+        } = self;
+        let _ = sock.shutdown(std::net::Shutdown::Both);
+        drop(sock);
+        child.wait().expect("wait").code()
+    }
+
     fn send(&mut self, m: ToLauncher) {
         self.sock.write_all(&m.encode()).expect("send");
     }
@@ -115,11 +126,30 @@ fn interactive_session_over_the_socket() {
     );
     assert_eq!(outcome.exit, ExitStatus::Exited { code: 4 });
     assert!(!outcome.stopped);
-    assert_eq!(s.child.wait().expect("wait").code(), Some(0));
+    // The session cgroup outlives the outcome until the service closes the
+    // socket (it records the outcome durably first).
+    let cgroup_dir = info.init.cgroup.lines().find_map(|l| {
+        let mut parts = l.splitn(3, ':');
+        let (_, ctrl, path) = (parts.next()?, parts.next()?, parts.next()?);
+        (ctrl == "pids" && path.contains("glove-")).then(|| format!("/sys/fs/cgroup/pids{path}"))
+    });
+    if let Some(dir) = &cgroup_dir {
+        assert!(
+            std::path::Path::new(dir).exists(),
+            "cgroup removed before the socket closed"
+        );
+    }
     assert!(
         !info.init.still_matches(),
         "the sandbox init is gone after the exit"
     );
+    assert_eq!(s.close_and_wait(), Some(0));
+    if let Some(dir) = &cgroup_dir {
+        assert!(
+            !std::path::Path::new(dir).exists(),
+            "cgroup left behind after the socket closed"
+        );
+    }
 }
 
 #[test]
@@ -141,7 +171,7 @@ fn stop_terminates_and_reports() {
             signal: libc_sigterm()
         }
     );
-    let _ = s.child.wait();
+    assert_eq!(s.close_and_wait(), Some(0));
 }
 
 #[test]
@@ -155,7 +185,7 @@ fn launch_failure_is_a_failed_frame() {
         panic!("expected a failure, got {m:?}")
     };
     assert_eq!(f.code, "sandbox_exec_failed");
-    assert_eq!(s.child.wait().expect("wait").code(), Some(125));
+    assert_eq!(s.close_and_wait(), Some(125));
 }
 
 #[test]

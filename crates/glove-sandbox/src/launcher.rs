@@ -13,7 +13,7 @@ use crate::supervise::{Command, InputEnd, Settings, Stream, StreamIo};
 use crate::sys::fd;
 use crate::wire::{Decoder, Failure, FromLauncher, Started, ToLauncher};
 use crate::SandboxError;
-use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 
 /// Exit status of a launcher whose launch failed.
 pub const EXIT_LAUNCH_FAILED: i32 = 125;
@@ -193,9 +193,13 @@ pub fn serve(sock: OwnedFd) -> i32 {
             return EXIT_LAUNCH_FAILED;
         }
     }
-    match running.supervise(&mut relay, Settings::default()) {
-        Ok(outcome) => {
+    match running.supervise_keeping(&mut relay, Settings::default()) {
+        Ok((outcome, remains)) => {
             relay.send(&FromLauncher::Exited(Box::new(outcome)));
+            // Keep the (empty) cgroup until the service has recorded the
+            // outcome: it closes the socket once the receipt is durable.
+            wait_for_close(&mut relay);
+            drop(remains);
             0
         }
         Err(e) => {
@@ -207,3 +211,35 @@ pub fn serve(sock: OwnedFd) -> i32 {
         }
     }
 }
+
+/// Reads (and ignores) frames until the service closes the socket, for at
+/// most [`CLOSE_WAIT`].
+fn wait_for_close(relay: &mut Relay) {
+    if !relay.alive {
+        return;
+    }
+    let deadline = std::time::Instant::now() + CLOSE_WAIT;
+    let mut buf = [0u8; 4096];
+    while std::time::Instant::now() < deadline {
+        let mut entries = [fd::PollEntry {
+            fd: relay.sock.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        }];
+        let left = deadline
+            .saturating_duration_since(std::time::Instant::now())
+            .as_millis()
+            .min(1000) as i32;
+        match fd::poll(&mut entries, left) {
+            Ok(0) => continue,
+            Ok(_) => match fd::read(relay.sock.as_fd(), &mut buf) {
+                Ok(0) | Err(_) => return,
+                Ok(_) => continue,
+            },
+            Err(_) => return,
+        }
+    }
+}
+
+/// Longest wait for the service to close the socket after the outcome.
+pub const CLOSE_WAIT: std::time::Duration = std::time::Duration::from_secs(60);

@@ -91,13 +91,34 @@ struct Inside {
     pids_peak: u64,
 }
 
+/// What is left of a finished session until its record is durable: the
+/// session cgroup (empty, counters already read). Dropping it removes the
+/// cgroup.
+#[derive(Debug)]
+#[must_use = "dropping the remains removes the session's cgroup"]
+pub struct Remains {
+    _cgroup: Option<crate::cgroup::Cgroup>,
+}
+
 impl Running {
-    /// Runs the session to its end and returns the outcome.
+    /// Runs the session to its end and returns the outcome; the session's
+    /// cgroup is removed before returning.
     pub fn supervise(
-        mut self,
+        self,
         io: &mut dyn StreamIo,
         settings: Settings,
     ) -> Result<Outcome, SandboxError> {
+        self.supervise_keeping(io, settings).map(|(o, _)| o)
+    }
+
+    /// Like [`Running::supervise`], but hands back the session's cgroup, so
+    /// that a caller can remove it only after the outcome is durably
+    /// recorded.
+    pub fn supervise_keeping(
+        mut self,
+        io: &mut dyn StreamIo,
+        settings: Settings,
+    ) -> Result<(Outcome, Remains), SandboxError> {
         let limits = self.limits;
         let wall = Duration::from_millis(limits.wall_time_ms);
         let (out_fd, err_fd, mut in_fd): (RawFd, Option<RawFd>, Option<OwnedFd>) =
@@ -392,7 +413,10 @@ impl Running {
             enforcement: self.mechanisms,
             stopped,
         };
-        Ok(outcome)
+        let remains = Remains {
+            _cgroup: self.cgroup.take(),
+        };
+        Ok((outcome, remains))
     }
 
     /// Sends a signal to the agent (through the init, which forwards it).
