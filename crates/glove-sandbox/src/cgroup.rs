@@ -101,7 +101,8 @@ impl Cgroup {
         }
     }
 
-    fn create_v2(name: &str, memory_bytes: u64, pids: u64) -> Result<Cgroup, SandboxError> {
+    /// Creates the session cgroup in a delegated cgroup v2 parent.
+    pub fn create_v2(name: &str, memory_bytes: u64, pids: u64) -> Result<Cgroup, SandboxError> {
         if !is_cgroup2(ROOT) {
             return Err(err("/sys/fs/cgroup is not a cgroup2 mount"));
         }
@@ -129,7 +130,8 @@ impl Cgroup {
         Ok(cg)
     }
 
-    fn create_v1(name: &str, memory_bytes: u64, pids: u64) -> Result<Cgroup, SandboxError> {
+    /// Creates the session cgroup in the v1 memory, pids and cpuacct hierarchies.
+    pub fn create_v1(name: &str, memory_bytes: u64, pids: u64) -> Result<Cgroup, SandboxError> {
         let mut cg = Cgroup {
             version: Version::V1,
             dirs: Vec::new(),

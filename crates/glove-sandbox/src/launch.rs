@@ -125,6 +125,8 @@ struct ExecPrep {
     envp: Vec<CString>,
     filters: (seccompiler::BpfProgram, seccompiler::BpfProgram),
     rlimits: Vec<(libc::__rlimit_resource_t, u64)>,
+    /// Applied as well when no cgroup enforces memory, pids and CPU.
+    fallback_rlimits: Vec<(libc::__rlimit_resource_t, u64)>,
     /// Launched by root: init is inside uid 0 (host root, to read the host
     /// paths it binds and copies), the agent is inside 1000 = host 65534.
     privileged: bool,
@@ -140,55 +142,23 @@ pub fn prepare(spec: LaunchSpec) -> Result<Prepared, SandboxError> {
     }
     let limits = spec.limits;
 
-    // Limits: cgroup for memory, pids and CPU accounting, else rlimits.
+    // Limits. A delegated cgroup v2 is created before cloning and joined
+    // atomically (CLONE_INTO_CGROUP). Otherwise a cgroup v1 is created and
+    // the init joined to it *while* the init builds the file system view:
+    // joining a v1 cgroup waits for an RCU grace period (milliseconds on an
+    // idle machine), which then overlaps with the init's own work. The
+    // agent is forked only after release, so it is born inside. Without any
+    // cgroup, unless strict, per-process rlimits are applied instead —
+    // decided before release.
     let name = format!("glove-{}-{}", process::getpid(), nanos());
-    let (cgroup, mechanisms, rlimits) =
-        match Cgroup::create(&name, limits.memory_bytes, limits.pids) {
-            Ok(cg) => {
-                let m = match cg.version() {
-                    crate::cgroup::Version::V2 => Mechanism::CgroupV2,
-                    crate::cgroup::Version::V1 => Mechanism::CgroupV1,
-                };
-                (
-                    Some(cg),
-                    Mechanisms {
-                        cpu_time: Mechanism::Watchdog,
-                        memory: m,
-                        pids: m,
-                        wall_time: Mechanism::Watchdog,
-                        disk: Mechanism::TmpfsQuota,
-                        terminal_output: Mechanism::OutputCounter,
-                    },
-                    vec![(libc::RLIMIT_CORE, 0)],
-                )
-            }
-            Err(e) => {
-                if spec.enforcement == Enforcement::Strict {
-                    return Err(SandboxError::LimitUnenforceable {
-                        limit: "memory",
-                        detail: e.to_string(),
-                    });
-                }
-                let cpu_secs = limits.cpu_time_ms.div_ceil(1000);
-                (
-                    None,
-                    Mechanisms {
-                        cpu_time: Mechanism::Rlimit,
-                        memory: Mechanism::Rlimit,
-                        pids: Mechanism::Rlimit,
-                        wall_time: Mechanism::Watchdog,
-                        disk: Mechanism::TmpfsQuota,
-                        terminal_output: Mechanism::OutputCounter,
-                    },
-                    vec![
-                        (libc::RLIMIT_CORE, 0),
-                        (libc::RLIMIT_AS, limits.memory_bytes),
-                        (libc::RLIMIT_NPROC, limits.pids),
-                        (libc::RLIMIT_CPU, cpu_secs),
-                    ],
-                )
-            }
-        };
+    let cgroup_v2 = Cgroup::create_v2(&name, limits.memory_bytes, limits.pids).ok();
+    let cpu_secs = limits.cpu_time_ms.div_ceil(1000);
+    let fallback_rlimits = vec![
+        (libc::RLIMIT_AS, limits.memory_bytes),
+        (libc::RLIMIT_NPROC, limits.pids),
+        (libc::RLIMIT_CPU, cpu_secs),
+    ];
+    let rlimits = vec![(libc::RLIMIT_CORE, 0)];
 
     let cs = |s: &str| {
         CString::new(s).map_err(|_| SandboxError::Spec {
@@ -210,6 +180,7 @@ pub fn prepare(spec: LaunchSpec) -> Result<Prepared, SandboxError> {
             detail: e.to_string(),
         })?,
         rlimits,
+        fallback_rlimits,
         privileged: process::effective_ids().0 == 0,
     };
 
@@ -222,7 +193,7 @@ pub fn prepare(spec: LaunchSpec) -> Result<Prepared, SandboxError> {
         )),
         Terminal::Pty { .. } => None,
     };
-    let cgroup_dir = match cgroup.as_ref().and_then(|c| c.v2_dir()) {
+    let cgroup_dir = match cgroup_v2.as_ref().and_then(|c| c.v2_dir()) {
         Some(d) => Some(std::fs::File::open(d).map_err(|e| SandboxError::Cgroup {
             detail: format!("open {}: {e}", d.display()),
         })?),
@@ -282,12 +253,46 @@ pub fn prepare(spec: LaunchSpec) -> Result<Prepared, SandboxError> {
             }));
         }
     }
-    if let Some(cg) = &cgroup {
-        if cg.version() == crate::cgroup::Version::V1 {
-            cg.add(pid).map_err(abort)?;
-        }
-    }
     fd::write_all(sync_parent.as_fd(), &[TAG_GO]).map_err(|e| abort(io_err("release", e)))?;
+
+    // While the init builds the view: the v1 cgroup, or the fallback.
+    let joined = match cgroup_v2 {
+        Some(cg) => Ok(cg),
+        None => Cgroup::create_v1(&name, limits.memory_bytes, limits.pids).and_then(|cg| {
+            cg.add(pid)?;
+            Ok(cg)
+        }),
+    };
+    let mechanism = |m: Mechanism| Mechanisms {
+        cpu_time: if m == Mechanism::Rlimit {
+            Mechanism::Rlimit
+        } else {
+            Mechanism::Watchdog
+        },
+        memory: m,
+        pids: m,
+        wall_time: Mechanism::Watchdog,
+        disk: Mechanism::TmpfsQuota,
+        terminal_output: Mechanism::OutputCounter,
+    };
+    let (cgroup, mechanisms, fallback) = match joined {
+        Ok(cg) => {
+            let m = match cg.version() {
+                crate::cgroup::Version::V2 => Mechanism::CgroupV2,
+                crate::cgroup::Version::V1 => Mechanism::CgroupV1,
+            };
+            (Some(cg), mechanism(m), false)
+        }
+        Err(e) => {
+            if spec.enforcement == Enforcement::Strict {
+                return Err(abort(SandboxError::LimitUnenforceable {
+                    limit: "memory",
+                    detail: e.to_string(),
+                }));
+            }
+            (None, mechanism(Mechanism::Rlimit), true)
+        }
+    };
 
     // Wait for the PTY (if any) and PREPARED or ERROR.
     let mut pty_fds: Option<(OwnedFd, OwnedFd)> = None;
@@ -354,6 +359,7 @@ pub fn prepare(spec: LaunchSpec) -> Result<Prepared, SandboxError> {
         },
         facts,
         executable: spec.executable.clone(),
+        fallback,
     })
 }
 
@@ -375,6 +381,8 @@ pub struct Prepared {
     running: Running,
     facts: PreparedFacts,
     executable: String,
+    /// No cgroup: the agent applies the rlimit fallback.
+    fallback: bool,
 }
 
 impl Prepared {
@@ -398,13 +406,14 @@ impl Prepared {
         let Prepared {
             mut running,
             executable,
+            fallback,
             ..
         } = self;
         let fail = |r: &Running, e: SandboxError| {
             r.kill_now();
             e
         };
-        if let Err(e) = fd::write_all(running.sync.as_fd(), &[TAG_RELEASE]) {
+        if let Err(e) = fd::write_all(running.sync.as_fd(), &[TAG_RELEASE, u8::from(fallback)]) {
             return Err(fail(&running, io_err("release", e)));
         }
         let mut tag = [0u8; 1];
@@ -603,11 +612,18 @@ fn init_main(
     if fd::write_all(sync.as_fd(), &msg).is_err() {
         process::exit_now(1);
     }
-    let mut release = [0u8; 1];
-    match fd::read(sync.as_fd(), &mut release) {
-        Ok(1) if release[0] == TAG_RELEASE => {}
-        _ => process::exit_now(1),
+    let mut release = [0u8; 2];
+    let mut got = 0;
+    while got < 2 {
+        match fd::read(sync.as_fd(), &mut release[got..]) {
+            Ok(n) if n > 0 => got += n,
+            _ => process::exit_now(1),
+        }
     }
+    if release[0] != TAG_RELEASE {
+        process::exit_now(1);
+    }
+    let fallback = release[1] == 1;
     let old_mask = match process::block_all_signals() {
         Ok(m) => m,
         Err(e) => fail(&sync, "sigprocmask", e),
@@ -619,7 +635,7 @@ fn init_main(
     let agent = match process::fork() {
         Ok(Forked::Child) => {
             drop(err_r);
-            agent_main(spec, prep, umask, &stdio, &err_w, &old_mask)
+            agent_main(spec, prep, umask, fallback, &stdio, &err_w, &old_mask)
         }
         Ok(Forked::Parent(pid)) => pid,
         Err(e) => fail(&sync, "fork", e),
@@ -706,6 +722,7 @@ fn agent_main(
     spec: &LaunchSpec,
     prep: &ExecPrep,
     umask: libc::mode_t,
+    fallback: bool,
     stdio: &[OwnedFd; 3],
     err_w: &OwnedFd,
     old_mask: &libc::sigset_t,
@@ -764,7 +781,12 @@ fn agent_main(
     if let Err(e) = process::set_signal_mask(old_mask) {
         report(e);
     }
-    for (res, v) in &prep.rlimits {
+    let extra: &[(libc::__rlimit_resource_t, u64)] = if fallback {
+        &prep.fallback_rlimits
+    } else {
+        &[]
+    };
+    for (res, v) in prep.rlimits.iter().chain(extra) {
         if let Err(e) = process::set_rlimit(*res, *v) {
             report(e);
         }
