@@ -1,13 +1,16 @@
 //! `AnySession`: the one dynamic view of a session, for the registry, replay
 //! and the control protocol.
 //!
-//! Going back to a typed stage is explicit and checked: `try_into_<stage>`
-//! returns the typed session or, with `lifecycle_wrong_stage`, the
-//! `AnySession` unchanged. Every match over `AnySession` in this crate names
+//! Every variant holds a [`ParkedSession`]: the dynamic world holds no
+//! brand, so a session kept here has to be branded again (a new scope, a
+//! new brand) before it can log or move. Going back to a typed stage is
+//! explicit and checked: `try_into_<stage>` returns the typed parked
+//! session or, with `lifecycle_wrong_stage`, the `AnySession` unchanged. Every match over `AnySession` in this crate names
 //! all seven variants; there is no catch-all arm to hide a forgotten stage.
 
 use crate::error::{LifecycleError, Refused};
 use crate::evidence::PlanDigests;
+use crate::parked::ParkedSession;
 use crate::record::SessionEntry;
 use crate::session::{Repeat, Session};
 use crate::stage::{Created, Exited, Failed, Preparing, Running, Starting, Stopping};
@@ -18,19 +21,19 @@ use glove_types::stage::SessionStage;
 #[derive(Debug)]
 pub enum AnySession {
     /// See [`Created`].
-    Created(Session<Created>),
+    Created(ParkedSession<Created>),
     /// See [`Preparing`].
-    Preparing(Session<Preparing>),
+    Preparing(ParkedSession<Preparing>),
     /// See [`Starting`].
-    Starting(Session<Starting>),
+    Starting(ParkedSession<Starting>),
     /// See [`Running`].
-    Running(Session<Running>),
+    Running(ParkedSession<Running>),
     /// See [`Stopping`].
-    Stopping(Session<Stopping>),
+    Stopping(ParkedSession<Stopping>),
     /// See [`Exited`].
-    Exited(Session<Exited>),
+    Exited(ParkedSession<Exited>),
     /// See [`Failed`].
-    Failed(Session<Failed>),
+    Failed(ParkedSession<Failed>),
 }
 
 macro_rules! each {
@@ -50,20 +53,26 @@ macro_rules! each {
 macro_rules! conversions {
     ($($variant:ident, $ty:ident, $method:ident);+ $(;)?) => {
         $(
-            impl From<Session<$ty>> for AnySession {
-                fn from(s: Session<$ty>) -> Self {
+            impl From<ParkedSession<$ty>> for AnySession {
+                fn from(s: ParkedSession<$ty>) -> Self {
                     AnySession::$variant(s)
+                }
+            }
+            impl From<Session<'_, $ty>> for AnySession {
+                /// Parks the session (drops its brand).
+                fn from(s: Session<'_, $ty>) -> Self {
+                    AnySession::$variant(s.park())
                 }
             }
         )+
         impl AnySession {
             $(
-                #[doc = concat!("The typed session if it is `", stringify!($variant), "`; otherwise `lifecycle_wrong_stage` with `self` handed back.")]
+                #[doc = concat!("The typed (parked) session if it is `", stringify!($variant), "`; otherwise `lifecycle_wrong_stage` with `self` handed back. Give it a brand ([`ParkedSession::enter`]) to advance it.")]
                 #[expect(
                     unreachable_patterns,
                     reason = "the fallback names all seven stages, the matched one included, so a new stage cannot slip through a catch-all"
                 )]
-                pub fn $method(self) -> Result<Session<$ty>, Refused<AnySession>> {
+                pub fn $method(self) -> Result<ParkedSession<$ty>, Refused<AnySession>> {
                     match self {
                         AnySession::$variant(s) => Ok(s),
                         other @ (AnySession::Created(_)

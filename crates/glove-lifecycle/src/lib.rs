@@ -3,14 +3,20 @@
 //!
 //! A tour of the crate:
 //!
-//! * [`session`] — [`Session<S>`]: one type per stage
+//! * [`session`] — [`Session<'id, S>`](Session): one type per stage
 //!   (`Created → Preparing → Starting → Running → Stopping → Exited`, and
 //!   `Failed` from every live stage). Each transition is `log_<step>` (append
 //!   the record, get a [`Durable`] proof) then `<step>(self, proof)`.
+//! * [`brand`] — [`Brand<'id>`](Brand) and [`with_brand`]: the generative
+//!   lifetime that ties a proof to the one session that minted it, so a
+//!   proof of session A spent on session B does not compile.
+//! * [`parked`] — [`ParkedSession<S>`]: a session outside any brand scope
+//!   (what the dynamic world keeps); a fresh brand makes it a `Session`
+//!   again.
 //! * [`stage`] — the sealed stage types and the evidence each holds.
 //! * [`evidence`] — [`PlanDigests`], [`LaunchBinding`], [`ProcessIdentity`],
 //!   [`TerminalReceiptRef`], [`StopReason`].
-//! * [`proof`] — [`Durable<R>`], the write-ahead proof only this crate
+//! * [`proof`] — [`Durable<'id, R>`](Durable), the write-ahead proof only this crate
 //!   mints, and what a log sees of a record ([`PendingRecord`],
 //!   [`AppendReceipt`]).
 //! * [`ports`] — the traits storage and time are reached through:
@@ -51,35 +57,41 @@
 //! let id = SessionId::new("s-1")?;
 //! let digests = PlanDigests::new(Sha256Digest::of(b"plan"), Blake3Digest::of(b"plan"));
 //!
-//! // Write-ahead: each record is durable before the next stage exists.
-//! let created = Session::create(Session::log_create(&id, digests, &mut log)?)?;
-//! let proof = created.log_prepare(&mut log)?;
-//! let preparing = created.prepare(proof)?;
+//! // A brand names this one session inside the closure; its proofs carry
+//! // the brand, so no other session could spend them.
+//! let exited = with_brand(|brand| -> Result<_, Box<dyn std::error::Error>> {
+//!     // Write-ahead: each record is durable before the next stage exists.
+//!     let created = Session::create(Session::log_create(brand, &id, digests, &mut log)?)?;
+//!     let proof = created.log_prepare(&mut log)?;
+//!     let preparing = created.prepare(proof).map_err(LifecycleError::from)?;
 //!
-//! let auth = StartAuthorization::issue(&key, StartAuthFields {
-//!     session_id: id.clone(),
-//!     digests,
-//!     nonce: Nonce::from_bytes([1; 16]),
-//!     issued_at_ms: 1_000_000,
-//!     expires_at_ms: 1_030_000,
+//!     let auth = StartAuthorization::issue(&key, StartAuthFields {
+//!         session_id: id.clone(),
+//!         digests,
+//!         nonce: Nonce::from_bytes([1; 16]),
+//!         issued_at_ms: 1_000_000,
+//!         expires_at_ms: 1_030_000,
+//!     })?;
+//!     let verified = auth.verify(&key, &id, &digests, StartAuthPolicy::default(), &clock, &mut nonces)?;
+//!     let binding = LaunchBinding::of_launch_spec(br#"{"argv":["/usr/bin/true"]}"#)?;
+//!     let proof = preparing.log_start(binding, verified, &mut log)?;
+//!     let starting = preparing.start(proof).map_err(LifecycleError::from)?;
+//!
+//!     let who = ProcessIdentity::new("0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0", 4242, 99, 7)?;
+//!     let proof = starting.log_run(who, &mut log)?;
+//!     let running = starting.run(proof).map_err(LifecycleError::from)?;
+//!     let proof = running.log_stop(StopReason::AgentExited, &mut log)?;
+//!     let stopping = running.stop(proof).map_err(LifecycleError::from)?;
+//!
+//!     // The terminal receipt is durable in the receipt journal first.
+//!     let receipt = TerminalReceiptRef::new(1, Sha256Digest::of(b"receipt"));
+//!     receipts.put(Subject::Session(&id), receipt);
+//!     let proof = stopping.log_exit(receipt, &receipts, &mut log)?;
+//!     let exited = stopping.exit(proof).map_err(LifecycleError::from)?;
+//!     // Leaving the scope: the session is parked (its brand dropped).
+//!     Ok(exited.park())
 //! })?;
-//! let verified = auth.verify(&key, &id, &digests, StartAuthPolicy::default(), &clock, &mut nonces)?;
-//! let binding = LaunchBinding::of_launch_spec(br#"{"argv":["/usr/bin/true"]}"#)?;
-//! let proof = preparing.log_start(binding, verified, &mut log)?;
-//! let starting = preparing.start(proof)?;
-//!
-//! let who = ProcessIdentity::new("0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0", 4242, 99, 7)?;
-//! let proof = starting.log_run(who, &mut log)?;
-//! let running = starting.run(proof)?;
-//! let proof = running.log_stop(StopReason::AgentExited, &mut log)?;
-//! let stopping = running.stop(proof)?;
-//!
-//! // The terminal receipt is durable in the receipt journal first.
-//! let receipt = TerminalReceiptRef::new(1, Sha256Digest::of(b"receipt"));
-//! receipts.put(Subject::Session(&id), receipt);
-//! let proof = stopping.log_exit(receipt, &receipts, &mut log)?;
-//! let exited = stopping.exit(proof)?;
-//! assert_eq!(exited.receipt(), receipt);
+//! assert_eq!(exited.receipt().receipt_seq(), 1);
 //!
 //! // Recovery from the same records finds the terminal session.
 //! let report = recover_all(log.records(SubjectKind::Session));
@@ -91,10 +103,12 @@
 
 pub mod any;
 pub mod apply;
+pub mod brand;
 pub mod error;
 pub mod evidence;
 #[cfg(feature = "test-support")]
 pub mod memory;
+pub mod parked;
 pub mod ports;
 pub mod proof;
 pub mod record;
@@ -104,8 +118,10 @@ pub mod stage;
 pub mod start_auth;
 
 pub use any::AnySession;
+pub use brand::{with_brand, Brand};
 pub use error::{LifecycleError, Refused};
 pub use evidence::{LaunchBinding, PlanDigests, ProcessIdentity, StopReason, TerminalReceiptRef};
+pub use parked::ParkedSession;
 pub use ports::{BaselineCleanup, Clock, PortError, ReceiptLog, TransitionLog};
 pub use proof::{AppendReceipt, Durable, PendingRecord, Subject, SubjectKind};
 pub use record::{SessionEntry, SessionRecord};
@@ -114,6 +130,11 @@ pub use recovery::{
 };
 pub use session::{Repeat, Session};
 pub use stage::{Created, Exited, Failed, Live, Preparing, Running, Stage, Starting, Stopping};
+#[cfg(doctest)]
+#[doc = include_str!("../../../docs/lifecycle.md")]
+/// The examples in `docs/lifecycle.md`, compiled and run as doctests.
+pub struct LifecycleMdDoctests;
+
 pub use start_auth::{
     Nonce, ServiceKey, StartAuthError, StartAuthFields, StartAuthPolicy, StartAuthorization,
     UsedNonces, VerifiedStart,

@@ -18,12 +18,16 @@
 //!
 //! Proofs are not `Clone`, `Copy`, `Default` or `Deserialize`, have private
 //! fields, are `#[must_use]` and are consumed by the transition that spends
-//! them. The binding to a session is checked when the proof is spent (the
-//! type system does not know session identities): a proof of session A
-//! handed to session B is refused with `lifecycle_proof_subject_mismatch`.
+//! them. A proof carries the [brand](crate::brand) `'id` of the session (or
+//! transaction) that minted it, and a transition accepts only proofs with
+//! its own brand, so spending a proof of session A on session B does not
+//! compile. The binding is checked again when the proof is spent, as
+//! defence in depth: a proof naming another subject is refused with
+//! `lifecycle_proof_subject_mismatch`.
 //!
 //! [`TransitionLog`]: crate::ports::TransitionLog
 
+use crate::brand::Invariant;
 use crate::error::LifecycleError;
 use crate::ports::TransitionLog;
 use core::fmt;
@@ -128,9 +132,12 @@ pub trait Recordable: sealed::Sealed {
 ///
 /// Minted only by this crate's `log_*` methods; spent by the matching
 /// transition. It carries the record's typed evidence (the new stage value),
-/// so the transition cannot use evidence other than what was recorded.
+/// so the transition cannot use evidence other than what was recorded, and
+/// the [brand](crate::brand) `'id` of the session or transaction that
+/// minted it, so no other one can spend it.
 #[must_use = "a durable proof must be spent on exactly one transition"]
-pub struct Durable<R: Recordable> {
+pub struct Durable<'id, R: Recordable> {
+    brand: Invariant<'id>,
     subject: SubjectKey,
     seq: u64,
     prev: Option<Sha256Digest>,
@@ -138,7 +145,7 @@ pub struct Durable<R: Recordable> {
     entered: R,
 }
 
-impl<R: Recordable> Durable<R> {
+impl<'id, R: Recordable> Durable<'id, R> {
     /// Sequence number of the durable record.
     pub fn seq(&self) -> u64 {
         self.seq
@@ -152,6 +159,11 @@ impl<R: Recordable> Durable<R> {
     /// The identifier of the subject the proof is bound to.
     pub fn subject_id(&self) -> &str {
         &self.subject.id
+    }
+
+    /// The brand the proof carries.
+    pub(crate) fn brand(&self) -> Invariant<'id> {
+        self.brand
     }
 
     /// The evidence the proof carries.
@@ -191,7 +203,7 @@ impl<R: Recordable> Durable<R> {
     }
 }
 
-impl<R: Recordable> fmt::Debug for Durable<R> {
+impl<R: Recordable> fmt::Debug for Durable<'_, R> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Durable")
             .field("subject", &self.subject)
@@ -276,14 +288,15 @@ pub(crate) fn record_digest(kind: SubjectKind, bytes: &[u8]) -> Sha256Digest {
 /// * no record at `seq`: append, check the acknowledgement, mint;
 /// * the same bytes at `seq`: mint without a second append (idempotent);
 /// * other bytes at `seq`: `lifecycle_transition_conflict`, fail closed.
-pub(crate) fn append_and_mint<R: Recordable, L: TransitionLog + ?Sized>(
+pub(crate) fn append_and_mint<'id, R: Recordable, L: TransitionLog + ?Sized>(
+    brand: Invariant<'id>,
     log: &mut L,
     subject: Subject<'_>,
     seq: u64,
     prev: Option<Sha256Digest>,
     bytes: &[u8],
     entered: R,
-) -> Result<Durable<R>, LifecycleError> {
+) -> Result<Durable<'id, R>, LifecycleError> {
     debug_assert_eq!(subject.kind(), R::KIND);
     let digest = record_digest(subject.kind(), bytes);
     match log
@@ -316,6 +329,7 @@ pub(crate) fn append_and_mint<R: Recordable, L: TransitionLog + ?Sized>(
         }
     }
     Ok(Durable {
+        brand,
         subject: subject.key(),
         seq,
         prev,

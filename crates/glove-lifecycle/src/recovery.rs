@@ -26,9 +26,9 @@
 
 use crate::any::AnySession;
 use crate::error::LifecycleError;
+use crate::parked::ParkedSession;
 use crate::proof::{record_digest, SubjectKind};
 use crate::record::{SessionEntry, SessionRecord};
-use crate::session::Session;
 use crate::stage::{Created, Exited, Failed, Preparing, Running, Starting, Stopping};
 use crate::start_auth::Nonce;
 use glove_types::codes::lifecycle as c;
@@ -42,17 +42,17 @@ use std::collections::BTreeMap;
 pub enum RecoveryDecision {
     /// Preparation had begun: remove partial materializations (after quota
     /// and descriptor checks), then fail the session.
-    AbandonPreparation(Session<Preparing>),
+    AbandonPreparation(ParkedSession<Preparing>),
     /// Launch intent without outcome: the process may or may not exist. Find
     /// and stop anything in the bound cgroup, then fail the session.
-    ResolveLaunch(Session<Starting>),
+    ResolveLaunch(ParkedSession<Starting>),
     /// The session was running: compare the recorded process identity (boot
     /// id, pid, start time, cgroup); signal only on an exact match; then fail
     /// the session.
-    ReconcileProcess(Session<Running>),
+    ReconcileProcess(ParkedSession<Running>),
     /// Stop intent without outcome: if the receipt journal holds the terminal
     /// receipt, record `exit`; otherwise fail the session.
-    FinishStop(Session<Stopping>),
+    FinishStop(ParkedSession<Stopping>),
 }
 
 impl RecoveryDecision {
@@ -101,13 +101,13 @@ impl RecoveryDecision {
 #[derive(Debug)]
 pub enum Recovered {
     /// Only the creation record is durable; nothing to resolve.
-    Created(Session<Created>),
+    Created(ParkedSession<Created>),
     /// Interrupted mid-transition: the runtime must decide.
     Interrupted(RecoveryDecision),
     /// Terminal: exited.
-    Exited(Session<Exited>),
+    Exited(ParkedSession<Exited>),
     /// Terminal: failed.
-    Failed(Session<Failed>),
+    Failed(ParkedSession<Failed>),
 }
 
 impl Recovered {
@@ -318,6 +318,6 @@ fn build<S: crate::stage::Stage>(
     digests: crate::evidence::PlanDigests,
     (history, head_seq, head_digest): Head,
     stage: S,
-) -> Session<S> {
-    Session::from_parts(id.clone(), digests, history, head_seq, head_digest, stage)
+) -> ParkedSession<S> {
+    ParkedSession::from_parts(id.clone(), digests, history, head_seq, head_digest, stage)
 }

@@ -1,31 +1,36 @@
-//! `Session<S>`: the session lifecycle as a typestate.
+//! `Session<'id, S>`: the session lifecycle as a typestate.
 //!
 //! Every transition is two steps, so that the record is durable *before* the
 //! new stage exists (write-ahead):
 //!
 //! 1. `log_<step>(&self, evidence…, log)` builds the record, appends it to
 //!    the [`TransitionLog`] (or finds the identical record already there) and
-//!    returns a [`Durable`] proof carrying the evidence;
+//!    returns a [`Durable`] proof carrying the evidence and the session's
+//!    brand `'id`;
 //! 2. `<step>(self, proof)` consumes the session and the proof and returns
-//!    the next stage. It refuses a proof minted for another session, or one
-//!    that does not follow this session's last record, and hands the session
-//!    back inside [`Refused`].
+//!    the next stage. A proof of another session has another brand and does
+//!    not compile here (see [`crate::brand`]); at run time the transition
+//!    still refuses a proof naming another session, or one that does not
+//!    follow this session's last record, and hands the session back inside
+//!    [`Refused`].
 //!
 //! Only the methods below exist, so an illegal transition does not compile:
 //! `Session<Created>` has no `log_run`, `Session<Exited>` no `log_fail`.
 //!
 //! ```compile_fail,E0599
 //! use glove_lifecycle::{Created, Session, StopReason, TransitionLog};
-//! fn f<L: TransitionLog>(s: Session<Created>, log: &mut L) {
+//! fn f<L: TransitionLog>(s: Session<'_, Created>, log: &mut L) {
 //!     // A created session has no stop transition.
 //!     let _ = s.log_stop(StopReason::Requested, log);
 //! }
 //! ```
 
+use crate::brand::Brand;
 use crate::error::{LifecycleError, Refused};
 use crate::evidence::{
     LaunchBinding, PlanDigests, ProcessIdentity, StopReason, TerminalReceiptRef,
 };
+use crate::parked::ParkedSession;
 use crate::ports::{confirm_receipt, ReceiptLog, TransitionLog};
 use crate::proof::{append_and_mint, Durable, Subject};
 use crate::record::{self, SessionEntry};
@@ -36,38 +41,48 @@ use glove_types::ids::SessionId;
 use glove_types::stage::SessionStage;
 use glove_types::{ErrorCode, Sha256Digest};
 
-/// A session in stage `S`. Not `Clone`: exactly one value stands for the
-/// session's current stage.
-pub struct Session<S: Stage> {
-    id: SessionId,
-    digests: PlanDigests,
-    /// `(stage entered, record digest)` for records `0..=head`; at most one
-    /// per stage, so at most seven. Used for idempotent repeats.
-    history: Vec<(SessionStage, Sha256Digest)>,
-    head_seq: u64,
-    head_digest: Sha256Digest,
-    stage: S,
+/// A session in stage `S`, named by the brand `'id`. Not `Clone`: exactly
+/// one value stands for the session's current stage.
+///
+/// Only a branded session has `log_*` methods and transitions; its proofs
+/// carry `'id` and only it can spend them. Get one from
+/// [`Session::create`] (after [`Session::log_create`] with a fresh
+/// [`Brand`]) or from a [`ParkedSession`] ([`ParkedSession::enter`],
+/// [`ParkedSession::brand`]); leave the scope with [`Session::park`].
+pub struct Session<'id, S: Stage> {
+    parked: ParkedSession<S>,
+    brand: Brand<'id>,
 }
 
-impl<S: Stage> fmt::Debug for Session<S> {
+impl<S: Stage> fmt::Debug for Session<'_, S> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Session")
-            .field("id", &self.id)
+            .field("id", &self.parked.id)
             .field("stage", &S::STAGE)
-            .field("head_seq", &self.head_seq)
+            .field("head_seq", &self.parked.head_seq)
             .finish_non_exhaustive()
     }
 }
 
-impl<S: Stage> Session<S> {
+impl<'id, S: Stage> Session<'id, S> {
+    pub(crate) fn branded(parked: ParkedSession<S>, brand: Brand<'id>) -> Self {
+        Session { parked, brand }
+    }
+
+    /// Drops the brand: the session leaves this scope as a
+    /// [`ParkedSession`], and proofs it minted can no longer be spent.
+    pub fn park(self) -> ParkedSession<S> {
+        self.parked
+    }
+
     /// The session id.
     pub fn id(&self) -> &SessionId {
-        &self.id
+        self.parked.id()
     }
 
     /// Both plan digests, fixed at creation.
     pub fn digests(&self) -> &PlanDigests {
-        &self.digests
+        self.parked.digests()
     }
 
     /// The stage, as data.
@@ -77,26 +92,26 @@ impl<S: Stage> Session<S> {
 
     /// The stage value with its evidence.
     pub fn stage_data(&self) -> &S {
-        &self.stage
+        self.parked.stage_data()
     }
 
     /// Sequence number of the last durable record.
     pub fn last_seq(&self) -> u64 {
-        self.head_seq
+        self.parked.last_seq()
     }
 
     /// Digest of the last durable record.
     pub fn last_record_digest(&self) -> Sha256Digest {
-        self.head_digest
+        self.parked.last_record_digest()
     }
 
     /// `(stage, record digest)` of every durable record, in order.
     pub fn history(&self) -> &[(SessionStage, Sha256Digest)] {
-        &self.history
+        self.parked.history()
     }
 
     fn subject(&self) -> Subject<'_> {
-        Subject::Session(&self.id)
+        Subject::Session(&self.parked.id)
     }
 
     /// Builds, appends and proves the next record.
@@ -105,89 +120,46 @@ impl<S: Stage> Session<S> {
         entry: &SessionEntry,
         next: N,
         log: &mut L,
-    ) -> Result<Durable<N>, LifecycleError> {
-        let seq = self.head_seq.saturating_add(1);
-        let bytes = record::encode(&self.id, seq, Some(self.head_digest), entry)?;
+    ) -> Result<Durable<'id, N>, LifecycleError> {
+        let p = &self.parked;
+        let seq = p.head_seq.saturating_add(1);
+        let bytes = record::encode(&p.id, seq, Some(p.head_digest), entry)?;
         append_and_mint(
+            self.brand.marker(),
             log,
             self.subject(),
             seq,
-            Some(self.head_digest),
+            Some(p.head_digest),
             &bytes,
             next,
         )
     }
 
     /// Spends `proof` and moves to stage `N`.
-    fn advance<N: Stage>(self, proof: Durable<N>) -> Result<Session<N>, Refused<Self>> {
-        match proof.spend(self.subject(), self.head_seq, self.head_digest) {
+    fn advance<N: Stage>(self, proof: Durable<'id, N>) -> Result<Session<'id, N>, Refused<Self>> {
+        let p = &self.parked;
+        match proof.spend(self.subject(), p.head_seq, p.head_digest) {
             Ok((stage, seq, digest)) => {
-                let mut history = self.history;
+                let ParkedSession {
+                    id,
+                    digests,
+                    mut history,
+                    ..
+                } = self.parked;
                 history.push((N::STAGE, digest));
                 Ok(Session {
-                    id: self.id,
-                    digests: self.digests,
-                    history,
-                    head_seq: seq,
-                    head_digest: digest,
-                    stage,
+                    parked: ParkedSession {
+                        id,
+                        digests,
+                        history,
+                        head_seq: seq,
+                        head_digest: digest,
+                        stage,
+                    },
+                    brand: self.brand,
                 })
             }
             Err((_, e)) => Err(Refused::new(self, e)),
-        }
-    }
-
-    /// Rebuilds a session from replayed, already checked parts.
-    pub(crate) fn from_parts(
-        id: SessionId,
-        digests: PlanDigests,
-        history: Vec<(SessionStage, Sha256Digest)>,
-        head_seq: u64,
-        head_digest: Sha256Digest,
-        stage: S,
-    ) -> Self {
-        Self {
-            id,
-            digests,
-            history,
-            head_seq,
-            head_digest,
-            stage,
-        }
-    }
-
-    /// Whether a record entering `entry.stage()` would repeat, conflict with,
-    /// or extend this session's history (see [`crate::AnySession::check_repeat`]).
-    pub(crate) fn repeat_of(&self, entry: &SessionEntry) -> Result<Repeat, LifecycleError> {
-        let target = entry.stage();
-        for (seq, (stage, digest)) in self.history.iter().enumerate() {
-            if *stage != target {
-                continue;
-            }
-            let seq = u64::try_from(seq).unwrap_or(u64::MAX);
-            let prev = match seq.checked_sub(1) {
-                None => None,
-                Some(p) => self
-                    .history
-                    .get(usize::try_from(p).unwrap_or(usize::MAX))
-                    .map(|(_, d)| *d),
-            };
-            let bytes = record::encode(&self.id, seq, prev, entry)?;
-            if crate::proof::record_digest(crate::proof::SubjectKind::Session, &bytes) == *digest {
-                return Ok(Repeat::AlreadyRecorded { seq });
-            }
-            return Err(LifecycleError::TransitionConflict {
-                kind: crate::proof::SubjectKind::Session,
-                seq,
-            });
-        }
-        if S::STAGE.can_transition(target) {
-            Ok(Repeat::New)
-        } else {
-            Err(LifecycleError::IllegalTransition {
-                from: S::STAGE,
-                to: target,
-            })
         }
     }
 }
@@ -205,18 +177,23 @@ pub enum Repeat {
     New,
 }
 
-impl Session<Created> {
-    /// Appends record 0 of a new session (write-ahead for creation).
+impl<'id> Session<'id, Created> {
+    /// Appends record 0 of a new session (write-ahead for creation). The
+    /// proof, and the session [`create`](Session::create) makes of it, are
+    /// named by `brand`, which is used up (on failure too: open a new
+    /// [`with_brand`](crate::with_brand) scope to retry).
     ///
     /// Repeating it with the same id and digests is idempotent; the same id
     /// with other digests fails with `lifecycle_transition_conflict`.
     pub fn log_create<L: TransitionLog + ?Sized>(
+        brand: Brand<'id>,
         id: &SessionId,
         digests: PlanDigests,
         log: &mut L,
-    ) -> Result<Durable<Created>, LifecycleError> {
+    ) -> Result<Durable<'id, Created>, LifecycleError> {
         let bytes = record::encode(id, 0, None, &SessionEntry::Created { digests })?;
         append_and_mint(
+            brand.marker(),
             log,
             Subject::Session(id),
             0,
@@ -227,7 +204,7 @@ impl Session<Created> {
     }
 
     /// The created session, from the proof of its record 0.
-    pub fn create(proof: Durable<Created>) -> Result<Session<Created>, LifecycleError> {
+    pub fn create(proof: Durable<'id, Created>) -> Result<Session<'id, Created>, LifecycleError> {
         let seq = proof.seq();
         if seq != 0 {
             return Err(LifecycleError::ProofStale {
@@ -235,33 +212,39 @@ impl Session<Created> {
                 found_seq: seq,
             });
         }
+        // The proof consumed the brand in `log_create`; the session carries it.
+        let brand = Brand::carried(proof.brand());
         let (id, created, digest) = proof.spend_first();
         let id = SessionId::new(id).map_err(LifecycleError::record)?;
-        Ok(Session {
+        let parked = ParkedSession::from_parts(
             id,
-            digests: created.digests,
-            history: vec![(SessionStage::Created, digest)],
-            head_seq: 0,
-            head_digest: digest,
-            stage: created,
-        })
+            created.digests,
+            vec![(SessionStage::Created, digest)],
+            0,
+            digest,
+            created,
+        );
+        Ok(Session { parked, brand })
     }
 
     /// Appends the prepare record.
     pub fn log_prepare<L: TransitionLog + ?Sized>(
         &self,
         log: &mut L,
-    ) -> Result<Durable<Preparing>, LifecycleError> {
+    ) -> Result<Durable<'id, Preparing>, LifecycleError> {
         self.log_next(&SessionEntry::Preparing, Preparing { _private: () }, log)
     }
 
     /// `Created → Preparing`.
-    pub fn prepare(self, proof: Durable<Preparing>) -> Result<Session<Preparing>, Refused<Self>> {
+    pub fn prepare(
+        self,
+        proof: Durable<'id, Preparing>,
+    ) -> Result<Session<'id, Preparing>, Refused<Self>> {
         self.advance(proof)
     }
 }
 
-impl Session<Preparing> {
+impl<'id> Session<'id, Preparing> {
     /// Appends the launch-intent record: the launch binding and a start
     /// authorization verified for this session (and both its digests).
     pub fn log_start<L: TransitionLog + ?Sized>(
@@ -269,14 +252,14 @@ impl Session<Preparing> {
         binding: LaunchBinding,
         start: VerifiedStart,
         log: &mut L,
-    ) -> Result<Durable<Starting>, LifecycleError> {
-        if start.session_id != self.id {
+    ) -> Result<Durable<'id, Starting>, LifecycleError> {
+        if start.session_id != self.parked.id {
             return Err(StartAuthError::SessionMismatch.into());
         }
-        if start.digests.plan_content_digest() != self.digests.plan_content_digest() {
+        if start.digests.plan_content_digest() != self.parked.digests.plan_content_digest() {
             return Err(StartAuthError::PlanContentDigestMismatch.into());
         }
-        if start.digests.controller_plan_digest() != self.digests.controller_plan_digest() {
+        if start.digests.controller_plan_digest() != self.parked.digests.controller_plan_digest() {
             return Err(StartAuthError::ControllerDigestMismatch.into());
         }
         let entry = SessionEntry::Starting {
@@ -295,15 +278,18 @@ impl Session<Preparing> {
     }
 
     /// `Preparing → Starting`.
-    pub fn start(self, proof: Durable<Starting>) -> Result<Session<Starting>, Refused<Self>> {
+    pub fn start(
+        self,
+        proof: Durable<'id, Starting>,
+    ) -> Result<Session<'id, Starting>, Refused<Self>> {
         self.advance(proof)
     }
 }
 
-impl Session<Starting> {
+impl<'id> Session<'id, Starting> {
     /// The launch binding recorded for this start.
     pub fn launch_binding(&self) -> LaunchBinding {
-        self.stage.binding
+        self.parked.stage.binding
     }
 
     /// Appends the running record with the launched process's identity.
@@ -311,7 +297,7 @@ impl Session<Starting> {
         &self,
         identity: ProcessIdentity,
         log: &mut L,
-    ) -> Result<Durable<Running>, LifecycleError> {
+    ) -> Result<Durable<'id, Running>, LifecycleError> {
         let entry = SessionEntry::Running {
             identity: identity.clone(),
         };
@@ -319,15 +305,15 @@ impl Session<Starting> {
     }
 
     /// `Starting → Running`.
-    pub fn run(self, proof: Durable<Running>) -> Result<Session<Running>, Refused<Self>> {
+    pub fn run(self, proof: Durable<'id, Running>) -> Result<Session<'id, Running>, Refused<Self>> {
         self.advance(proof)
     }
 }
 
-impl Session<Running> {
+impl<'id> Session<'id, Running> {
     /// The recorded process identity.
     pub fn process_identity(&self) -> &ProcessIdentity {
-        &self.stage.identity
+        &self.parked.stage.identity
     }
 
     /// Appends the stop-intent record.
@@ -335,17 +321,20 @@ impl Session<Running> {
         &self,
         reason: StopReason,
         log: &mut L,
-    ) -> Result<Durable<Stopping>, LifecycleError> {
+    ) -> Result<Durable<'id, Stopping>, LifecycleError> {
         self.log_next(&SessionEntry::Stopping { reason }, Stopping { reason }, log)
     }
 
     /// `Running → Stopping`.
-    pub fn stop(self, proof: Durable<Stopping>) -> Result<Session<Stopping>, Refused<Self>> {
+    pub fn stop(
+        self,
+        proof: Durable<'id, Stopping>,
+    ) -> Result<Session<'id, Stopping>, Refused<Self>> {
         self.advance(proof)
     }
 }
 
-impl Session<Stopping> {
+impl<'id> Session<'id, Stopping> {
     /// Confirms with the receipt journal that `receipt` is this session's
     /// durable terminal receipt, then appends the exit record.
     pub fn log_exit<R: ReceiptLog + ?Sized, L: TransitionLog + ?Sized>(
@@ -353,18 +342,18 @@ impl Session<Stopping> {
         receipt: TerminalReceiptRef,
         receipts: &R,
         log: &mut L,
-    ) -> Result<Durable<Exited>, LifecycleError> {
+    ) -> Result<Durable<'id, Exited>, LifecycleError> {
         confirm_receipt(receipts, self.subject(), &receipt)?;
         self.log_next(&SessionEntry::Exited { receipt }, Exited { receipt }, log)
     }
 
     /// `Stopping → Exited` (terminal).
-    pub fn exit(self, proof: Durable<Exited>) -> Result<Session<Exited>, Refused<Self>> {
+    pub fn exit(self, proof: Durable<'id, Exited>) -> Result<Session<'id, Exited>, Refused<Self>> {
         self.advance(proof)
     }
 }
 
-impl<S: Live> Session<S> {
+impl<'id, S: Live> Session<'id, S> {
     /// Confirms the durable terminal receipt, then appends a failure record
     /// with `code` and the current stage.
     pub fn log_fail<R: ReceiptLog + ?Sized, L: TransitionLog + ?Sized>(
@@ -373,7 +362,7 @@ impl<S: Live> Session<S> {
         receipt: TerminalReceiptRef,
         receipts: &R,
         log: &mut L,
-    ) -> Result<Durable<Failed>, LifecycleError> {
+    ) -> Result<Durable<'id, Failed>, LifecycleError> {
         confirm_receipt(receipts, self.subject(), &receipt)?;
         let entry = SessionEntry::Failed {
             code,
@@ -389,10 +378,10 @@ impl<S: Live> Session<S> {
     }
 
     /// `<any live stage> → Failed` (terminal).
-    pub fn fail(self, proof: Durable<Failed>) -> Result<Session<Failed>, Refused<Self>> {
+    pub fn fail(self, proof: Durable<'id, Failed>) -> Result<Session<'id, Failed>, Refused<Self>> {
         if proof_failed_in(&proof) != S::STAGE {
             let e = LifecycleError::ProofStale {
-                expected_seq: self.head_seq.saturating_add(1),
+                expected_seq: self.parked.head_seq.saturating_add(1),
                 found_seq: proof.seq(),
             };
             return Err(Refused::new(self, e));
@@ -401,30 +390,77 @@ impl<S: Live> Session<S> {
     }
 }
 
-fn proof_failed_in(p: &Durable<Failed>) -> SessionStage {
+fn proof_failed_in(p: &Durable<'_, Failed>) -> SessionStage {
     p.entered().failed_in
 }
 
-impl Session<Exited> {
+impl<'id> Session<'id, Exited> {
     /// The terminal receipt.
     pub fn receipt(&self) -> TerminalReceiptRef {
-        self.stage.receipt
+        self.parked.stage.receipt
     }
 }
 
-impl Session<Failed> {
+impl<'id> Session<'id, Failed> {
     /// The failure code.
     pub fn failure_code(&self) -> ErrorCode {
-        self.stage.code
+        self.parked.stage.code
     }
 
     /// The stage the session failed in.
     pub fn failed_in(&self) -> SessionStage {
-        self.stage.failed_in
+        self.parked.stage.failed_in
     }
 
     /// The terminal receipt.
     pub fn receipt(&self) -> TerminalReceiptRef {
-        self.stage.receipt
+        self.parked.stage.receipt
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! The runtime subject check behind the brand. Public code cannot give
+    //! two sessions one brand (that is what `tests/ui/proof_other_session.rs`
+    //! shows), so this test does it with the crate-private constructor to
+    //! prove the check still refuses a foreign proof.
+
+    use super::*;
+    use crate::brand::with_brand;
+    use crate::memory::MemoryLog;
+    use glove_types::codes::lifecycle::LIFECYCLE_PROOF_SUBJECT_MISMATCH;
+    use glove_types::{Blake3Digest, Sha256Digest};
+
+    fn digests() -> PlanDigests {
+        PlanDigests::new(Sha256Digest::of(b"plan"), Blake3Digest::of(b"plan"))
+    }
+
+    #[test]
+    fn a_proof_of_another_session_is_refused_at_runtime_too() {
+        let mut log = MemoryLog::new();
+        let (Ok(id_a), Ok(id_b)) = (SessionId::new("s-a"), SessionId::new("s-b")) else {
+            panic!("valid ids");
+        };
+        let b = with_brand(|brand| {
+            Session::log_create(brand, &id_b, digests(), &mut log)
+                .and_then(Session::create)
+                .map(Session::park)
+        })
+        .expect("create b");
+        with_brand(|brand| {
+            let a = Session::log_create(brand, &id_a, digests(), &mut log)
+                .and_then(Session::create)
+                .expect("create a");
+            // Forged here only: B under A's brand.
+            let b = b.brand(Brand::carried(a.brand.marker()));
+            let proof_for_a = a.log_prepare(&mut log).expect("log prepare a");
+            let refused = b.prepare(proof_for_a).expect_err("foreign proof");
+            assert_eq!(refused.code(), LIFECYCLE_PROOF_SUBJECT_MISMATCH);
+            let (b, _) = refused.into_parts();
+            // B is handed back unchanged and can still move with its own proof.
+            assert_eq!(b.stage(), SessionStage::Created);
+            let p = b.log_prepare(&mut log).expect("log prepare b");
+            assert!(b.prepare(p).is_ok());
+        });
     }
 }

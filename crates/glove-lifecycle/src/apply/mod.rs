@@ -8,7 +8,11 @@
 //!    └────────────┴─────────────┴──▶ ambiguous      (never left automatically)
 //! ```
 //!
-//! * [`Txn<Reserved>`](Txn) consumes the grant id, authorization digest and
+//! * [`Txn<'id, S>`](Txn) is branded like a session (see
+//!   [`crate::brand`]): it spends only proofs it minted. Replay and recovery
+//!   hand out [`ParkedTxn<S>`](ParkedTxn), which a fresh brand turns back
+//!   into a `Txn` ([`ParkedTxn::enter`]).
+//! * [`Txn::log_reserve`] consumes the grant id, authorization digest and
 //!   manifest digest in a [`SingleUseRegistry`] before its record is
 //!   appended; a reused value fails closed.
 //! * `Failed` and `Applied` need a durable terminal receipt, confirmed with
@@ -20,12 +24,14 @@
 //! * [`replay_apply`] replays a transaction and [`AnyApply::classify`] classifies it from
 //!   descriptor-proven findings.
 
+mod parked;
 mod record;
 mod recovery;
 mod registry;
 mod states;
 mod txn;
 
+pub use parked::ParkedTxn;
 pub use record::{ApplyEntry, ApplyRecord, APPLY_RECORD_FORMAT};
 pub use recovery::{
     classify, replay_apply, AnyApply, Classification, DescriptorFindings, LocatorCheck,

@@ -26,11 +26,11 @@
 //! applied one is handed back so its baseline cleanup can be retried); an
 //! ambiguous one stays ambiguous whatever the findings say.
 
+use super::parked::ParkedTxn;
 use super::record::{ApplyEntry, ApplyRecord};
 use super::states::{
     AmbiguityReason, Ambiguous, Applied, ApplyStage, Committed, Failed, Prepared, Reserved,
 };
-use super::txn::Txn;
 use super::Reservation;
 use crate::error::{LifecycleError, Refused};
 use crate::ports::TransitionLog;
@@ -127,34 +127,34 @@ pub fn classify(journal: ApplyState, f: &DescriptorFindings) -> Classification {
 #[derive(Debug)]
 pub enum AnyApply {
     /// Reserved.
-    Reserved(Txn<Reserved>),
+    Reserved(ParkedTxn<Reserved>),
     /// Prepared.
-    Prepared(Txn<Prepared>),
+    Prepared(ParkedTxn<Prepared>),
     /// Committed.
-    Committed(Txn<Committed>),
+    Committed(ParkedTxn<Committed>),
     /// Applied (terminal).
-    Applied(Txn<Applied>),
+    Applied(ParkedTxn<Applied>),
     /// Failed (terminal).
-    Failed(Txn<Failed>),
+    Failed(ParkedTxn<Failed>),
     /// Ambiguous.
-    Ambiguous(Txn<Ambiguous>),
+    Ambiguous(ParkedTxn<Ambiguous>),
 }
 
 /// A transaction after recovery classification.
 #[derive(Debug)]
 pub enum RecoveredApply {
     /// Proven reserved.
-    Reserved(Txn<Reserved>),
+    Reserved(ParkedTxn<Reserved>),
     /// Proven prepared.
-    Prepared(Txn<Prepared>),
+    Prepared(ParkedTxn<Prepared>),
     /// Proven committed.
-    Committed(Txn<Committed>),
+    Committed(ParkedTxn<Committed>),
     /// Ambiguous (now durably recorded, or already was).
-    Ambiguous(Txn<Ambiguous>),
+    Ambiguous(ParkedTxn<Ambiguous>),
     /// Terminal applied: retry baseline cleanup.
-    Applied(Txn<Applied>),
+    Applied(ParkedTxn<Applied>),
     /// Terminal failed: nothing to do.
-    Failed(Txn<Failed>),
+    Failed(ParkedTxn<Failed>),
 }
 
 impl RecoveredApply {
@@ -197,7 +197,7 @@ impl AnyApply {
     }
 
     /// The typed committed transaction, or `lifecycle_wrong_stage`.
-    pub fn try_into_committed(self) -> Result<Txn<Committed>, Refused<AnyApply>> {
+    pub fn try_into_committed(self) -> Result<ParkedTxn<Committed>, Refused<AnyApply>> {
         match self {
             AnyApply::Committed(t) => Ok(t),
             other @ (AnyApply::Reserved(_)
@@ -224,21 +224,21 @@ impl AnyApply {
         log: &mut L,
     ) -> Result<RecoveredApply, LifecycleError> {
         fn decide<S, L>(
-            t: Txn<S>,
+            t: ParkedTxn<S>,
             f: &DescriptorFindings,
             log: &mut L,
-            keep: fn(Txn<S>) -> RecoveredApply,
+            keep: fn(ParkedTxn<S>) -> RecoveredApply,
         ) -> Result<RecoveredApply, LifecycleError>
         where
             S: super::states::Undecided,
             L: TransitionLog + ?Sized,
         {
             match classify(S::STATE, f) {
-                Classification::Ambiguous(reason) => {
+                Classification::Ambiguous(reason) => t.enter(|t| {
                     let proof = t.log_ambiguous(APPLY_AMBIGUOUS, log)?;
                     let t = t.mark_ambiguous(proof).map_err(LifecycleError::from)?;
-                    Ok(RecoveredApply::Ambiguous(with_reason(t, reason)))
-                }
+                    Ok(RecoveredApply::Ambiguous(with_reason(t.park(), reason)))
+                }),
                 Classification::Reserved | Classification::Prepared | Classification::Committed => {
                     Ok(keep(t))
                 }
@@ -255,8 +255,8 @@ impl AnyApply {
     }
 }
 
-fn with_reason(mut t: Txn<Ambiguous>, reason: AmbiguityReason) -> Txn<Ambiguous> {
-    t.stage_mut().reason = reason;
+fn with_reason(mut t: ParkedTxn<Ambiguous>, reason: AmbiguityReason) -> ParkedTxn<Ambiguous> {
+    t.stage.reason = reason;
     t
 }
 
@@ -361,6 +361,6 @@ type Parts = (
     Sha256Digest,
 );
 
-fn build<S: ApplyStage>((id, r, h, seq, d): Parts, stage: S) -> Txn<S> {
-    Txn::from_parts(id, r, h, seq, d, stage)
+fn build<S: ApplyStage>((id, r, h, seq, d): Parts, stage: S) -> ParkedTxn<S> {
+    ParkedTxn::from_parts(id, r, h, seq, d, stage)
 }

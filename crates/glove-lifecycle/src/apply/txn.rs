@@ -1,7 +1,9 @@
-//! `Txn<S>`: the apply transaction as a typestate. Same two-step shape as
-//! sessions: `log_<step>(&self, …)` appends and proves, `<step>(self, proof)`
-//! moves.
+//! `Txn<'id, S>`: the apply transaction as a typestate. Same two-step shape
+//! as sessions: `log_<step>(&self, …)` appends and proves, `<step>(self,
+//! proof)` moves; the same brand rule: a transaction spends only proofs it
+//! minted itself (see [`crate::brand`]).
 
+use super::parked::ParkedTxn;
 use super::record::{self, ApplyEntry};
 use super::registry::SingleUseRegistry;
 use super::states::{
@@ -9,6 +11,7 @@ use super::states::{
     Reserved, Undecided,
 };
 use super::{Reservation, TransactionId};
+use crate::brand::Brand;
 use crate::error::{LifecycleError, Refused};
 use crate::evidence::TerminalReceiptRef;
 use crate::ports::{confirm_receipt, BaselineCleanup, PortError, ReceiptLog, TransitionLog};
@@ -17,35 +20,43 @@ use core::fmt;
 use glove_types::stage::ApplyState;
 use glove_types::{ErrorCode, Sha256Digest};
 
-/// An apply transaction in state `S`. Not `Clone`.
-pub struct Txn<S: ApplyStage> {
-    id: TransactionId,
-    reservation: Reservation,
-    history: Vec<(ApplyState, Sha256Digest)>,
-    head_seq: u64,
-    head_digest: Sha256Digest,
-    stage: S,
+/// An apply transaction in state `S`, named by the brand `'id`. Not
+/// `Clone`. Only a branded transaction has `log_*` methods and transitions,
+/// and it spends only proofs carrying its own `'id` (see [`crate::brand`]).
+pub struct Txn<'id, S: ApplyStage> {
+    parked: ParkedTxn<S>,
+    brand: Brand<'id>,
 }
 
-impl<S: ApplyStage> fmt::Debug for Txn<S> {
+impl<S: ApplyStage> fmt::Debug for Txn<'_, S> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Txn")
-            .field("id", &self.id)
+            .field("id", &self.parked.id)
             .field("state", &S::STATE)
-            .field("head_seq", &self.head_seq)
+            .field("head_seq", &self.parked.head_seq)
             .finish_non_exhaustive()
     }
 }
 
-impl<S: ApplyStage> Txn<S> {
+impl<'id, S: ApplyStage> Txn<'id, S> {
+    pub(crate) fn branded(parked: ParkedTxn<S>, brand: Brand<'id>) -> Self {
+        Txn { parked, brand }
+    }
+
+    /// Drops the brand: the transaction leaves this scope as a
+    /// [`ParkedTxn`], and proofs it minted can no longer be spent.
+    pub fn park(self) -> ParkedTxn<S> {
+        self.parked
+    }
+
     /// The transaction id.
     pub fn id(&self) -> &TransactionId {
-        &self.id
+        self.parked.id()
     }
 
     /// What the transaction reserved.
     pub fn reservation(&self) -> &Reservation {
-        &self.reservation
+        self.parked.reservation()
     }
 
     /// The state, as data.
@@ -55,21 +66,21 @@ impl<S: ApplyStage> Txn<S> {
 
     /// The state value with its evidence.
     pub fn state_data(&self) -> &S {
-        &self.stage
+        self.parked.state_data()
     }
 
     /// Sequence number of the last durable record.
     pub fn last_seq(&self) -> u64 {
-        self.head_seq
+        self.parked.last_seq()
     }
 
     /// `(state, record digest)` of every durable record.
     pub fn history(&self) -> &[(ApplyState, Sha256Digest)] {
-        &self.history
+        self.parked.history()
     }
 
     fn subject(&self) -> Subject<'_> {
-        Subject::Apply(&self.id)
+        Subject::Apply(&self.parked.id)
     }
 
     fn log_next<N: ApplyStage, L: TransitionLog + ?Sized>(
@@ -77,73 +88,62 @@ impl<S: ApplyStage> Txn<S> {
         entry: &ApplyEntry,
         next: N,
         log: &mut L,
-    ) -> Result<Durable<N>, LifecycleError> {
-        let seq = self.head_seq.saturating_add(1);
-        let bytes = record::encode(&self.id, seq, Some(self.head_digest), entry)?;
+    ) -> Result<Durable<'id, N>, LifecycleError> {
+        let p = &self.parked;
+        let seq = p.head_seq.saturating_add(1);
+        let bytes = record::encode(&p.id, seq, Some(p.head_digest), entry)?;
         append_and_mint(
+            self.brand.marker(),
             log,
             self.subject(),
             seq,
-            Some(self.head_digest),
+            Some(p.head_digest),
             &bytes,
             next,
         )
     }
 
-    fn advance<N: ApplyStage>(self, proof: Durable<N>) -> Result<Txn<N>, Refused<Self>> {
-        match proof.spend(self.subject(), self.head_seq, self.head_digest) {
+    fn advance<N: ApplyStage>(self, proof: Durable<'id, N>) -> Result<Txn<'id, N>, Refused<Self>> {
+        let p = &self.parked;
+        match proof.spend(self.subject(), p.head_seq, p.head_digest) {
             Ok((stage, seq, digest)) => {
-                let mut history = self.history;
+                let ParkedTxn {
+                    id,
+                    reservation,
+                    mut history,
+                    ..
+                } = self.parked;
                 history.push((N::STATE, digest));
                 Ok(Txn {
-                    id: self.id,
-                    reservation: self.reservation,
-                    history,
-                    head_seq: seq,
-                    head_digest: digest,
-                    stage,
+                    parked: ParkedTxn {
+                        id,
+                        reservation,
+                        history,
+                        head_seq: seq,
+                        head_digest: digest,
+                        stage,
+                    },
+                    brand: self.brand,
                 })
             }
             Err((_, e)) => Err(Refused::new(self, e)),
         }
     }
-
-    pub(crate) fn stage_mut(&mut self) -> &mut S {
-        &mut self.stage
-    }
-
-    /// Rebuilds a transaction from replayed, already checked parts.
-    pub(crate) fn from_parts(
-        id: TransactionId,
-        reservation: Reservation,
-        history: Vec<(ApplyState, Sha256Digest)>,
-        head_seq: u64,
-        head_digest: Sha256Digest,
-        stage: S,
-    ) -> Self {
-        Self {
-            id,
-            reservation,
-            history,
-            head_seq,
-            head_digest,
-            stage,
-        }
-    }
 }
 
-impl Txn<Reserved> {
+impl<'id> Txn<'id, Reserved> {
     /// Consumes the reservation's single-use values in `registry` (fail
     /// closed on any reuse), then appends record 0.
     ///
     /// A byte-identical repeat, already durable, returns a proof without
     /// touching the registry or appending again.
     pub fn log_reserve<L: TransitionLog + ?Sized>(
+        brand: Brand<'id>,
         id: &TransactionId,
         reservation: &Reservation,
         registry: &mut SingleUseRegistry,
         log: &mut L,
-    ) -> Result<Durable<Reserved>, LifecycleError> {
+    ) -> Result<Durable<'id, Reserved>, LifecycleError> {
         let entry = ApplyEntry::Reserved {
             reservation: reservation.clone(),
         };
@@ -156,27 +156,31 @@ impl Txn<Reserved> {
         let next = Reserved {
             reservation: reservation.clone(),
         };
-        append_and_mint(log, subject, 0, None, &bytes, next)
+        append_and_mint(brand.marker(), log, subject, 0, None, &bytes, next)
     }
 
     /// The reserved transaction, from the proof of its record 0.
-    pub fn reserve(proof: Durable<Reserved>) -> Result<Txn<Reserved>, LifecycleError> {
+    pub fn reserve(proof: Durable<'id, Reserved>) -> Result<Txn<'id, Reserved>, LifecycleError> {
         if proof.seq() != 0 {
             return Err(LifecycleError::ProofStale {
                 expected_seq: 0,
                 found_seq: proof.seq(),
             });
         }
+        // The proof consumed the brand in `log_reserve`; the transaction
+        // carries it.
+        let brand = Brand::carried(proof.brand());
         let (id, stage, digest) = proof.spend_first();
         let id = TransactionId::new(id).map_err(LifecycleError::record)?;
-        Ok(Txn {
+        let parked = ParkedTxn::from_parts(
             id,
-            reservation: stage.reservation.clone(),
-            history: vec![(ApplyState::Reserved, digest)],
-            head_seq: 0,
-            head_digest: digest,
+            stage.reservation.clone(),
+            vec![(ApplyState::Reserved, digest)],
+            0,
+            digest,
             stage,
-        })
+        );
+        Ok(Txn { parked, brand })
     }
 
     /// Appends the prepared record: the candidate is staged and synced.
@@ -184,7 +188,7 @@ impl Txn<Reserved> {
         &self,
         candidate_digest: Sha256Digest,
         log: &mut L,
-    ) -> Result<Durable<Prepared>, LifecycleError> {
+    ) -> Result<Durable<'id, Prepared>, LifecycleError> {
         self.log_next(
             &ApplyEntry::Prepared { candidate_digest },
             Prepared { candidate_digest },
@@ -193,37 +197,43 @@ impl Txn<Reserved> {
     }
 
     /// `Reserved → Prepared`.
-    pub fn prepare(self, proof: Durable<Prepared>) -> Result<Txn<Prepared>, Refused<Self>> {
+    pub fn prepare(
+        self,
+        proof: Durable<'id, Prepared>,
+    ) -> Result<Txn<'id, Prepared>, Refused<Self>> {
         self.advance(proof)
     }
 }
 
-impl Txn<Prepared> {
+impl<'id> Txn<'id, Prepared> {
     /// Appends the committed record: the exchange happened.
     pub fn log_commit<L: TransitionLog + ?Sized>(
         &self,
         log: &mut L,
-    ) -> Result<Durable<Committed>, LifecycleError> {
+    ) -> Result<Durable<'id, Committed>, LifecycleError> {
         let next = Committed {
-            candidate_digest: self.stage.candidate_digest,
+            candidate_digest: self.parked.stage.candidate_digest,
         };
         self.log_next(&ApplyEntry::Committed, next, log)
     }
 
     /// `Prepared → Committed`.
-    pub fn commit(self, proof: Durable<Committed>) -> Result<Txn<Committed>, Refused<Self>> {
+    pub fn commit(
+        self,
+        proof: Durable<'id, Committed>,
+    ) -> Result<Txn<'id, Committed>, Refused<Self>> {
         self.advance(proof)
     }
 }
 
-impl Txn<Committed> {
+impl<'id> Txn<'id, Committed> {
     /// Confirms the durable applied receipt, then appends the applied record.
     pub fn log_apply<R: ReceiptLog + ?Sized, L: TransitionLog + ?Sized>(
         &self,
         receipt: TerminalReceiptRef,
         receipts: &R,
         log: &mut L,
-    ) -> Result<Durable<Applied>, LifecycleError> {
+    ) -> Result<Durable<'id, Applied>, LifecycleError> {
         confirm_receipt(receipts, self.subject(), &receipt)?;
         let next = Applied {
             receipt,
@@ -234,32 +244,23 @@ impl Txn<Committed> {
 
     /// `Committed → Applied` (terminal). Run
     /// [`cleanup_baseline`](Txn::cleanup_baseline) next.
-    pub fn apply(self, proof: Durable<Applied>) -> Result<Txn<Applied>, Refused<Self>> {
+    pub fn apply(self, proof: Durable<'id, Applied>) -> Result<Txn<'id, Applied>, Refused<Self>> {
         self.advance(proof)
     }
 }
 
-impl Txn<Applied> {
+impl<'id> Txn<'id, Applied> {
     /// Removes the retained baseline through the port, at most once per
-    /// value: after a success, later calls return `Ok` without calling the
-    /// port. After a restart the recovered value calls it again, so the port
-    /// itself must treat "already removed" as success.
+    /// value (see [`ParkedTxn::cleanup_baseline`]).
     pub fn cleanup_baseline<C: BaselineCleanup + ?Sized>(
         &mut self,
         cleanup: &mut C,
     ) -> Result<(), LifecycleError> {
-        if self.stage.cleaned {
-            return Ok(());
-        }
-        cleanup
-            .cleanup_baseline(&self.id)
-            .map_err(PortError::into_lifecycle)?;
-        self.stage.cleaned = true;
-        Ok(())
+        self.parked.cleanup_baseline(cleanup)
     }
 }
 
-impl<S: Failable> Txn<S> {
+impl<'id, S: Failable> Txn<'id, S> {
     /// Confirms the durable failed receipt, then appends the failed record.
     pub fn log_fail<R: ReceiptLog + ?Sized, L: TransitionLog + ?Sized>(
         &self,
@@ -267,7 +268,7 @@ impl<S: Failable> Txn<S> {
         receipt: TerminalReceiptRef,
         receipts: &R,
         log: &mut L,
-    ) -> Result<Durable<Failed>, LifecycleError> {
+    ) -> Result<Durable<'id, Failed>, LifecycleError> {
         confirm_receipt(receipts, self.subject(), &receipt)?;
         let entry = ApplyEntry::Failed {
             code,
@@ -283,12 +284,12 @@ impl<S: Failable> Txn<S> {
     }
 
     /// `Reserved | Prepared → Failed` (terminal).
-    pub fn fail(self, proof: Durable<Failed>) -> Result<Txn<Failed>, Refused<Self>> {
+    pub fn fail(self, proof: Durable<'id, Failed>) -> Result<Txn<'id, Failed>, Refused<Self>> {
         self.advance(proof)
     }
 }
 
-impl<S: Undecided> Txn<S> {
+impl<'id, S: Undecided> Txn<'id, S> {
     /// Appends an ambiguous record: an operation's outcome is unknown (for
     /// example the exchange call failed in a way that does not say whether
     /// it happened).
@@ -296,7 +297,7 @@ impl<S: Undecided> Txn<S> {
         &self,
         code: ErrorCode,
         log: &mut L,
-    ) -> Result<Durable<Ambiguous>, LifecycleError> {
+    ) -> Result<Durable<'id, Ambiguous>, LifecycleError> {
         let next = Ambiguous {
             reason: AmbiguityReason::Recorded { code },
         };
@@ -306,16 +307,16 @@ impl<S: Undecided> Txn<S> {
     /// `Reserved | Prepared | Committed → Ambiguous`. Nothing leaves it.
     pub fn mark_ambiguous(
         self,
-        proof: Durable<Ambiguous>,
-    ) -> Result<Txn<Ambiguous>, Refused<Self>> {
+        proof: Durable<'id, Ambiguous>,
+    ) -> Result<Txn<'id, Ambiguous>, Refused<Self>> {
         self.advance(proof)
     }
 }
 
-impl Txn<Ambiguous> {
+impl<'id> Txn<'id, Ambiguous> {
     /// Why the transaction is ambiguous. (There is no transition out: an
     /// operator resolves it outside Glove.)
     pub fn reason(&self) -> AmbiguityReason {
-        self.stage.reason
+        self.parked.reason()
     }
 }

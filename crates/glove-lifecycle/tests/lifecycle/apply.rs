@@ -3,7 +3,7 @@
 use crate::support::*;
 use glove_lifecycle::apply::*;
 use glove_lifecycle::memory::{MemoryCleanup, MemoryLog, MemoryReceipts};
-use glove_lifecycle::{Subject, SubjectKind};
+use glove_lifecycle::{with_brand, Subject, SubjectKind};
 use glove_types::codes::lifecycle as c;
 use glove_types::stage::ApplyState;
 use glove_types::Sha256Digest;
@@ -35,22 +35,26 @@ impl A {
             registry: SingleUseRegistry::new(16),
         }
     }
-    fn reserved(&mut self, id: &str, n: u8) -> Txn<Reserved> {
-        let p =
-            Txn::log_reserve(&tid(id), &reservation(n), &mut self.registry, &mut self.log).unwrap();
-        Txn::reserve(p).unwrap()
+    fn reserved(&mut self, id: &str, n: u8) -> ParkedTxn<Reserved> {
+        with_brand(|b| {
+            let (registry, log) = (&mut self.registry, &mut self.log);
+            let p = Txn::log_reserve(b, &tid(id), &reservation(n), registry, log).unwrap();
+            Txn::reserve(p).unwrap().park()
+        })
     }
-    fn prepared(&mut self, id: &str, n: u8) -> Txn<Prepared> {
-        let t = self.reserved(id, n);
-        let p = t
-            .log_prepare(Sha256Digest::of(b"candidate"), &mut self.log)
-            .unwrap();
-        t.prepare(p).unwrap()
+    fn prepared(&mut self, id: &str, n: u8) -> ParkedTxn<Prepared> {
+        self.reserved(id, n).enter(|t| {
+            let p = t
+                .log_prepare(Sha256Digest::of(b"candidate"), &mut self.log)
+                .unwrap();
+            t.prepare(p).unwrap().park()
+        })
     }
-    fn committed(&mut self, id: &str, n: u8) -> Txn<Committed> {
-        let t = self.prepared(id, n);
-        let p = t.log_commit(&mut self.log).unwrap();
-        t.commit(p).unwrap()
+    fn committed(&mut self, id: &str, n: u8) -> ParkedTxn<Committed> {
+        self.prepared(id, n).enter(|t| {
+            let p = t.log_commit(&mut self.log).unwrap();
+            t.commit(p).unwrap().park()
+        })
     }
     fn receipt_for(&mut self, id: &TransactionId, n: u64) -> glove_lifecycle::TerminalReceiptRef {
         let r = receipt(n);
@@ -63,14 +67,18 @@ impl A {
 fn applied_needs_its_receipt_and_cleans_up_once() {
     let mut a = A::new();
     let t = a.committed("t-1", 1);
-    let e = t
-        .log_apply(receipt(7), &a.receipts, &mut a.log)
-        .unwrap_err();
-    assert_eq!(e.code(), c::LIFECYCLE_RECEIPT_MISSING);
-    let r = a.receipt_for(t.id(), 7);
-    let p = t.log_apply(r, &a.receipts, &mut a.log).unwrap();
-    let mut t = t.apply(p).unwrap();
-    assert_eq!(t.state(), ApplyState::Applied);
+    let r = t.enter(|t| {
+        let e = t
+            .log_apply(receipt(7), &a.receipts, &mut a.log)
+            .unwrap_err();
+        assert_eq!(e.code(), c::LIFECYCLE_RECEIPT_MISSING);
+        let r = a.receipt_for(t.id(), 7);
+        let p = t.log_apply(r, &a.receipts, &mut a.log).unwrap();
+        let t = t.apply(p).unwrap();
+        assert_eq!(t.state(), ApplyState::Applied);
+        t.park()
+    });
+    let mut t = r;
 
     let mut cleanup = MemoryCleanup {
         fail_next: true,
@@ -106,19 +114,23 @@ fn failed_from_reserved_and_prepared() {
     let mut a = A::new();
     let t = a.reserved("t-r", 1);
     let r = a.receipt_for(t.id(), 1);
-    let p = t
-        .log_fail(c::APPLY_AMBIGUOUS, r, &a.receipts, &mut a.log)
-        .unwrap();
-    let f = t.fail(p).unwrap();
-    assert_eq!(f.state_data().failed_in(), ApplyState::Reserved);
+    t.enter(|t| {
+        let p = t
+            .log_fail(c::APPLY_AMBIGUOUS, r, &a.receipts, &mut a.log)
+            .unwrap();
+        let f = t.fail(p).unwrap();
+        assert_eq!(f.state_data().failed_in(), ApplyState::Reserved);
+    });
 
     let t = a.prepared("t-p", 2);
     let r = a.receipt_for(t.id(), 2);
-    let p = t
-        .log_fail(c::APPLY_AMBIGUOUS, r, &a.receipts, &mut a.log)
-        .unwrap();
-    let f = t.fail(p).unwrap();
-    assert_eq!(f.state_data().failed_in(), ApplyState::Prepared);
+    t.enter(|t| {
+        let p = t
+            .log_fail(c::APPLY_AMBIGUOUS, r, &a.receipts, &mut a.log)
+            .unwrap();
+        let f = t.fail(p).unwrap();
+        assert_eq!(f.state_data().failed_in(), ApplyState::Prepared);
+    });
 }
 
 #[test]
@@ -126,13 +138,15 @@ fn single_use_values_fail_closed_on_reuse() {
     let mut a = A::new();
     drop(a.reserved("t-1", 1));
     // Byte-identical repeat of the same reservation: idempotent.
-    let again =
-        Txn::log_reserve(&tid("t-1"), &reservation(1), &mut a.registry, &mut a.log).unwrap();
-    assert_eq!(again.seq(), 0);
+    with_brand(|b| {
+        let again =
+            Txn::log_reserve(b, &tid("t-1"), &reservation(1), &mut a.registry, &mut a.log).unwrap();
+        assert_eq!(again.seq(), 0);
+    });
     assert_eq!(a.registry.len(), 1);
 
     let mut reuse = |r: Reservation| {
-        Txn::log_reserve(&tid("t-2"), &r, &mut a.registry, &mut a.log)
+        with_brand(|b| Txn::log_reserve(b, &tid("t-2"), &r, &mut a.registry, &mut a.log).map(drop))
             .unwrap_err()
             .code()
     };
@@ -167,15 +181,18 @@ fn single_use_values_fail_closed_on_reuse() {
 #[test]
 fn ambiguous_from_every_undecided_state_and_nothing_leaves_it() {
     let mut a = A::new();
-    let t = a.reserved("t-a1", 1);
-    let p = t.log_ambiguous(c::APPLY_AMBIGUOUS, &mut a.log).unwrap();
-    assert_eq!(t.mark_ambiguous(p).unwrap().state(), ApplyState::Ambiguous);
-    let t = a.prepared("t-a2", 2);
-    let p = t.log_ambiguous(c::APPLY_AMBIGUOUS, &mut a.log).unwrap();
-    assert_eq!(t.mark_ambiguous(p).unwrap().state(), ApplyState::Ambiguous);
-    let t = a.committed("t-a3", 3);
-    let p = t.log_ambiguous(c::APPLY_AMBIGUOUS, &mut a.log).unwrap();
-    let t = t.mark_ambiguous(p).unwrap();
+    a.reserved("t-a1", 1).enter(|t| {
+        let p = t.log_ambiguous(c::APPLY_AMBIGUOUS, &mut a.log).unwrap();
+        assert_eq!(t.mark_ambiguous(p).unwrap().state(), ApplyState::Ambiguous);
+    });
+    a.prepared("t-a2", 2).enter(|t| {
+        let p = t.log_ambiguous(c::APPLY_AMBIGUOUS, &mut a.log).unwrap();
+        assert_eq!(t.mark_ambiguous(p).unwrap().state(), ApplyState::Ambiguous);
+    });
+    let t = a.committed("t-a3", 3).enter(|t| {
+        let p = t.log_ambiguous(c::APPLY_AMBIGUOUS, &mut a.log).unwrap();
+        t.mark_ambiguous(p).unwrap().park()
+    });
     assert_eq!(
         t.reason(),
         AmbiguityReason::Recorded {

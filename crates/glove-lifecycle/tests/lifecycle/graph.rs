@@ -16,15 +16,17 @@ use std::collections::BTreeSet;
 
 fn fail_edge<S: Live>(
     w: &mut World,
-    s: Session<S>,
+    s: ParkedSession<S>,
     edges: &mut BTreeSet<(SessionStage, SessionStage)>,
 ) {
     let r = w.with_receipt(&s.id().clone(), 1);
-    let from = s.stage();
-    let p = s
-        .log_fail(c::LIFECYCLE_WRONG_STAGE, r, &w.receipts, &mut w.log)
-        .unwrap();
-    edges.insert((from, s.fail(p).unwrap().stage()));
+    s.enter(|s| {
+        let from = s.stage();
+        let p = s
+            .log_fail(c::LIFECYCLE_WRONG_STAGE, r, &w.receipts, &mut w.log)
+            .unwrap();
+        edges.insert((from, s.fail(p).unwrap().stage()));
+    });
 }
 
 #[test]
@@ -32,43 +34,42 @@ fn session_typestate_matches_the_table() {
     let mut w = World::new();
     let mut edges = BTreeSet::new();
     let id = sid("g-main");
-    let s = w.created(&id);
-    let p = s.log_prepare(&mut w.log).unwrap();
-    let s = {
-        let from = s.stage();
-        let n = s.prepare(p).unwrap();
-        edges.insert((from, n.stage()));
-        n
-    };
-    let v = w.verified(&s, 9);
-    let p = s.log_start(binding(1), v, &mut w.log).unwrap();
-    let s = {
-        let from = s.stage();
-        let n = s.start(p).unwrap();
-        edges.insert((from, n.stage()));
-        n
-    };
-    let p = s.log_run(identity(7), &mut w.log).unwrap();
-    let s = {
-        let from = s.stage();
-        let n = s.run(p).unwrap();
-        edges.insert((from, n.stage()));
-        n
-    };
-    let p = s.log_stop(StopReason::Requested, &mut w.log).unwrap();
-    let s = {
-        let from = s.stage();
-        let n = s.stop(p).unwrap();
-        edges.insert((from, n.stage()));
-        n
-    };
+    let v = w.verified(&id, &digests(), 9);
     let r = w.with_receipt(&id, 1);
-    let p = s.log_exit(r, &w.receipts, &mut w.log).unwrap();
-    {
+    w.created(&id).enter(|s| {
+        let p = s.log_prepare(&mut w.log).unwrap();
+        let s = {
+            let from = s.stage();
+            let n = s.prepare(p).unwrap();
+            edges.insert((from, n.stage()));
+            n
+        };
+        let p = s.log_start(binding(1), v, &mut w.log).unwrap();
+        let s = {
+            let from = s.stage();
+            let n = s.start(p).unwrap();
+            edges.insert((from, n.stage()));
+            n
+        };
+        let p = s.log_run(identity(7), &mut w.log).unwrap();
+        let s = {
+            let from = s.stage();
+            let n = s.run(p).unwrap();
+            edges.insert((from, n.stage()));
+            n
+        };
+        let p = s.log_stop(StopReason::Requested, &mut w.log).unwrap();
+        let s = {
+            let from = s.stage();
+            let n = s.stop(p).unwrap();
+            edges.insert((from, n.stage()));
+            n
+        };
+        let p = s.log_exit(r, &w.receipts, &mut w.log).unwrap();
         let from = s.stage();
         let n = s.exit(p).unwrap();
         edges.insert((from, n.stage()));
-    }
+    });
 
     let s = w.created(&sid("g-f1"));
     fail_edge(&mut w, s, &mut edges);
@@ -105,7 +106,10 @@ fn apply_typestate_matches_the_table() {
             manifest_digest: Sha256Digest::of(&[n, 2]),
             locator_digest: Sha256Digest::of(&[n, 3]),
         };
-        Txn::reserve(Txn::log_reserve(&id, &r, &mut registry, log).unwrap()).unwrap()
+        with_brand(|b| {
+            let p = Txn::log_reserve(b, &id, &r, &mut registry, log).unwrap();
+            Txn::reserve(p).unwrap().park()
+        })
     };
     macro_rules! step {
         ($t:expr, $proof:expr, $m:ident) => {{
@@ -118,51 +122,56 @@ fn apply_typestate_matches_the_table() {
     let cand = Sha256Digest::of(b"c");
 
     // reserved -> prepared -> committed -> applied
-    let t = reserve(&mut log);
-    let p = t.log_prepare(cand, &mut log).unwrap();
-    let t = step!(t, p, prepare);
-    let p = t.log_commit(&mut log).unwrap();
-    let t = step!(t, p, commit);
-    receipts.put(Subject::Apply(t.id()), receipt(1));
-    let p = t.log_apply(receipt(1), &receipts, &mut log).unwrap();
-    step!(t, p, apply);
+    reserve(&mut log).enter(|t| {
+        let p = t.log_prepare(cand, &mut log).unwrap();
+        let t = step!(t, p, prepare);
+        let p = t.log_commit(&mut log).unwrap();
+        let t = step!(t, p, commit);
+        receipts.put(Subject::Apply(t.id()), receipt(1));
+        let p = t.log_apply(receipt(1), &receipts, &mut log).unwrap();
+        step!(t, p, apply);
+    });
 
     // reserved -> failed, reserved -> ambiguous
-    let t = reserve(&mut log);
-    receipts.put(Subject::Apply(t.id()), receipt(2));
-    let p = t
-        .log_fail(c::APPLY_AMBIGUOUS, receipt(2), &receipts, &mut log)
-        .unwrap();
-    step!(t, p, fail);
-    let t = reserve(&mut log);
-    let p = t.log_ambiguous(c::APPLY_AMBIGUOUS, &mut log).unwrap();
-    step!(t, p, mark_ambiguous);
+    reserve(&mut log).enter(|t| {
+        receipts.put(Subject::Apply(t.id()), receipt(2));
+        let p = t
+            .log_fail(c::APPLY_AMBIGUOUS, receipt(2), &receipts, &mut log)
+            .unwrap();
+        step!(t, p, fail);
+    });
+    reserve(&mut log).enter(|t| {
+        let p = t.log_ambiguous(c::APPLY_AMBIGUOUS, &mut log).unwrap();
+        step!(t, p, mark_ambiguous);
+    });
 
     // prepared -> failed, prepared -> ambiguous
     for ambiguous in [false, true] {
-        let t = reserve(&mut log);
-        let p = t.log_prepare(cand, &mut log).unwrap();
-        let t = t.prepare(p).unwrap();
-        if ambiguous {
-            let p = t.log_ambiguous(c::APPLY_AMBIGUOUS, &mut log).unwrap();
-            step!(t, p, mark_ambiguous);
-        } else {
-            receipts.put(Subject::Apply(t.id()), receipt(3));
-            let p = t
-                .log_fail(c::APPLY_AMBIGUOUS, receipt(3), &receipts, &mut log)
-                .unwrap();
-            step!(t, p, fail);
-        }
+        reserve(&mut log).enter(|t| {
+            let p = t.log_prepare(cand, &mut log).unwrap();
+            let t = t.prepare(p).unwrap();
+            if ambiguous {
+                let p = t.log_ambiguous(c::APPLY_AMBIGUOUS, &mut log).unwrap();
+                step!(t, p, mark_ambiguous);
+            } else {
+                receipts.put(Subject::Apply(t.id()), receipt(3));
+                let p = t
+                    .log_fail(c::APPLY_AMBIGUOUS, receipt(3), &receipts, &mut log)
+                    .unwrap();
+                step!(t, p, fail);
+            }
+        });
     }
 
     // committed -> ambiguous
-    let t = reserve(&mut log);
-    let p = t.log_prepare(cand, &mut log).unwrap();
-    let t = t.prepare(p).unwrap();
-    let p = t.log_commit(&mut log).unwrap();
-    let t = t.commit(p).unwrap();
-    let p = t.log_ambiguous(c::APPLY_AMBIGUOUS, &mut log).unwrap();
-    step!(t, p, mark_ambiguous);
+    reserve(&mut log).enter(|t| {
+        let p = t.log_prepare(cand, &mut log).unwrap();
+        let t = t.prepare(p).unwrap();
+        let p = t.log_commit(&mut log).unwrap();
+        let t = t.commit(p).unwrap();
+        let p = t.log_ambiguous(c::APPLY_AMBIGUOUS, &mut log).unwrap();
+        step!(t, p, mark_ambiguous);
+    });
 
     let table: BTreeSet<_> = ApplyState::ALL
         .into_iter()

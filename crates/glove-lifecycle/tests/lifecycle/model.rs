@@ -334,11 +334,12 @@ fn fail_any(sut: &mut Sut, any: AnySession, v: u8) -> (AnySession, Outcome) {
     sut.receipts.put(Subject::Session(&id), r);
     macro_rules! go {
         ($s:expr) => {{
-            let s = $s;
-            match s.log_fail(code_for(v), r, &sut.receipts, &mut sut.log) {
-                Ok(p) => (AnySession::from(s.fail(p).unwrap()), Outcome::Recorded),
-                Err(e) => (AnySession::from(s), outcome_of(&e)),
-            }
+            $s.enter(
+                |s| match s.log_fail(code_for(v), r, &sut.receipts, &mut sut.log) {
+                    Ok(p) => (AnySession::from(s.fail(p).unwrap()), Outcome::Recorded),
+                    Err(e) => (AnySession::from(s), outcome_of(&e)),
+                },
+            )
         }};
     }
     match any {
@@ -355,11 +356,10 @@ fn fail_any(sut: &mut Sut, any: AnySession, v: u8) -> (AnySession, Outcome) {
 fn perform(sut: &mut Sut, any: AnySession, i: usize, step: Step, v: u8) -> (AnySession, Outcome) {
     macro_rules! typed {
         ($conv:ident, |$s:ident| $log:expr, $move:ident) => {{
-            let $s = any.$conv().unwrap();
-            match $log {
+            any.$conv().unwrap().enter(|$s| match $log {
                 Ok(p) => (AnySession::from($s.$move(p).unwrap()), Outcome::Recorded),
                 Err(e) => (AnySession::from($s), outcome_of(&e)),
-            }
+            })
         }};
     }
     match step {
@@ -379,10 +379,10 @@ fn perform(sut: &mut Sut, any: AnySession, i: usize, step: Step, v: u8) -> (AnyS
                 Ok(x) => x,
                 Err(e) => return (s.into(), outcome_of(&e.into())),
             };
-            match s.log_start(binding(v), verified, &mut sut.log) {
+            s.enter(|s| match s.log_start(binding(v), verified, &mut sut.log) {
                 Ok(p) => (AnySession::from(s.start(p).unwrap()), Outcome::Recorded),
                 Err(e) => (AnySession::from(s), outcome_of(&e)),
-            }
+            })
         }
         Step::Run => typed!(
             try_into_starting,
@@ -416,13 +416,15 @@ fn sut_request(sut: &mut Sut, i: usize, step: Step, v: u8) -> Outcome {
             return Outcome::Absent;
         }
         let d = digests_of(if v == 0 { "m-plan" } else { "m-other" });
-        return match Session::log_create(&id_of(i), d, &mut sut.log) {
-            Ok(p) => {
-                sut.sessions.insert(i, Session::create(p).unwrap().into());
-                Outcome::Recorded
-            }
-            Err(e) => outcome_of(&e),
-        };
+        return with_brand(
+            |b| match Session::log_create(b, &id_of(i), d, &mut sut.log) {
+                Ok(p) => {
+                    sut.sessions.insert(i, Session::create(p).unwrap().into());
+                    Outcome::Recorded
+                }
+                Err(e) => outcome_of(&e),
+            },
+        );
     };
     let entry = entry_for(&any, i, step, v);
     let (any, outcome) = match any.check_repeat(&entry) {

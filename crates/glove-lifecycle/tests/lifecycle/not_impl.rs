@@ -1,4 +1,4 @@
-//! Compile-time proof that proofs, stages and sessions are not `Clone`,
+//! Compile-time proof that proofs, brands, stages and sessions are not `Clone`,
 //! `Copy`, `Default` or `Deserialize`.
 //!
 //! The trick: a trait with a blanket impl for every type, and a second
@@ -34,15 +34,18 @@ macro_rules! assert_not_impl {
 trait Owned: serde::de::DeserializeOwned {}
 impl<T: serde::de::DeserializeOwned> Owned for T {}
 
-assert_not_impl!(Durable<Preparing>: Clone, Copy, Default, Owned);
-assert_not_impl!(Durable<Failed>: Clone, Copy, Default, Owned);
-assert_not_impl!(Durable<apply::Applied>: Clone, Copy, Default, Owned);
+assert_not_impl!(Durable<'static, Preparing>: Clone, Copy, Default, Owned);
+assert_not_impl!(Durable<'static, Failed>: Clone, Copy, Default, Owned);
+assert_not_impl!(Durable<'static, apply::Applied>: Clone, Copy, Default, Owned);
 assert_not_impl!(VerifiedStart: Clone, Copy, Default, Owned);
 assert_not_impl!(AppendReceipt: Clone, Copy, Default, Owned);
 assert_not_impl!(PendingRecord<'static>: Clone, Copy, Default, Owned);
-assert_not_impl!(Session<Created>: Clone, Copy, Default, Owned);
-assert_not_impl!(Session<Running>: Clone, Copy, Default, Owned);
-assert_not_impl!(Session<Exited>: Clone, Copy, Default, Owned);
+assert_not_impl!(Session<'static, Created>: Clone, Copy, Default, Owned);
+assert_not_impl!(Session<'static, Running>: Clone, Copy, Default, Owned);
+assert_not_impl!(Session<'static, Exited>: Clone, Copy, Default, Owned);
+assert_not_impl!(ParkedSession<Created>: Clone, Copy, Default, Owned);
+assert_not_impl!(ParkedSession<Failed>: Clone, Copy, Default, Owned);
+assert_not_impl!(Brand<'static>: Clone, Copy, Default, Owned);
 assert_not_impl!(AnySession: Clone, Copy, Default, Owned);
 assert_not_impl!(Created: Clone, Copy, Default, Owned);
 assert_not_impl!(Preparing: Clone, Copy, Default, Owned);
@@ -51,8 +54,9 @@ assert_not_impl!(Running: Clone, Copy, Default, Owned);
 assert_not_impl!(Stopping: Clone, Copy, Default, Owned);
 assert_not_impl!(Exited: Clone, Copy, Default, Owned);
 assert_not_impl!(Failed: Clone, Copy, Default, Owned);
-assert_not_impl!(Txn<apply::Reserved>: Clone, Copy, Default, Owned);
-assert_not_impl!(Txn<apply::Ambiguous>: Clone, Copy, Default, Owned);
+assert_not_impl!(Txn<'static, apply::Reserved>: Clone, Copy, Default, Owned);
+assert_not_impl!(Txn<'static, apply::Ambiguous>: Clone, Copy, Default, Owned);
+assert_not_impl!(apply::ParkedTxn<apply::Committed>: Clone, Copy, Default, Owned);
 assert_not_impl!(apply::Reserved: Clone, Copy, Default, Owned);
 assert_not_impl!(apply::Prepared: Clone, Copy, Default, Owned);
 assert_not_impl!(apply::Committed: Clone, Copy, Default, Owned);

@@ -16,14 +16,18 @@ fn every_stage_at_a_crash_recovers_to_the_right_outcome() {
     drop(w.stopping(&sid("r-stopping")));
     let s = w.stopping(&sid("r-exited"));
     let r = w.with_receipt(s.id(), 1);
-    let p = s.log_exit(r, &w.receipts, &mut w.log).unwrap();
-    drop(s.exit(p).unwrap());
+    s.enter(|s| {
+        let p = s.log_exit(r, &w.receipts, &mut w.log).unwrap();
+        drop(s.exit(p).unwrap());
+    });
     let s = w.running(&sid("r-failed"));
     let r = w.with_receipt(s.id(), 2);
-    let p = s
-        .log_fail(c::LIFECYCLE_WRONG_STAGE, r, &w.receipts, &mut w.log)
-        .unwrap();
-    drop(s.fail(p).unwrap());
+    s.enter(|s| {
+        let p = s
+            .log_fail(c::LIFECYCLE_WRONG_STAGE, r, &w.receipts, &mut w.log)
+            .unwrap();
+        drop(s.fail(p).unwrap());
+    });
 
     let report = recover_all(w.session_records());
     assert!(report.undecodable.is_empty());
@@ -81,9 +85,13 @@ fn the_runtime_resolves_a_decision_by_failing_with_its_code() {
     assert_eq!(s.process_identity(), &identity(4242));
     let r = w.with_receipt(&id, 5);
     let code = c::LIFECYCLE_RECOVERY_RUNNING_INTERRUPTED;
-    let p = s.log_fail(code, r, &w.receipts, &mut w.log).unwrap();
-    let f = s.fail(p).unwrap();
-    assert_eq!(f.failed_in(), SessionStage::Running);
+    // The recovered session is parked: a fresh brand lets it record the
+    // decision.
+    s.enter(|s| {
+        let p = s.log_fail(code, r, &w.receipts, &mut w.log).unwrap();
+        let f = s.fail(p).unwrap();
+        assert_eq!(f.failed_in(), SessionStage::Running);
+    });
     let recs = w.log.records_of(Subject::Session(&id));
     assert!(matches!(
         recover_session(&recs).unwrap(),
@@ -102,8 +110,10 @@ fn a_stop_whose_receipt_is_durable_can_still_exit() {
         panic!("a stopping session must come back as a decision");
     };
     let r = w.with_receipt(&id, 4);
-    let p = s.log_exit(r, &w.receipts, &mut w.log).unwrap();
-    assert!(s.exit(p).is_ok());
+    s.enter(|s| {
+        let p = s.log_exit(r, &w.receipts, &mut w.log).unwrap();
+        assert!(s.exit(p).is_ok());
+    });
 }
 
 fn encode(id: &str, seq: u64, prev: Option<Sha256Digest>, entry: SessionEntry) -> Vec<u8> {

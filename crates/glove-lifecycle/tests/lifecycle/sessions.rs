@@ -10,10 +10,11 @@ use glove_types::stage::SessionStage;
 fn full_lifecycle_records_one_record_per_transition() {
     let mut w = World::new();
     let id = sid("s-full");
-    let s = w.stopping(&id);
     let r = w.with_receipt(&id, 1);
-    let p = s.log_exit(r, &w.receipts, &mut w.log).unwrap();
-    let s = s.exit(p).unwrap();
+    let s = w.stopping(&id).enter(|s| {
+        let p = s.log_exit(r, &w.receipts, &mut w.log).unwrap();
+        s.exit(p).unwrap().park()
+    });
     assert_eq!(s.stage(), SessionStage::Exited);
     assert_eq!(s.last_seq(), 5);
     assert_eq!(w.log.len(), 6);
@@ -35,19 +36,22 @@ fn full_lifecycle_records_one_record_per_transition() {
 #[test]
 fn repeating_a_log_step_with_the_same_input_appends_nothing() {
     let mut w = World::new();
-    let s = w.created(&sid("s-idem"));
-    let p1 = s.log_prepare(&mut w.log).unwrap();
-    let p2 = s.log_prepare(&mut w.log).unwrap();
-    assert_eq!(w.log.len(), 2);
-    assert_eq!(p1.record_digest(), p2.record_digest());
-    assert_eq!(p1.seq(), p2.seq());
-    let s = s.prepare(p1).unwrap();
-    assert_eq!(s.stage(), SessionStage::Preparing);
-    drop(p2);
+    w.created(&sid("s-idem")).enter(|s| {
+        let p1 = s.log_prepare(&mut w.log).unwrap();
+        let p2 = s.log_prepare(&mut w.log).unwrap();
+        assert_eq!(w.log.len(), 2);
+        assert_eq!(p1.record_digest(), p2.record_digest());
+        assert_eq!(p1.seq(), p2.seq());
+        let s = s.prepare(p1).unwrap();
+        assert_eq!(s.stage(), SessionStage::Preparing);
+        drop(p2);
+    });
 
     // Creation too: same id and digests is the same record.
-    let again = Session::log_create(&sid("s-idem"), digests(), &mut w.log).unwrap();
-    assert_eq!(again.seq(), 0);
+    with_brand(|b| {
+        let again = Session::log_create(b, &sid("s-idem"), digests(), &mut w.log).unwrap();
+        assert_eq!(again.seq(), 0);
+    });
     assert_eq!(w.log.len(), 2);
 }
 
@@ -57,42 +61,58 @@ fn a_different_input_for_a_taken_transition_fails_closed() {
     let id = sid("s-conflict");
     let s = w.running(&id);
     let n = w.log.len();
-    let _first = s.log_stop(StopReason::Requested, &mut w.log).unwrap();
-    let e = s.log_stop(StopReason::AgentExited, &mut w.log).unwrap_err();
-    assert_eq!(e.code(), c::LIFECYCLE_TRANSITION_CONFLICT);
+    s.enter(|s| {
+        let _first = s.log_stop(StopReason::Requested, &mut w.log).unwrap();
+        let e = s.log_stop(StopReason::AgentExited, &mut w.log).unwrap_err();
+        assert_eq!(e.code(), c::LIFECYCLE_TRANSITION_CONFLICT);
+    });
     assert_eq!(w.log.len(), n + 1);
 
-    let e = Session::log_create(&id, digests_of("other plan"), &mut w.log).unwrap_err();
+    let e =
+        with_brand(|b| Session::log_create(b, &id, digests_of("other plan"), &mut w.log).map(drop))
+            .unwrap_err();
     assert_eq!(e.code(), c::LIFECYCLE_TRANSITION_CONFLICT);
 }
 
+// A proof of session A spent on session B does not compile (the brands
+// differ): `tests/ui/proof_other_session.rs`. The runtime check behind it
+// (`lifecycle_proof_subject_mismatch`) is tested in `src/session.rs`, the
+// only place that can give two sessions one brand.
+
 #[test]
-fn a_proof_of_one_session_is_refused_by_another_at_runtime() {
-    // Session identities are runtime values, so this binding is checked when
-    // the proof is spent, not by the compiler.
+fn a_parked_session_cannot_be_told_from_a_fresh_one_after_reentry() {
+    // Parking drops the brand, not the history: a session taken into a new
+    // scope continues exactly where it stopped.
     let mut w = World::new();
-    let a = w.created(&sid("s-a"));
-    let b = w.created(&sid("s-b"));
-    let proof_for_a = a.log_prepare(&mut w.log).unwrap();
-    let refused = b.prepare(proof_for_a).unwrap_err();
-    assert_eq!(refused.code(), c::LIFECYCLE_PROOF_SUBJECT_MISMATCH);
-    let (b, _) = refused.into_parts();
-    // B is handed back unchanged and can still move with its own proof.
-    let p = b.log_prepare(&mut w.log).unwrap();
-    assert!(b.prepare(p).is_ok());
+    let id = sid("s-park");
+    let parked = w.created(&id).enter(|s| {
+        let p = s.log_prepare(&mut w.log).unwrap();
+        s.prepare(p).unwrap().park()
+    });
+    assert_eq!(parked.stage(), SessionStage::Preparing);
+    assert_eq!(parked.last_seq(), 1);
+    let v = w.verified(&id, &digests(), 3);
+    let starting = with_brand(|b| {
+        let s = parked.brand(b);
+        let p = s.log_start(binding(1), v, &mut w.log).unwrap();
+        s.start(p).unwrap().park()
+    });
+    assert_eq!(starting.last_seq(), 2);
+    assert_eq!(starting.launch_binding(), binding(1));
 }
 
 #[test]
 fn a_log_failure_leaves_the_stage_unchanged_and_records_nothing() {
     let mut w = World::new();
-    let s = w.created(&sid("s-logfail"));
-    w.log.fail_next_append();
-    let e = s.log_prepare(&mut w.log).unwrap_err();
-    assert_eq!(e.code(), c::LIFECYCLE_LOG_UNAVAILABLE);
-    assert_eq!(w.log.len(), 1);
-    assert_eq!(s.stage(), SessionStage::Created);
-    let p = s.log_prepare(&mut w.log).unwrap();
-    assert!(s.prepare(p).is_ok());
+    w.created(&sid("s-logfail")).enter(|s| {
+        w.log.fail_next_append();
+        let e = s.log_prepare(&mut w.log).unwrap_err();
+        assert_eq!(e.code(), c::LIFECYCLE_LOG_UNAVAILABLE);
+        assert_eq!(w.log.len(), 1);
+        assert_eq!(s.stage(), SessionStage::Created);
+        let p = s.log_prepare(&mut w.log).unwrap();
+        assert!(s.prepare(p).is_ok());
+    });
 }
 
 /// A log that answers each append with the acknowledgement of the previous
@@ -122,10 +142,13 @@ fn a_log_cannot_pass_off_an_acknowledgement_of_another_record() {
         inner: MemoryLog::new(),
         kept: None,
     };
-    let p = Session::log_create(&sid("s-ack-a"), digests(), &mut log).unwrap();
-    let _a = Session::create(p).unwrap();
+    with_brand(|b| {
+        let p = Session::log_create(b, &sid("s-ack-a"), digests(), &mut log).unwrap();
+        let _a = Session::create(p).unwrap();
+    });
     // The log answers B's creation with A's acknowledgement.
-    let e = Session::log_create(&sid("s-ack-b"), digests(), &mut log).unwrap_err();
+    let e = with_brand(|b| Session::log_create(b, &sid("s-ack-b"), digests(), &mut log).map(drop))
+        .unwrap_err();
     assert_eq!(e.code(), c::LIFECYCLE_APPEND_RECEIPT_MISMATCH);
 }
 
@@ -133,37 +156,40 @@ fn a_log_cannot_pass_off_an_acknowledgement_of_another_record() {
 fn exit_and_fail_need_the_durable_terminal_receipt() {
     let mut w = World::new();
     let id = sid("s-receipt");
-    let s = w.stopping(&id);
-    let e = s.log_exit(receipt(9), &w.receipts, &mut w.log).unwrap_err();
-    assert_eq!(e.code(), c::LIFECYCLE_RECEIPT_MISSING);
-    w.with_receipt(&id, 8);
-    let e = s.log_exit(receipt(9), &w.receipts, &mut w.log).unwrap_err();
-    assert_eq!(e.code(), c::LIFECYCLE_RECEIPT_MISMATCH);
-    let e = s
-        .log_fail(
-            c::LIFECYCLE_WRONG_STAGE,
-            receipt(9),
-            &w.receipts,
-            &mut w.log,
-        )
-        .unwrap_err();
-    assert_eq!(e.code(), c::LIFECYCLE_RECEIPT_MISMATCH);
-    let p = s.log_exit(receipt(8), &w.receipts, &mut w.log).unwrap();
-    assert!(s.exit(p).is_ok());
+    w.stopping(&id).enter(|s| {
+        let e = s.log_exit(receipt(9), &w.receipts, &mut w.log).unwrap_err();
+        assert_eq!(e.code(), c::LIFECYCLE_RECEIPT_MISSING);
+        w.with_receipt(&id, 8);
+        let e = s.log_exit(receipt(9), &w.receipts, &mut w.log).unwrap_err();
+        assert_eq!(e.code(), c::LIFECYCLE_RECEIPT_MISMATCH);
+        let e = s
+            .log_fail(
+                c::LIFECYCLE_WRONG_STAGE,
+                receipt(9),
+                &w.receipts,
+                &mut w.log,
+            )
+            .unwrap_err();
+        assert_eq!(e.code(), c::LIFECYCLE_RECEIPT_MISMATCH);
+        let p = s.log_exit(receipt(8), &w.receipts, &mut w.log).unwrap();
+        assert!(s.exit(p).is_ok());
+    });
 }
 
 #[test]
 fn fail_from_every_live_stage_records_code_and_stage() {
-    fn check<S: Live>(w: &mut World, s: Session<S>) {
+    fn check<S: Live>(w: &mut World, s: ParkedSession<S>) {
         let id = s.id().clone();
         let r = w.with_receipt(&id, 3);
         let code = c::LIFECYCLE_RECOVERY_RUNNING_INTERRUPTED;
-        let p = s.log_fail(code, r, &w.receipts, &mut w.log).unwrap();
-        let before = s.stage();
-        let f = s.fail(p).unwrap();
-        assert_eq!(f.failure_code(), code);
-        assert_eq!(f.failed_in(), before);
-        assert_eq!(f.receipt(), r);
+        s.enter(|s| {
+            let p = s.log_fail(code, r, &w.receipts, &mut w.log).unwrap();
+            let before = s.stage();
+            let f = s.fail(p).unwrap();
+            assert_eq!(f.failure_code(), code);
+            assert_eq!(f.failed_in(), before);
+            assert_eq!(f.receipt(), r);
+        });
     }
     let mut w = World::new();
     let s = w.created(&sid("f-1"));
@@ -183,8 +209,10 @@ fn a_verified_start_of_another_session_is_refused() {
     let mut w = World::new();
     let a = w.preparing(&sid("s-va"));
     let b = w.preparing(&sid("s-vb"));
-    let for_a = w.verified(&a, 1);
-    let e = b.log_start(binding(1), for_a, &mut w.log).unwrap_err();
+    let for_a = w.verified(a.id(), a.digests(), 1);
+    let e = b
+        .enter(|b| b.log_start(binding(1), for_a, &mut w.log).map(|_| ()))
+        .unwrap_err();
     assert_eq!(
         e.code(),
         glove_types::codes::lifecycle::START_AUTH_SESSION_MISMATCH

@@ -1,4 +1,5 @@
-//! Shared helpers: fixed inputs and "walk a session to stage X".
+//! Shared helpers: fixed inputs and "walk a session to stage X" (each
+//! walk runs under its own brand and hands the session back parked).
 
 use glove_lifecycle::memory::{ManualClock, MemoryLog, MemoryReceipts};
 use glove_lifecycle::*;
@@ -73,23 +74,26 @@ impl World {
         }
     }
 
-    pub(crate) fn created(&mut self, id: &SessionId) -> Session<Created> {
-        let p = Session::log_create(id, digests(), &mut self.log).expect("log create");
-        Session::create(p).expect("create")
+    pub(crate) fn created(&mut self, id: &SessionId) -> ParkedSession<Created> {
+        with_brand(|b| {
+            let p = Session::log_create(b, id, digests(), &mut self.log).expect("log create");
+            Session::create(p).expect("create").park()
+        })
     }
 
-    pub(crate) fn preparing(&mut self, id: &SessionId) -> Session<Preparing> {
-        let s = self.created(id);
-        let p = s.log_prepare(&mut self.log).expect("log prepare");
-        s.prepare(p).expect("prepare")
+    pub(crate) fn preparing(&mut self, id: &SessionId) -> ParkedSession<Preparing> {
+        self.created(id).enter(|s| {
+            let p = s.log_prepare(&mut self.log).expect("log prepare");
+            s.prepare(p).expect("prepare").park()
+        })
     }
 
-    pub(crate) fn verified(&mut self, s: &Session<Preparing>, nonce: u8) -> VerifiedStart {
-        auth(s.id(), *s.digests(), nonce)
+    pub(crate) fn verified(&mut self, id: &SessionId, d: &PlanDigests, nonce: u8) -> VerifiedStart {
+        auth(id, *d, nonce)
             .verify(
                 &key(),
-                s.id(),
-                s.digests(),
+                id,
+                d,
                 StartAuthPolicy::default(),
                 &self.clock,
                 &mut self.nonces,
@@ -97,28 +101,32 @@ impl World {
             .expect("verify")
     }
 
-    pub(crate) fn starting(&mut self, id: &SessionId) -> Session<Starting> {
+    pub(crate) fn starting(&mut self, id: &SessionId) -> ParkedSession<Starting> {
         let s = self.preparing(id);
         self.next_nonce = self.next_nonce.wrapping_add(1);
-        let v = self.verified(&s, self.next_nonce);
-        let p = s
-            .log_start(binding(1), v, &mut self.log)
-            .expect("log start");
-        s.start(p).expect("start")
+        let v = self.verified(s.id(), s.digests(), self.next_nonce);
+        s.enter(|s| {
+            let p = s
+                .log_start(binding(1), v, &mut self.log)
+                .expect("log start");
+            s.start(p).expect("start").park()
+        })
     }
 
-    pub(crate) fn running(&mut self, id: &SessionId) -> Session<Running> {
-        let s = self.starting(id);
-        let p = s.log_run(identity(4242), &mut self.log).expect("log run");
-        s.run(p).expect("run")
+    pub(crate) fn running(&mut self, id: &SessionId) -> ParkedSession<Running> {
+        self.starting(id).enter(|s| {
+            let p = s.log_run(identity(4242), &mut self.log).expect("log run");
+            s.run(p).expect("run").park()
+        })
     }
 
-    pub(crate) fn stopping(&mut self, id: &SessionId) -> Session<Stopping> {
-        let s = self.running(id);
-        let p = s
-            .log_stop(StopReason::Requested, &mut self.log)
-            .expect("log stop");
-        s.stop(p).expect("stop")
+    pub(crate) fn stopping(&mut self, id: &SessionId) -> ParkedSession<Stopping> {
+        self.running(id).enter(|s| {
+            let p = s
+                .log_stop(StopReason::Requested, &mut self.log)
+                .expect("log stop");
+            s.stop(p).expect("stop").park()
+        })
     }
 
     pub(crate) fn with_receipt(&mut self, id: &SessionId, n: u64) -> TerminalReceiptRef {
