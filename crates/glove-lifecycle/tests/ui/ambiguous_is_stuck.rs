@@ -8,7 +8,7 @@ fn any<T>() -> T {
     unimplemented!()
 }
 
-fn give_up<R: ReceiptLog, L: TransitionLog>(t: Txn<Ambiguous>, r: &R, log: &mut L) {
+fn give_up<R: ReceiptLog, L: TransitionLog>(t: Txn<'_, Ambiguous>, r: &R, log: &mut L) {
     let _ = t.log_fail(APPLY_AMBIGUOUS, any::<TerminalReceiptRef>(), r, log);
 }
 

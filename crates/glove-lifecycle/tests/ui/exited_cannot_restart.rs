@@ -5,8 +5,8 @@ fn any<T>() -> T {
     unimplemented!()
 }
 
-fn again(s: Session<Exited>) {
-    let _ = s.prepare(any::<Durable<Preparing>>());
+fn again<'id>(s: Session<'id, Exited>) {
+    let _ = s.prepare(any::<Durable<'id, Preparing>>());
 }
 
 fn main() {}

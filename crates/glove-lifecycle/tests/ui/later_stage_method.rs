@@ -6,7 +6,7 @@ fn any<T>() -> T {
     unimplemented!()
 }
 
-fn skip_ahead<L: TransitionLog>(s: Session<Created>, log: &mut L) {
+fn skip_ahead<L: TransitionLog>(s: Session<'_, Created>, log: &mut L) {
     let _ = s.log_run(any::<ProcessIdentity>(), log);
 }
 

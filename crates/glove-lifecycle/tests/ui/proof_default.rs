@@ -1,7 +1,7 @@
 // A proof has no `Default`: it exists only after a durable append.
 use glove_lifecycle::{Durable, Preparing};
 
-fn make() -> Durable<Preparing> {
+fn make<'id>() -> Durable<'id, Preparing> {
     Default::default()
 }
 

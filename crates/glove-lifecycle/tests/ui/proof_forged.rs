@@ -2,8 +2,9 @@
 // has no public constructor.
 use glove_lifecycle::{Durable, Preparing};
 
-fn forge() -> Durable<Preparing> {
+fn forge<'id>() -> Durable<'id, Preparing> {
     Durable {
+        brand: std::marker::PhantomData,
         subject: unimplemented!(),
         seq: 1,
         prev: None,

@@ -1,15 +1,12 @@
 // A durable proof is spent by the transition that takes it; it cannot be
-// used again.
+// used again, not even by the same session after a refusal.
 use glove_lifecycle::{Created, Durable, Preparing, Session};
 
-fn any<T>() -> T {
-    unimplemented!()
-}
-
-fn twice(a: Session<Created>, b: Session<Created>) {
-    let proof: Durable<Preparing> = any();
-    let _ = a.prepare(proof);
-    let _ = b.prepare(proof);
+fn twice<'id>(a: Session<'id, Created>, proof: Durable<'id, Preparing>) {
+    if let Err(refused) = a.prepare(proof) {
+        let (a, _) = refused.into_parts();
+        let _ = a.prepare(proof);
+    }
 }
 
 fn main() {}

@@ -1,7 +1,7 @@
 // A session is not `Clone`: one value stands for its current stage.
 use glove_lifecycle::{Running, Session};
 
-fn fork(s: Session<Running>) -> (Session<Running>, Session<Running>) {
+fn fork<'id>(s: Session<'id, Running>) -> (Session<'id, Running>, Session<'id, Running>) {
     (s.clone(), s)
 }
 

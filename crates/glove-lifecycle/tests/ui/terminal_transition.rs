@@ -7,7 +7,7 @@ fn any<T>() -> T {
     unimplemented!()
 }
 
-fn fail_after_exit<R: ReceiptLog, L: TransitionLog>(s: Session<Exited>, r: &R, log: &mut L) {
+fn fail_after_exit<R: ReceiptLog, L: TransitionLog>(s: Session<'_, Exited>, r: &R, log: &mut L) {
     let _ = s.log_fail(LIFECYCLE_WRONG_STAGE, any::<TerminalReceiptRef>(), r, log);
 }
 
