@@ -509,14 +509,15 @@ fn fail_any(sut: &mut Sut, any: AnySession, v: u8) -> (AnySession, Outcome) {
     let r = terminal_receipt(sut, &id);
     macro_rules! go {
         ($s:expr) => {{
-            let s = $s;
-            match s.log_fail(code_for(v), r, &sut.receipts, &mut sut.log) {
-                Ok(p) => (
-                    AnySession::from(s.fail(p).expect("fail")),
-                    Outcome::Recorded,
-                ),
-                Err(e) => (AnySession::from(s), outcome_of(&e)),
-            }
+            $s.enter(
+                |s| match s.log_fail(code_for(v), r, &sut.receipts, &mut sut.log) {
+                    Ok(p) => (
+                        AnySession::from(s.fail(p).expect("fail")),
+                        Outcome::Recorded,
+                    ),
+                    Err(e) => (AnySession::from(s), outcome_of(&e)),
+                },
+            )
         }};
     }
     match any {
@@ -533,14 +534,13 @@ fn fail_any(sut: &mut Sut, any: AnySession, v: u8) -> (AnySession, Outcome) {
 fn perform(sut: &mut Sut, any: AnySession, i: usize, step: Step, v: u8) -> (AnySession, Outcome) {
     macro_rules! typed {
         ($conv:ident, |$s:ident| $log:expr, $move:ident) => {{
-            let $s = any.$conv().expect("stage");
-            match $log {
+            any.$conv().expect("stage").enter(|$s| match $log {
                 Ok(p) => (
                     AnySession::from($s.$move(p).expect("transition")),
                     Outcome::Recorded,
                 ),
                 Err(e) => (AnySession::from($s), outcome_of(&e)),
-            }
+            })
         }};
     }
     match step {
@@ -560,13 +560,13 @@ fn perform(sut: &mut Sut, any: AnySession, i: usize, step: Step, v: u8) -> (AnyS
                 Ok(x) => x,
                 Err(e) => return (s.into(), outcome_of(&e.into())),
             };
-            match s.log_start(binding(v), verified, &mut sut.log) {
+            s.enter(|s| match s.log_start(binding(v), verified, &mut sut.log) {
                 Ok(p) => (
                     AnySession::from(s.start(p).expect("start")),
                     Outcome::Recorded,
                 ),
                 Err(e) => (AnySession::from(s), outcome_of(&e)),
-            }
+            })
         }
         Step::Run => typed!(
             try_into_starting,
@@ -599,14 +599,16 @@ fn sut_request(sut: &mut Sut, i: usize, step: Step, v: u8) -> Outcome {
         let id = id_of(i);
         let key = IdempotencyKey::new(format!("k-{i}")).expect("key");
         sut.log.inner.stage_plan(&id, key, plan_of(v));
-        return match Session::log_create(&id, digests_of(v), &mut sut.log) {
-            Ok(p) => {
-                sut.sessions
-                    .insert(i, Session::create(p).expect("create").into());
-                Outcome::Recorded
-            }
-            Err(e) => outcome_of(&e),
-        };
+        return with_brand(
+            |b| match Session::log_create(b, &id, digests_of(v), &mut sut.log) {
+                Ok(p) => {
+                    sut.sessions
+                        .insert(i, Session::create(p).expect("create").into());
+                    Outcome::Recorded
+                }
+                Err(e) => outcome_of(&e),
+            },
+        );
     };
     let entry = entry_for(sut, &any, i, step, v);
     let (any, outcome) = match any.check_repeat(&entry) {
@@ -849,20 +851,26 @@ fn fresh() -> (tempfile::TempDir, StoreLog, StoreReceipts) {
 fn a_creation_needs_its_plan_staged_with_matching_digests() {
     let (_dir, mut log, _) = fresh();
     let id = id_of(0);
-    let err = Session::log_create(&id, digests_of(0), &mut log).unwrap_err();
+    let create = |log: &mut StoreLog| {
+        with_brand(|b| Session::log_create(b, &id, digests_of(0), log).map(drop))
+    };
+    let err = create(&mut log).unwrap_err();
     assert_eq!(err.code(), c::LIFECYCLE_LOG_UNAVAILABLE);
     // A staged plan whose digest differs from the record's is refused too.
     log.stage_plan(&id, IdempotencyKey::new("k-0").unwrap(), plan_of(1));
-    let err = Session::log_create(&id, digests_of(0), &mut log).unwrap_err();
+    let err = create(&mut log).unwrap_err();
     assert_eq!(err.code(), c::LIFECYCLE_LOG_UNAVAILABLE);
     assert_eq!(log.store().journal().record_count(), 0);
     log.stage_plan(&id, IdempotencyKey::new("k-0").unwrap(), plan_of(0));
-    let created = Session::create(Session::log_create(&id, digests_of(0), &mut log).unwrap());
-    let created = created.unwrap();
-    // The store holds the plan; the lifecycle record comes back verbatim.
-    assert_eq!(log.store().get(&id).unwrap().plan(), &plan_of(0)[..]);
-    let p = created.log_prepare(&mut log).unwrap();
-    let preparing = created.prepare(p).unwrap();
+    let preparing = with_brand(|b| {
+        let created =
+            Session::create(Session::log_create(b, &id, digests_of(0), &mut log).unwrap());
+        let created = created.unwrap();
+        // The store holds the plan; the lifecycle record comes back verbatim.
+        assert_eq!(log.store().get(&id).unwrap().plan(), &plan_of(0)[..]);
+        let p = created.log_prepare(&mut log).unwrap();
+        created.prepare(p).unwrap().park()
+    });
     let records = log.records().unwrap();
     assert_eq!(records.len(), 2);
     let report = recover_all(&records);
