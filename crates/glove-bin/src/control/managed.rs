@@ -648,11 +648,13 @@ impl Runtime {
         let j = lock(&self.receipts);
         let view = ReceiptView(&j);
         let mut log = Transitions(&mut store);
+        // Each typed session is failed under a brand of its own.
         macro_rules! fail {
             ($s:expr) => {{
-                let s = $s;
-                let p = s.log_fail(code, r, &view, &mut log).map_err(|e| life(&e))?;
-                AnySession::from(s.fail(p).map_err(|e| life(e.error()))?)
+                $s.enter(|s| -> Result<AnySession, RpcError> {
+                    let p = s.log_fail(code, r, &view, &mut log).map_err(|e| life(&e))?;
+                    Ok(AnySession::from(s.fail(p).map_err(|e| life(e.error()))?))
+                })?
             }};
         }
         Ok(match any.stage() {
@@ -745,255 +747,261 @@ impl Runtime {
             ));
         }
         let created = any.try_into_created().map_err(|e| life(e.error()))?;
-        let decoded = DecodedPlan::decode(&plan_bytes).map_err(|r| RpcError::from_rejection(&r))?;
-        let admitted = admit(decoded, None, policy, self.clock.now_ms()).map_err(|r| {
-            err(
-                SESSION_PLAN_NOT_ADMITTED,
-                format!(
-                    "the stored plan is not admitted now: {}: {}",
-                    r.code().as_str(),
-                    r.message()
+        // From here on the session is typed, under one brand; it leaves the
+        // scope only as an `AnySession` (the live registry, `fail_with`).
+        created.enter(|created| -> Result<Value, RpcError> {
+            let decoded =
+                DecodedPlan::decode(&plan_bytes).map_err(|r| RpcError::from_rejection(&r))?;
+            let admitted = admit(decoded, None, policy, self.clock.now_ms()).map_err(|r| {
+                err(
+                    SESSION_PLAN_NOT_ADMITTED,
+                    format!(
+                        "the stored plan is not admitted now: {}: {}",
+                        r.code().as_str(),
+                        r.message()
+                    ),
+                )
+            })?;
+            let (spec, projections) = build_spec(policy, &admitted, &self.cfg, size.0, size.1)
+                .map_err(|r| RpcError::from_rejection(&r))?;
+            let mut facts = ReceiptFacts {
+                digests: (
+                    digests.plan_content_digest().to_hex(),
+                    digests.controller_plan_digest().to_hex(),
                 ),
-            )
-        })?;
-        let (spec, projections) = build_spec(policy, &admitted, &self.cfg, size.0, size.1)
-            .map_err(|r| RpcError::from_rejection(&r))?;
-        let mut facts = ReceiptFacts {
-            digests: (
-                digests.plan_content_digest().to_hex(),
-                digests.controller_plan_digest().to_hex(),
-            ),
-            binding: None,
-            limits: *admitted.limits(),
-            projections,
-        };
-        // Preparing, then receipt capacity.
-        let preparing = {
-            let mut store = lock(&self.store);
-            let p = created
-                .log_prepare(&mut Transitions(&mut store))
-                .map_err(|e| life(&e))?;
-            created.prepare(p).map_err(|e| life(e.error()))?
-        };
-        self.test_pause("after_prepare_record");
-        if let Err(e) = lock(&self.receipts).reserve(id) {
-            let code = e.code();
-            let body = receipt_body(
-                id,
-                &facts,
-                &Ending::Failure {
-                    code: code.as_str().into(),
-                    message: e.to_string(),
-                },
-                false,
-            );
-            // Without capacity there may be no room for a receipt either;
-            // the failure record needs one, so try and report the first error.
-            let _ = self.fail_any(preparing.into(), code, &body);
-            return Err(err(code, e.to_string()));
-        }
-        let fail_with = |any: AnySession, code: ErrorCode, reason: String, facts: &ReceiptFacts| {
-            let body = receipt_body(
-                id,
-                facts,
-                &Ending::Failure {
-                    code: code.as_str().into(),
-                    message: reason.clone(),
-                },
-                false,
-            );
-            match self.fail_any(any, code, &body) {
-                Ok(_) => err(code, reason),
-                Err(e) => e,
-            }
-        };
-        let (mut sock, child) = match spawn_launcher(&self.cfg.launcher) {
-            Ok(x) => x,
-            Err(r) => {
-                return Err(fail_with(
-                    preparing.into(),
-                    r.code(),
-                    r.message().into(),
+                binding: None,
+                limits: *admitted.limits(),
+                projections,
+            };
+            // Preparing, then receipt capacity.
+            let preparing = {
+                let mut store = lock(&self.store);
+                let p = created
+                    .log_prepare(&mut Transitions(&mut store))
+                    .map_err(|e| life(&e))?;
+                created.prepare(p).map_err(|e| life(e.error()))?
+            };
+            self.test_pause("after_prepare_record");
+            if let Err(e) = lock(&self.receipts).reserve(id) {
+                let code = e.code();
+                let body = receipt_body(
+                    id,
                     &facts,
-                ))
+                    &Ending::Failure {
+                        code: code.as_str().into(),
+                        message: e.to_string(),
+                    },
+                    false,
+                );
+                // Without capacity there may be no room for a receipt either;
+                // the failure record needs one, so try and report the first error.
+                let _ = self.fail_any(preparing.into(), code, &body);
+                return Err(err(code, e.to_string()));
             }
-        };
-        let mut dec = Decoder::default();
-        let sent = sock.write_all(&ToLauncher::Spec(Box::new(spec.clone())).encode());
-        let prepared = match sent
-            .map_err(|e| e.to_string())
-            .and_then(|()| read_frame(&mut sock, &mut dec))
-        {
-            Ok(FromLauncher::Prepared(p)) => p,
-            Ok(FromLauncher::Failed(f)) => {
-                reap(child);
-                return Err(fail_with(
-                    preparing.into(),
-                    SESSION_LAUNCH_FAILED,
-                    format!("{}: {}", f.code, f.message),
-                    &facts,
-                ));
-            }
-            Ok(other) => {
-                reap(child);
-                return Err(fail_with(
-                    preparing.into(),
-                    SESSION_LAUNCH_FAILED,
-                    format!("unexpected frame {other:?}"),
-                    &facts,
-                ));
-            }
-            Err(e) => {
-                reap(child);
-                return Err(fail_with(
-                    preparing.into(),
-                    SESSION_LAUNCHER_LOST,
-                    e,
-                    &facts,
-                ));
-            }
-        };
-        let binding = match launch_binding(&spec, &prepared) {
-            Ok(b) => b,
-            Err(r) => {
-                reap(child);
-                return Err(fail_with(
-                    preparing.into(),
-                    r.code(),
-                    r.message().into(),
-                    &facts,
-                ));
-            }
-        };
-        facts.binding = Some(binding.digest().to_hex());
-        // The binding is durable before the agent may run.
-        let starting = {
-            let mut store = lock(&self.store);
-            let p = match preparing.log_start(binding, verified, &mut Transitions(&mut store)) {
-                Ok(p) => p,
-                Err(e) => {
-                    drop(store);
+            let fail_with =
+                |any: AnySession, code: ErrorCode, reason: String, facts: &ReceiptFacts| {
+                    let body = receipt_body(
+                        id,
+                        facts,
+                        &Ending::Failure {
+                            code: code.as_str().into(),
+                            message: reason.clone(),
+                        },
+                        false,
+                    );
+                    match self.fail_any(any, code, &body) {
+                        Ok(_) => err(code, reason),
+                        Err(e) => e,
+                    }
+                };
+            let (mut sock, child) = match spawn_launcher(&self.cfg.launcher) {
+                Ok(x) => x,
+                Err(r) => {
+                    return Err(fail_with(
+                        preparing.into(),
+                        r.code(),
+                        r.message().into(),
+                        &facts,
+                    ))
+                }
+            };
+            let mut dec = Decoder::default();
+            let sent = sock.write_all(&ToLauncher::Spec(Box::new(spec.clone())).encode());
+            let prepared = match sent
+                .map_err(|e| e.to_string())
+                .and_then(|()| read_frame(&mut sock, &mut dec))
+            {
+                Ok(FromLauncher::Prepared(p)) => p,
+                Ok(FromLauncher::Failed(f)) => {
                     reap(child);
                     return Err(fail_with(
                         preparing.into(),
+                        SESSION_LAUNCH_FAILED,
+                        format!("{}: {}", f.code, f.message),
+                        &facts,
+                    ));
+                }
+                Ok(other) => {
+                    reap(child);
+                    return Err(fail_with(
+                        preparing.into(),
+                        SESSION_LAUNCH_FAILED,
+                        format!("unexpected frame {other:?}"),
+                        &facts,
+                    ));
+                }
+                Err(e) => {
+                    reap(child);
+                    return Err(fail_with(
+                        preparing.into(),
+                        SESSION_LAUNCHER_LOST,
+                        e,
+                        &facts,
+                    ));
+                }
+            };
+            let binding = match launch_binding(&spec, &prepared) {
+                Ok(b) => b,
+                Err(r) => {
+                    reap(child);
+                    return Err(fail_with(
+                        preparing.into(),
+                        r.code(),
+                        r.message().into(),
+                        &facts,
+                    ));
+                }
+            };
+            facts.binding = Some(binding.digest().to_hex());
+            // The binding is durable before the agent may run.
+            let starting = {
+                let mut store = lock(&self.store);
+                let p = match preparing.log_start(binding, verified, &mut Transitions(&mut store)) {
+                    Ok(p) => p,
+                    Err(e) => {
+                        drop(store);
+                        reap(child);
+                        return Err(fail_with(
+                            preparing.into(),
+                            e.code(),
+                            e.code().meaning().into(),
+                            &facts,
+                        ));
+                    }
+                };
+                preparing.start(p).map_err(|e| life(e.error()))?
+            };
+            // Before the agent may run: where its launcher is, so recovery can
+            // end a sandbox whose running record never became durable (the
+            // sandbox init dies with its launcher).
+            if let Err(r) = self.record_launcher(id, child.id()) {
+                reap(child);
+                return Err(fail_with(
+                    starting.into(),
+                    r.code(),
+                    r.message().into(),
+                    &facts,
+                ));
+            }
+            self.test_pause("after_start_record");
+            let started = sock
+                .write_all(&ToLauncher::Release.encode())
+                .map_err(|e| e.to_string())
+                .and_then(|()| read_frame(&mut sock, &mut dec));
+            let info = match started {
+                Ok(FromLauncher::Started(s)) => s,
+                Ok(FromLauncher::Failed(f)) => {
+                    reap(child);
+                    return Err(fail_with(
+                        starting.into(),
+                        SESSION_LAUNCH_FAILED,
+                        format!("{}: {}", f.code, f.message),
+                        &facts,
+                    ));
+                }
+                Ok(other) => {
+                    reap(child);
+                    return Err(fail_with(
+                        starting.into(),
+                        SESSION_LAUNCH_FAILED,
+                        format!("unexpected frame {other:?}"),
+                        &facts,
+                    ));
+                }
+                Err(e) => {
+                    reap(child);
+                    return Err(fail_with(starting.into(), SESSION_LAUNCHER_LOST, e, &facts));
+                }
+            };
+            let identity = match lifecycle_identity(&info.init) {
+                Ok(i) => i,
+                Err(r) => {
+                    let _ = sock.write_all(&ToLauncher::Stop(0).encode());
+                    reap(child);
+                    return Err(fail_with(
+                        starting.into(),
+                        r.code(),
+                        r.message().into(),
+                        &facts,
+                    ));
+                }
+            };
+            self.test_pause("after_release");
+            let logged = {
+                let mut store = lock(&self.store);
+                starting.log_run(identity, &mut Transitions(&mut store))
+            };
+            let p = match logged {
+                Ok(p) => p,
+                Err(e) => {
+                    // The agent runs but its identity is not durable: end it
+                    // now rather than leave it to its limits.
+                    let _ = sock.write_all(&ToLauncher::Stop(0).encode());
+                    let _ = read_until_end(&mut sock, &mut dec);
+                    reap(child);
+                    return Err(fail_with(
+                        starting.into(),
                         e.code(),
                         e.code().meaning().into(),
                         &facts,
                     ));
                 }
             };
-            preparing.start(p).map_err(|e| life(e.error()))?
-        };
-        // Before the agent may run: where its launcher is, so recovery can
-        // end a sandbox whose running record never became durable (the
-        // sandbox init dies with its launcher).
-        if let Err(r) = self.record_launcher(id, child.id()) {
-            reap(child);
-            return Err(fail_with(
-                starting.into(),
-                r.code(),
-                r.message().into(),
-                &facts,
-            ));
-        }
-        self.test_pause("after_start_record");
-        let started = sock
-            .write_all(&ToLauncher::Release.encode())
-            .map_err(|e| e.to_string())
-            .and_then(|()| read_frame(&mut sock, &mut dec));
-        let info = match started {
-            Ok(FromLauncher::Started(s)) => s,
-            Ok(FromLauncher::Failed(f)) => {
-                reap(child);
-                return Err(fail_with(
-                    starting.into(),
-                    SESSION_LAUNCH_FAILED,
-                    format!("{}: {}", f.code, f.message),
-                    &facts,
-                ));
-            }
-            Ok(other) => {
-                reap(child);
-                return Err(fail_with(
-                    starting.into(),
-                    SESSION_LAUNCH_FAILED,
-                    format!("unexpected frame {other:?}"),
-                    &facts,
-                ));
-            }
-            Err(e) => {
-                reap(child);
-                return Err(fail_with(starting.into(), SESSION_LAUNCHER_LOST, e, &facts));
-            }
-        };
-        let identity = match lifecycle_identity(&info.init) {
-            Ok(i) => i,
-            Err(r) => {
-                let _ = sock.write_all(&ToLauncher::Stop(0).encode());
-                reap(child);
-                return Err(fail_with(
-                    starting.into(),
-                    r.code(),
-                    r.message().into(),
-                    &facts,
-                ));
-            }
-        };
-        self.test_pause("after_release");
-        let logged = {
-            let mut store = lock(&self.store);
-            starting.log_run(identity, &mut Transitions(&mut store))
-        };
-        let p = match logged {
-            Ok(p) => p,
-            Err(e) => {
-                // The agent runs but its identity is not durable: end it
-                // now rather than leave it to its limits.
-                let _ = sock.write_all(&ToLauncher::Stop(0).encode());
-                let _ = read_until_end(&mut sock, &mut dec);
-                reap(child);
-                return Err(fail_with(
-                    starting.into(),
-                    e.code(),
-                    e.code().meaning().into(),
-                    &facts,
-                ));
-            }
-        };
-        let running = starting.run(p).map_err(|e| life(e.error()))?;
-        let _ = sock.set_read_timeout(None);
-        let writer = sock.try_clone().map_err(|_| super::service::internal())?;
-        let (tx, _) = broadcast::channel(ATTACH_QUEUE);
-        let live = Arc::new(Live {
-            id: id.clone(),
-            owner: owner.to_owned(),
-            writer: Mutex::new(writer),
-            stream: Mutex::new((
-                Transcript {
-                    chunks: VecDeque::new(),
-                    bytes: 0,
-                    cap: self.cfg.transcript_bytes,
-                    next_seq: 1,
-                },
-                tx,
-            )),
-            session: Mutex::new(Some(running.into())),
-            ended: Mutex::new(None),
-            facts,
-        });
-        lock(&self.live).insert(id.clone(), live.clone());
-        let rt = self.clone();
-        std::thread::Builder::new()
-            .name(format!("session-{}", id.as_str()))
-            .spawn(move || rt.pump(&live, sock, dec, child))
-            .map_err(|_| super::service::internal())?;
-        tracing::info!(session_id = ?id.as_str(), init_pid = info.init.pid, "session running");
-        Ok(json!({
-            "session_id": id.as_str(),
-            "stage": "running",
-            "launch_binding_digest": binding.digest().to_hex(),
-            "init_pid": info.init.pid,
-        }))
+            let running = starting.run(p).map_err(|e| life(e.error()))?;
+            let _ = sock.set_read_timeout(None);
+            let writer = sock.try_clone().map_err(|_| super::service::internal())?;
+            let (tx, _) = broadcast::channel(ATTACH_QUEUE);
+            let live = Arc::new(Live {
+                id: id.clone(),
+                owner: owner.to_owned(),
+                writer: Mutex::new(writer),
+                stream: Mutex::new((
+                    Transcript {
+                        chunks: VecDeque::new(),
+                        bytes: 0,
+                        cap: self.cfg.transcript_bytes,
+                        next_seq: 1,
+                    },
+                    tx,
+                )),
+                session: Mutex::new(Some(running.into())),
+                ended: Mutex::new(None),
+                facts,
+            });
+            lock(&self.live).insert(id.clone(), live.clone());
+            let rt = self.clone();
+            std::thread::Builder::new()
+                .name(format!("session-{}", id.as_str()))
+                .spawn(move || rt.pump(&live, sock, dec, child))
+                .map_err(|_| super::service::internal())?;
+            tracing::info!(session_id = ?id.as_str(), init_pid = info.init.pid, "session running");
+            Ok(json!({
+                "session_id": id.as_str(),
+                "stage": "running",
+                "launch_binding_digest": binding.digest().to_hex(),
+                "init_pid": info.init.pid,
+            }))
+        })
     }
 
     /// The session thread: output, then the ending.
@@ -1056,10 +1064,12 @@ impl Runtime {
                     SessionStage::Running => {
                         let running = any.try_into_running().map_err(|e| life(e.error()))?;
                         let mut store = lock(&self.store);
-                        let p = running
-                            .log_stop(reason, &mut Transitions(&mut store))
-                            .map_err(|e| life(&e))?;
-                        running.stop(p).map_err(|e| life(e.error()))?
+                        running.enter(|running| -> Result<_, RpcError> {
+                            let p = running
+                                .log_stop(reason, &mut Transitions(&mut store))
+                                .map_err(|e| life(&e))?;
+                            Ok(running.stop(p).map_err(|e| life(e.error()))?.park())
+                        })?
                     }
                     _ => any.try_into_stopping().map_err(|e| life(e.error()))?,
                 };
@@ -1067,10 +1077,12 @@ impl Runtime {
                 let r = self.append_receipt(&id, &body)?;
                 let mut store = lock(&self.store);
                 let j = lock(&self.receipts);
-                let p = stopping
-                    .log_exit(r, &ReceiptView(&j), &mut Transitions(&mut store))
-                    .map_err(|e| life(&e))?;
-                let exited = stopping.exit(p).map_err(|e| life(e.error()))?;
+                let exited = stopping.enter(|stopping| -> Result<_, RpcError> {
+                    let p = stopping
+                        .log_exit(r, &ReceiptView(&j), &mut Transitions(&mut store))
+                        .map_err(|e| life(&e))?;
+                    Ok(stopping.exit(p).map_err(|e| life(e.error()))?.park())
+                })?;
                 let v = json!({"session_id": id.as_str(), "stage": "exited", "receipt_seq": r.receipt_seq()});
                 *guard = Some(exited.into());
                 v
@@ -1278,20 +1290,21 @@ impl Runtime {
                 Some(any) if any.stage() == SessionStage::Running => {
                     let running = any.try_into_running().map_err(|e| life(e.error()))?;
                     let mut store = lock(&self.store);
-                    match running.log_stop(reason, &mut Transitions(&mut store)) {
-                        Ok(p) => match running.stop(p) {
-                            Ok(s) => *guard = Some(s.into()),
-                            Err(r) => {
-                                let (s, e) = r.into_parts();
-                                *guard = Some(s.into());
-                                return Err(life(&e));
-                            }
-                        },
-                        Err(e) => {
-                            *guard = Some(running.into());
-                            return Err(life(&e));
+                    // The session goes back into the guard whatever happens.
+                    let (session, stopped) = running.enter(|running| {
+                        match running.log_stop(reason, &mut Transitions(&mut store)) {
+                            Ok(p) => match running.stop(p) {
+                                Ok(s) => (AnySession::from(s), Ok(())),
+                                Err(r) => {
+                                    let (s, e) = r.into_parts();
+                                    (AnySession::from(s), Err(life(&e)))
+                                }
+                            },
+                            Err(e) => (AnySession::from(running), Err(life(&e))),
                         }
-                    }
+                    });
+                    *guard = Some(session);
+                    stopped?;
                 }
                 Some(any) if any.stage() == SessionStage::Stopping => *guard = Some(any),
                 other => {
@@ -1449,10 +1462,15 @@ impl Runtime {
                         let stopping = any.try_into_stopping().map_err(|e| life(e.error()))?;
                         let mut store = lock(&self.store);
                         let j = lock(&self.receipts);
-                        let p = stopping
-                            .log_exit(r, &ReceiptView(&j), &mut Transitions(&mut store))
-                            .map_err(|e| life(&e))?;
-                        stopping.exit(p).map_err(|e| life(e.error()))
+                        stopping.enter(|stopping| {
+                            let p = stopping
+                                .log_exit(r, &ReceiptView(&j), &mut Transitions(&mut store))
+                                .map_err(|e| life(&e))?;
+                            stopping
+                                .exit(p)
+                                .map(glove_lifecycle::Session::park)
+                                .map_err(|e| life(e.error()))
+                        })
                     })();
                     tracing::warn!(session_id = ?id.as_str(), ok = res.is_ok(), "stop finished at recovery (receipt was durable)");
                     if res.is_ok() {

@@ -16,8 +16,8 @@ use glove_journal::receipt::ReceiptHead;
 use glove_journal::session::{Creation, NewSession, SessionRecord};
 use glove_journal::{JournalError, ReceiptJournal, SessionStore};
 use glove_lifecycle::{
-    AppendReceipt, PendingRecord, PlanDigests, PortError, Session, SessionEntry, Subject,
-    TransitionLog,
+    with_brand, AppendReceipt, PendingRecord, PlanDigests, PortError, Session, SessionEntry,
+    Subject, TransitionLog,
 };
 use glove_types::canon;
 use glove_types::codes::control::{CONTROL_INTERNAL, CONTROL_INVALID_PARAMS};
@@ -400,9 +400,11 @@ impl Service {
             },
             digests,
         };
-        let proof =
-            Session::log_create(plan.session_id(), digests, &mut log).map_err(|e| lifecycle(&e))?;
-        let session = Session::create(proof).map_err(|e| lifecycle(&e))?;
+        let session = with_brand(|brand| -> Result<_, RpcError> {
+            let proof = Session::log_create(brand, plan.session_id(), digests, &mut log)
+                .map_err(|e| lifecycle(&e))?;
+            Ok(Session::create(proof).map_err(|e| lifecycle(&e))?.park())
+        })?;
         let record = store.get(session.id()).ok_or_else(internal)?.clone();
         self.refresh_anchor(&store);
         tracing::info!(session_id = ?session.id().as_str(), "session created");
