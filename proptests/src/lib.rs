@@ -1,10 +1,6 @@
-//! Cross-crate property tests live in `tests/`; this library holds what
-//! they share:
-//!
-//! * [`lifecycle_store`] — the lifecycle's `TransitionLog` and `ReceiptLog`
-//!   ports over `glove-journal`'s session store and receipt journal, with
-//!   the record mapping documented (used by `tests/lifecycle_store.rs`; the
-//!   same approach serves `glove-bin`).
+//! Cross-crate property tests live in `tests/`. This library holds nothing
+//! of its own today: the lifecycle's ports over the session store and the
+//! receipt journal that `tests/lifecycle_store.rs` checks against a model
+//! are `glove_journal::lifecycle::{StoreLog, StoreReceipts}`, the same
+//! adapter `gloved` uses.
 #![forbid(unsafe_code)]
-
-pub mod lifecycle_store;

@@ -21,6 +21,9 @@
 //! * [`session`] — [`SessionStore`], sessions created from canonical plans
 //!   with idempotent retry, stage transitions checked against the shared
 //!   stage graph, lookups by session id and idempotency key;
+//! * [`lifecycle`] — glove-lifecycle's ports over the two stores:
+//!   [`lifecycle::StoreLog`] (a `TransitionLog` on the session store) and
+//!   [`lifecycle::StoreReceipts`] (a `ReceiptLog` on the receipt journal);
 //! * [`receipt`] — [`ReceiptJournal`]: capacity reservations, HMAC-chained
 //!   canonical-JSON receipts, paging, exact-head acknowledgement, compaction,
 //!   and the offline verifier [`verify_file`];
@@ -36,6 +39,7 @@ mod commit;
 pub mod error;
 pub mod format;
 pub mod journal;
+pub mod lifecycle;
 mod placement;
 pub mod receipt;
 pub mod replay;

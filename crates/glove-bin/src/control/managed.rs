@@ -617,7 +617,7 @@ impl Runtime {
     fn append_receipt(&self, id: &SessionId, body: &Value) -> Result<TerminalReceiptRef, RpcError> {
         let mut j = lock(&self.receipts);
         if let Some(r) = glove_lifecycle::ReceiptLog::terminal_receipt(
-            &ReceiptView(&j),
+            &ReceiptView::new(&j),
             glove_lifecycle::Subject::Session(id),
         )
         .map_err(port)?
@@ -646,8 +646,8 @@ impl Runtime {
         let r = self.append_receipt(&id, body)?;
         let mut store = lock(&self.store);
         let j = lock(&self.receipts);
-        let view = ReceiptView(&j);
-        let mut log = Transitions(&mut store);
+        let view = ReceiptView::new(&j);
+        let mut log = Transitions::new(&mut store);
         // Each typed session is failed under a brand of its own.
         macro_rules! fail {
             ($s:expr) => {{
@@ -777,7 +777,7 @@ impl Runtime {
             let preparing = {
                 let mut store = lock(&self.store);
                 let p = created
-                    .log_prepare(&mut Transitions(&mut store))
+                    .log_prepare(&mut Transitions::new(&mut store))
                     .map_err(|e| life(&e))?;
                 created.prepare(p).map_err(|e| life(e.error()))?
             };
@@ -876,19 +876,21 @@ impl Runtime {
             // The binding is durable before the agent may run.
             let starting = {
                 let mut store = lock(&self.store);
-                let p = match preparing.log_start(binding, verified, &mut Transitions(&mut store)) {
-                    Ok(p) => p,
-                    Err(e) => {
-                        drop(store);
-                        reap(child);
-                        return Err(fail_with(
-                            preparing.into(),
-                            e.code(),
-                            e.code().meaning().into(),
-                            &facts,
-                        ));
-                    }
-                };
+                let p =
+                    match preparing.log_start(binding, verified, &mut Transitions::new(&mut store))
+                    {
+                        Ok(p) => p,
+                        Err(e) => {
+                            drop(store);
+                            reap(child);
+                            return Err(fail_with(
+                                preparing.into(),
+                                e.code(),
+                                e.code().meaning().into(),
+                                &facts,
+                            ));
+                        }
+                    };
                 preparing.start(p).map_err(|e| life(e.error()))?
             };
             // Before the agent may run: where its launcher is, so recovery can
@@ -949,7 +951,7 @@ impl Runtime {
             self.test_pause("after_release");
             let logged = {
                 let mut store = lock(&self.store);
-                starting.log_run(identity, &mut Transitions(&mut store))
+                starting.log_run(identity, &mut Transitions::new(&mut store))
             };
             let p = match logged {
                 Ok(p) => p,
@@ -1066,7 +1068,7 @@ impl Runtime {
                         let mut store = lock(&self.store);
                         running.enter(|running| -> Result<_, RpcError> {
                             let p = running
-                                .log_stop(reason, &mut Transitions(&mut store))
+                                .log_stop(reason, &mut Transitions::new(&mut store))
                                 .map_err(|e| life(&e))?;
                             Ok(running.stop(p).map_err(|e| life(e.error()))?.park())
                         })?
@@ -1079,7 +1081,7 @@ impl Runtime {
                 let j = lock(&self.receipts);
                 let exited = stopping.enter(|stopping| -> Result<_, RpcError> {
                     let p = stopping
-                        .log_exit(r, &ReceiptView(&j), &mut Transitions(&mut store))
+                        .log_exit(r, &ReceiptView::new(&j), &mut Transitions::new(&mut store))
                         .map_err(|e| life(&e))?;
                     Ok(stopping.exit(p).map_err(|e| life(e.error()))?.park())
                 })?;
@@ -1196,7 +1198,7 @@ impl Runtime {
     fn terminal(&self, id: &SessionId) -> Option<TerminalReceiptRef> {
         let j = lock(&self.receipts);
         glove_lifecycle::ReceiptLog::terminal_receipt(
-            &ReceiptView(&j),
+            &ReceiptView::new(&j),
             glove_lifecycle::Subject::Session(id),
         )
         .ok()
@@ -1292,7 +1294,7 @@ impl Runtime {
                     let mut store = lock(&self.store);
                     // The session goes back into the guard whatever happens.
                     let (session, stopped) = running.enter(|running| {
-                        match running.log_stop(reason, &mut Transitions(&mut store)) {
+                        match running.log_stop(reason, &mut Transitions::new(&mut store)) {
                             Ok(p) => match running.stop(p) {
                                 Ok(s) => (AnySession::from(s), Ok(())),
                                 Err(r) => {
@@ -1464,7 +1466,11 @@ impl Runtime {
                         let j = lock(&self.receipts);
                         stopping.enter(|stopping| {
                             let p = stopping
-                                .log_exit(r, &ReceiptView(&j), &mut Transitions(&mut store))
+                                .log_exit(
+                                    r,
+                                    &ReceiptView::new(&j),
+                                    &mut Transitions::new(&mut store),
+                                )
                                 .map_err(|e| life(&e))?;
                             stopping
                                 .exit(p)

@@ -10,15 +10,13 @@
 use super::auth::Authenticated;
 use super::capabilities::{Capabilities, Components, Method};
 use super::managed::Runtime;
+use super::ports::Transitions;
 use super::protocol::{Request, RpcError, INTERNAL_ERROR, INVALID_PARAMS};
 use super::store_anchor::StoreAnchor;
 use glove_journal::receipt::ReceiptHead;
-use glove_journal::session::{Creation, NewSession, SessionRecord};
+use glove_journal::session::{NewSession, SessionRecord};
 use glove_journal::{JournalError, ReceiptJournal, SessionStore};
-use glove_lifecycle::{
-    with_brand, AppendReceipt, PendingRecord, PlanDigests, PortError, Session, SessionEntry,
-    Subject, TransitionLog,
-};
+use glove_lifecycle::{with_brand, PlanDigests, Session};
 use glove_types::canon;
 use glove_types::codes::control::{CONTROL_INTERNAL, CONTROL_INVALID_PARAMS};
 use glove_types::digest::to_hex;
@@ -390,16 +388,15 @@ impl Service {
             *admitted.plan_content_digest(),
             *admitted.controller_plan_digest(),
         );
-        let mut log = StoreLog {
-            store: &mut store,
-            request: NewSession {
-                session_id: plan.session_id(),
-                idempotency_key: plan.idempotency_key(),
-                controller_plan_digest: *admitted.controller_plan_digest(),
-                plan: plan.canonical_bytes(),
-            },
-            digests,
-        };
+        // The shared adapter creates the session in the store from the staged
+        // plan when the lifecycle appends record 0 (see
+        // `glove_journal::lifecycle`).
+        let mut log = Transitions::new(&mut store);
+        log.stage_plan(
+            plan.session_id(),
+            plan.idempotency_key().clone(),
+            plan.canonical_bytes().to_vec(),
+        );
         let session = with_brand(|brand| -> Result<_, RpcError> {
             let proof = Session::log_create(brand, plan.session_id(), digests, &mut log)
                 .map_err(|e| lifecycle(&e))?;
@@ -476,68 +473,6 @@ impl Service {
         receipts.ack(&head).map_err(|e| journal(&e))?;
         tracing::info!(seq = head.seq, "receipts acknowledged");
         Ok(json!({"acknowledged": head.to_string()}))
-    }
-}
-
-/// The lifecycle's [`TransitionLog`] on top of the session store, for the
-/// one record this version writes: record 0, creation.
-///
-/// The store keeps the plan, its two digests and the idempotency key, from
-/// which the lifecycle's creation record is a pure function
-/// (`SessionRecord { seq: 0, prev: None, entry: Created { digests } }`). So
-/// `append` checks that the record it is handed is exactly that record for
-/// the request's session and digests, then creates the session in the
-/// store (durable when it returns) and acknowledges; `lookup` rebuilds
-/// record 0 of a stored session. Later records (prepare, start, …) have no
-/// home in the store's creation record and are refused until the managed
-/// runtime issue maps them to store transitions.
-struct StoreLog<'a, 's> {
-    store: &'a mut MutexGuard<'s, SessionStore>,
-    request: NewSession<'a>,
-    digests: PlanDigests,
-}
-
-fn record_zero(id: &SessionId, digests: PlanDigests) -> Result<Vec<u8>, PortError> {
-    glove_lifecycle::SessionRecord {
-        session_id: id.clone(),
-        seq: 0,
-        prev: None,
-        entry: SessionEntry::Created { digests },
-    }
-    .encode()
-    .map_err(|e| PortError::new(e.code()))
-}
-
-impl TransitionLog for StoreLog<'_, '_> {
-    fn append(&mut self, record: &PendingRecord<'_>) -> Result<AppendReceipt, PortError> {
-        let refused = || PortError::new(CONTROL_INTERNAL);
-        let Subject::Session(id) = record.subject() else {
-            return Err(refused());
-        };
-        if record.seq() != 0
-            || id != self.request.session_id
-            || record.bytes() != record_zero(id, self.digests)?.as_slice()
-        {
-            return Err(refused());
-        }
-        match self.store.create_session(self.request) {
-            Ok(Creation::Created(_) | Creation::Existing(_)) => Ok(record.acknowledge()),
-            Err(e) => Err(PortError::new(e.code())),
-        }
-    }
-
-    fn lookup(&self, subject: Subject<'_>, seq: u64) -> Result<Option<Vec<u8>>, PortError> {
-        let Subject::Session(id) = subject else {
-            return Ok(None);
-        };
-        match (seq, self.store.get(id)) {
-            (0, Some(r)) => record_zero(
-                id,
-                PlanDigests::new(*r.plan_content_digest(), *r.controller_plan_digest()),
-            )
-            .map(Some),
-            _ => Ok(None),
-        }
     }
 }
 

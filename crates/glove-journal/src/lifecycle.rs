@@ -1,8 +1,13 @@
-//! The lifecycle's ports over `glove-journal`: [`StoreLog`] implements
-//! [`TransitionLog`] on a [`SessionStore`], [`StoreReceipts`] implements
-//! [`ReceiptLog`] on a [`ReceiptJournal`].
+//! The lifecycle's ports over this crate's stores: [`StoreLog`] implements
+//! glove-lifecycle's [`TransitionLog`] on a [`SessionStore`],
+//! [`StoreReceipts`] its [`ReceiptLog`] on a [`ReceiptJournal`]. The one
+//! adapter both `gloved` and the model-based tests (`proptests/`) use.
 //!
-//! The two crates do not know each other: the session store keeps its own
+//! Both hold their store either owned or borrowed (`StoreLog<SessionStore>`,
+//! `StoreLog<&mut SessionStore>`; the same for receipts), so a service can
+//! wrap the store it keeps behind a lock for the duration of one call.
+//!
+//! The session store does not know the lifecycle's records: it keeps its own
 //! binary creation record and, per transition, a stage byte plus opaque
 //! canonical-JSON evidence; the lifecycle hands its log canonical-JSON
 //! records numbered per session. The adapter maps them as follows.
@@ -16,7 +21,7 @@
 //!
 //! * the store checks every transition against the same stage graph as the
 //!   lifecycle, and its replay (strict, torn tail repaired) is the only
-//!   source of the records [`StoreLog::records`] hands to
+//!   source of the records [`all_records`] hands to
 //!   `glove_lifecycle::recover_all`;
 //! * an append at any position other than the session's next one is
 //!   refused (`lifecycle_record_sequence`), so the `(subject, seq)` slots are
@@ -40,9 +45,10 @@
 //! session is ambiguous and fails closed (`lifecycle_receipt_mismatch`).
 //! Receipts already acknowledged and compacted away are not found.
 
-use glove_journal::receipt::{ReceiptJournal, ReceiptKind, StoredReceipt};
-use glove_journal::session::NewSession;
-use glove_journal::{JournalError, SessionStore};
+use crate::receipt::{ReceiptJournal, ReceiptKind, StoredReceipt};
+use crate::session::{NewSession, SessionRecord as StoredSession};
+use crate::{JournalError, SessionStore};
+use core::borrow::{Borrow, BorrowMut};
 use glove_lifecycle::{
     AppendReceipt, PendingRecord, PlanDigests, PortError, ReceiptLog, SessionEntry, SessionRecord,
     Subject, TerminalReceiptRef, TransitionLog,
@@ -60,6 +66,50 @@ fn journal_err(e: JournalError) -> PortError {
     PortError::new(e.code())
 }
 
+/// Lifecycle record 0 of a stored session, re-encoded from its creation.
+pub fn creation_bytes(s: &StoredSession) -> Result<Vec<u8>, PortError> {
+    SessionRecord {
+        session_id: s.session_id().clone(),
+        seq: 0,
+        prev: None,
+        entry: SessionEntry::Created {
+            digests: PlanDigests::new(*s.plan_content_digest(), *s.controller_plan_digest()),
+        },
+    }
+    .encode()
+    .map_err(|e| PortError::new(e.code()))
+}
+
+/// Every lifecycle record of one session, in order (for
+/// `glove_lifecycle::replay_session`); `None` if the store does not hold
+/// the session.
+pub fn session_records(store: &SessionStore, id: &SessionId) -> Option<Vec<Vec<u8>>> {
+    let s = store.get(id)?;
+    let mut out = vec![creation_bytes(s).ok()?];
+    for t in store.transitions(id).unwrap_or(&[]) {
+        out.push(t.evidence().to_vec());
+    }
+    Some(out)
+}
+
+/// Every lifecycle record the store holds, in store order (for
+/// `glove_lifecycle::recover_all`). A session whose creation record cannot
+/// be re-encoded is left out; that cannot happen for a session the store
+/// accepted, whose id and digests it validated.
+pub fn all_records(store: &SessionStore) -> Vec<Vec<u8>> {
+    let mut all: Vec<(u64, Vec<u8>)> = Vec::new();
+    for s in store.index().iter() {
+        if let Ok(b) = creation_bytes(s) {
+            all.push((s.created_seq(), b));
+        }
+        for t in store.transitions(s.session_id()).unwrap_or(&[]) {
+            all.push((t.seq(), t.evidence().to_vec()));
+        }
+    }
+    all.sort_by_key(|(seq, _)| *seq);
+    all.into_iter().map(|(_, bytes)| bytes).collect()
+}
+
 /// What a creation needs beyond the lifecycle's record.
 #[derive(Debug)]
 struct StagedPlan {
@@ -67,17 +117,19 @@ struct StagedPlan {
     plan: Vec<u8>,
 }
 
-/// A [`TransitionLog`] over the session store (see the module docs).
+/// A [`TransitionLog`] over the session store (see the module docs), owning
+/// the store (`StoreLog<SessionStore>`) or borrowing it
+/// (`StoreLog<&mut SessionStore>`).
 #[derive(Debug)]
-pub struct StoreLog {
-    store: SessionStore,
+pub struct StoreLog<S: BorrowMut<SessionStore> = SessionStore> {
+    store: S,
     /// Plans staged for creations not yet appended.
     staged: HashMap<SessionId, StagedPlan>,
 }
 
-impl StoreLog {
+impl<S: BorrowMut<SessionStore>> StoreLog<S> {
     /// Wraps an open store.
-    pub fn new(store: SessionStore) -> StoreLog {
+    pub fn new(store: S) -> Self {
         StoreLog {
             store,
             staged: HashMap::new(),
@@ -93,44 +145,22 @@ impl StoreLog {
 
     /// The store.
     pub fn store(&self) -> &SessionStore {
-        &self.store
+        self.store.borrow()
     }
 
     /// The store, for direct use (for example to take its anchor).
     pub fn store_mut(&mut self) -> &mut SessionStore {
-        &mut self.store
+        self.store.borrow_mut()
     }
 
     /// Every lifecycle record the store holds, in store order: feed them to
-    /// `glove_lifecycle::recover_all`.
-    pub fn records(&self) -> Result<Vec<Vec<u8>>, PortError> {
-        let mut all: Vec<(u64, Vec<u8>)> = Vec::new();
-        for s in self.store.index().iter() {
-            all.push((s.created_seq(), creation_bytes(s)?));
-            for t in self.store.transitions(s.session_id()).unwrap_or(&[]) {
-                all.push((t.seq(), t.evidence().to_vec()));
-            }
-        }
-        all.sort_by_key(|(seq, _)| *seq);
-        Ok(all.into_iter().map(|(_, bytes)| bytes).collect())
+    /// `glove_lifecycle::recover_all` (see [`all_records`]).
+    pub fn records(&self) -> Vec<Vec<u8>> {
+        all_records(self.store())
     }
 }
 
-/// Lifecycle record 0 of a stored session, re-encoded from its creation.
-fn creation_bytes(s: &glove_journal::session::SessionRecord) -> Result<Vec<u8>, PortError> {
-    SessionRecord {
-        session_id: s.session_id().clone(),
-        seq: 0,
-        prev: None,
-        entry: SessionEntry::Created {
-            digests: PlanDigests::new(*s.plan_content_digest(), *s.controller_plan_digest()),
-        },
-    }
-    .encode()
-    .map_err(|e| PortError::new(e.code()))
-}
-
-impl TransitionLog for StoreLog {
+impl<S: BorrowMut<SessionStore>> TransitionLog for StoreLog<S> {
     fn append(&mut self, record: &PendingRecord<'_>) -> Result<AppendReceipt, PortError> {
         let Subject::Session(id) = record.subject() else {
             return Err(PortError::new(JOURNAL_RECORD_KIND_REFUSED));
@@ -140,7 +170,8 @@ impl TransitionLog for StoreLog {
         if &decoded.session_id != id {
             return Err(PortError::new(LIFECYCLE_RECORD_FOREIGN));
         }
-        let next = self.store.transitions(id).map_or(0, |t| t.len() as u64 + 1);
+        let store: &mut SessionStore = self.store.borrow_mut();
+        let next = store.transitions(id).map_or(0, |t| t.len() as u64 + 1);
         if decoded.seq != record.seq() || record.seq() != next {
             return Err(PortError::new(LIFECYCLE_RECORD_SEQUENCE));
         }
@@ -153,8 +184,7 @@ impl TransitionLog for StoreLog {
                 if Sha256Digest::of(&staged.plan) != digests.plan_content_digest() {
                     return Err(PortError::new(LIFECYCLE_LOG_UNAVAILABLE));
                 }
-                let created = self
-                    .store
+                let created = store
                     .create_session(NewSession {
                         session_id: id,
                         idempotency_key: &staged.key,
@@ -173,8 +203,7 @@ impl TransitionLog for StoreLog {
             }
             (_, 0) => return Err(PortError::new(LIFECYCLE_RECORD_MISSING_CREATION)),
             (entry, _) => {
-                let _ = self
-                    .store
+                let _ = store
                     .transition(id, entry.stage(), record.bytes())
                     .map_err(journal_err)?;
             }
@@ -186,13 +215,14 @@ impl TransitionLog for StoreLog {
         let Subject::Session(id) = subject else {
             return Err(PortError::new(JOURNAL_RECORD_KIND_REFUSED));
         };
-        let Some(s) = self.store.get(id) else {
+        let store = self.store();
+        let Some(s) = store.get(id) else {
             return Ok(None);
         };
         let Some(k) = seq.checked_sub(1) else {
             return creation_bytes(s).map(Some);
         };
-        let transitions = self.store.transitions(id).unwrap_or(&[]);
+        let transitions = store.transitions(id).unwrap_or(&[]);
         Ok(usize::try_from(k)
             .ok()
             .and_then(|k| transitions.get(k))
@@ -200,23 +230,26 @@ impl TransitionLog for StoreLog {
     }
 }
 
-/// A [`ReceiptLog`] over the receipt journal (see the module docs).
+/// A [`ReceiptLog`] over the receipt journal (see the module docs), owning
+/// it or borrowing it.
 #[derive(Debug)]
-pub struct StoreReceipts {
-    journal: ReceiptJournal,
+pub struct StoreReceipts<J: Borrow<ReceiptJournal> = ReceiptJournal> {
+    journal: J,
 }
 
-impl StoreReceipts {
+impl<J: Borrow<ReceiptJournal>> StoreReceipts<J> {
     /// Wraps an open receipt journal.
-    pub fn new(journal: ReceiptJournal) -> StoreReceipts {
+    pub fn new(journal: J) -> Self {
         StoreReceipts { journal }
     }
 
     /// The receipt journal.
     pub fn journal(&self) -> &ReceiptJournal {
-        &self.journal
+        self.journal.borrow()
     }
+}
 
+impl<J: BorrowMut<ReceiptJournal>> StoreReceipts<J> {
     /// The terminal receipt of `session`: the durable one if there is one,
     /// otherwise `body` appended now (spending a held reservation, or a new
     /// one). `body` must name `session` in its `session_id` field.
@@ -228,12 +261,12 @@ impl StoreReceipts {
         if let Some(r) = self.terminal_receipt(Subject::Session(session))? {
             return Ok(r);
         }
-        let reservation = match self.journal.held_reservation(session) {
+        let journal: &mut ReceiptJournal = self.journal.borrow_mut();
+        let reservation = match journal.held_reservation(session) {
             Some(r) => r,
-            None => self.journal.reserve(session).map_err(journal_err)?,
+            None => journal.reserve(session).map_err(journal_err)?,
         };
-        let stored = self
-            .journal
+        let stored = journal
             .append_receipt(&reservation, ReceiptKind::ResourceV1, body)
             .map_err(journal_err)?;
         if body_session(&stored).as_deref() != Some(session.as_str()) {
@@ -243,7 +276,9 @@ impl StoreReceipts {
     }
 }
 
-fn reference(r: &StoredReceipt) -> TerminalReceiptRef {
+/// The reference the lifecycle records for a stored receipt: its sequence
+/// number and the SHA-256 of its stored envelope.
+pub fn reference(r: &StoredReceipt) -> TerminalReceiptRef {
     TerminalReceiptRef::new(r.seq, Sha256Digest::of(&r.envelope))
 }
 
@@ -253,7 +288,7 @@ fn body_session(r: &StoredReceipt) -> Option<String> {
     Some(v.get("body")?.get("session_id")?.as_str()?.to_owned())
 }
 
-impl ReceiptLog for StoreReceipts {
+impl<J: Borrow<ReceiptJournal>> ReceiptLog for StoreReceipts<J> {
     fn terminal_receipt(
         &self,
         subject: Subject<'_>,
@@ -262,7 +297,7 @@ impl ReceiptLog for StoreReceipts {
             return Err(PortError::new(JOURNAL_RECORD_KIND_REFUSED));
         };
         let mut found = self
-            .journal
+            .journal()
             .receipts()
             .iter()
             .filter(|r| body_session(r).as_deref() == Some(id.as_str()));
