@@ -156,6 +156,7 @@ fn fail(e: &SandboxError, json: bool) -> i32 {
 
 /// Runs `glove exec` and returns the exit status.
 pub fn run(a: ExecArgs) -> i32 {
+    glove_sandbox::launch::trace_mark("exec start");
     let limits = ResourceLimits {
         cpu_time_ms: a.cpu_ms.unwrap_or(DEFAULT_LIMITS.cpu_time_ms),
         memory_bytes: a.memory.unwrap_or(DEFAULT_LIMITS.memory_bytes),
@@ -208,7 +209,17 @@ pub fn run(a: ExecArgs) -> i32 {
         forward_input: true,
         pty: a.pty,
     };
-    let result = running.supervise(&mut io, Settings::default());
+    // The cgroup is removed before the outcome is printed; the sandbox init
+    // has reported the end and is tearing its namespaces down, which this
+    // process does not wait for (it exits at once; the init is reaped by
+    // whoever inherits it).
+    let result =
+        running
+            .supervise_keeping(&mut io, Settings::default())
+            .map(|(outcome, remains)| {
+                remains.finish_without_reaping();
+                outcome
+            });
     if let Some(mode) = &raw {
         tty::restore(io.stdin.as_fd(), mode);
     }
@@ -223,6 +234,7 @@ pub fn run(a: ExecArgs) -> i32 {
                     Err(e) => eprintln!("error[sandbox_io_failed]: {e}"),
                 }
             }
+            glove_sandbox::launch::trace_mark("exec end");
             exit_status(&outcome)
         }
         Err(e) => fail(&e, a.json),

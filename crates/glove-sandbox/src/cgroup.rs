@@ -180,6 +180,25 @@ impl Cgroup {
         Ok(())
     }
 
+    /// Moves `pid` out of this cgroup, back into the parent cgroup of each
+    /// hierarchy (cgroup v1 only: a v2 parent with controllers enabled may
+    /// hold no process). Used for the sandbox init once the agent, born
+    /// inside, runs: the cgroup then holds exactly the agent's processes,
+    /// and can be removed as soon as they are gone, without waiting for the
+    /// init's own exit (which tears down its namespaces).
+    pub fn evict(&self, pid: i32) -> Result<(), SandboxError> {
+        if self.version != Version::V1 {
+            return Err(err("only a cgroup v1 member can be moved to the parent"));
+        }
+        for d in &self.dirs {
+            let parent = d
+                .parent()
+                .ok_or_else(|| err(format!("{} has no parent", d.display())))?;
+            write(&parent.join("cgroup.procs"), &pid.to_string())?;
+        }
+        Ok(())
+    }
+
     /// CPU time so far, nanoseconds.
     pub fn cpu_ns(&self) -> Option<u64> {
         match self.version {

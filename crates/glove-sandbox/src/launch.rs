@@ -20,7 +20,7 @@ use crate::outcome::{Enforcement as Mechanisms, Mechanism};
 use crate::seccomp;
 use crate::spec::{Enforcement, LaunchSpec, Terminal};
 use crate::sys::process::{self, Exit, Forked};
-use crate::sys::{caps, fd, mount, pty, Errno};
+use crate::sys::{caps, fd, mount, pty, trace, Errno};
 use std::ffi::CString;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
 use std::time::Instant;
@@ -33,10 +33,16 @@ pub const INSIDE_ID: u32 = 1000;
 /// agent's (see `docs/sandbox.md`, "Identities").
 pub const PRIVILEGED_AGENT_HOST_ID: u32 = 65534;
 
+/// The namespaces the init is cloned into. The network namespace is not
+/// among them: creating one is the most expensive part of the clone (the
+/// kernel initialises every network subsystem for it), so the init's first
+/// act is to start a tiny helper that shares its memory and creates the
+/// network namespace on the other core while the init builds the file
+/// system view; the init joins it before the agent exists (see
+/// [`join_net`]).
 const NS_FLAGS: u64 = (libc::CLONE_NEWUSER
     | libc::CLONE_NEWNS
     | libc::CLONE_NEWPID
-    | libc::CLONE_NEWNET
     | libc::CLONE_NEWIPC
     | libc::CLONE_NEWUTS
     | libc::CLONE_NEWCGROUP) as u64;
@@ -83,6 +89,10 @@ pub struct Running {
     pub(crate) started: Instant,
     pub(crate) limits: glove_types::policy::ResourceLimits,
     pub(crate) mechanisms: Mechanisms,
+    /// The init was moved out of the (v1) cgroup once the agent ran: the
+    /// cgroup holds only the agent's processes, so the outcome is final
+    /// (and the cgroup removable) without waiting for the init's exit.
+    pub(crate) init_outside_cgroup: bool,
 }
 
 impl Running {
@@ -123,7 +133,7 @@ struct ExecPrep {
     exe: CString,
     argv: Vec<CString>,
     envp: Vec<CString>,
-    filters: (seccompiler::BpfProgram, seccompiler::BpfProgram),
+    filter: seccompiler::BpfProgram,
     rlimits: Vec<(libc::__rlimit_resource_t, u64)>,
     /// Applied as well when no cgroup enforces memory, pids and CPU.
     fallback_rlimits: Vec<(libc::__rlimit_resource_t, u64)>,
@@ -135,6 +145,12 @@ struct ExecPrep {
 /// Validates the spec and builds the sandbox; the agent does not run until
 /// [`Prepared::release`] (or fails with the step that did not work).
 pub fn prepare(spec: LaunchSpec) -> Result<Prepared, SandboxError> {
+    prepare_inner(spec, false)
+}
+
+fn prepare_inner(spec: LaunchSpec, release_early: bool) -> Result<Prepared, SandboxError> {
+    trace::init();
+    trace::mark("prepare");
     spec.validate()?;
     let threads = thread_count();
     if threads != 1 {
@@ -176,7 +192,7 @@ pub fn prepare(spec: LaunchSpec) -> Result<Prepared, SandboxError> {
             .iter()
             .map(|s| cs(s))
             .collect::<Result<_, _>>()?,
-        filters: seccomp::build().map_err(|e| SandboxError::Seccomp {
+        filter: seccomp::build().map_err(|e| SandboxError::Seccomp {
             detail: e.to_string(),
         })?,
         rlimits,
@@ -216,6 +232,7 @@ pub fn prepare(spec: LaunchSpec) -> Result<Prepared, SandboxError> {
         }
         Forked::Parent(pid) => pid,
     };
+    trace::mark("cloned");
     drop(sync_child);
     drop(cgroup_dir);
     let streams_pipes = pipes.map(|((in_r, in_w), (out_r, out_w), (err_r, err_w))| {
@@ -254,6 +271,7 @@ pub fn prepare(spec: LaunchSpec) -> Result<Prepared, SandboxError> {
         }
     }
     fd::write_all(sync_parent.as_fd(), &[TAG_GO]).map_err(|e| abort(io_err("release", e)))?;
+    trace::mark("go sent");
 
     // While the init builds the view: the v1 cgroup, or the fallback.
     let joined = match cgroup_v2 {
@@ -263,6 +281,7 @@ pub fn prepare(spec: LaunchSpec) -> Result<Prepared, SandboxError> {
             Ok(cg)
         }),
     };
+    trace::mark("cgroup joined");
     let mechanism = |m: Mechanism| Mechanisms {
         cpu_time: if m == Mechanism::Rlimit {
             Mechanism::Rlimit
@@ -293,6 +312,13 @@ pub fn prepare(spec: LaunchSpec) -> Result<Prepared, SandboxError> {
             (None, mechanism(Mechanism::Rlimit), true)
         }
     };
+    if release_early {
+        // The caller releases at once: the instruction waits in the socket
+        // until the init has built everything, saving a round trip. If the
+        // init has already failed and gone, the write fails; its error
+        // report is read below either way.
+        let _ = fd::write_all(sync_parent.as_fd(), &[TAG_RELEASE, u8::from(fallback)]);
+    }
 
     // Wait for the PTY (if any) and PREPARED or ERROR.
     let mut pty_fds: Option<(OwnedFd, OwnedFd)> = None;
@@ -334,6 +360,8 @@ pub fn prepare(spec: LaunchSpec) -> Result<Prepared, SandboxError> {
         }
     };
 
+    trace::mark("prepared received");
+
     let streams = match (streams_pipes, pty_fds) {
         (Some((stdin, stdout, stderr)), _) => Streams::Pipes {
             stdin: Some(stdin),
@@ -356,11 +384,30 @@ pub fn prepare(spec: LaunchSpec) -> Result<Prepared, SandboxError> {
             started: Instant::now(),
             limits,
             mechanisms,
+            init_outside_cgroup: false,
         },
         facts,
         executable: spec.executable.clone(),
         fallback,
+        released: release_early,
     })
+}
+
+/// In the init: waits until the helper has created the network namespace,
+/// joins it, and lets the helper go; refuses a namespace that is the one
+/// the init was born in (fails closed whatever went wrong).
+fn join_net(helper: process::NetUnsharer, born_in: u64) -> Result<(), Errno> {
+    use std::os::unix::fs::MetadataExt;
+    helper.wait_ready()?;
+    process::setns(helper.pidfd(), libc::CLONE_NEWNET)?;
+    drop(helper);
+    let now = std::fs::metadata("/proc/self/ns/net")
+        .map(|m| m.ino())
+        .map_err(|e| Errno(e.raw_os_error().unwrap_or(libc::EIO)))?;
+    if now == born_in {
+        return Err(Errno(libc::EEXIST));
+    }
+    Ok(())
 }
 
 /// What the init resolved while building the sandbox, reported before the
@@ -383,6 +430,8 @@ pub struct Prepared {
     executable: String,
     /// No cgroup: the agent applies the rlimit fallback.
     fallback: bool,
+    /// The release instruction was already sent.
+    released: bool,
 }
 
 impl Prepared {
@@ -407,14 +456,18 @@ impl Prepared {
             mut running,
             executable,
             fallback,
+            released,
             ..
         } = self;
         let fail = |r: &Running, e: SandboxError| {
             r.kill_now();
             e
         };
-        if let Err(e) = fd::write_all(running.sync.as_fd(), &[TAG_RELEASE, u8::from(fallback)]) {
-            return Err(fail(&running, io_err("release", e)));
+        if !released {
+            if let Err(e) = fd::write_all(running.sync.as_fd(), &[TAG_RELEASE, u8::from(fallback)])
+            {
+                return Err(fail(&running, io_err("release", e)));
+            }
         }
         let mut tag = [0u8; 1];
         match fd::read(running.sync.as_fd(), &mut tag) {
@@ -434,6 +487,16 @@ impl Prepared {
             Err(e) => return Err(fail(&running, io_err("status channel", e))),
         }
         running.started = Instant::now();
+        trace::mark("ready received");
+        // The agent was born inside the cgroup; the init leaves it (v1:
+        // its parent may hold processes). If that fails the init stays,
+        // and the supervisor waits for its exit before removing the cgroup.
+        if let Some(cg) = &running.cgroup {
+            if cg.version() == crate::cgroup::Version::V1 && cg.evict(running.init_pid).is_ok() {
+                running.init_outside_cgroup = true;
+            }
+        }
+        trace::mark("init evicted");
         Ok(running)
     }
 
@@ -443,10 +506,18 @@ impl Prepared {
     }
 }
 
+/// Writes a launch phase mark when `GLOVE_LAUNCH_TRACE` is set (see
+/// `docs/performance.md`); a no-op otherwise.
+#[doc(hidden)]
+pub fn trace_mark(label: &str) {
+    trace::init();
+    trace::mark(label);
+}
+
 /// Builds the sandbox and runs the agent at once (`prepare` then
 /// `release`).
 pub fn launch(spec: LaunchSpec) -> Result<Running, SandboxError> {
-    prepare(spec)?.release()
+    prepare_inner(spec, true)?.release()
 }
 
 fn read_facts(sync: &OwnedFd) -> Result<PreparedFacts, SandboxError> {
@@ -550,15 +621,32 @@ fn init_main(
     sync: OwnedFd,
     pipes: Option<(OwnedFd, OwnedFd, OwnedFd)>,
 ) -> ! {
+    trace::mark("init");
     let _ = process::set_parent_death_signal(libc::SIGKILL);
+    // First, so that it runs on the other core while this one works.
+    let net = match process::NetUnsharer::spawn() {
+        Ok(n) => n,
+        Err(e) => fail(&sync, "network namespace", e),
+    };
+    let born_in_net = {
+        use std::os::unix::fs::MetadataExt;
+        match std::fs::metadata("/proc/self/ns/net") {
+            Ok(m) => m.ino(),
+            Err(_) => process::exit_now(1),
+        }
+    };
     // Nothing the supervisor holds (its own standard streams, a service
     // socket) stays open in the sandbox: keep the status channel, the
     // agent's pipes and the declared descriptors, close the rest.
     let mut keep: Vec<RawFd> = vec![sync.as_raw_fd()];
+    keep.extend(net.descriptors());
     if let Some((a, b, c)) = &pipes {
         keep.extend([a.as_raw_fd(), b.as_raw_fd(), c.as_raw_fd()]);
     }
     keep.extend(spec.extra_fds.iter().map(|(f, _)| f.as_raw_fd()));
+    if trace::enabled() {
+        keep.push(trace::TRACE_FD);
+    }
     if fd::close_all_except(&mut keep).is_err() || fd::fill_standard_streams().is_err() {
         process::exit_now(1);
     }
@@ -567,6 +655,7 @@ fn init_main(
         Ok(1) if go[0] == TAG_GO => {}
         _ => process::exit_now(1),
     }
+    trace::mark("go received");
     // Modes given to mkdir are meant literally (1777 for /tmp).
     let umask = process::set_umask(0);
     let facts = match setup_fs(spec, prep.privileged) {
@@ -576,6 +665,13 @@ fn init_main(
     if let Err(e) = process::sethostname(&spec.hostname) {
         fail(&sync, "sethostname", e);
     }
+    trace::mark("view built");
+    // Before the init becomes undumpable: the helper shares its memory, and
+    // joining through its pidfd needs ptrace-read access to it.
+    if let Err(e) = join_net(net, born_in_net) {
+        fail(&sync, "network namespace", e);
+    }
+    trace::mark("net joined");
     let _ = process::set_not_dumpable();
 
     let stdio: [OwnedFd; 3] = match (&spec.terminal, pipes) {
@@ -624,6 +720,7 @@ fn init_main(
         process::exit_now(1);
     }
     let fallback = release[1] == 1;
+    trace::mark("release received");
     let old_mask = match process::block_all_signals() {
         Ok(m) => m,
         Err(e) => fail(&sync, "sigprocmask", e),
@@ -632,14 +729,19 @@ fn init_main(
         Ok(p) => p,
         Err(e) => fail(&sync, "pipe", e),
     };
-    let agent = match process::fork() {
-        Ok(Forked::Child) => {
-            drop(err_r);
-            agent_main(spec, prep, umask, fallback, &stdio, &err_w, &old_mask)
-        }
-        Ok(Forked::Parent(pid)) => pid,
+    // The agent shares the init's memory until its execve (the init is
+    // suspended meanwhile): no page tables are copied and the execve has
+    // no copied address space to tear down. `agent_main` only borrows.
+    let mut stack = match process::ChildStack::new(256 * 1024) {
+        Ok(s) => s,
+        Err(e) => fail(&sync, "agent stack", e),
+    };
+    let mut body = || agent_main(spec, prep, umask, fallback, &stdio, &err_w, &old_mask);
+    let agent = match process::spawn_shared(&mut stack, &mut body) {
+        Ok(pid) => pid,
         Err(e) => fail(&sync, "fork", e),
     };
+    trace::mark("agent forked");
     drop(err_w);
     drop(stdio);
     let mut buf = [0u8; 4];
@@ -652,6 +754,7 @@ fn init_main(
         Err(e) => fail(&sync, "exec status", e),
     }
     drop(err_r);
+    trace::mark("agent execed");
     if fd::write_all(sync.as_fd(), &[TAG_READY]).is_err() {
         process::exit_now(1);
     }
@@ -686,6 +789,7 @@ fn supervise_inside(spec: &LaunchSpec, sync: &OwnedFd, agent: libc::pid_t) -> ! 
     if let Some(p) = &disk_path {
         disk_peak = disk_peak.max(mount::used_bytes(p).unwrap_or(0));
     }
+    trace::mark("agent reaped");
     let _ = process::kill(-1, libc::SIGKILL);
     while let Ok(Some(_)) = process::reap_any() {}
     let (kind, value) = match status {
@@ -698,6 +802,7 @@ fn supervise_inside(spec: &LaunchSpec, sync: &OwnedFd, agent: libc::pid_t) -> ! 
     msg.extend_from_slice(&disk_peak.to_le_bytes());
     msg.extend_from_slice(&pids_peak.to_le_bytes());
     let _ = fd::write_all(sync.as_fd(), &msg);
+    trace::mark("init exiting");
     process::exit_now(0)
 }
 
@@ -726,11 +831,12 @@ fn agent_main(
     stdio: &[OwnedFd; 3],
     err_w: &OwnedFd,
     old_mask: &libc::sigset_t,
-) -> ! {
+) -> std::convert::Infallible {
     let report = |e: Errno| -> ! {
         let _ = fd::write_all(err_w.as_fd(), &e.0.to_le_bytes());
         process::exit_now(127)
     };
+    trace::mark("agent");
     process::set_umask(umask);
     if let Err(e) = process::setsid() {
         report(e);
@@ -791,6 +897,7 @@ fn agent_main(
             report(e);
         }
     }
+    trace::mark("a:fds+sig+rlimit");
     if let Err(e) = mount::chdir(&spec.working_directory) {
         report(e);
     }
@@ -802,16 +909,16 @@ fn agent_main(
             report(e);
         }
     }
+    trace::mark("a:nnp+bset+user");
     if let Err(e) = caps::clear_sets() {
         report(e);
     }
-    // The clone3 filter first: installing a filter is itself a system call
-    // the allow-list refuses, so the allow-list must be the last one.
-    if seccompiler::apply_filter(&prep.filters.1).is_err()
-        || seccompiler::apply_filter(&prep.filters.0).is_err()
-    {
+    trace::mark("a:clearcaps");
+    // Last: installing a filter is itself a system call the list refuses.
+    if seccompiler::apply_filter(&prep.filter).is_err() {
         report(Errno(libc::EPERM));
     }
+    trace::mark("agent execve");
     report(process::execve(&prep.exe, &prep.argv, &prep.envp))
 }
 
@@ -841,6 +948,7 @@ fn setup_fs(spec: &LaunchSpec, privileged: bool) -> Result<PreparedFacts, (Strin
     mount::pivot_root(".", "oldroot").map_err(step("pivot_root"))?;
     mount::chdir("/").map_err(step("chdir /"))?;
 
+    trace::mark("v:pivoted");
     for b in &spec.read_only_binds {
         let src = format!("/oldroot{}", b.source);
         let is_dir = std::fs::metadata(&src).map(|m| m.is_dir()).map_err(|e| {
@@ -864,15 +972,18 @@ fn setup_fs(spec: &LaunchSpec, privileged: bool) -> Result<PreparedFacts, (Strin
         )
         .map_err(step(&format!("read-only {}", b.target)))?;
     }
+    trace::mark("v:binds");
     for (link, target) in &spec.symlinks {
         mount::mkdir_all(parent(link), 0o755).map_err(step(&format!("mkdir {link}")))?;
         mount::symlink(target, link).map_err(step(&format!("symlink {link}")))?;
     }
+    trace::mark("v:symlinks");
     for (path, body) in &spec.files {
         mount::mkdir_all(parent(path), 0o755).map_err(step(&format!("mkdir {path}")))?;
         mount::write_file(path, body, 0o444).map_err(step(&format!("write {path}")))?;
     }
 
+    trace::mark("v:files");
     // /proc of the new pid namespace, with the kernel knobs read-only.
     mount::mkdir("/proc", 0o555).map_err(step("mkdir /proc"))?;
     mount::mount("proc", "/proc", "proc", nodev_nosuid | libc::MS_NOEXEC, "")
@@ -892,12 +1003,14 @@ fn setup_fs(spec: &LaunchSpec, privileged: bool) -> Result<PreparedFacts, (Strin
         }
     }
 
+    trace::mark("v:proc");
     // Grants and bundles, opened without following links and bound from
     // the held descriptors.
     crate::grants::apply_grants(&spec.grants, &spec.protected_paths, owner, &mut facts)?;
     let owner_inside = if privileged { 0 } else { INSIDE_ID };
     crate::grants::apply_bundles(&spec.bundles, owner_inside, &mut facts)?;
 
+    trace::mark("v:grants");
     // A minimal /dev with its own devpts.
     mount::mkdir("/dev", 0o755).map_err(step("mkdir /dev"))?;
     mount::mount(
@@ -934,6 +1047,7 @@ fn setup_fs(spec: &LaunchSpec, privileged: bool) -> Result<PreparedFacts, (Strin
     }
     mount::mkdir("/dev/shm", 0o1777).map_err(step("mkdir /dev/shm"))?;
 
+    trace::mark("v:dev");
     // One quota-sized scratch tmpfs; every writable directory is a slice of it.
     mount::mkdir(SCRATCH, 0o700).map_err(step("mkdir scratch"))?;
     let size = format!(
@@ -963,6 +1077,7 @@ fn setup_fs(spec: &LaunchSpec, privileged: bool) -> Result<PreparedFacts, (Strin
     }
     mount::umount(SCRATCH, libc::MNT_DETACH).map_err(step("detach scratch"))?;
     mount::rmdir(SCRATCH).map_err(step("remove scratch"))?;
+    trace::mark("v:scratch");
     for c in &spec.copy_in {
         crate::copy::copy_tree(&format!("/oldroot{}", c.source), &c.target, owner)
             .map_err(|(what, e)| (format!("copy {}: {what}", c.source), e))?;
@@ -976,6 +1091,7 @@ fn setup_fs(spec: &LaunchSpec, privileged: bool) -> Result<PreparedFacts, (Strin
         "",
     )
     .map_err(step("read-only /dev"))?;
+    trace::mark("v:copy+devro");
     mount::umount("/oldroot", libc::MNT_DETACH).map_err(step("detach old root"))?;
     mount::rmdir("/oldroot").map_err(step("remove old root"))?;
     mount::mount(

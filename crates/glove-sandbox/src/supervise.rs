@@ -92,12 +92,35 @@ struct Inside {
 }
 
 /// What is left of a finished session until its record is durable: the
-/// session cgroup (empty, counters already read). Dropping it removes the
-/// cgroup.
+/// session cgroup (empty, counters already read) and, when the outcome was
+/// final before the sandbox init had finished exiting, the init to reap.
+/// Dropping it removes the cgroup and then reaps the init.
 #[derive(Debug)]
 #[must_use = "dropping the remains removes the session's cgroup"]
 pub struct Remains {
-    _cgroup: Option<crate::cgroup::Cgroup>,
+    cgroup: Option<crate::cgroup::Cgroup>,
+    init: Option<libc::pid_t>,
+}
+
+impl Remains {
+    /// Removes the cgroup now, and leaves the init (which has reported the
+    /// end and is exiting: every process of the agent is gone) to be reaped
+    /// by whoever inherits it. For a process that exits right after, such
+    /// as `glove exec`, this saves waiting for the kernel to tear down the
+    /// sandbox's namespaces.
+    pub fn finish_without_reaping(mut self) {
+        self.cgroup.take();
+        self.init = None;
+    }
+}
+
+impl Drop for Remains {
+    fn drop(&mut self) {
+        self.cgroup.take();
+        if let Some(pid) = self.init.take() {
+            let _ = process::wait(pid);
+        }
+    }
 }
 
 impl Running {
@@ -304,6 +327,7 @@ impl Running {
             }
         }
 
+        crate::sys::trace::mark("exit received");
         // Drain what is left without blocking (the terminal never reports
         // EOF while we hold its slave).
         for (idx, f) in [Some(out_fd), err_fd].into_iter().enumerate() {
@@ -334,10 +358,21 @@ impl Running {
             }
         }
 
-        let (_, rusage) =
-            process::wait(self.init_pid).map_err(|e| io_err("wait for the sandbox", e))?;
+        // With the init outside the cgroup, the cgroup's counters are final
+        // now (every agent process is gone: the init killed and reaped them
+        // before reporting); the init is reaped with the remains.
+        let reap_later = self.init_outside_cgroup && self.cgroup.is_some() && inside.is_some();
+        let rusage = if reap_later {
+            process::Usage::default()
+        } else {
+            process::wait(self.init_pid)
+                .map_err(|e| io_err("wait for the sandbox", e))?
+                .1
+        };
+        crate::sys::trace::mark("init reaped");
         let elapsed = self.started.elapsed();
         let stats = self.cgroup.as_ref().map(|c| c.stats());
+        crate::sys::trace::mark("cgroup stats read");
         let inside = inside.unwrap_or(Inside {
             exit: ExitStatus::Signaled {
                 signal: libc::SIGKILL,
@@ -414,7 +449,8 @@ impl Running {
             stopped,
         };
         let remains = Remains {
-            _cgroup: self.cgroup.take(),
+            cgroup: self.cgroup.take(),
+            init: reap_later.then_some(self.init_pid),
         };
         Ok((outcome, remains))
     }

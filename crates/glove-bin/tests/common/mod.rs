@@ -39,8 +39,11 @@ pub(crate) struct Kit {
 pub(crate) fn kit() -> &'static Kit {
     static KIT: OnceLock<Kit> = OnceLock::new();
     KIT.get_or_init(|| {
+        // A static is never dropped, so the kit outlives the test process;
+        // kits of test processes that are gone are removed here instead.
+        remove_stale_kits();
         let dir = tempfile::Builder::new()
-            .prefix("glove-kit")
+            .prefix(&format!("glove-kit-{}-", std::process::id()))
             .tempdir()
             .expect("tempdir");
         let root = dir.path().to_path_buf();
@@ -62,6 +65,27 @@ pub(crate) fn kit() -> &'static Kit {
             root,
         }
     })
+}
+
+/// Removes `glove-kit-<pid>-*` directories whose process no longer exists.
+fn remove_stale_kits() {
+    let Ok(entries) = std::fs::read_dir(std::env::temp_dir()) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let name = e.file_name();
+        let Some(rest) = name.to_str().and_then(|n| n.strip_prefix("glove-kit")) else {
+            continue;
+        };
+        let pid = rest
+            .strip_prefix('-')
+            .and_then(|r| r.split('-').next())
+            .and_then(|p| p.parse::<u32>().ok());
+        let alive = pid.is_some_and(|p| Path::new(&format!("/proc/{p}")).exists());
+        if !alive {
+            let _ = std::fs::remove_dir_all(e.path());
+        }
+    }
 }
 
 /// Who runs `glove`.

@@ -15,6 +15,7 @@ pub(crate) mod mount;
 pub(crate) mod process;
 pub(crate) mod pty;
 pub(crate) mod resolve;
+pub(crate) mod trace;
 
 /// A raw `errno` value from a failed system call.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -66,17 +66,6 @@ pub(crate) fn clone_into_namespaces(flags: u64, cgroup_fd: Option<i32>) -> SysRe
     })
 }
 
-/// Plain `fork()` for use inside the sandbox's init (single-threaded).
-pub(crate) fn fork() -> SysResult<Forked> {
-    // SAFETY: called only from the sandbox init, which is single-threaded.
-    let r = check_int(unsafe { libc::fork() })?;
-    Ok(if r == 0 {
-        Forked::Child
-    } else {
-        Forked::Parent(r)
-    })
-}
-
 /// How a waited-for process ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Exit {
@@ -287,4 +276,212 @@ pub(crate) fn effective_ids() -> (u32, u32) {
 pub(crate) fn set_umask(mask: libc::mode_t) -> libc::mode_t {
     // SAFETY: umask has no preconditions.
     unsafe { libc::umask(mask) }
+}
+
+/// `setns(fd, nstype)`: joins the namespace `fd` refers to.
+pub(crate) fn setns(fd: std::os::fd::BorrowedFd<'_>, nstype: i32) -> SysResult<()> {
+    use std::os::fd::AsRawFd;
+    // SAFETY: setns takes a descriptor and a flag; no memory is passed.
+    check_int(unsafe { libc::setns(fd.as_raw_fd(), nstype) })?;
+    Ok(())
+}
+
+/// Memory for the stack of a child started by [`spawn_shared`], with an
+/// inaccessible guard page below it.
+pub(crate) struct ChildStack {
+    base: *mut libc::c_void,
+    len: usize,
+}
+
+impl ChildStack {
+    /// Maps `len` bytes (rounded up to pages) plus a guard page.
+    pub(crate) fn new(len: usize) -> SysResult<Self> {
+        let page = 4096;
+        let len = len.div_ceil(page) * page + page;
+        // SAFETY: an anonymous private mapping at an address of the kernel's
+        // choosing; no existing memory is affected.
+        let base = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_STACK,
+                -1,
+                0,
+            )
+        };
+        if base == libc::MAP_FAILED {
+            return Err(Errno::last());
+        }
+        // SAFETY: the first page of the mapping made above.
+        if unsafe { libc::mprotect(base, page, libc::PROT_NONE) } != 0 {
+            let e = Errno::last();
+            // SAFETY: unmaps exactly the mapping made above.
+            unsafe { libc::munmap(base, len) };
+            return Err(e);
+        }
+        Ok(ChildStack { base, len })
+    }
+}
+
+impl Drop for ChildStack {
+    fn drop(&mut self) {
+        // SAFETY: unmaps exactly the mapping made in `new`; no child runs on
+        // it any more (`spawn_shared` returns only after the child has left
+        // it by `execve` or exit).
+        unsafe { libc::munmap(self.base, self.len) };
+    }
+}
+
+// `body()` cannot return (it would have to produce an `Infallible`), which
+// the compiler reports as unreachable code after it.
+#[allow(unreachable_code)]
+extern "C" fn shared_child(arg: *mut libc::c_void) -> libc::c_int {
+    // SAFETY: `arg` is the `&mut &mut dyn FnMut() -> std::convert::Infallible` that `spawn_shared`
+    // passed; it stays valid because the parent is suspended until this
+    // child execs or exits.
+    let body = unsafe { &mut *arg.cast::<&mut dyn FnMut() -> std::convert::Infallible>() };
+    match body() {}
+}
+
+/// Runs `body` in a new process that shares this process's memory but not
+/// its descriptor table, credentials or namespaces (`CLONE_VM |
+/// CLONE_VFORK`, like `posix_spawn`): no page tables are copied, so it
+/// starts in a few microseconds instead of a fork's hundreds. This call
+/// returns, with the child's pid, only once the child has called `execve`
+/// or exited; until then the caller is suspended.
+///
+/// Rules for `body`, which the signature partly enforces: it never returns
+/// (it cannot produce an `Infallible`; it leaves with `execve` or
+/// `exit_now`); it must not drop or free
+/// anything the caller owns (it may only borrow; what it allocates itself
+/// is simply left behind); the caller must be single-threaded, so that no
+/// other thread sees the shared memory change under it.
+pub(crate) fn spawn_shared(
+    stack: &mut ChildStack,
+    mut body: &mut dyn FnMut() -> std::convert::Infallible,
+) -> SysResult<libc::pid_t> {
+    // The stack grows down from the end of the mapping (16-byte aligned).
+    let top = (stack.base as usize + stack.len) & !15;
+    let arg: *mut &mut dyn FnMut() -> std::convert::Infallible = &mut body;
+    // SAFETY: `top` is the aligned end of a writable mapping owned by
+    // `stack`, which outlives the child's use of it (the parent is suspended
+    // until the child leaves it); `arg` points at `body`, which lives on the
+    // suspended caller's stack; the child runs `shared_child`, which never
+    // returns into the caller's frames (the rules above).
+    let pid = unsafe {
+        libc::clone(
+            shared_child,
+            top as *mut libc::c_void,
+            libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD,
+            arg.cast(),
+        )
+    };
+    check_int(pid)
+}
+
+/// A helper of the sandbox init that creates the sandbox's network
+/// namespace on another core while the init builds the file system view.
+///
+/// It is started with `CLONE_VM` (no page tables copied, so it costs the
+/// init a few microseconds) but *without* `CLONE_VFORK`: it runs alongside
+/// the init in the same memory. It therefore touches nothing but its own
+/// stack and two descriptor numbers written before it starts, and makes
+/// only raw system calls that never write `errno` (rustix), so it cannot
+/// disturb the init. It calls `unshare(CLONE_NEWNET)` (it is in the init's
+/// user namespace, where it has every capability), writes one byte (`N` on
+/// success, `E` on failure), and blocks until the init drops its end of a
+/// second pipe, then exits. The init joins the namespace through the
+/// helper's pidfd.
+pub(crate) struct NetUnsharer {
+    pidfd: OwnedFd,
+    ready: OwnedFd,
+    _hold: OwnedFd,
+}
+
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
+
+extern "C" fn net_unsharer_main(arg: *mut libc::c_void) -> libc::c_int {
+    // SAFETY: `arg` points at two descriptor numbers written into the
+    // helper's own mapping before it started and never changed after.
+    let [ready, hold] = unsafe { arg.cast::<[RawFd; 2]>().read() };
+    // SAFETY: both are open in this process's own descriptor table (copied
+    // at clone: no CLONE_FILES) for as long as it runs.
+    let (ready, hold) = unsafe { (BorrowedFd::borrow_raw(ready), BorrowedFd::borrow_raw(hold)) };
+    // SAFETY: NEWNET only affects this process's own network namespace.
+    let made = unsafe { rustix::thread::unshare_unsafe(rustix::thread::UnshareFlags::NEWNET) };
+    let _ = rustix::io::write(ready, if made.is_ok() { b"N" } else { b"E" });
+    let mut byte = [0u8; 1];
+    let _ = rustix::io::read(hold, &mut byte);
+    // Returning makes glibc's clone call the exit system call for this
+    // process alone.
+    0
+}
+
+impl NetUnsharer {
+    /// Starts the helper (call in the single-threaded init).
+    pub(crate) fn spawn() -> SysResult<Self> {
+        let (ready_r, ready_w) = super::fd::pipe()?;
+        let (hold_r, hold_w) = super::fd::pipe()?;
+        // The helper's stack is never unmapped: it may still be on it,
+        // leaving, after the init has moved on (16 KiB for the life of
+        // the init).
+        let stack = ChildStack::new(16 * 1024)?;
+        let args = [ready_w.as_raw_fd(), hold_r.as_raw_fd()];
+        // The arguments sit just above the guard page, far below where the
+        // stack starts.
+        let arg_at = (stack.base as usize + 4096) as *mut [RawFd; 2];
+        // SAFETY: `arg_at` is inside the writable part of the fresh mapping
+        // and suitably aligned (page-aligned).
+        unsafe { arg_at.write(args) };
+        let top = (stack.base as usize + stack.len) & !15;
+        std::mem::forget(stack);
+        let mut pidfd: libc::c_int = -1;
+        // SAFETY: the child runs `net_unsharer_main` on its own stack (the
+        // leaked mapping above) and touches only that mapping and raw
+        // system calls (see the type's docs); `pidfd` is a valid out
+        // parameter for CLONE_PIDFD (the parent_tid argument).
+        let pid = unsafe {
+            libc::clone(
+                net_unsharer_main,
+                top as *mut libc::c_void,
+                libc::CLONE_VM | libc::CLONE_PIDFD | libc::SIGCHLD,
+                arg_at.cast(),
+                &mut pidfd as *mut libc::c_int,
+            )
+        };
+        check_int(pid)?;
+        // The helper has its own copies of its two ends.
+        drop((ready_w, hold_r));
+        Ok(NetUnsharer {
+            // SAFETY: CLONE_PIDFD stored a fresh descriptor we now own.
+            pidfd: unsafe { OwnedFd::from_raw_fd(pidfd) },
+            ready: ready_r,
+            _hold: hold_w,
+        })
+    }
+
+    /// The descriptors the init must keep open while the helper runs.
+    pub(crate) fn descriptors(&self) -> [RawFd; 3] {
+        [
+            self.pidfd.as_raw_fd(),
+            self.ready.as_raw_fd(),
+            self._hold.as_raw_fd(),
+        ]
+    }
+
+    /// Blocks until the helper reports; an error unless it created the
+    /// namespace.
+    pub(crate) fn wait_ready(&self) -> SysResult<()> {
+        let mut byte = [0u8; 1];
+        match super::fd::read(self.ready.as_fd(), &mut byte)? {
+            1 if byte[0] == b'N' => Ok(()),
+            _ => Err(Errno(libc::ENETDOWN)),
+        }
+    }
+
+    /// The helper's pidfd (for `setns(…, CLONE_NEWNET)`).
+    pub(crate) fn pidfd(&self) -> BorrowedFd<'_> {
+        self.pidfd.as_fd()
+    }
 }
