@@ -348,3 +348,70 @@ fn strict_limits_refuse_without_cgroups() {
         );
     }
 }
+
+/// The sandbox has a network namespace of its own (made by the init's
+/// helper, not inherited), and once `glove exec` has exited none of its
+/// cgroups remain, although it does not wait for the sandbox init's
+/// namespace teardown (the init leaves the cgroup once the agent runs).
+#[test]
+fn own_network_namespace_and_no_cgroup_left_behind() {
+    if !sandbox_ok(As::Caller) {
+        return;
+    }
+    let host_net = std::fs::read_link("/proc/self/ns/net").expect("own net ns");
+    for _ in 0..5 {
+        let child = std::process::Command::new(&common::kit().glove)
+            .args([
+                "exec",
+                "--",
+                "/bin/sh",
+                "-c",
+                "readlink /proc/self/ns/net; cat /proc/net/dev",
+            ])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("spawn glove");
+        let pid = child.id();
+        let out = child.wait_with_output().expect("wait");
+        assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+        let stdout = text(&out.stdout);
+        let mut lines = stdout.lines();
+        let inside = lines.next().expect("namespace line");
+        assert!(inside.starts_with("net:["), "{stdout}");
+        assert_ne!(inside, host_net.to_string_lossy(), "host network namespace");
+        // Only the loopback device exists there.
+        let devices: Vec<&str> = lines
+            .skip(2)
+            .filter_map(|l| l.split(':').next())
+            .map(str::trim)
+            .collect();
+        assert_eq!(devices, ["lo"], "{stdout}");
+
+        if !is_root() {
+            continue;
+        }
+        let prefix = format!("glove-{pid}-");
+        let own_memory = std::fs::read_to_string("/proc/self/cgroup")
+            .ok()
+            .and_then(|t| {
+                t.lines()
+                    .find_map(|l| l.split_once(":memory:").map(|(_, p)| p.to_owned()))
+            })
+            .unwrap_or_default();
+        for dir in [
+            format!("/sys/fs/cgroup/memory{own_memory}"),
+            "/sys/fs/cgroup/pids".to_owned(),
+            "/sys/fs/cgroup/cpuacct".to_owned(),
+            "/sys/fs/cgroup".to_owned(),
+        ] {
+            let Ok(entries) = std::fs::read_dir(&dir) else {
+                continue;
+            };
+            for e in entries.flatten() {
+                let name = e.file_name().to_string_lossy().into_owned();
+                assert!(!name.starts_with(&prefix), "{dir}/{name} was left behind");
+            }
+        }
+    }
+}
