@@ -1,9 +1,18 @@
 #!/usr/bin/env bash
 # Launch cost of `glove exec -- /bin/true` against bare /bin/true and
-# bubblewrap, in one hyperfine invocation; prints the ratios.
+# bubblewrap, each regime in one hyperfine invocation; prints the ratios.
 #
 #   bash bench/launch.sh            # 300 runs each
 #   RUNS=1000 bash bench/launch.sh
+#   GLOVE_BIN=path/to/glove bash bench/launch.sh
+#
+# Two regimes:
+#   back-to-back  runs follow each other at once: both cores stay busy, so
+#                 the figure is mostly CPU per launch (including the
+#                 kernel's deferred work: namespace and cgroup teardown);
+#   spaced        30 ms of idle before every run (hyperfine --prepare), as
+#                 sessions are really started: the figure is the latency of
+#                 one launch on an idle machine.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -14,10 +23,12 @@ if [ ${#need[@]} -gt 0 ]; then
   apt-get update -qq && apt-get install -y -qq "${need[@]}"
 fi
 
-[ -n "${GLOVE_BIN:-}" ] || cargo build -q --release --bin glove
-GLOVE="${GLOVE_BIN:-$PWD/target/release/glove}"
+if [ -z "${GLOVE_BIN:-}" ]; then
+  cargo build -q --release --bin glove
+  GLOVE_BIN="$(cargo metadata --format-version 1 --no-deps | python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')/x86_64-unknown-linux-gnu/release/glove"
+fi
 RUNS="${RUNS:-300}"
-OUT="$(mktemp -d)/launch.json"
+DIR="$(mktemp -d)"
 
 BWRAP="bwrap --unshare-all --die-with-parent --ro-bind /usr /usr"
 for d in bin lib lib64 sbin; do
@@ -25,17 +36,23 @@ for d in bin lib lib64 sbin; do
 done
 BWRAP="$BWRAP --proc /proc --dev /dev --tmpfs /tmp /bin/true"
 
-hyperfine -N --warmup 20 --runs "$RUNS" --export-json "$OUT" \
-  -n bare '/bin/true' \
-  -n glove "$GLOVE exec -- /bin/true" \
-  -n bwrap "$BWRAP"
+run() {
+  hyperfine -N --warmup 20 --runs "$RUNS" "$@" \
+    -n bare '/bin/true' \
+    -n glove "$GLOVE_BIN exec -- /bin/true" \
+    -n bwrap "$BWRAP"
+}
+run --export-json "$DIR/back-to-back.json"
+run --prepare 'sleep 0.03' --export-json "$DIR/spaced.json"
 
-python3 - "$OUT" <<'PY'
-import json, sys
-r = {x["command"]: x for x in json.load(open(sys.argv[1]))["results"]}
-med = {k: v["median"] * 1000 for k, v in r.items()}
+python3 - "$DIR" <<'PY'
+import json, os, sys
 print()
-for k in ("bare", "glove", "bwrap"):
-    print(f"{k:6} median {med[k]:7.3f} ms  mean {r[k]['mean']*1000:7.3f} ms")
-print(f"glove/bwrap = {med['glove']/med['bwrap']:.2f}   glove/bare = {med['glove']/med['bare']:.2f}")
+for regime in ("back-to-back", "spaced"):
+    r = {x["command"]: x for x in json.load(open(os.path.join(sys.argv[1], regime + ".json")))["results"]}
+    med = {k: v["median"] * 1000 for k, v in r.items()}
+    print(f"{regime}:")
+    for k in ("bare", "glove", "bwrap"):
+        print(f"  {k:6} median {med[k]:7.3f} ms  mean {r[k]['mean']*1000:7.3f} ms")
+    print(f"  glove/bwrap = {med['glove']/med['bwrap']:.2f}   glove/bare = {med['glove']/med['bare']:.2f}")
 PY

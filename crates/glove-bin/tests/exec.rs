@@ -366,7 +366,7 @@ fn own_network_namespace_and_no_cgroup_left_behind() {
                 "--",
                 "/bin/sh",
                 "-c",
-                "readlink /proc/self/ns/net; cat /proc/net/dev",
+                "readlink /proc/self/ns/net; cat /proc/net/dev; echo; set -- /proc/[0-9]*; echo $#",
             ])
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::piped())
@@ -381,12 +381,17 @@ fn own_network_namespace_and_no_cgroup_left_behind() {
         assert!(inside.starts_with("net:["), "{stdout}");
         assert_ne!(inside, host_net.to_string_lossy(), "host network namespace");
         // Only the loopback device exists there.
-        let devices: Vec<&str> = lines
-            .skip(2)
+        let rest: Vec<&str> = lines.skip(2).collect();
+        let blank = rest.iter().position(|l| l.is_empty()).expect("blank line");
+        let devices: Vec<&str> = rest[..blank]
+            .iter()
             .filter_map(|l| l.split(':').next())
             .map(str::trim)
             .collect();
         assert_eq!(devices, ["lo"], "{stdout}");
+        // The init and the shell (the glob is expanded by the shell itself):
+        // the init's network helper is gone before the agent starts.
+        assert_eq!(rest.get(blank + 1).copied(), Some("2"), "{stdout}");
 
         if !is_root() {
             continue;

@@ -399,8 +399,9 @@ fn prepare_inner(spec: LaunchSpec, release_early: bool) -> Result<Prepared, Sand
 fn join_net(helper: process::NetUnsharer, born_in: u64) -> Result<(), Errno> {
     use std::os::unix::fs::MetadataExt;
     helper.wait_ready()?;
-    process::setns(helper.pidfd(), libc::CLONE_NEWNET)?;
-    drop(helper);
+    let joined = process::setns(helper.pidfd(), libc::CLONE_NEWNET);
+    helper.finish();
+    joined?;
     let now = std::fs::metadata("/proc/self/ns/net")
         .map(|m| m.ino())
         .map_err(|e| Errno(e.raw_os_error().unwrap_or(libc::EIO)))?;

@@ -388,23 +388,34 @@ pub(crate) fn spawn_shared(
 /// the init in the same memory. It therefore touches nothing but its own
 /// stack and two descriptor numbers written before it starts, and makes
 /// only raw system calls that never write `errno` (rustix), so it cannot
-/// disturb the init. It calls `unshare(CLONE_NEWNET)` (it is in the init's
-/// user namespace, where it has every capability), writes one byte (`N` on
-/// success, `E` on failure), and blocks until the init drops its end of a
-/// second pipe, then exits. The init joins the namespace through the
+/// disturb the init. It closes its copies of the init's pipe ends, calls
+/// `unshare(CLONE_NEWNET)` (it is in the init's user namespace, where it
+/// has every capability), writes one byte (`N` on success, `E` on failure),
+/// and blocks until the init drops its end of a second pipe, then exits
+/// (the init reaps it with the other orphans). The init joins the namespace through the
 /// helper's pidfd.
 pub(crate) struct NetUnsharer {
+    pid: libc::pid_t,
     pidfd: OwnedFd,
     ready: OwnedFd,
-    _hold: OwnedFd,
+    hold: Option<OwnedFd>,
 }
 
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 
 extern "C" fn net_unsharer_main(arg: *mut libc::c_void) -> libc::c_int {
-    // SAFETY: `arg` points at two descriptor numbers written into the
+    // SAFETY: `arg` points at four descriptor numbers written into the
     // helper's own mapping before it started and never changed after.
-    let [ready, hold] = unsafe { arg.cast::<[RawFd; 2]>().read() };
+    let [ready, hold, init_ready, init_hold] = unsafe { arg.cast::<[RawFd; 4]>().read() };
+    // The helper's table is a copy of the init's at the clone: drop its
+    // copies of the init's ends, or the pipe it waits on would never report
+    // the init's close.
+    // SAFETY: these numbers are open in this process's own table and
+    // nothing here uses them.
+    unsafe {
+        rustix::io::close(init_ready);
+        rustix::io::close(init_hold);
+    }
     // SAFETY: both are open in this process's own descriptor table (copied
     // at clone: no CLONE_FILES) for as long as it runs.
     let (ready, hold) = unsafe { (BorrowedFd::borrow_raw(ready), BorrowedFd::borrow_raw(hold)) };
@@ -427,10 +438,15 @@ impl NetUnsharer {
         // leaving, after the init has moved on (16 KiB for the life of
         // the init).
         let stack = ChildStack::new(16 * 1024)?;
-        let args = [ready_w.as_raw_fd(), hold_r.as_raw_fd()];
+        let args = [
+            ready_w.as_raw_fd(),
+            hold_r.as_raw_fd(),
+            ready_r.as_raw_fd(),
+            hold_w.as_raw_fd(),
+        ];
         // The arguments sit just above the guard page, far below where the
         // stack starts.
-        let arg_at = (stack.base as usize + 4096) as *mut [RawFd; 2];
+        let arg_at = (stack.base as usize + 4096) as *mut [RawFd; 4];
         // SAFETY: `arg_at` is inside the writable part of the fresh mapping
         // and suitably aligned (page-aligned).
         unsafe { arg_at.write(args) };
@@ -450,24 +466,30 @@ impl NetUnsharer {
                 &mut pidfd as *mut libc::c_int,
             )
         };
-        check_int(pid)?;
+        let pid = check_int(pid)?;
         // The helper has its own copies of its two ends.
         drop((ready_w, hold_r));
         Ok(NetUnsharer {
+            pid,
             // SAFETY: CLONE_PIDFD stored a fresh descriptor we now own.
             pidfd: unsafe { OwnedFd::from_raw_fd(pidfd) },
             ready: ready_r,
-            _hold: hold_w,
+            hold: Some(hold_w),
         })
     }
 
     /// The descriptors the init must keep open while the helper runs.
-    pub(crate) fn descriptors(&self) -> [RawFd; 3] {
-        [
-            self.pidfd.as_raw_fd(),
-            self.ready.as_raw_fd(),
-            self._hold.as_raw_fd(),
-        ]
+    pub(crate) fn descriptors(&self) -> Vec<RawFd> {
+        let mut fds = vec![self.pidfd.as_raw_fd(), self.ready.as_raw_fd()];
+        fds.extend(self.hold.as_ref().map(|h| h.as_raw_fd()));
+        fds
+    }
+
+    /// Lets the helper go and reaps it, so that it is gone before anything
+    /// of the agent exists.
+    pub(crate) fn finish(mut self) {
+        self.hold.take();
+        let _ = wait(self.pid);
     }
 
     /// Blocks until the helper reports; an error unless it created the
