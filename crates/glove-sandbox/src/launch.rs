@@ -47,7 +47,11 @@ const NS_FLAGS: u64 = (libc::CLONE_NEWUSER
     | libc::CLONE_NEWUTS
     | libc::CLONE_NEWCGROUP) as u64;
 
-const SCRATCH: &str = "/.glove-scratch";
+/// Where the init mounts the scratch file system while it carves the
+/// writable directories out of it: over the old root's `/proc`, so that it
+/// disappears with the old root in one detach (each detach of a mount costs
+/// an RCU grace period; a separate detach of the scratch cost ≈ 0.45 ms).
+const SCRATCH: &str = "/oldroot/proc";
 
 pub(crate) const TAG_GO: u8 = b'G';
 pub(crate) const TAG_READY: u8 = b'R';
@@ -399,7 +403,9 @@ fn prepare_inner(spec: LaunchSpec, release_early: bool) -> Result<Prepared, Sand
 fn join_net(helper: process::NetUnsharer, born_in: u64) -> Result<(), Errno> {
     use std::os::unix::fs::MetadataExt;
     helper.wait_ready()?;
+    trace::mark("n:ready");
     let joined = process::setns(helper.pidfd(), libc::CLONE_NEWNET);
+    trace::mark("n:setns");
     helper.finish();
     joined?;
     let now = std::fs::metadata("/proc/self/ns/net")
@@ -1050,7 +1056,6 @@ fn setup_fs(spec: &LaunchSpec, privileged: bool) -> Result<PreparedFacts, (Strin
 
     trace::mark("v:dev");
     // One quota-sized scratch tmpfs; every writable directory is a slice of it.
-    mount::mkdir(SCRATCH, 0o700).map_err(step("mkdir scratch"))?;
     let size = format!(
         "size={},nr_inodes={},mode=0755",
         spec.limits.disk_bytes,
@@ -1076,8 +1081,6 @@ fn setup_fs(spec: &LaunchSpec, privileged: bool) -> Result<PreparedFacts, (Strin
         mount::mkdir_all(w, 0o755).map_err(step(&format!("mkdir {w}")))?;
         mount::mount(&slice, w, "", libc::MS_BIND, "").map_err(step(&format!("bind {w}")))?;
     }
-    mount::umount(SCRATCH, libc::MNT_DETACH).map_err(step("detach scratch"))?;
-    mount::rmdir(SCRATCH).map_err(step("remove scratch"))?;
     trace::mark("v:scratch");
     for c in &spec.copy_in {
         crate::copy::copy_tree(&format!("/oldroot{}", c.source), &c.target, owner)

@@ -261,6 +261,12 @@ impl LaunchSpec {
         for c in &self.copy_in {
             path(&c.source, "copy source")?;
             path(&c.target, "copy target")?;
+            // The host's /proc is where the init mounts the scratch file
+            // system while it builds the view (and a copy of procfs is
+            // meaningless anyway).
+            if is_within(&c.source, "/proc") {
+                return Err(bad(format!("copy source {} is under /proc", c.source)));
+            }
             if !self.writable_dirs.iter().any(|w| is_within(&c.target, w)) {
                 return Err(bad(format!(
                     "copy target {} is not inside a writable directory",

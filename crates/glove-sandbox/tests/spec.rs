@@ -66,6 +66,20 @@ fn rules() {
             target: "/usr/x".into(),
         })
     });
+    // The host's /proc is where the scratch file system is built (the same
+    // copy from elsewhere is fine).
+    let mut ok = base();
+    ok.copy_in.push(CopyIn {
+        source: "/srv".into(),
+        target: "/workspace/x".into(),
+    });
+    ok.validate().expect("a copy into /workspace is valid");
+    invalid(|s| {
+        s.copy_in.push(CopyIn {
+            source: "/proc/self".into(),
+            target: "/workspace/x".into(),
+        })
+    });
     invalid(|s| s.limits.disk_bytes = 1024);
     invalid(|s| s.limits.pids = 0);
     invalid(|s| s.hostname = "bad host".into());
