@@ -400,13 +400,11 @@ fn prepare_inner(spec: LaunchSpec, release_early: bool) -> Result<Prepared, Sand
 /// In the init: waits until the helper has created the network namespace,
 /// joins it, and lets the helper go; refuses a namespace that is the one
 /// the init was born in (fails closed whatever went wrong).
-fn join_net(helper: process::NetUnsharer, born_in: u64) -> Result<(), Errno> {
+fn join_net(helper: &mut process::NetUnsharer, born_in: u64) -> Result<(), Errno> {
     use std::os::unix::fs::MetadataExt;
     helper.wait_ready()?;
-    trace::mark("n:ready");
     let joined = process::setns(helper.pidfd(), libc::CLONE_NEWNET);
-    trace::mark("n:setns");
-    helper.finish();
+    helper.release();
     joined?;
     let now = std::fs::metadata("/proc/self/ns/net")
         .map(|m| m.ino())
@@ -631,7 +629,7 @@ fn init_main(
     trace::mark("init");
     let _ = process::set_parent_death_signal(libc::SIGKILL);
     // First, so that it runs on the other core while this one works.
-    let net = match process::NetUnsharer::spawn() {
+    let mut net = match process::NetUnsharer::spawn() {
         Ok(n) => n,
         Err(e) => fail(&sync, "network namespace", e),
     };
@@ -675,7 +673,7 @@ fn init_main(
     trace::mark("view built");
     // Before the init becomes undumpable: the helper shares its memory, and
     // joining through its pidfd needs ptrace-read access to it.
-    if let Err(e) = join_net(net, born_in_net) {
+    if let Err(e) = join_net(&mut net, born_in_net) {
         fail(&sync, "network namespace", e);
     }
     trace::mark("net joined");
@@ -736,6 +734,9 @@ fn init_main(
         Ok(p) => p,
         Err(e) => fail(&sync, "pipe", e),
     };
+    // The network helper was let go when the init joined its namespace and
+    // has normally exited since; it is reaped before the agent exists.
+    net.reap();
     // The agent shares the init's memory until its execve (the init is
     // suspended meanwhile): no page tables are copied and the execve has
     // no copied address space to tear down. `agent_main` only borrows.
@@ -980,13 +981,23 @@ fn setup_fs(spec: &LaunchSpec, privileged: bool) -> Result<PreparedFacts, (Strin
         .map_err(step(&format!("read-only {}", b.target)))?;
     }
     trace::mark("v:binds");
+    // Directories made for links and files so far (most files share /etc).
+    let mut made: Vec<String> = Vec::new();
+    let mut ensure_parent = |p: &str| -> Result<(), (String, Errno)> {
+        let dir = parent(p);
+        if !made.iter().any(|m| m == dir) {
+            mount::mkdir_all(dir, 0o755).map_err(step(&format!("mkdir {p}")))?;
+            made.push(dir.to_owned());
+        }
+        Ok(())
+    };
     for (link, target) in &spec.symlinks {
-        mount::mkdir_all(parent(link), 0o755).map_err(step(&format!("mkdir {link}")))?;
+        ensure_parent(link)?;
         mount::symlink(target, link).map_err(step(&format!("symlink {link}")))?;
     }
     trace::mark("v:symlinks");
     for (path, body) in &spec.files {
-        mount::mkdir_all(parent(path), 0o755).map_err(step(&format!("mkdir {path}")))?;
+        ensure_parent(path)?;
         mount::write_file(path, body, 0o444).map_err(step(&format!("write {path}")))?;
     }
 

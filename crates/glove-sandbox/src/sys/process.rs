@@ -485,9 +485,14 @@ impl NetUnsharer {
         fds
     }
 
-    /// Lets the helper go and reaps it, so that it is gone before anything
-    /// of the agent exists.
-    pub(crate) fn finish(mut self) {
+    /// Lets the helper go (it exits on its own); [`NetUnsharer::reap`] later.
+    pub(crate) fn release(&mut self) {
+        self.hold.take();
+    }
+
+    /// Reaps the helper (released earlier, so by now it has normally exited
+    /// already), so that it is gone before anything of the agent exists.
+    pub(crate) fn reap(mut self) {
         self.hold.take();
         let _ = wait(self.pid);
     }
