@@ -15,13 +15,16 @@
 //!
 //! The program is generated here rather than by `seccompiler`'s compiler,
 //! which emits one linear chain: with ~260 system calls that is ~1,400
-//! instructions, and the kernel emulates the filter for every system call
-//! number when it is installed (to build its allow cache), which cost about
-//! a millisecond per launch. This generator emits a balanced binary search
-//! over the numbers, with small linear buckets at the leaves (≈ 10
-//! comparisons per call). `seccompiler` still installs it. A test runs the
-//! program in a small BPF interpreter against a reference decision for
-//! every system call number and random arguments.
+//! instructions, and installing a filter costs the kernel in proportion to
+//! its length (translation to eBPF, JIT compilation, and a run for every
+//! system call number to build the allow cache): about a millisecond per
+//! launch. This generator emits a bitmap: the few calls with argument
+//! checks (or another answer) are tested first, then the number selects a
+//! 32-bit word of a bitmap (a chain of range checks) and one bit test
+//! answers — about 150 instructions, ≈ 30 at most per call. `seccompiler`
+//! still installs it. A test runs the program in a small BPF interpreter
+//! against a reference decision for every system call number and random
+//! arguments.
 //!
 //! What is *not* on the list is the point: `ptrace`, `process_vm_*`, the
 //! whole mount API, `unshare`, `setns`, `chroot`, `bpf`, `perf_event_open`,
@@ -323,6 +326,10 @@ const RET_ERRNO: u32 = 0x0005_0000;
 
 // Classic BPF opcodes used here.
 const LD_W_ABS: u16 = 0x20;
+const LD_IMM: u16 = 0x00;
+const ALU_SUB_K: u16 = 0x14;
+const ALU_LSH_X: u16 = 0x6c;
+const MISC_TAX: u16 = 0x07;
 const JMP_JA: u16 = 0x05;
 const JMP_JEQ_K: u16 = 0x15;
 const JMP_JGE_K: u16 = 0x35;
@@ -468,9 +475,6 @@ fn jump(code: u16, k: u32, jt: u8, jf: u8) -> sock_filter {
     sock_filter { code, jt, jf, k }
 }
 
-/// Leaves of the search tree hold at most this many numbers.
-const BUCKET: usize = 6;
-
 /// Emits the code that checks one allowed call's arguments (the number is
 /// already known); ends in a return either way.
 fn emit_check(out: &mut BpfProgram, check: Check) {
@@ -512,49 +516,51 @@ fn emit_check(out: &mut BpfProgram, check: Check) {
     }
 }
 
-/// Emits a search over `rules` (sorted); the accumulator holds the number.
-fn emit_search(out: &mut BpfProgram, rules: &[(u32, Check)]) {
+/// Emits the decision for the number in the accumulator: calls with a
+/// check of their own first, then the bitmap of the unconditional ones.
+fn emit_bitmap(out: &mut BpfProgram, rules: &[(u32, Check)]) {
     let deny = RET_ERRNO | libc::EPERM as u32;
-    if rules.len() <= BUCKET {
-        // Bucket: compare each number; unconditional ones jump to a shared
-        // allow, the others to their own check block.
-        let mut blocks: Vec<BpfProgram> = Vec::new();
-        for (_, check) in rules {
-            let mut b = Vec::new();
-            if *check != Check::Always {
-                emit_check(&mut b, *check);
-            }
-            blocks.push(b);
-        }
-        let n = rules.len();
-        let allow_at = n + 1; // compares, deny, then the shared allow
-        let mut next_block = n + 2;
-        for (i, (nr, check)) in rules.iter().enumerate() {
-            let target = if *check == Check::Always {
-                allow_at
-            } else {
-                let t = next_block;
-                next_block += blocks[i].len();
-                t
-            };
-            out.push(jump(JMP_JEQ_K, *nr, (target - (i + 1)) as u8, 0));
-        }
-        out.push(stmt(RET_K, deny));
-        out.push(stmt(RET_K, RET_ALLOW));
-        for b in blocks {
-            out.extend(b);
-        }
-        return;
+    for (nr, check) in rules.iter().filter(|(_, c)| *c != Check::Always) {
+        let mut block = Vec::new();
+        emit_check(&mut block, *check);
+        out.push(jump(JMP_JEQ_K, *nr, 0, block.len() as u8));
+        out.extend(block);
     }
-    let mid = rules.len() / 2;
-    let pivot = rules[mid].0;
-    // if nr >= pivot goto right (via a long jump), else fall into left.
-    let mut left = Vec::new();
-    emit_search(&mut left, &rules[..mid]);
-    out.push(jump(JMP_JGE_K, pivot, 0, 1));
-    out.push(stmt(JMP_JA, left.len() as u32));
-    out.extend(left);
-    emit_search(out, &rules[mid..]);
+    let words = rules
+        .iter()
+        .filter(|(_, c)| *c == Check::Always)
+        .map(|(nr, _)| *nr / 32 + 1)
+        .max()
+        .unwrap_or(0);
+    let mut masks = vec![0u32; words as usize];
+    for (nr, _) in rules.iter().filter(|(_, c)| *c == Check::Always) {
+        masks[(*nr / 32) as usize] |= 1 << (nr % 32);
+    }
+    // Each word: if nr >= its end, go on to the next word; otherwise shift
+    // a one by (nr - start) and test it against the word. The two shared
+    // returns follow the last word (deny, then allow). Jump offsets are
+    // 8 bits: ~15 words of 6 instructions stay far below that.
+    const WORD_LEN: usize = 6;
+    let base = out.len();
+    let deny_at = base + masks.len() * WORD_LEN;
+    let offset = |from: usize, to: usize| u8::try_from(to - (from + 1)).unwrap_or(u8::MAX);
+    for (w, mask) in masks.iter().enumerate() {
+        let start = w as u32 * 32;
+        out.push(jump(JMP_JGE_K, start + 32, (WORD_LEN - 1) as u8, 0));
+        out.push(stmt(ALU_SUB_K, start));
+        out.push(stmt(MISC_TAX, 0));
+        out.push(stmt(LD_IMM, 1));
+        out.push(stmt(ALU_LSH_X, 0));
+        let at = out.len();
+        out.push(jump(
+            JMP_JSET_K,
+            *mask,
+            offset(at, deny_at + 1),
+            offset(at, deny_at),
+        ));
+    }
+    out.push(stmt(RET_K, deny));
+    out.push(stmt(RET_K, RET_ALLOW));
 }
 
 /// Builds the filter.
@@ -567,7 +573,7 @@ pub fn build() -> Result<BpfProgram, std::convert::Infallible> {
         jump(JMP_JSET_K, X32_BIT, 0, 1),
         stmt(RET_K, RET_ERRNO | libc::EPERM as u32),
     ];
-    emit_search(&mut allow, &rules());
+    emit_bitmap(&mut allow, &rules());
     Ok(allow)
 }
 
@@ -591,6 +597,7 @@ pub fn interpret_counting(
         data[16 + 8 * i..24 + 8 * i].copy_from_slice(&a.to_le_bytes());
     }
     let mut acc: u32 = 0;
+    let mut x: u32 = 0;
     let mut pc = 0usize;
     for steps in 1..4096 {
         let ins = prog.get(pc)?;
@@ -599,6 +606,22 @@ pub fn interpret_counting(
                 let o = ins.k as usize;
                 let b = data.get(o..o + 4)?;
                 acc = u32::from_le_bytes([b[0], b[1], b[2], b[3]]);
+                pc += 1;
+            }
+            LD_IMM => {
+                acc = ins.k;
+                pc += 1;
+            }
+            ALU_SUB_K => {
+                acc = acc.wrapping_sub(ins.k);
+                pc += 1;
+            }
+            MISC_TAX => {
+                x = acc;
+                pc += 1;
+            }
+            ALU_LSH_X => {
+                acc = acc.checked_shl(x).unwrap_or(0);
                 pc += 1;
             }
             JMP_JA => pc += 1 + ins.k as usize,
@@ -653,7 +676,7 @@ mod tests {
             Some(RET_KILL_PROCESS)
         );
         assert!(
-            allow.len() < 600,
+            allow.len() < 200,
             "program has {} instructions",
             allow.len()
         );
