@@ -274,7 +274,20 @@ fn prepare_inner(spec: LaunchSpec, release_early: bool) -> Result<Prepared, Sand
             }));
         }
     }
-    fd::write_all(sync_parent.as_fd(), &[TAG_GO]).map_err(|e| abort(io_err("release", e)))?;
+    let own_net = {
+        use std::os::unix::fs::MetadataExt;
+        std::fs::metadata("/proc/self/ns/net")
+            .map(|m| m.ino())
+            .map_err(|e| {
+                abort(io_err(
+                    "network namespace",
+                    Errno(e.raw_os_error().unwrap_or(libc::EIO)),
+                ))
+            })?
+    };
+    let mut go = [TAG_GO; 9];
+    go[1..].copy_from_slice(&own_net.to_le_bytes());
+    fd::write_all(sync_parent.as_fd(), &go).map_err(|e| abort(io_err("release", e)))?;
     trace::mark("go sent");
 
     // While the init builds the view: the v1 cgroup, or the fallback.
@@ -633,13 +646,6 @@ fn init_main(
         Ok(n) => n,
         Err(e) => fail(&sync, "network namespace", e),
     };
-    let born_in_net = {
-        use std::os::unix::fs::MetadataExt;
-        match std::fs::metadata("/proc/self/ns/net") {
-            Ok(m) => m.ino(),
-            Err(_) => process::exit_now(1),
-        }
-    };
     // Nothing the supervisor holds (its own standard streams, a service
     // socket) stays open in the sandbox: keep the status channel, the
     // agent's pipes and the declared descriptors, close the rest.
@@ -655,11 +661,23 @@ fn init_main(
     if fd::close_all_except(&mut keep).is_err() || fd::fill_standard_streams().is_err() {
         process::exit_now(1);
     }
-    let mut go = [0u8; 1];
-    match fd::read(sync.as_fd(), &mut go) {
-        Ok(1) if go[0] == TAG_GO => {}
-        _ => process::exit_now(1),
+    // GO carries the network namespace the init was born in (the
+    // supervisor's, measured there while the init started), which the init
+    // must have left before the agent exists.
+    let mut go = [0u8; 9];
+    let mut got = 0;
+    while got < go.len() {
+        match fd::read(sync.as_fd(), &mut go[got..]) {
+            Ok(n) if n > 0 => got += n,
+            _ => process::exit_now(1),
+        }
     }
+    if go[0] != TAG_GO {
+        process::exit_now(1);
+    }
+    let mut ino = [0u8; 8];
+    ino.copy_from_slice(&go[1..]);
+    let born_in_net = u64::from_le_bytes(ino);
     trace::mark("go received");
     // Modes given to mkdir are meant literally (1777 for /tmp).
     let umask = process::set_umask(0);
