@@ -827,37 +827,17 @@ impl Runtime {
             };
             let mut dec = Decoder::default();
             let sent = sock.write_all(&ToLauncher::Spec(Box::new(spec.clone())).encode());
-            let prepared = match sent
+            let reply = sent
                 .map_err(|e| e.to_string())
-                .and_then(|()| read_frame(&mut sock, &mut dec))
-            {
-                Ok(FromLauncher::Prepared(p)) => p,
-                Ok(FromLauncher::Failed(f)) => {
+                .and_then(|()| read_frame(&mut sock, &mut dec));
+            let prepared = match expect_frame(reply, |f| match f {
+                FromLauncher::Prepared(p) => Ok(p),
+                other => Err(other),
+            }) {
+                Ok(p) => p,
+                Err((code, message)) => {
                     reap(child);
-                    return Err(fail_with(
-                        preparing.into(),
-                        SESSION_LAUNCH_FAILED,
-                        format!("{}: {}", f.code, f.message),
-                        &facts,
-                    ));
-                }
-                Ok(other) => {
-                    reap(child);
-                    return Err(fail_with(
-                        preparing.into(),
-                        SESSION_LAUNCH_FAILED,
-                        format!("unexpected frame {other:?}"),
-                        &facts,
-                    ));
-                }
-                Err(e) => {
-                    reap(child);
-                    return Err(fail_with(
-                        preparing.into(),
-                        SESSION_LAUNCHER_LOST,
-                        e,
-                        &facts,
-                    ));
+                    return Err(fail_with(preparing.into(), code, message, &facts));
                 }
             };
             let binding = match launch_binding(&spec, &prepared) {
@@ -910,29 +890,14 @@ impl Runtime {
                 .write_all(&ToLauncher::Release.encode())
                 .map_err(|e| e.to_string())
                 .and_then(|()| read_frame(&mut sock, &mut dec));
-            let info = match started {
-                Ok(FromLauncher::Started(s)) => s,
-                Ok(FromLauncher::Failed(f)) => {
+            let info = match expect_frame(started, |f| match f {
+                FromLauncher::Started(s) => Ok(s),
+                other => Err(other),
+            }) {
+                Ok(s) => s,
+                Err((code, message)) => {
                     reap(child);
-                    return Err(fail_with(
-                        starting.into(),
-                        SESSION_LAUNCH_FAILED,
-                        format!("{}: {}", f.code, f.message),
-                        &facts,
-                    ));
-                }
-                Ok(other) => {
-                    reap(child);
-                    return Err(fail_with(
-                        starting.into(),
-                        SESSION_LAUNCH_FAILED,
-                        format!("unexpected frame {other:?}"),
-                        &facts,
-                    ));
-                }
-                Err(e) => {
-                    reap(child);
-                    return Err(fail_with(starting.into(), SESSION_LAUNCHER_LOST, e, &facts));
+                    return Err(fail_with(starting.into(), code, message, &facts));
                 }
             };
             let identity = match lifecycle_identity(&info.init) {
@@ -1704,6 +1669,23 @@ pub fn issue_authorization(
         .and_then(|a| a.to_bytes())
         .map_err(|e| Rejection::new(e.code(), e.to_string()))?;
     String::from_utf8(a).map_err(|_| Rejection::new(CONTROL_INTERNAL, "authorization encoding"))
+}
+
+/// A launcher's reply as the frame `want` accepts, or the failure to record:
+/// the launcher's own failure or an unexpected frame (`session_launch_failed`),
+/// or a lost launcher (`session_launcher_lost`).
+fn expect_frame<T>(
+    reply: Result<FromLauncher, String>,
+    want: impl FnOnce(FromLauncher) -> Result<T, FromLauncher>,
+) -> Result<T, (ErrorCode, String)> {
+    match reply.map(want) {
+        Ok(Ok(v)) => Ok(v),
+        Ok(Err(FromLauncher::Failed(f))) => {
+            Err((SESSION_LAUNCH_FAILED, format!("{}: {}", f.code, f.message)))
+        }
+        Ok(Err(other)) => Err((SESSION_LAUNCH_FAILED, format!("unexpected frame {other:?}"))),
+        Err(e) => Err((SESSION_LAUNCHER_LOST, e)),
+    }
 }
 
 #[cfg(test)]
