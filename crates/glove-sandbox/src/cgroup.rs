@@ -263,6 +263,64 @@ impl Cgroup {
     }
 }
 
+/// Removes the session cgroups a launcher left behind when it was killed:
+/// the directories named `glove-<creator_pid>-*` (the names `launch`
+/// gives them) under this process's own cgroup in each hierarchy Glove
+/// uses. Whatever is still inside is killed first (the sandbox init dies
+/// with its launcher, so normally nothing is); each directory is retried
+/// until `wait` has passed. Returns how many directories were removed.
+pub fn remove_abandoned(creator_pid: i32, wait: std::time::Duration) -> usize {
+    let prefix = format!("glove-{creator_pid}-");
+    let mut parents: Vec<PathBuf> = Vec::new();
+    if is_cgroup2(ROOT) {
+        if let Some(own) = own_path("") {
+            parents.push(Path::new(ROOT).join(own.trim_start_matches('/')));
+        }
+    } else {
+        for ctrl in ["memory", "pids", "cpuacct"] {
+            if let Some(own) = own_path(ctrl) {
+                parents.push(Path::new(ROOT).join(ctrl).join(own.trim_start_matches('/')));
+            }
+        }
+    }
+    let deadline = std::time::Instant::now() + wait;
+    let mut removed = 0;
+    for parent in parents {
+        let Ok(entries) = fs::read_dir(&parent) else {
+            continue;
+        };
+        for e in entries.flatten() {
+            if !e
+                .file_name()
+                .to_str()
+                .is_some_and(|n| n.starts_with(&prefix))
+            {
+                continue;
+            }
+            let dir = e.path();
+            loop {
+                match fs::remove_dir(&dir) {
+                    Ok(()) => {
+                        removed += 1;
+                        break;
+                    }
+                    Err(e) if e.kind() == ErrorKind::NotFound => break,
+                    Err(_) if std::time::Instant::now() < deadline => {
+                        if let Ok(text) = fs::read_to_string(dir.join("cgroup.procs")) {
+                            for pid in text.lines().filter_map(|l| l.trim().parse::<i32>().ok()) {
+                                let _ = crate::sys::process::kill(pid, libc::SIGKILL);
+                            }
+                        }
+                        std::thread::sleep(std::time::Duration::from_millis(2));
+                    }
+                    Err(_) => break,
+                }
+            }
+        }
+    }
+    removed
+}
+
 impl Drop for Cgroup {
     fn drop(&mut self) {
         for d in &self.dirs {

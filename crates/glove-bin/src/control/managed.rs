@@ -1115,30 +1115,42 @@ impl Runtime {
 
     /// SIGKILLs the recorded launcher of `id` if it is still that process
     /// (boot id, pid, start time); true when it was killed.
-    fn kill_recorded_launcher(&self, id: &SessionId) -> bool {
+    /// Kills the session's recorded launcher if it is still that process,
+    /// then removes the session cgroup it can no longer remove itself;
+    /// `Some(directories removed)` when it was killed.
+    fn kill_recorded_launcher(&self, id: &SessionId) -> Option<usize> {
         let Ok(text) = std::fs::read(self.launcher_file(id)) else {
-            return false;
+            return None;
         };
         let Ok(v) = serde_json::from_slice::<Value>(&text) else {
-            return false;
+            return None;
         };
         let pid = v["pid"]
             .as_i64()
             .and_then(|p| i32::try_from(p).ok())
             .unwrap_or(0);
         let Ok(now) = glove_sandbox::identity::ProcessIdentity::of(pid) else {
-            return false;
+            return None;
         };
         if v["session_id"] != id.as_str()
             || v["boot_id"] != now.boot_id.as_str()
             || v["start_time_ticks"].as_u64() != Some(now.start_time_ticks)
         {
-            return false;
+            return None;
         }
-        let Some(p) = rustix::process::Pid::from_raw(pid) else {
-            return false;
-        };
-        rustix::process::kill_process(p, rustix::process::Signal::KILL).is_ok()
+        let p = rustix::process::Pid::from_raw(pid)?;
+        rustix::process::kill_process(p, rustix::process::Signal::KILL).ok()?;
+        // Bounded wait for it to be gone (the sandbox init dies with it).
+        for _ in 0..500 {
+            if !now.still_matches() {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        Some(glove_sandbox::cgroup::remove_abandoned(
+            pid,
+            Duration::from_secs(1),
+        ))
     }
 
     /// A test hook (debug builds only): with `GLOVE_TEST_PAUSE_AT=<point>`,
@@ -1418,7 +1430,12 @@ impl Runtime {
             // recorded process: the sandbox init dies with it (parent-death
             // signal). A recorded identity that does not match means
             // nothing is signalled at all.
-            let launcher_killed = recorded.is_none() && self.kill_recorded_launcher(&id);
+            let cgroups_removed = if recorded.is_none() {
+                self.kill_recorded_launcher(&id)
+            } else {
+                None
+            };
+            let launcher_killed = cgroups_removed.is_some();
             let killed = matched || launcher_killed;
             // A stop whose receipt is already durable only lacks its exit
             // record.
@@ -1495,6 +1512,7 @@ impl Runtime {
                 "stage": stage.as_str(),
                 "identity_matched": matched,
                 "launcher_killed": launcher_killed,
+                "cgroups_removed": cgroups_removed.unwrap_or(0),
                 "killed": killed,
             });
             // Replay again: the decision was consumed above.

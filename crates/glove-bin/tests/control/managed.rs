@@ -953,6 +953,14 @@ fn sigkill_at_each_stage_is_recovered_with_a_receipt() {
         // sandbox init with it).
         if point == "after_release" {
             assert_eq!(body["recovery"]["launcher_killed"], true, "{point}: {body}");
+            // The killed launcher could not remove its session cgroup;
+            // recovery did (as root, cgroups are always used here).
+            if rustix::process::geteuid().is_root() {
+                assert!(
+                    body["recovery"]["cgroups_removed"].as_u64() >= Some(1),
+                    "{point}: {body}"
+                );
+            }
         }
     }
 }
