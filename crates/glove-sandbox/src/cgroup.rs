@@ -297,43 +297,40 @@ pub fn remove_abandoned(creator_pid: i32, wait: std::time::Duration) -> usize {
             {
                 continue;
             }
-            let dir = e.path();
-            loop {
-                match fs::remove_dir(&dir) {
-                    Ok(()) => {
-                        removed += 1;
-                        break;
-                    }
-                    Err(e) if e.kind() == ErrorKind::NotFound => break,
-                    Err(_) if std::time::Instant::now() < deadline => {
-                        if let Ok(text) = fs::read_to_string(dir.join("cgroup.procs")) {
-                            for pid in text.lines().filter_map(|l| l.trim().parse::<i32>().ok()) {
-                                let _ = crate::sys::process::kill(pid, libc::SIGKILL);
-                            }
-                        }
-                        std::thread::sleep(std::time::Duration::from_millis(2));
-                    }
-                    Err(_) => break,
-                }
+            if remove_dir_retrying(&e.path(), deadline) {
+                removed += 1;
             }
         }
     }
     removed
 }
 
-impl Drop for Cgroup {
-    fn drop(&mut self) {
-        for d in &self.dirs {
-            for _ in 0..50 {
-                match fs::remove_dir(d) {
-                    Ok(()) => break,
-                    Err(e) if e.kind() == ErrorKind::NotFound => break,
-                    Err(_) => {
-                        self.kill_all();
-                        std::thread::sleep(std::time::Duration::from_millis(2));
+/// Removes one cgroup directory; while something is still inside, kills
+/// it (the tasks its `cgroup.procs` lists) and retries every 2 ms until
+/// `deadline`. True when this call removed it.
+fn remove_dir_retrying(dir: &Path, deadline: std::time::Instant) -> bool {
+    loop {
+        match fs::remove_dir(dir) {
+            Ok(()) => return true,
+            Err(e) if e.kind() == ErrorKind::NotFound => return false,
+            Err(_) if std::time::Instant::now() < deadline => {
+                if let Ok(text) = fs::read_to_string(dir.join("cgroup.procs")) {
+                    for pid in text.lines().filter_map(|l| l.trim().parse::<i32>().ok()) {
+                        let _ = crate::sys::process::kill(pid, libc::SIGKILL);
                     }
                 }
+                std::thread::sleep(std::time::Duration::from_millis(2));
             }
+            Err(_) => return false,
+        }
+    }
+}
+
+impl Drop for Cgroup {
+    fn drop(&mut self) {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_millis(100);
+        for d in &self.dirs {
+            remove_dir_retrying(d, deadline);
         }
     }
 }
