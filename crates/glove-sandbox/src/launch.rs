@@ -557,19 +557,13 @@ fn read_facts(sync: &OwnedFd) -> Result<PreparedFacts, SandboxError> {
 }
 
 fn read_exact(sync: &OwnedFd, buf: &mut [u8]) -> Result<(), SandboxError> {
-    let mut got = 0;
-    while got < buf.len() {
-        match fd::read(sync.as_fd(), &mut buf[got..]) {
-            Ok(0) => {
-                return Err(SandboxError::Io {
-                    detail: "status channel closed".into(),
-                })
-            }
-            Ok(n) => got += n,
-            Err(e) => return Err(io_err("status channel", e)),
-        }
+    match fd::read_full(sync.as_fd(), buf) {
+        Ok(n) if n == buf.len() => Ok(()),
+        Ok(_) => Err(SandboxError::Io {
+            detail: "status channel closed".into(),
+        }),
+        Err(e) => Err(io_err("status channel", e)),
     }
-    Ok(())
 }
 
 fn nanos() -> u128 {
@@ -581,23 +575,11 @@ fn nanos() -> u128 {
 
 fn read_error_body(sync: &OwnedFd, exe: &str) -> SandboxError {
     let mut head = [0u8; 6];
-    let mut got = 0;
-    while got < head.len() {
-        match fd::read(sync.as_fd(), &mut head[got..]) {
-            Ok(0) | Err(_) => break,
-            Ok(n) => got += n,
-        }
-    }
+    let _ = fd::read_full(sync.as_fd(), &mut head);
     let len = usize::from(u16::from_le_bytes([head[0], head[1]]));
     let errno = i32::from_le_bytes([head[2], head[3], head[4], head[5]]);
     let mut step = vec![0u8; len.min(256)];
-    let mut got = 0;
-    while got < step.len() {
-        match fd::read(sync.as_fd(), &mut step[got..]) {
-            Ok(0) | Err(_) => break,
-            Ok(n) => got += n,
-        }
-    }
+    let got = fd::read_full(sync.as_fd(), &mut step).unwrap_or(0);
     let step = String::from_utf8_lossy(&step[..got]).into_owned();
     let detail = Errno(errno).to_string();
     if step == "execve" {
@@ -665,14 +647,7 @@ fn init_main(
     // supervisor's, measured there while the init started), which the init
     // must have left before the agent exists.
     let mut go = [0u8; 9];
-    let mut got = 0;
-    while got < go.len() {
-        match fd::read(sync.as_fd(), &mut go[got..]) {
-            Ok(n) if n > 0 => got += n,
-            _ => process::exit_now(1),
-        }
-    }
-    if go[0] != TAG_GO {
+    if fd::read_full(sync.as_fd(), &mut go) != Ok(go.len()) || go[0] != TAG_GO {
         process::exit_now(1);
     }
     let mut ino = [0u8; 8];
@@ -732,14 +707,7 @@ fn init_main(
         process::exit_now(1);
     }
     let mut release = [0u8; 2];
-    let mut got = 0;
-    while got < 2 {
-        match fd::read(sync.as_fd(), &mut release[got..]) {
-            Ok(n) if n > 0 => got += n,
-            _ => process::exit_now(1),
-        }
-    }
-    if release[0] != TAG_RELEASE {
+    if fd::read_full(sync.as_fd(), &mut release) != Ok(2) || release[0] != TAG_RELEASE {
         process::exit_now(1);
     }
     let fallback = release[1] == 1;

@@ -498,14 +498,7 @@ fn write_some(fd: RawFd, bytes: &[u8]) -> Result<usize, Errno> {
 
 fn read_exit(sync: &OwnedFd) -> Result<Option<Inside>, Errno> {
     let mut frame = [0u8; EXIT_FRAME];
-    let mut got = 0;
-    while got < EXIT_FRAME {
-        match fd::read(sync.as_fd(), &mut frame[got..])? {
-            0 => return Ok(None),
-            n => got += n,
-        }
-    }
-    if frame[0] != TAG_EXIT {
+    if fd::read_full(sync.as_fd(), &mut frame)? < EXIT_FRAME || frame[0] != TAG_EXIT {
         return Ok(None);
     }
     let value = i32::from_le_bytes([frame[2], frame[3], frame[4], frame[5]]);

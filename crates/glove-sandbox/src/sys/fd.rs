@@ -44,6 +44,22 @@ pub(crate) fn read(fd: BorrowedFd<'_>, buf: &mut [u8]) -> SysResult<usize> {
     }
 }
 
+/// Reads until `buf` is full or the other end is closed; returns how many
+/// bytes were read (fewer than `buf.len()` only at end of file, or at an
+/// error after some bytes; an error before any byte is returned).
+pub(crate) fn read_full(fd: BorrowedFd<'_>, buf: &mut [u8]) -> SysResult<usize> {
+    let mut got = 0;
+    while got < buf.len() {
+        match read(fd, &mut buf[got..]) {
+            Ok(0) => break,
+            Ok(n) => got += n,
+            Err(e) if got == 0 => return Err(e),
+            Err(_) => break,
+        }
+    }
+    Ok(got)
+}
+
 /// `write(2)` of the whole buffer; retries on `EINTR` and short writes.
 pub(crate) fn write_all(fd: BorrowedFd<'_>, mut buf: &[u8]) -> SysResult<()> {
     while !buf.is_empty() {
