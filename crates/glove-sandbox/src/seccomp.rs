@@ -518,12 +518,14 @@ fn emit_check(out: &mut BpfProgram, check: Check) {
 
 /// Emits the decision for the number in the accumulator: calls with a
 /// check of their own first, then the bitmap of the unconditional ones.
-fn emit_bitmap(out: &mut BpfProgram, rules: &[(u32, Check)]) {
+fn emit_bitmap(out: &mut BpfProgram, rules: &[(u32, Check)]) -> Result<(), String> {
     let deny = RET_ERRNO | libc::EPERM as u32;
+    let too_far = |n: usize| format!("seccomp program: a jump of {n} instructions does not fit");
     for (nr, check) in rules.iter().filter(|(_, c)| *c != Check::Always) {
         let mut block = Vec::new();
         emit_check(&mut block, *check);
-        out.push(jump(JMP_JEQ_K, *nr, 0, block.len() as u8));
+        let skip = u8::try_from(block.len()).map_err(|_| too_far(block.len()))?;
+        out.push(jump(JMP_JEQ_K, *nr, 0, skip));
         out.extend(block);
     }
     let words = rules
@@ -539,11 +541,14 @@ fn emit_bitmap(out: &mut BpfProgram, rules: &[(u32, Check)]) {
     // Each word: if nr >= its end, go on to the next word; otherwise shift
     // a one by (nr - start) and test it against the word. The two shared
     // returns follow the last word (deny, then allow). Jump offsets are
-    // 8 bits: ~15 words of 6 instructions stay far below that.
+    // 8 bits: ~15 words of 6 instructions stay far below that (checked).
     const WORD_LEN: usize = 6;
     let base = out.len();
     let deny_at = base + masks.len() * WORD_LEN;
-    let offset = |from: usize, to: usize| u8::try_from(to - (from + 1)).unwrap_or(u8::MAX);
+    let offset = |from: usize, to: usize| {
+        let n = to - (from + 1);
+        u8::try_from(n).map_err(|_| too_far(n))
+    };
     for (w, mask) in masks.iter().enumerate() {
         let start = w as u32 * 32;
         out.push(jump(JMP_JGE_K, start + 32, (WORD_LEN - 1) as u8, 0));
@@ -555,16 +560,18 @@ fn emit_bitmap(out: &mut BpfProgram, rules: &[(u32, Check)]) {
         out.push(jump(
             JMP_JSET_K,
             *mask,
-            offset(at, deny_at + 1),
-            offset(at, deny_at),
+            offset(at, deny_at + 1)?,
+            offset(at, deny_at)?,
         ));
     }
     out.push(stmt(RET_K, deny));
     out.push(stmt(RET_K, RET_ALLOW));
+    Ok(())
 }
 
-/// Builds the filter.
-pub fn build() -> Result<BpfProgram, std::convert::Infallible> {
+/// Builds the filter; fails only if a jump would not fit in the 8-bit
+/// offsets of classic BPF (the list would have to grow many times over).
+pub fn build() -> Result<BpfProgram, String> {
     let mut allow: BpfProgram = vec![
         stmt(LD_W_ABS, OFF_ARCH),
         jump(JMP_JEQ_K, ARCH_X86_64, 1, 0),
@@ -573,7 +580,7 @@ pub fn build() -> Result<BpfProgram, std::convert::Infallible> {
         jump(JMP_JSET_K, X32_BIT, 0, 1),
         stmt(RET_K, RET_ERRNO | libc::EPERM as u32),
     ];
-    emit_bitmap(&mut allow, &rules());
+    emit_bitmap(&mut allow, &rules())?;
     Ok(allow)
 }
 
