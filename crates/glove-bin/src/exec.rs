@@ -194,6 +194,7 @@ pub fn run(a: ExecArgs) -> i32 {
         Ok(s) => s,
         Err(e) => return fail(&e, a.json),
     };
+    glove_sandbox::launch::trace_mark("spec built");
     let running = match launch(spec) {
         Ok(r) => r,
         Err(e) => return fail(&e, a.json),

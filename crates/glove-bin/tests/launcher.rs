@@ -450,3 +450,70 @@ fn held_launch_runs_only_after_release() {
     assert!(matches!(end, FromLauncher::Failed(_)), "{end:?}");
     assert!(s.output.is_empty());
 }
+
+#[test]
+fn host_files_are_copied_read_only_and_bad_sources_refused() {
+    use glove_sandbox::spec::Bind;
+    use std::os::unix::fs::PermissionsExt;
+    if !common::sandbox_ok(common::As::Caller) {
+        return;
+    }
+    let host = tempfile::tempdir().expect("tempdir");
+    std::fs::set_permissions(host.path(), std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    let file = host.path().join("conf");
+    std::fs::write(&file, "copied\n").expect("write");
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o644)).expect("chmod");
+    // An absolute link is resolved as on the host, not against the view.
+    let link = host.path().join("link");
+    std::os::unix::fs::symlink(&file, &link).expect("symlink");
+    let big = host.path().join("big");
+    std::fs::write(&big, vec![b'x'; (1 << 20) + 1]).expect("write");
+    let path = |p: &std::path::Path| p.display().to_string();
+    let bind = |source: String, target: &str| Bind {
+        source,
+        target: target.into(),
+    };
+
+    let (a, b) = (
+        bind(path(&file), "/etc/glove-a"),
+        bind(path(&link), "/opt/x/glove-b"),
+    );
+    let mut s = start_with(
+        &[
+            "/bin/sh",
+            "-c",
+            "cat /etc/glove-a /opt/x/glove-b; stat -c %a /etc/glove-a; (echo x > /etc/glove-a) 2>/dev/null || echo refused",
+        ],
+        false,
+        |w| w.host_files.extend([a, b]),
+    );
+    let end = run_to_end(&mut s);
+    assert!(
+        matches!(end, FromLauncher::Exited(_)),
+        "{}",
+        failure_code(&end)
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&s.output),
+        "copied\ncopied\n444\nrefused\n"
+    );
+    s.close_and_wait();
+
+    for (source, why) in [
+        (path(host.path()), "Invalid argument"),
+        (path(&big), "File too large"),
+        (path(&host.path().join("missing")), "No such file"),
+    ] {
+        let f = bind(source.clone(), "/etc/glove-bad");
+        let mut s = start_with(&["/bin/true"], false, |w| w.host_files.push(f));
+        let end = run_to_end(&mut s);
+        let text = failure_code(&end);
+        assert!(
+            text.starts_with("sandbox_setup_failed: ")
+                && text.contains(&source)
+                && text.contains(why),
+            "{source}: {text}"
+        );
+        s.close_and_wait();
+    }
+}

@@ -18,9 +18,9 @@ use crate::cgroup::Cgroup;
 use crate::error::SandboxError;
 use crate::outcome::{Enforcement as Mechanisms, Mechanism};
 use crate::seccomp;
-use crate::spec::{Enforcement, LaunchSpec, Terminal};
+use crate::spec::{Enforcement, LaunchSpec, Terminal, MAX_HOST_FILE_BYTES};
 use crate::sys::process::{self, Exit, Forked};
-use crate::sys::{caps, fd, mount, pty, trace, Errno};
+use crate::sys::{caps, fd, mount, pty, resolve, trace, Errno};
 use std::ffi::CString;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
 use std::time::Instant;
@@ -114,15 +114,13 @@ impl Running {
     }
 }
 
-/// Threads in this process, from `/proc/self/status`.
+/// Threads in this process: the link count of `/proc/self/task` is two
+/// plus the number of threads (one `stat` instead of formatting and parsing
+/// `/proc/self/status`). 0 when it cannot be read.
 pub fn thread_count() -> u32 {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find_map(|l| l.strip_prefix("Threads:").map(|v| v.trim().parse().ok()))
-                .flatten()
-        })
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata("/proc/self/task")
+        .map(|m| m.nlink().saturating_sub(2) as u32)
         .unwrap_or(0)
 }
 
@@ -160,6 +158,7 @@ fn prepare_inner(spec: LaunchSpec, release_early: bool) -> Result<Prepared, Sand
     if threads != 1 {
         return Err(SandboxError::Multithreaded { threads });
     }
+    trace::mark("p:validated");
     let limits = spec.limits;
 
     // Limits. A delegated cgroup v2 is created before cloning and joined
@@ -179,6 +178,7 @@ fn prepare_inner(spec: LaunchSpec, release_early: bool) -> Result<Prepared, Sand
         (libc::RLIMIT_CPU, cpu_secs),
     ];
     let rlimits = vec![(libc::RLIMIT_CORE, 0)];
+    trace::mark("p:v2 tried");
 
     let cs = |s: &str| {
         CString::new(s).map_err(|_| SandboxError::Spec {
@@ -204,6 +204,7 @@ fn prepare_inner(spec: LaunchSpec, release_early: bool) -> Result<Prepared, Sand
         privileged: process::effective_ids().0 == 0,
     };
 
+    trace::mark("p:filter built");
     let (sync_parent, sync_child) = fd::socketpair().map_err(|e| io_err("socketpair", e))?;
     let pipes = match spec.terminal {
         Terminal::Pipes => Some((
@@ -220,6 +221,7 @@ fn prepare_inner(spec: LaunchSpec, release_early: bool) -> Result<Prepared, Sand
         None => None,
     };
 
+    trace::mark("p:clone3");
     let forked =
         process::clone_into_namespaces(NS_FLAGS, cgroup_dir.as_ref().map(|f| f.as_raw_fd()))
             .map_err(|e| SandboxError::Clone {
@@ -410,15 +412,13 @@ fn prepare_inner(spec: LaunchSpec, release_early: bool) -> Result<Prepared, Sand
     })
 }
 
-/// In the init: waits until the helper has created the network namespace,
-/// joins it, and lets the helper go; refuses a namespace that is the one
+/// In the init: waits until the helper has created the network namespace
+/// and joins it (the helper stays, to detach the old root); refuses a namespace that is the one
 /// the init was born in (fails closed whatever went wrong).
-fn join_net(helper: &mut process::NetUnsharer, born_in: u64) -> Result<(), Errno> {
+fn join_net(helper: &process::NetUnsharer, born_in: u64) -> Result<(), Errno> {
     use std::os::unix::fs::MetadataExt;
     helper.wait_ready()?;
-    let joined = process::setns(helper.pidfd(), libc::CLONE_NEWNET);
-    helper.release();
-    joined?;
+    process::setns(helper.pidfd(), libc::CLONE_NEWNET)?;
     let now = std::fs::metadata("/proc/self/ns/net")
         .map(|m| m.ino())
         .map_err(|e| Errno(e.raw_os_error().unwrap_or(libc::EIO)))?;
@@ -624,10 +624,12 @@ fn init_main(
     trace::mark("init");
     let _ = process::set_parent_death_signal(libc::SIGKILL);
     // First, so that it runs on the other core while this one works.
-    let mut net = match process::NetUnsharer::spawn() {
+    let net = match process::NetUnsharer::spawn() {
         Ok(n) => n,
         Err(e) => fail(&sync, "network namespace", e),
     };
+    process::keep_off_current_cpu(net.pid());
+    trace::mark("i:helper spawned");
     // Nothing the supervisor holds (its own standard streams, a service
     // socket) stays open in the sandbox: keep the status channel, the
     // agent's pipes and the declared descriptors, close the rest.
@@ -643,6 +645,7 @@ fn init_main(
     if fd::close_all_except(&mut keep).is_err() || fd::fill_standard_streams().is_err() {
         process::exit_now(1);
     }
+    trace::mark("i:fds closed");
     // GO carries the network namespace the init was born in (the
     // supervisor's, measured there while the init started), which the init
     // must have left before the agent exists.
@@ -656,7 +659,10 @@ fn init_main(
     trace::mark("go received");
     // Modes given to mkdir are meant literally (1777 for /tmp).
     let umask = process::set_umask(0);
-    let facts = match setup_fs(spec, prep.privileged) {
+    // The view; the network namespace is joined and the helper reaped on
+    // the way (while the init is still dumpable: joining through the
+    // helper's pidfd needs ptrace-read access to it).
+    let facts = match setup_fs(spec, prep.privileged, net, born_in_net) {
         Ok(f) => f,
         Err((step, e)) => fail(&sync, &step, e),
     };
@@ -664,12 +670,6 @@ fn init_main(
         fail(&sync, "sethostname", e);
     }
     trace::mark("view built");
-    // Before the init becomes undumpable: the helper shares its memory, and
-    // joining through its pidfd needs ptrace-read access to it.
-    if let Err(e) = join_net(&mut net, born_in_net) {
-        fail(&sync, "network namespace", e);
-    }
-    trace::mark("net joined");
     let _ = process::set_not_dumpable();
 
     let stdio: [OwnedFd; 3] = match (&spec.terminal, pipes) {
@@ -720,9 +720,6 @@ fn init_main(
         Ok(p) => p,
         Err(e) => fail(&sync, "pipe", e),
     };
-    // The network helper was let go when the init joined its namespace and
-    // has normally exited since; it is reaped before the agent exists.
-    net.reap();
     // The agent shares the init's memory until its execve (the init is
     // suspended meanwhile): no page tables are copied and the execve has
     // no copied address space to tear down. `agent_main` only borrows.
@@ -917,7 +914,12 @@ fn agent_main(
 }
 
 /// Builds the sandbox's file system view inside the new mount namespace.
-fn setup_fs(spec: &LaunchSpec, privileged: bool) -> Result<PreparedFacts, (String, Errno)> {
+fn setup_fs(
+    spec: &LaunchSpec,
+    privileged: bool,
+    net: process::NetUnsharer,
+    born_in_net: u64,
+) -> Result<PreparedFacts, (String, Errno)> {
     let owner = privileged.then_some((INSIDE_ID, INSIDE_ID));
     let mut facts = PreparedFacts::default();
     let step = |s: &str| {
@@ -967,27 +969,6 @@ fn setup_fs(spec: &LaunchSpec, privileged: bool) -> Result<PreparedFacts, (Strin
         .map_err(step(&format!("read-only {}", b.target)))?;
     }
     trace::mark("v:binds");
-    // Directories made for links and files so far (most files share /etc).
-    let mut made: Vec<String> = Vec::new();
-    let mut ensure_parent = |p: &str| -> Result<(), (String, Errno)> {
-        let dir = parent(p);
-        if !made.iter().any(|m| m == dir) {
-            mount::mkdir_all(dir, 0o755).map_err(step(&format!("mkdir {p}")))?;
-            made.push(dir.to_owned());
-        }
-        Ok(())
-    };
-    for (link, target) in &spec.symlinks {
-        ensure_parent(link)?;
-        mount::symlink(target, link).map_err(step(&format!("symlink {link}")))?;
-    }
-    trace::mark("v:symlinks");
-    for (path, body) in &spec.files {
-        ensure_parent(path)?;
-        mount::write_file(path, body, 0o444).map_err(step(&format!("write {path}")))?;
-    }
-
-    trace::mark("v:files");
     // /proc of the new pid namespace, with the kernel knobs read-only.
     mount::mkdir("/proc", 0o555).map_err(step("mkdir /proc"))?;
     mount::mount("proc", "/proc", "proc", nodev_nosuid | libc::MS_NOEXEC, "")
@@ -1093,7 +1074,67 @@ fn setup_fs(spec: &LaunchSpec, privileged: bool) -> Result<PreparedFacts, (Strin
     )
     .map_err(step("read-only /dev"))?;
     trace::mark("v:copy+devro");
-    mount::umount("/oldroot", libc::MNT_DETACH).map_err(step("detach old root"))?;
+
+    // The host files to copy are read now. Then nothing refers to the old
+    // root any more, and the helper detaches it — waiting for an RCU grace
+    // period and releasing the old tree, which whoever drops the last
+    // reference pays for — while this process writes links and files.
+    let old_root = resolve::open_no_links("/oldroot", libc::O_PATH | libc::O_DIRECTORY)
+        .map_err(step("open old root"))?;
+    let mut host_bodies = Vec::with_capacity(spec.host_files.len());
+    for f in &spec.host_files {
+        let what = format!("host file {}", f.source);
+        let fd = resolve::open_in_root(
+            old_root.as_fd(),
+            &f.source,
+            libc::O_RDONLY | libc::O_NOCTTY | libc::O_NONBLOCK,
+        )
+        .map_err(step(&what))?;
+        let m = resolve::meta(fd.as_fd()).map_err(step(&what))?;
+        if !m.is_file() {
+            return Err((what, Errno(libc::EINVAL)));
+        }
+        let body = resolve::read_all_sized(
+            fd.as_fd(),
+            m.size.min(MAX_HOST_FILE_BYTES) as usize,
+            MAX_HOST_FILE_BYTES as usize,
+        )
+        .map_err(step(&what))?;
+        host_bodies.push(body);
+    }
+    drop(old_root);
+    trace::mark("v:host files read");
+    net.start_detach().map_err(step("detach old root"))?;
+
+    // Directories made for links and files so far (most files share /etc).
+    let mut made: Vec<String> = Vec::new();
+    let mut ensure_parent = |p: &str| -> Result<(), (String, Errno)> {
+        let dir = parent(p);
+        if !made.iter().any(|m| m == dir) {
+            mount::mkdir_all(dir, 0o755).map_err(step(&format!("mkdir {p}")))?;
+            made.push(dir.to_owned());
+        }
+        Ok(())
+    };
+    for (link, target) in &spec.symlinks {
+        ensure_parent(link)?;
+        mount::symlink(target, link).map_err(step(&format!("symlink {link}")))?;
+    }
+    let generated = spec.files.iter().map(|(p, b)| (p.as_str(), b.as_slice()));
+    let copied = spec
+        .host_files
+        .iter()
+        .zip(&host_bodies)
+        .map(|(f, b)| (f.target.as_str(), b.as_slice()));
+    for (path, body) in generated.chain(copied) {
+        ensure_parent(path)?;
+        mount::write_file(path, body, 0o444).map_err(step(&format!("write {path}")))?;
+    }
+    trace::mark("v:files");
+    join_net(&net, born_in_net).map_err(step("network namespace"))?;
+    trace::mark("net joined");
+    net.finish_detach().map_err(step("detach old root"))?;
+    trace::mark("v:detached");
     mount::rmdir("/oldroot").map_err(step("remove old root"))?;
     mount::mount(
         "",

@@ -12,6 +12,8 @@ pub const MAX_MOUNT_ENTRIES: usize = 256;
 pub const MAX_ARGS: usize = 4096;
 /// Longest argument or environment entry, bytes.
 pub const MAX_ARG_BYTES: usize = 128 * 1024;
+/// Largest host file copied into the view ([`LaunchSpec::host_files`]).
+pub const MAX_HOST_FILE_BYTES: u64 = 1 << 20;
 /// Smallest scratch size accepted (one page per writable directory is not
 /// enough to do anything; 64 KiB is).
 pub const MIN_DISK_BYTES: u64 = 64 * 1024;
@@ -122,6 +124,13 @@ pub struct LaunchSpec {
     pub symlinks: Vec<(String, String)>,
     /// Small generated read-only files: (path, contents).
     pub files: Vec<(String, Vec<u8>)>,
+    /// Host regular files copied read-only into the view while it is built
+    /// (`source` is resolved on the host, symbolic links included, as the
+    /// launcher would see it; at most [`MAX_HOST_FILE_BYTES`] each). A
+    /// source that is missing, not a regular file or too large fails the
+    /// launch. Cheaper than a bind per file, and read by the sandbox init
+    /// rather than the launcher.
+    pub host_files: Vec<Bind>,
     /// Writable directories, all carved from one scratch tmpfs of
     /// `limits.disk_bytes`.
     pub writable_dirs: Vec<String>,
@@ -193,6 +202,7 @@ impl LaunchSpec {
             self.read_only_binds.len(),
             self.symlinks.len(),
             self.files.len(),
+            self.host_files.len(),
             self.writable_dirs.len(),
             self.copy_in.len(),
         ];
@@ -217,6 +227,14 @@ impl LaunchSpec {
                 return Err(bad("generated files are at most 1 MiB"));
             }
             targets.push(p);
+        }
+        for f in &self.host_files {
+            path(&f.source, "host file source")?;
+            path(&f.target, "host file target")?;
+            if is_within(&f.source, "/proc") {
+                return Err(bad(format!("host file {} is under /proc", f.source)));
+            }
+            targets.push(&f.target);
         }
         for w in &self.writable_dirs {
             path(w, "writable directory")?;

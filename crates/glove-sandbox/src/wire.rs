@@ -49,6 +49,8 @@ pub struct SpecWire {
     pub symlinks: Vec<(String, String)>,
     /// See [`LaunchSpec::files`] (UTF-8 contents only).
     pub files: Vec<(String, String)>,
+    /// See [`LaunchSpec::host_files`].
+    pub host_files: Vec<Bind>,
     /// See [`LaunchSpec::writable_dirs`].
     pub writable_dirs: Vec<String>,
     /// See [`LaunchSpec::copy_in`].
@@ -92,6 +94,7 @@ impl SpecWire {
             read_only_binds: s.read_only_binds.clone(),
             symlinks: s.symlinks.clone(),
             files,
+            host_files: s.host_files.clone(),
             writable_dirs: s.writable_dirs.clone(),
             copy_in: s.copy_in.clone(),
             hostname: s.hostname.clone(),
@@ -119,6 +122,7 @@ impl SpecWire {
                 .into_iter()
                 .map(|(p, t)| (p, t.into_bytes()))
                 .collect(),
+            host_files: self.host_files,
             writable_dirs: self.writable_dirs,
             copy_in: self.copy_in,
             hostname: self.hostname,

@@ -84,6 +84,24 @@ fn rules() {
     invalid(|s| s.limits.pids = 0);
     invalid(|s| s.hostname = "bad host".into());
     invalid(|s| s.files.push(("/etc/big".into(), vec![0; 2 << 20])));
+    invalid(|s| {
+        s.host_files.push(Bind {
+            source: "/proc/self/environ".into(),
+            target: "/etc/x".into(),
+        })
+    });
+    invalid(|s| {
+        s.host_files.push(Bind {
+            source: "/etc/hosts".into(),
+            target: "/etc/passwd".into(),
+        })
+    });
+    invalid(|s| {
+        s.host_files.push(Bind {
+            source: "etc/relative".into(),
+            target: "/etc/x".into(),
+        })
+    });
     invalid(|s| s.arguments = vec!["x".into(); 5000]);
 }
 

@@ -1,4 +1,4 @@
-//! Mounts and the file-system view: `mount`, `umount2`, `pivot_root`,
+//! Mounts and the file-system view: `mount`, `pivot_root`,
 //! `mount_setattr`, and the few path operations the new root needs.
 //!
 //! These run inside the sandbox's own mount namespace (the init process after
@@ -33,14 +33,6 @@ pub(crate) fn mount(
     };
     // SAFETY: every pointer is null or a NUL-terminated string alive for the call.
     check_int(unsafe { libc::mount(sp, t.as_ptr(), fp, flags, dp) })?;
-    Ok(())
-}
-
-/// `umount2(2)`.
-pub(crate) fn umount(target: &str, flags: libc::c_int) -> SysResult<()> {
-    let t = cstr(target)?;
-    // SAFETY: `t` is a NUL-terminated string alive for the call.
-    check_int(unsafe { libc::umount2(t.as_ptr(), flags) })?;
     Ok(())
 }
 

@@ -286,6 +286,36 @@ pub(crate) fn setns(fd: std::os::fd::BorrowedFd<'_>, nstype: i32) -> SysResult<(
     Ok(())
 }
 
+/// Keeps `pid` off the CPU the caller runs on now, when the caller may use
+/// another: a helper started to work *alongside* its parent is otherwise
+/// often queued behind it on the same CPU (the scheduler places a new task
+/// before the other CPU falls idle, and does not move it soon after). Only
+/// an optimisation: the helper exits long before anything of the agent
+/// exists, and a failure changes nothing.
+pub(crate) fn keep_off_current_cpu(pid: libc::pid_t) {
+    // SAFETY: cpu_set_t is plain data; zeroed is the empty set.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    let size = std::mem::size_of::<libc::cpu_set_t>();
+    // SAFETY: `set` is a valid out-parameter of `size` bytes.
+    if unsafe { libc::sched_getaffinity(0, size, &mut set) } != 0 {
+        return;
+    }
+    // SAFETY: sched_getcpu has no preconditions.
+    let here = unsafe { libc::sched_getcpu() };
+    if here < 0 {
+        return;
+    }
+    // SAFETY: plain bit operations on a valid set.
+    unsafe {
+        if !libc::CPU_ISSET(here as usize, &set) || libc::CPU_COUNT(&set) < 2 {
+            return;
+        }
+        libc::CPU_CLR(here as usize, &mut set);
+        // SAFETY (call): `set` is valid for `size` bytes.
+        libc::sched_setaffinity(pid, size, &set);
+    }
+}
+
 /// Memory for the stack of a child started by [`spawn_shared`], with an
 /// inaccessible guard page below it.
 pub(crate) struct ChildStack {
@@ -381,19 +411,34 @@ pub(crate) fn spawn_shared(
 }
 
 /// A helper of the sandbox init that creates the sandbox's network
-/// namespace on another core while the init builds the file system view.
+/// namespace on another core while the init builds the file system view,
+/// and then detaches the old root while the init writes `/etc`.
 ///
-/// It is started with `CLONE_VM` (no page tables copied, so it costs the
-/// init a few microseconds) but *without* `CLONE_VFORK`: it runs alongside
-/// the init in the same memory. It therefore touches nothing but its own
-/// stack and two descriptor numbers written before it starts, and makes
-/// only raw system calls that never write `errno` (rustix), so it cannot
-/// disturb the init. It closes its copies of the init's pipe ends, calls
-/// `unshare(CLONE_NEWNET)` (it is in the init's user namespace, where it
-/// has every capability), writes one byte (`N` on success, `E` on failure),
-/// and blocks until the init drops its end of a second pipe, then exits
-/// (the init reaps it with the other orphans). The init joins the namespace through the
-/// helper's pidfd.
+/// It is started with `CLONE_VM` (no page tables are copied, so it costs
+/// the init a few microseconds) but *without* `CLONE_VFORK`: it runs
+/// alongside the init in the same memory. It therefore touches nothing but
+/// its own stack, four descriptor numbers written before it starts and
+/// string literals, and makes only raw system calls that never write
+/// `errno` (rustix; the launch trace marks too), so it cannot disturb the
+/// init. The init keeps it off the CPU it runs on
+/// ([`keep_off_current_cpu`]).
+///
+/// 1. It closes its copies of the init's pipe ends, calls
+///    `unshare(CLONE_NEWNET)` (it is in the init's user namespace, where it
+///    has every capability) and writes one byte: `N` on success, `E` on
+///    failure. The init joins the namespace through the helper's pidfd.
+/// 2. It blocks on a second pipe. If the init closes it (or fails and
+///    exits), the helper exits. If the init writes `D`
+///    ([`NetUnsharer::start_detach`], possibly before it has read `N`),
+///    the helper detaches `/oldroot` (`umount2(MNT_DETACH)`; it shares the
+///    init's mount namespace, and `pivot_root` moved its root along with
+///    the init's), writes `D` on success or `F` on failure, and waits until
+///    the init (which joins the namespace meanwhile) closes the pipe.
+///
+/// Detaching a mount tree waits for an RCU grace period (≈ 0.4 ms here);
+/// meanwhile the init goes on with work that needs nothing of the old root.
+/// [`NetUnsharer::finish_detach`] waits for the report and reaps the helper:
+/// the init fails closed unless the detach succeeded.
 pub(crate) struct NetUnsharer {
     pid: libc::pid_t,
     pidfd: OwnedFd,
@@ -402,6 +447,9 @@ pub(crate) struct NetUnsharer {
 }
 
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
+
+/// What the helper detaches when asked.
+const OLD_ROOT: &std::ffi::CStr = c"/oldroot";
 
 extern "C" fn net_unsharer_main(arg: *mut libc::c_void) -> libc::c_int {
     // SAFETY: `arg` points at four descriptor numbers written into the
@@ -419,11 +467,25 @@ extern "C" fn net_unsharer_main(arg: *mut libc::c_void) -> libc::c_int {
     // SAFETY: both are open in this process's own descriptor table (copied
     // at clone: no CLONE_FILES) for as long as it runs.
     let (ready, hold) = unsafe { (BorrowedFd::borrow_raw(ready), BorrowedFd::borrow_raw(hold)) };
+    // Its working directory is the supervisor's, somewhere in the old root:
+    // at `/`, `pivot_root` moves it to the new root with the init's, and it
+    // holds nothing of the old tree (or it would pay for tearing that down
+    // when it exits, with the init waiting to reap it).
+    let _ = rustix::process::chdir(c"/");
+    super::trace::mark("h:start");
     // SAFETY: NEWNET only affects this process's own network namespace.
     let made = unsafe { rustix::thread::unshare_unsafe(rustix::thread::UnshareFlags::NEWNET) };
+    super::trace::mark("h:unshared");
     let _ = rustix::io::write(ready, if made.is_ok() { b"N" } else { b"E" });
     let mut byte = [0u8; 1];
-    let _ = rustix::io::read(hold, &mut byte);
+    if made.is_ok() && matches!(rustix::io::read(hold, &mut byte), Ok(1)) && byte[0] == b'D' {
+        super::trace::mark("h:detach");
+        let detached = rustix::mount::unmount(OLD_ROOT, rustix::mount::UnmountFlags::DETACH);
+        super::trace::mark("h:detached");
+        let _ = rustix::io::write(ready, if detached.is_ok() { b"D" } else { b"F" });
+        // Until the init has joined the namespace and closes its end.
+        let _ = rustix::io::read(hold, &mut byte);
+    }
     // Returning makes glibc's clone call the exit system call for this
     // process alone.
     0
@@ -478,6 +540,11 @@ impl NetUnsharer {
         })
     }
 
+    /// The helper's pid.
+    pub(crate) fn pid(&self) -> libc::pid_t {
+        self.pid
+    }
+
     /// The descriptors the init must keep open while the helper runs.
     pub(crate) fn descriptors(&self) -> Vec<RawFd> {
         let mut fds = vec![self.pidfd.as_raw_fd(), self.ready.as_raw_fd()];
@@ -485,16 +552,26 @@ impl NetUnsharer {
         fds
     }
 
-    /// Lets the helper go (it exits on its own); [`NetUnsharer::reap`] later.
-    pub(crate) fn release(&mut self) {
-        self.hold.take();
+    /// Asks the helper to detach `/oldroot` once it has created the
+    /// namespace (it does so even before the init has joined it).
+    pub(crate) fn start_detach(&self) -> SysResult<()> {
+        let hold = self.hold.as_ref().ok_or(Errno(libc::EBADF))?;
+        super::fd::write_all(hold.as_fd(), b"D")
     }
 
-    /// Reaps the helper (released earlier, so by now it has normally exited
-    /// already), so that it is gone before anything of the agent exists.
-    pub(crate) fn reap(mut self) {
+    /// After [`NetUnsharer::wait_ready`] and joining: waits until the
+    /// helper reports the detach, lets it go and reaps it. An error unless
+    /// `/oldroot` was detached.
+    pub(crate) fn finish_detach(mut self) -> SysResult<()> {
+        let mut byte = [0u8; 1];
+        let got = super::fd::read(self.ready.as_fd(), &mut byte);
         self.hold.take();
         let _ = wait(self.pid);
+        match got? {
+            1 if byte[0] == b'D' => Ok(()),
+            1 => Err(Errno(libc::EBUSY)),
+            _ => Err(Errno(libc::ECHILD)),
+        }
     }
 
     /// Blocks until the helper reports; an error unless it created the

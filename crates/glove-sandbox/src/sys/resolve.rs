@@ -1,6 +1,7 @@
-//! Path resolution that never follows links: `openat2` with
-//! `RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS` (plus `RESOLVE_BENEATH |
-//! RESOLVE_NO_XDEV` below an already opened root), `fstat` of the result,
+//! Path resolution with `openat2`: never following links
+//! (`RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS`, plus `RESOLVE_BENEATH |
+//! RESOLVE_NO_XDEV` below an already opened root), or following them
+//! confined to an opened root (`RESOLVE_IN_ROOT`); `fstat` of the result,
 //! and whole-file reads through one descriptor.
 
 use super::{check, check_int, cstr, Errno, SysResult};
@@ -93,6 +94,18 @@ pub(crate) fn open_beneath(root: BorrowedFd<'_>, rel: &str, flags: i32) -> SysRe
     )
 }
 
+/// Opens `path` (absolute) of the tree below `root` as if `root` were `/`:
+/// symbolic links are followed, absolute ones resolved against `root` too,
+/// and nothing escapes it (`RESOLVE_IN_ROOT`); magic links are refused.
+pub(crate) fn open_in_root(root: BorrowedFd<'_>, path: &str, flags: i32) -> SysResult<OwnedFd> {
+    openat2(
+        Some(root),
+        path,
+        flags,
+        libc::RESOLVE_IN_ROOT | libc::RESOLVE_NO_MAGICLINKS,
+    )
+}
+
 /// `fstat`.
 pub(crate) fn meta(fd: BorrowedFd<'_>) -> SysResult<Meta> {
     // SAFETY: stat is plain data; zeroed is valid before the kernel fills it.
@@ -114,17 +127,34 @@ pub(crate) fn meta(fd: BorrowedFd<'_>) -> SysResult<Meta> {
 /// Reads a whole file through its descriptor, at most `max` bytes (one more
 /// byte is an error: `EFBIG`).
 pub(crate) fn read_all(fd: BorrowedFd<'_>, max: usize) -> SysResult<Vec<u8>> {
-    let mut out = Vec::new();
-    let mut buf = vec![0u8; 64 * 1024];
+    read_all_sized(fd, 64 * 1024, max)
+}
+
+/// [`read_all`] into a buffer sized for `expected` bytes (the size `fstat`
+/// reported): one read fills it, a second one sees the end.
+pub(crate) fn read_all_sized(
+    fd: BorrowedFd<'_>,
+    expected: usize,
+    max: usize,
+) -> SysResult<Vec<u8>> {
+    let mut out = vec![0u8; expected.min(max).saturating_add(1)];
+    let mut len = 0;
     loop {
-        let n = super::fd::read(fd, &mut buf)?;
+        if len == out.len() {
+            if len > max {
+                return Err(Errno(libc::EFBIG));
+            }
+            out.resize(len.saturating_add(64 * 1024).min(max.saturating_add(1)), 0);
+        }
+        let n = super::fd::read(fd, &mut out[len..])?;
         if n == 0 {
+            out.truncate(len);
             return Ok(out);
         }
-        if out.len() + n > max {
+        len += n;
+        if len > max {
             return Err(Errno(libc::EFBIG));
         }
-        out.extend_from_slice(&buf[..n]);
     }
 }
 

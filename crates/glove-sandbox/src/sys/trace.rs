@@ -37,14 +37,10 @@ pub(crate) fn mark(label: &str) {
     if !enabled() {
         return;
     }
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: `ts` is a valid, writable timespec.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    // SAFETY: getpid has no preconditions.
-    let pid = unsafe { libc::getpid() };
+    // rustix's raw system calls never write `errno`, so a mark is safe even
+    // in a helper that shares the init's memory (and thread-local errno).
+    let ts = rustix::time::clock_gettime(rustix::time::ClockId::Monotonic);
+    let pid = rustix::process::getpid().as_raw_nonzero().get();
     let ns = (ts.tv_sec as u64)
         .wrapping_mul(1_000_000_000)
         .wrapping_add(ts.tv_nsec as u64);
@@ -63,9 +59,10 @@ pub(crate) fn mark(label: &str) {
         buf[n..n + take].copy_from_slice(&part[..take]);
         n += take;
     }
-    // SAFETY: writes `n` initialised bytes of `buf` to a descriptor; a bad
-    // descriptor only makes the write fail.
-    unsafe { libc::write(TRACE_FD, buf.as_ptr().cast(), n) };
+    // SAFETY: TRACE_FD stays open for as long as tracing is enabled (the
+    // init keeps it; the agent loses it only at execve).
+    let fd = unsafe { rustix::fd::BorrowedFd::borrow_raw(TRACE_FD) };
+    let _ = rustix::io::write(fd, &buf[..n]);
 }
 
 fn itoa(mut v: u64, out: &mut [u8; 20]) -> &[u8] {
