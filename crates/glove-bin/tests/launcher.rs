@@ -5,6 +5,7 @@ mod common;
 
 use glove_sandbox::outcome::ExitStatus;
 use glove_sandbox::profile::{exec_spec, ExecRequest, DEFAULT_LIMITS};
+use glove_sandbox::spec::AgentCommand;
 use glove_sandbox::wire::{Decoder, FromLauncher, SpecWire, ToLauncher};
 use std::io::{Read, Write};
 use std::os::unix::net::UnixStream;
@@ -439,6 +440,69 @@ fn held_launch_runs_only_after_release() {
         failure_code(&end)
     );
     assert_eq!(String::from_utf8_lossy(&s.output), "ran\n");
+
+    // Released with another command: that one runs, with its own
+    // arguments and environment, in the sandbox built for the spec.
+    let mut s = start_with(&["/bin/sh", "-c", "echo ran"], false, |w| {
+        w.hold_for_release = true
+    });
+    s.until(|m, _| matches!(m, FromLauncher::Prepared(_)));
+    s.send(ToLauncher::ReleaseWith(Box::new(AgentCommand {
+        executable: "/bin/sh".into(),
+        arguments: vec!["-c".into(), "echo \"warm $GREETING\"; hostname".into()],
+        environment: vec!["GREETING=hello".into()],
+    })));
+    let end = run_to_end(&mut s);
+    assert!(
+        matches!(end, FromLauncher::Exited(_)),
+        "{}",
+        failure_code(&end)
+    );
+    assert_eq!(String::from_utf8_lossy(&s.output), "warm hello\nglove\n");
+
+    // A command that breaks the spec's rules is refused, and nothing runs.
+    for bad in [
+        AgentCommand {
+            executable: "bin/sh".into(),
+            arguments: vec![],
+            environment: vec![],
+        },
+        AgentCommand {
+            executable: "/bin/sh".into(),
+            arguments: vec![],
+            environment: vec!["1X=y".into()],
+        },
+    ] {
+        let mut s = start_with(&["/bin/sh", "-c", "echo ran"], false, |w| {
+            w.hold_for_release = true
+        });
+        s.until(|m, _| matches!(m, FromLauncher::Prepared(_)));
+        s.send(ToLauncher::ReleaseWith(Box::new(bad)));
+        let end = run_to_end(&mut s);
+        assert!(
+            failure_code(&end).starts_with("sandbox_spec_invalid: "),
+            "{}",
+            failure_code(&end)
+        );
+        assert!(s.output.is_empty());
+    }
+
+    // A missing executable is reported as such.
+    let mut s = start_with(&["/bin/sh", "-c", "echo ran"], false, |w| {
+        w.hold_for_release = true
+    });
+    s.until(|m, _| matches!(m, FromLauncher::Prepared(_)));
+    s.send(ToLauncher::ReleaseWith(Box::new(AgentCommand {
+        executable: "/usr/bin/no-such-program".into(),
+        arguments: vec![],
+        environment: vec![],
+    })));
+    let end = run_to_end(&mut s);
+    let text = failure_code(&end);
+    assert!(
+        text.starts_with("sandbox_exec_failed: ") && text.contains("/usr/bin/no-such-program"),
+        "{text}"
+    );
 
     // Withdrawn before release: nothing runs.
     let mut s = start_with(&["/bin/sh", "-c", "echo ran"], false, |w| {

@@ -2,10 +2,15 @@
 //! `/bin/true` in the default profile again and again, against a bare
 //! fork+exec of `/bin/true` from the same process.
 //!
+//! Two ways: *cold* (`launch`: the sandbox is built when asked for) and
+//! *warm* (a sandbox was prepared ahead, off the clock, as a service keeps
+//! one ready; the launch is `Prepared::release_command` with the command).
+//!
 //! Run as root (cgroups) or as a user: `cargo bench -p glove-sandbox --bench inprocess`
 //! (`GLOVE_BENCH_RUNS` sets the count, default 300).
 
 use glove_sandbox::profile::{exec_spec, ExecRequest, DEFAULT_LIMITS};
+use glove_sandbox::spec::AgentCommand;
 use glove_sandbox::supervise::{Settings, Stream, StreamIo};
 use std::os::fd::BorrowedFd;
 use std::time::{Duration, Instant};
@@ -32,6 +37,33 @@ fn main() {
     let mut bare = Vec::with_capacity(runs);
     let mut glove = Vec::with_capacity(runs);
     let mut launch_only = Vec::with_capacity(runs);
+    let mut warm = Vec::with_capacity(runs);
+    let mut warm_launch = Vec::with_capacity(runs);
+    let mut prepare = Vec::with_capacity(runs);
+    let req = || ExecRequest {
+        command: vec!["/bin/true".into()],
+        env: vec![],
+        ro_binds: vec![],
+        rw_copy: None,
+        limits: DEFAULT_LIMITS,
+        pty: None,
+        strict_limits: false,
+        term: None,
+    };
+    let command = AgentCommand {
+        executable: "/bin/true".into(),
+        arguments: vec![],
+        environment: vec!["PATH=/usr/bin:/bin".into()],
+    };
+    let finish = |running: glove_sandbox::launch::Running| {
+        let outcome = running
+            .supervise(&mut Discard, Settings::default())
+            .expect("supervise");
+        assert_eq!(
+            outcome.exit,
+            glove_sandbox::outcome::ExitStatus::Exited { code: 0 }
+        );
+    };
     for _ in 0..runs {
         let t = Instant::now();
         let st = std::process::Command::new("/bin/true")
@@ -40,46 +72,58 @@ fn main() {
         assert!(st.success());
         bare.push(t.elapsed());
 
-        let req = ExecRequest {
-            command: vec!["/bin/true".into()],
-            env: vec![],
-            ro_binds: vec![],
-            rw_copy: None,
-            limits: DEFAULT_LIMITS,
-            pty: None,
-            strict_limits: false,
-            term: None,
-        };
         let t = Instant::now();
-        let spec = exec_spec(req).expect("spec");
+        let spec = exec_spec(req()).expect("spec");
         let running = glove_sandbox::launch(spec).expect("launch");
         let l = t.elapsed();
-        let outcome = running
-            .supervise(&mut Discard, Settings::default())
-            .expect("supervise");
-        assert_eq!(
-            outcome.exit,
-            glove_sandbox::outcome::ExitStatus::Exited { code: 0 }
-        );
+        finish(running);
         glove.push(t.elapsed());
         launch_only.push(l);
+
+        // Warm: built ahead (timed separately), then released with the
+        // command.
+        let t = Instant::now();
+        let prepared = glove_sandbox::prepare(exec_spec(req()).expect("spec")).expect("prepare");
+        prepare.push(t.elapsed());
+        std::thread::sleep(Duration::from_millis(2));
+        let t = Instant::now();
+        let running = prepared.release_command(&command).expect("release");
+        let l = t.elapsed();
+        finish(running);
+        warm.push(t.elapsed());
+        warm_launch.push(l);
     }
+    let ms = |d: Duration| d.as_secs_f64() * 1e3;
     let (b, g, l) = (median(bare), median(glove), median(launch_only));
+    let (w, wl, p) = (median(warm), median(warm_launch), median(prepare));
     println!("runs {runs}");
     println!(
-        "bare fork+exec /bin/true      median {:8.3} ms",
-        b.as_secs_f64() * 1e3
+        "bare fork+exec /bin/true              median {:8.3} ms",
+        ms(b)
     );
     println!(
-        "glove launch (until exec'd)   median {:8.3} ms",
-        l.as_secs_f64() * 1e3
+        "cold: launch (until exec'd)           median {:8.3} ms",
+        ms(l)
     );
     println!(
-        "glove launch + run + teardown median {:8.3} ms",
-        g.as_secs_f64() * 1e3
+        "cold: launch + run + teardown         median {:8.3} ms",
+        ms(g)
     );
     println!(
-        "ratio glove/bare = {:.2}",
-        g.as_secs_f64() / b.as_secs_f64()
+        "warm: prepare ahead (off the clock)   median {:8.3} ms",
+        ms(p)
+    );
+    println!(
+        "warm: release (until exec'd)          median {:8.3} ms",
+        ms(wl)
+    );
+    println!(
+        "warm: release + run + teardown        median {:8.3} ms",
+        ms(w)
+    );
+    println!(
+        "ratio to bare: cold {:.2}, warm {:.2}",
+        ms(g) / ms(b),
+        ms(w) / ms(b)
     );
 }

@@ -18,7 +18,7 @@ use crate::cgroup::Cgroup;
 use crate::error::SandboxError;
 use crate::outcome::{Enforcement as Mechanisms, Mechanism};
 use crate::seccomp;
-use crate::spec::{Enforcement, LaunchSpec, Terminal, MAX_HOST_FILE_BYTES};
+use crate::spec::{AgentCommand, Enforcement, LaunchSpec, Terminal, MAX_HOST_FILE_BYTES};
 use crate::sys::process::{self, Exit, Forked};
 use crate::sys::{caps, fd, mount, pty, resolve, trace, Errno};
 use std::ffi::CString;
@@ -60,6 +60,10 @@ pub(crate) const TAG_PTY: u8 = b'P';
 pub(crate) const TAG_EXIT: u8 = b'X';
 pub(crate) const TAG_PREPARED: u8 = b'B';
 pub(crate) const TAG_RELEASE: u8 = b'A';
+/// Release flags (second byte): no cgroup, apply the rlimit fallback.
+const RELEASE_FALLBACK: u8 = 1;
+/// Release flags: a command follows (`u32` LE length, [`ExecCmd::encode`]).
+const RELEASE_COMMAND: u8 = 2;
 
 /// The agent's standard streams as the supervisor holds them.
 #[derive(Debug)]
@@ -130,11 +134,81 @@ fn io_err(what: &str, e: Errno) -> SandboxError {
     }
 }
 
-/// Everything the children need, prepared (and allocated) before cloning.
-struct ExecPrep {
+/// The agent's command as `execve` takes it.
+struct ExecCmd {
     exe: CString,
     argv: Vec<CString>,
     envp: Vec<CString>,
+}
+
+/// Largest command payload a release may carry.
+const MAX_RELEASE_COMMAND: usize =
+    crate::spec::MAX_COMMAND_BYTES + 2 * crate::spec::MAX_ARGS + 4096;
+
+impl ExecCmd {
+    fn new(exe: &str, args: &[String], env: &[String]) -> Result<Self, SandboxError> {
+        let cs = |s: &str| {
+            CString::new(s).map_err(|_| SandboxError::Spec {
+                detail: "NUL in string".into(),
+            })
+        };
+        Ok(ExecCmd {
+            exe: cs(exe)?,
+            argv: std::iter::once(exe)
+                .chain(args.iter().map(String::as_str))
+                .map(cs)
+                .collect::<Result<_, _>>()?,
+            envp: env.iter().map(|s| cs(s)).collect::<Result<_, _>>()?,
+        })
+    }
+
+    /// What a release sends the init: argument and environment counts
+    /// (`u32` LE each), then the executable, the arguments and the
+    /// environment, each NUL-terminated.
+    fn encode(cmd: &AgentCommand) -> Vec<u8> {
+        let mut out = Vec::new();
+        out.extend_from_slice(&(cmd.arguments.len() as u32).to_le_bytes());
+        out.extend_from_slice(&(cmd.environment.len() as u32).to_le_bytes());
+        for s in std::iter::once(&cmd.executable)
+            .chain(&cmd.arguments)
+            .chain(&cmd.environment)
+        {
+            out.extend_from_slice(s.as_bytes());
+            out.push(0);
+        }
+        out
+    }
+
+    /// The inverse of [`ExecCmd::encode`]; `None` for anything else.
+    fn decode(bytes: &[u8]) -> Option<Self> {
+        let count = |at: usize| -> Option<usize> {
+            let b = bytes.get(at..at + 4)?;
+            let n = u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as usize;
+            (n <= crate::spec::MAX_ARGS).then_some(n)
+        };
+        let (argc, envc) = (count(0)?, count(4)?);
+        let mut rest = bytes.get(8..)?;
+        let mut strings = Vec::with_capacity(1 + argc + envc);
+        for _ in 0..1 + argc + envc {
+            let end = rest.iter().position(|b| *b == 0)?;
+            strings.push(CString::new(&rest[..end]).ok()?);
+            rest = &rest[end + 1..];
+        }
+        if !rest.is_empty() {
+            return None;
+        }
+        let envp = strings.split_off(1 + argc);
+        Some(ExecCmd {
+            exe: strings.first()?.clone(),
+            argv: strings,
+            envp,
+        })
+    }
+}
+
+/// Everything the children need, prepared (and allocated) before cloning.
+struct ExecPrep {
+    cmd: ExecCmd,
     filter: seccompiler::BpfProgram,
     rlimits: Vec<(libc::__rlimit_resource_t, u64)>,
     /// Applied as well when no cgroup enforces memory, pids and CPU.
@@ -180,22 +254,8 @@ fn prepare_inner(spec: LaunchSpec, release_early: bool) -> Result<Prepared, Sand
     let rlimits = vec![(libc::RLIMIT_CORE, 0)];
     trace::mark("p:v2 tried");
 
-    let cs = |s: &str| {
-        CString::new(s).map_err(|_| SandboxError::Spec {
-            detail: "NUL in string".into(),
-        })
-    };
     let prepared = ExecPrep {
-        exe: cs(&spec.executable)?,
-        argv: std::iter::once(spec.executable.as_str())
-            .chain(spec.arguments.iter().map(String::as_str))
-            .map(cs)
-            .collect::<Result<_, _>>()?,
-        envp: spec
-            .environment
-            .iter()
-            .map(|s| cs(s))
-            .collect::<Result<_, _>>()?,
+        cmd: ExecCmd::new(&spec.executable, &spec.arguments, &spec.environment)?,
         filter: seccomp::build().map_err(|e| SandboxError::Seccomp {
             detail: e.to_string(),
         })?,
@@ -336,7 +396,8 @@ fn prepare_inner(spec: LaunchSpec, release_early: bool) -> Result<Prepared, Sand
         // until the init has built everything, saving a round trip. If the
         // init has already failed and gone, the write fails; its error
         // report is read below either way.
-        let _ = fd::write_all(sync_parent.as_fd(), &[TAG_RELEASE, u8::from(fallback)]);
+        let flags = if fallback { RELEASE_FALLBACK } else { 0 };
+        let _ = fd::write_all(sync_parent.as_fd(), &[TAG_RELEASE, flags]);
     }
 
     // Wait for the PTY (if any) and PREPARED or ERROR.
@@ -470,6 +531,29 @@ impl Prepared {
 
     /// Lets the agent run; returns once it has been `execve`d.
     pub fn release(self) -> Result<Running, SandboxError> {
+        self.release_inner(None)
+    }
+
+    /// Lets the agent run `command` instead of the spec's executable,
+    /// arguments and environment (checked by the same rules); returns once
+    /// it has been `execve`d. A sandbox can so be built before it is known
+    /// what will run in it, and the launch then costs only this call. A
+    /// refused command tears the sandbox down.
+    pub fn release_command(self, command: &AgentCommand) -> Result<Running, SandboxError> {
+        if let Err(e) = command.validate() {
+            self.abort();
+            return Err(e);
+        }
+        if self.released {
+            self.abort();
+            return Err(SandboxError::Spec {
+                detail: "this sandbox was released already".into(),
+            });
+        }
+        self.release_inner(Some(command))
+    }
+
+    fn release_inner(self, command: Option<&AgentCommand>) -> Result<Running, SandboxError> {
         let Prepared {
             mut running,
             executable,
@@ -477,13 +561,20 @@ impl Prepared {
             released,
             ..
         } = self;
+        let executable = command.map_or(executable, |c| c.executable.clone());
         let fail = |r: &Running, e: SandboxError| {
             r.kill_now();
             e
         };
         if !released {
-            if let Err(e) = fd::write_all(running.sync.as_fd(), &[TAG_RELEASE, u8::from(fallback)])
-            {
+            let mut msg = vec![TAG_RELEASE, if fallback { RELEASE_FALLBACK } else { 0 }];
+            if let Some(c) = command {
+                let body = ExecCmd::encode(c);
+                msg[1] |= RELEASE_COMMAND;
+                msg.extend_from_slice(&(body.len() as u32).to_le_bytes());
+                msg.extend_from_slice(&body);
+            }
+            if let Err(e) = fd::write_all(running.sync.as_fd(), &msg) {
                 return Err(fail(&running, io_err("release", e)));
             }
         }
@@ -710,7 +801,29 @@ fn init_main(
     if fd::read_full(sync.as_fd(), &mut release) != Ok(2) || release[0] != TAG_RELEASE {
         process::exit_now(1);
     }
-    let fallback = release[1] == 1;
+    let fallback = release[1] & RELEASE_FALLBACK != 0;
+    // A command given at release replaces the spec's.
+    let given = if release[1] & RELEASE_COMMAND != 0 {
+        let mut len = [0u8; 4];
+        if fd::read_full(sync.as_fd(), &mut len) != Ok(4) {
+            process::exit_now(1);
+        }
+        let n = u32::from_le_bytes(len) as usize;
+        if n > MAX_RELEASE_COMMAND {
+            fail(&sync, "release command", Errno(libc::E2BIG));
+        }
+        let mut body = vec![0u8; n];
+        if fd::read_full(sync.as_fd(), &mut body) != Ok(n) {
+            process::exit_now(1);
+        }
+        match ExecCmd::decode(&body) {
+            Some(c) => Some(c),
+            None => fail(&sync, "release command", Errno(libc::EINVAL)),
+        }
+    } else {
+        None
+    };
+    let cmd = given.as_ref().unwrap_or(&prep.cmd);
     trace::mark("release received");
     let old_mask = match process::block_all_signals() {
         Ok(m) => m,
@@ -727,7 +840,7 @@ fn init_main(
         Ok(s) => s,
         Err(e) => fail(&sync, "agent stack", e),
     };
-    let mut body = || agent_main(spec, prep, umask, fallback, &stdio, &err_w, &old_mask);
+    let mut body = || agent_main(spec, prep, cmd, umask, fallback, &stdio, &err_w, &old_mask);
     let agent = match process::spawn_shared(&mut stack, &mut body) {
         Ok(pid) => pid,
         Err(e) => fail(&sync, "fork", e),
@@ -814,9 +927,11 @@ fn count_processes() -> u64 {
 
 /// The agent: streams, descriptors, signals, limits, capabilities, seccomp,
 /// `execve`.
+#[allow(clippy::too_many_arguments)]
 fn agent_main(
     spec: &LaunchSpec,
     prep: &ExecPrep,
+    cmd: &ExecCmd,
     umask: libc::mode_t,
     fallback: bool,
     stdio: &[OwnedFd; 3],
@@ -910,7 +1025,7 @@ fn agent_main(
         report(Errno(libc::EPERM));
     }
     trace::mark("agent execve");
-    report(process::execve(&prep.exe, &prep.argv, &prep.envp))
+    report(process::execve(&cmd.exe, &cmd.argv, &cmd.envp))
 }
 
 /// Builds the sandbox's file system view inside the new mount namespace.
@@ -1155,5 +1270,63 @@ fn parent(p: &str) -> &str {
     match p.rfind('/') {
         Some(0) | None => "/",
         Some(i) => &p[..i],
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn as_strings(c: &ExecCmd) -> (String, Vec<String>, Vec<String>) {
+        let s = |c: &CString| c.to_string_lossy().into_owned();
+        (
+            s(&c.exe),
+            c.argv.iter().map(s).collect(),
+            c.envp.iter().map(s).collect(),
+        )
+    }
+
+    proptest! {
+        /// What a release sends is what the init runs: `argv[0]` is the
+        /// executable, then the arguments; the environment as given.
+        #[test]
+        fn release_command_round_trips(
+            exe in "/[a-z/]{0,20}",
+            args in prop::collection::vec("[^\\x00]{0,12}", 0..6),
+            env in prop::collection::vec("[A-Z]{1,4}=[^\\x00]{0,8}", 0..6),
+        ) {
+            let cmd = AgentCommand { executable: exe.clone(), arguments: args.clone(), environment: env.clone() };
+            let got = ExecCmd::decode(&ExecCmd::encode(&cmd)).expect("decodes");
+            let mut argv = vec![exe.clone()];
+            argv.extend(args);
+            prop_assert_eq!(as_strings(&got), (exe, argv, env));
+        }
+
+        /// Any bytes: a command or `None`, never a panic; trailing or
+        /// missing strings are refused.
+        #[test]
+        fn release_command_decoder_never_panics(bytes in prop::collection::vec(any::<u8>(), 0..256)) {
+            let _ = ExecCmd::decode(&bytes);
+        }
+    }
+
+    #[test]
+    fn release_command_decoder_refuses_malformed_input() {
+        let cmd = AgentCommand {
+            executable: "/bin/echo".into(),
+            arguments: vec!["a".into()],
+            environment: vec!["X=1".into()],
+        };
+        let good = ExecCmd::encode(&cmd);
+        assert!(ExecCmd::decode(&good).is_some());
+        let mut trailing = good.clone();
+        trailing.extend_from_slice(b"junk");
+        assert!(ExecCmd::decode(&trailing).is_none());
+        assert!(ExecCmd::decode(&good[..good.len() - 1]).is_none());
+        let mut huge = good.clone();
+        huge[..4].copy_from_slice(&u32::MAX.to_le_bytes());
+        assert!(ExecCmd::decode(&huge).is_none());
+        assert!(ExecCmd::decode(&[]).is_none());
     }
 }

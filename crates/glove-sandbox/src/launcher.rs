@@ -9,6 +9,7 @@
 //! identity.
 
 use crate::identity::ProcessIdentity;
+use crate::spec::AgentCommand;
 use crate::supervise::{Command, InputEnd, Settings, Stream, StreamIo};
 use crate::sys::fd;
 use crate::wire::{Decoder, Failure, FromLauncher, Started, ToLauncher};
@@ -49,7 +50,7 @@ impl StreamIo for Relay {
                 Ok(Some(ToLauncher::Signal(s))) => out.push(Command::Signal(s)),
                 Ok(Some(ToLauncher::Stop(ms))) => out.push(Command::Stop { grace_ms: ms }),
                 // Already running: a late release changes nothing.
-                Ok(Some(ToLauncher::Release)) => {}
+                Ok(Some(ToLauncher::Release | ToLauncher::ReleaseWith(_))) => {}
                 // A second spec is a protocol error: stop the session.
                 Ok(Some(ToLauncher::Spec(_))) | Err(_) => {
                     out.push(Command::Stop { grace_ms: 0 });
@@ -88,13 +89,24 @@ fn read_spec(sock: &OwnedFd, decoder: &mut Decoder) -> Result<crate::wire::SpecW
     }
 }
 
-/// Waits for `Release` (true) or `Stop` (false) from the service.
-fn wait_release(relay: &mut Relay) -> Result<bool, SandboxError> {
+/// What the service said to a held launch.
+enum Go {
+    /// Run the spec's command.
+    Release,
+    /// Run this command instead.
+    ReleaseWith(Box<AgentCommand>),
+    /// Withdrawn.
+    Stop,
+}
+
+/// Waits for `Release`, `ReleaseWith` or `Stop` from the service.
+fn wait_release(relay: &mut Relay) -> Result<Go, SandboxError> {
     let mut buf = vec![0u8; 64 * 1024];
     loop {
         match relay.decoder.next_to_launcher() {
-            Ok(Some(ToLauncher::Release)) => return Ok(true),
-            Ok(Some(ToLauncher::Stop(_))) => return Ok(false),
+            Ok(Some(ToLauncher::Release)) => return Ok(Go::Release),
+            Ok(Some(ToLauncher::ReleaseWith(c))) => return Ok(Go::ReleaseWith(c)),
+            Ok(Some(ToLauncher::Stop(_))) => return Ok(Go::Stop),
             Ok(Some(_)) => continue,
             Err(e) => {
                 return Err(SandboxError::Io {
@@ -104,7 +116,7 @@ fn wait_release(relay: &mut Relay) -> Result<bool, SandboxError> {
             Ok(None) => {}
         }
         match fd::read(relay.sock.as_fd(), &mut buf) {
-            Ok(0) => return Ok(false),
+            Ok(0) => return Ok(Go::Stop),
             Ok(n) => relay.decoder.push(&buf[..n]),
             Err(e) => {
                 return Err(SandboxError::Io {
@@ -158,10 +170,12 @@ pub fn serve(sock: OwnedFd) -> i32 {
         Err(e) => return failed(&mut relay, &e),
     };
     relay.send(&FromLauncher::Prepared(Box::new(prepared.facts().clone())));
+    let mut command = None;
     if hold {
         match wait_release(&mut relay) {
-            Ok(true) => {}
-            Ok(false) => {
+            Ok(Go::Release) => {}
+            Ok(Go::ReleaseWith(c)) => command = Some(c),
+            Ok(Go::Stop) => {
                 prepared.abort();
                 let e = SandboxError::Io {
                     detail: "the service withdrew the launch before release".into(),
@@ -174,7 +188,11 @@ pub fn serve(sock: OwnedFd) -> i32 {
             }
         }
     }
-    let running = match prepared.release() {
+    let released = match &command {
+        Some(c) => prepared.release_command(c),
+        None => prepared.release(),
+    };
+    let running = match released {
         Ok(r) => r,
         Err(e) => return failed(&mut relay, &e),
     };

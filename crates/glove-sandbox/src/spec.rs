@@ -12,6 +12,9 @@ pub const MAX_MOUNT_ENTRIES: usize = 256;
 pub const MAX_ARGS: usize = 4096;
 /// Longest argument or environment entry, bytes.
 pub const MAX_ARG_BYTES: usize = 128 * 1024;
+/// Most bytes of arguments and environment together (the kernel's own
+/// `execve` limit is lower by default).
+pub const MAX_COMMAND_BYTES: usize = 4 << 20;
 /// Largest host file copied into the view ([`LaunchSpec::host_files`]).
 pub const MAX_HOST_FILE_BYTES: u64 = 1 << 20;
 /// Smallest scratch size accepted (one page per writable directory is not
@@ -167,34 +170,79 @@ fn path(p: &str, what: &str) -> Result<(), SandboxError> {
 
 const RESERVED_TARGETS: &[&str] = &["/proc", "/dev", "/oldroot"];
 
+/// The executable, arguments and environment rules shared by a spec and an
+/// [`AgentCommand`].
+fn check_command(
+    executable: &str,
+    arguments: &[String],
+    environment: &[String],
+) -> Result<(), SandboxError> {
+    path(executable, "executable")?;
+    if arguments.len() + environment.len() > MAX_ARGS {
+        return Err(bad(format!(
+            "at most {MAX_ARGS} arguments and environment entries"
+        )));
+    }
+    for a in arguments.iter().chain(environment.iter()) {
+        if a.contains('\0') || a.len() > MAX_ARG_BYTES {
+            return Err(bad(
+                "arguments and environment entries must be NUL-free and at most 128 KiB",
+            ));
+        }
+    }
+    if arguments
+        .iter()
+        .chain(environment.iter())
+        .map(String::len)
+        .sum::<usize>()
+        > MAX_COMMAND_BYTES
+    {
+        return Err(bad(format!(
+            "arguments and environment together are at most {} MiB",
+            MAX_COMMAND_BYTES >> 20
+        )));
+    }
+    for e in environment {
+        let name = e.split_once('=').map(|(n, _)| n).unwrap_or("");
+        let ok = name
+            .bytes()
+            .next()
+            .is_some_and(|b| b.is_ascii_alphabetic() || b == b'_')
+            && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_');
+        if !ok {
+            return Err(bad(format!("environment entry {e:?} is not NAME=value")));
+        }
+    }
+    Ok(())
+}
+
+/// The agent's command given when a prepared sandbox is released
+/// ([`crate::launch::Prepared::release_command`]) instead of the spec's: a
+/// sandbox can be built ahead of time and bound to its command only when
+/// it is needed.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AgentCommand {
+    /// Executable path inside the sandbox.
+    pub executable: String,
+    /// Arguments after `argv[0]` (which is the executable path).
+    pub arguments: Vec<String>,
+    /// The complete environment (`NAME=value`).
+    pub environment: Vec<String>,
+}
+
+impl AgentCommand {
+    /// The same rules as a spec's executable, arguments and environment.
+    pub fn validate(&self) -> Result<(), SandboxError> {
+        check_command(&self.executable, &self.arguments, &self.environment)
+    }
+}
+
 impl LaunchSpec {
     /// Checks every rule; a launch validates its spec first.
     pub fn validate(&self) -> Result<(), SandboxError> {
-        path(&self.executable, "executable")?;
+        check_command(&self.executable, &self.arguments, &self.environment)?;
         path(&self.working_directory, "working directory")?;
-        if self.arguments.len() + self.environment.len() > MAX_ARGS {
-            return Err(bad(format!(
-                "at most {MAX_ARGS} arguments and environment entries"
-            )));
-        }
-        for a in self.arguments.iter().chain(self.environment.iter()) {
-            if a.contains('\0') || a.len() > MAX_ARG_BYTES {
-                return Err(bad(
-                    "arguments and environment entries must be NUL-free and at most 128 KiB",
-                ));
-            }
-        }
-        for e in &self.environment {
-            let name = e.split_once('=').map(|(n, _)| n).unwrap_or("");
-            let ok = name
-                .bytes()
-                .next()
-                .is_some_and(|b| b.is_ascii_alphabetic() || b == b'_')
-                && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_');
-            if !ok {
-                return Err(bad(format!("environment entry {e:?} is not NAME=value")));
-            }
-        }
         let counts = [
             self.grants.len(),
             self.bundles.len(),

@@ -13,6 +13,7 @@
 //! | 4 `Signal` | service → launcher | signal number `i32` LE |
 //! | 5 `Stop` | service → launcher | grace period in ms, `u64` LE |
 //! | 6 `Release` | service → launcher | empty: let the prepared agent run |
+//! | 7 `ReleaseWith` | service → launcher | JSON [`AgentCommand`]: let the prepared agent run this command instead of the spec's |
 //! | 9 `Prepared` | launcher → service | JSON [`crate::launch::PreparedFacts`]: the sandbox is built, the agent not yet running |
 //! | 10 `Started` | launcher → service | JSON [`Started`] |
 //! | 11 `Output` | launcher → service | bytes the agent wrote (already counted) |
@@ -22,7 +23,7 @@
 use crate::identity::ProcessIdentity;
 use crate::outcome::{Enforcement, Outcome};
 use crate::spec::{
-    Bind, BundleMount, CopyIn, Enforcement as Strictness, Grant, LaunchSpec, Terminal,
+    AgentCommand, Bind, BundleMount, CopyIn, Enforcement as Strictness, Grant, LaunchSpec, Terminal,
 };
 use glove_types::policy::ResourceLimits;
 use serde::{Deserialize, Serialize};
@@ -174,6 +175,8 @@ pub enum ToLauncher {
     Stop(u64),
     /// Let a prepared agent run.
     Release,
+    /// Let a prepared agent run this command instead of the spec's.
+    ReleaseWith(Box<AgentCommand>),
 }
 
 /// A frame from the launcher to the service.
@@ -232,6 +235,7 @@ impl ToLauncher {
             ToLauncher::Signal(s) => frame(4, &s.to_le_bytes()),
             ToLauncher::Stop(ms) => frame(5, &ms.to_le_bytes()),
             ToLauncher::Release => frame(6, &[]),
+            ToLauncher::ReleaseWith(c) => frame(7, &json(c)),
         }
     }
 
@@ -267,6 +271,7 @@ impl ToLauncher {
                 fixed(0)?;
                 ToLauncher::Release
             }
+            7 => ToLauncher::ReleaseWith(Box::new(from_json(p)?)),
             other => return Err(WireError(format!("unknown frame type {other}"))),
         })
     }
@@ -357,6 +362,11 @@ mod tests {
             ToLauncher::Signal(15),
             ToLauncher::Stop(2000),
             ToLauncher::Release,
+            ToLauncher::ReleaseWith(Box::new(AgentCommand {
+                executable: "/bin/echo".into(),
+                arguments: vec!["hi".into()],
+                environment: vec!["A=b".into()],
+            })),
         ];
         let bytes: Vec<u8> = msgs.iter().flat_map(|m| m.encode()).collect();
         let mut d = Decoder::default();
