@@ -420,3 +420,31 @@ fn own_network_namespace_and_no_cgroup_left_behind() {
         }
     }
 }
+
+/// The agent is started pinned to the init's CPU (cheaper than waking the
+/// other one) and widens its mask again at once: it may use every CPU the
+/// caller may.
+#[test]
+fn agent_keeps_the_callers_cpus() {
+    if !sandbox_ok(As::Caller) {
+        return;
+    }
+    let allowed = |status: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+            .map(|v| v.trim().to_owned())
+            .unwrap_or_default()
+    };
+    let mine = allowed(&std::fs::read_to_string("/proc/self/status").expect("status"));
+    assert!(!mine.is_empty());
+    for _ in 0..5 {
+        let out = glove(
+            As::Caller,
+            &["exec", "--", "/bin/cat", "/proc/self/status"],
+            None,
+        );
+        assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+        assert_eq!(allowed(&text(&out.stdout)), mine);
+    }
+}

@@ -715,7 +715,7 @@ fn init_main(
     trace::mark("init");
     let _ = process::set_parent_death_signal(libc::SIGKILL);
     // First, so that it runs on the other core while this one works.
-    let net = match process::NetUnsharer::spawn() {
+    let mut net = match process::NetUnsharer::spawn() {
         Ok(n) => n,
         Err(e) => fail(&sync, "network namespace", e),
     };
@@ -750,10 +750,10 @@ fn init_main(
     trace::mark("go received");
     // Modes given to mkdir are meant literally (1777 for /tmp).
     let umask = process::set_umask(0);
-    // The view; the network namespace is joined and the helper reaped on
-    // the way (while the init is still dumpable: joining through the
-    // helper's pidfd needs ptrace-read access to it).
-    let facts = match setup_fs(spec, prep.privileged, net, born_in_net) {
+    // The view; the network namespace is joined on the way (while the init
+    // is still dumpable: joining through the helper's pidfd needs
+    // ptrace-read access to it), and the helper let go.
+    let facts = match setup_fs(spec, prep.privileged, &mut net, born_in_net) {
         Ok(f) => f,
         Err((step, e)) => fail(&sync, &step, e),
     };
@@ -840,8 +840,32 @@ fn init_main(
         Ok(s) => s,
         Err(e) => fail(&sync, "agent stack", e),
     };
-    let mut body = || agent_main(spec, prep, cmd, umask, fallback, &stdio, &err_w, &old_mask);
-    let agent = match process::spawn_shared(&mut stack, &mut body) {
+    // The helper was let go after the detach and has normally exited by
+    // now; it is reaped before anything of the agent exists.
+    net.reap();
+    // Started on this CPU, which the vfork wait leaves free (see
+    // `CpuSet::pin_here`); the agent widens its mask again at once.
+    let affinity = process::CpuSet::pin_here();
+    let mut body = || {
+        agent_main(
+            spec,
+            prep,
+            cmd,
+            AgentStart {
+                umask,
+                fallback,
+                affinity: affinity.as_ref(),
+            },
+            &stdio,
+            &err_w,
+            &old_mask,
+        )
+    };
+    let spawned = process::spawn_shared(&mut stack, &mut body);
+    if let Some(a) = &affinity {
+        a.apply();
+    }
+    let agent = match spawned {
         Ok(pid) => pid,
         Err(e) => fail(&sync, "fork", e),
     };
@@ -927,13 +951,18 @@ fn count_processes() -> u64 {
 
 /// The agent: streams, descriptors, signals, limits, capabilities, seccomp,
 /// `execve`.
-#[allow(clippy::too_many_arguments)]
+/// What the agent restores or applies first.
+struct AgentStart<'a> {
+    umask: libc::mode_t,
+    fallback: bool,
+    affinity: Option<&'a process::CpuSet>,
+}
+
 fn agent_main(
     spec: &LaunchSpec,
     prep: &ExecPrep,
     cmd: &ExecCmd,
-    umask: libc::mode_t,
-    fallback: bool,
+    start: AgentStart<'_>,
     stdio: &[OwnedFd; 3],
     err_w: &OwnedFd,
     old_mask: &libc::sigset_t,
@@ -943,6 +972,10 @@ fn agent_main(
         process::exit_now(127)
     };
     trace::mark("agent");
+    if let Some(a) = start.affinity {
+        a.apply();
+    }
+    let (umask, fallback) = (start.umask, start.fallback);
     process::set_umask(umask);
     if let Err(e) = process::setsid() {
         report(e);
@@ -1032,7 +1065,7 @@ fn agent_main(
 fn setup_fs(
     spec: &LaunchSpec,
     privileged: bool,
-    net: process::NetUnsharer,
+    net: &mut process::NetUnsharer,
     born_in_net: u64,
 ) -> Result<PreparedFacts, (String, Errno)> {
     let owner = privileged.then_some((INSIDE_ID, INSIDE_ID));
@@ -1246,7 +1279,7 @@ fn setup_fs(
         mount::write_file(path, body, 0o444).map_err(step(&format!("write {path}")))?;
     }
     trace::mark("v:files");
-    join_net(&net, born_in_net).map_err(step("network namespace"))?;
+    join_net(net, born_in_net).map_err(step("network namespace"))?;
     trace::mark("net joined");
     net.finish_detach().map_err(step("detach old root"))?;
     trace::mark("v:detached");
