@@ -85,7 +85,7 @@ fn main() {
         let t = Instant::now();
         let prepared = glove_sandbox::prepare(exec_spec(req()).expect("spec")).expect("prepare");
         prepare.push(t.elapsed());
-        std::thread::sleep(Duration::from_millis(2));
+        std::thread::sleep(Duration::from_millis(20));
         let t = Instant::now();
         let running = prepared.release_command(&command).expect("release");
         let l = t.elapsed();

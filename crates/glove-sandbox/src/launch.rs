@@ -2,14 +2,19 @@
 //! of the new pid namespace) and the agent (its child).
 //!
 //! ```text
-//! supervisor ──clone3(NEWUSER|NEWNS|NEWPID|NEWNET|NEWIPC|NEWUTS|NEWCGROUP)──► init (pid 1)
-//!   writes uid/gid maps, joins the cgroup, sends GO                      │ mounts, pivot_root,
-//!   ◄── PTY master+slave (SCM_RIGHTS), READY or ERROR ────────────────── │ hostname, PTY
-//!                                                                         └─fork──► agent (pid 2)
-//!                                                                              setsid, stdio, caps,
-//!                                                                              rlimits, seccomp, execve
+//! supervisor ──clone3(NEWUSER|NEWNS|NEWPID|NEWIPC|NEWUTS|NEWCGROUP)──► init (pid 1)
+//!   writes uid/gid maps, sends GO ─────────────────────────────────────► │ net helper, mounts,
+//!   joins the cgroup, sends JOINED ─────────────────────────────────────► │ pivot_root, /etc, PTY
+//!   ◄── PTY master+slave (SCM_RIGHTS) ─────────────────────────────────── │
+//!                                                                          └─clone(VM|VFORK)──► agent (pid 2)
+//!   ◄── PREPARED (what was built) ──────────────────────────────────────────── setsid, stdio, caps, rlimits,
+//!   RELEASE [+ command] ────────────────────────────────────────────────────► seccomp; then execve
+//!   ◄── READY (execve done) or ERROR, from the init
 //!   ◄── EXIT(status, disk peak, pids peak) when the agent ends; init kills the rest and exits
 //! ```
+//!
+//! The agent is set up completely before the release; the release only
+//! lets it `execve` (with the spec's command or one given then).
 //!
 //! The launch must happen in a single-threaded process (checked): the
 //! children are copies of it without `CLONE_VM`.
@@ -22,7 +27,7 @@ use crate::spec::{AgentCommand, Enforcement, LaunchSpec, Terminal, MAX_HOST_FILE
 use crate::sys::process::{self, Exit, Forked};
 use crate::sys::{caps, fd, mount, pty, resolve, trace, Errno};
 use std::ffi::CString;
-use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
 use std::time::Instant;
 
 /// The uid and gid the agent has inside the sandbox.
@@ -60,9 +65,11 @@ pub(crate) const TAG_PTY: u8 = b'P';
 pub(crate) const TAG_EXIT: u8 = b'X';
 pub(crate) const TAG_PREPARED: u8 = b'B';
 pub(crate) const TAG_RELEASE: u8 = b'A';
-/// Release flags (second byte): no cgroup, apply the rlimit fallback.
+pub(crate) const TAG_JOINED: u8 = b'J';
+/// JOINED flags (second byte): no cgroup, apply the rlimit fallback.
 const RELEASE_FALLBACK: u8 = 1;
-/// Release flags: a command follows (`u32` LE length, [`ExecCmd::encode`]).
+/// RELEASE flags (second byte): a command follows (`u32` LE length,
+/// [`ExecCmd::encode`]).
 const RELEASE_COMMAND: u8 = 2;
 
 /// The agent's standard streams as the supervisor holds them.
@@ -391,14 +398,17 @@ fn prepare_inner(spec: LaunchSpec, release_early: bool) -> Result<Prepared, Sand
             (None, mechanism(Mechanism::Rlimit), true)
         }
     };
+    // The init starts the agent (born in the cgroup, or applying the
+    // rlimit fallback) once the view is built. If the caller releases at
+    // once, the release waits in the socket until the agent reads it,
+    // saving a round trip. If the init has already failed and gone, the
+    // write fails; its error report is read below either way.
+    let flags = if fallback { RELEASE_FALLBACK } else { 0 };
+    let mut msg = vec![TAG_JOINED, flags];
     if release_early {
-        // The caller releases at once: the instruction waits in the socket
-        // until the init has built everything, saving a round trip. If the
-        // init has already failed and gone, the write fails; its error
-        // report is read below either way.
-        let flags = if fallback { RELEASE_FALLBACK } else { 0 };
-        let _ = fd::write_all(sync_parent.as_fd(), &[TAG_RELEASE, flags]);
+        msg.extend_from_slice(&[TAG_RELEASE, 0]);
     }
+    let _ = fd::write_all(sync_parent.as_fd(), &msg);
 
     // Wait for the PTY (if any) and PREPARED or ERROR.
     let mut pty_fds: Option<(OwnedFd, OwnedFd)> = None;
@@ -441,6 +451,15 @@ fn prepare_inner(spec: LaunchSpec, release_early: bool) -> Result<Prepared, Sand
     };
 
     trace::mark("prepared received");
+    // The agent exists, born in the cgroup; with cgroup v1 the init leaves
+    // it (its parent may hold processes), so the cgroup holds exactly the
+    // agent's processes. If that fails the init stays, and the supervisor
+    // waits for its exit before removing the cgroup.
+    let init_outside_cgroup = match &cgroup {
+        Some(cg) if cg.version() == crate::cgroup::Version::V1 => cg.evict(pid).is_ok(),
+        _ => false,
+    };
+    trace::mark("init evicted");
 
     let streams = match (streams_pipes, pty_fds) {
         (Some((stdin, stdout, stderr)), _) => Streams::Pipes {
@@ -464,11 +483,10 @@ fn prepare_inner(spec: LaunchSpec, release_early: bool) -> Result<Prepared, Sand
             started: Instant::now(),
             limits,
             mechanisms,
-            init_outside_cgroup: false,
+            init_outside_cgroup,
         },
         facts,
         executable: spec.executable.clone(),
-        fallback,
         released: release_early,
     })
 }
@@ -507,8 +525,6 @@ pub struct Prepared {
     running: Running,
     facts: PreparedFacts,
     executable: String,
-    /// No cgroup: the agent applies the rlimit fallback.
-    fallback: bool,
     /// The release instruction was already sent.
     released: bool,
 }
@@ -557,7 +573,6 @@ impl Prepared {
         let Prepared {
             mut running,
             executable,
-            fallback,
             released,
             ..
         } = self;
@@ -567,7 +582,7 @@ impl Prepared {
             e
         };
         if !released {
-            let mut msg = vec![TAG_RELEASE, if fallback { RELEASE_FALLBACK } else { 0 }];
+            let mut msg = vec![TAG_RELEASE, 0];
             if let Some(c) = command {
                 let body = ExecCmd::encode(c);
                 msg[1] |= RELEASE_COMMAND;
@@ -577,6 +592,7 @@ impl Prepared {
             if let Err(e) = fd::write_all(running.sync.as_fd(), &msg) {
                 return Err(fail(&running, io_err("release", e)));
             }
+            trace::mark("release sent");
         }
         let mut tag = [0u8; 1];
         match fd::read(running.sync.as_fd(), &mut tag) {
@@ -597,15 +613,6 @@ impl Prepared {
         }
         running.started = Instant::now();
         trace::mark("ready received");
-        // The agent was born inside the cgroup; the init leaves it (v1:
-        // its parent may hold processes). If that fails the init stays,
-        // and the supervisor waits for its exit before removing the cgroup.
-        if let Some(cg) = &running.cgroup {
-            if cg.version() == crate::cgroup::Version::V1 && cg.evict(running.init_pid).is_ok() {
-                running.init_outside_cgroup = true;
-            }
-        }
-        trace::mark("init evicted");
         Ok(running)
     }
 
@@ -789,42 +796,18 @@ fn init_main(
         (Terminal::Pipes, None) => fail(&sync, "pipes", Errno(libc::EBADF)),
     };
 
-    // Report what was built and wait until the supervisor lets the agent run.
+    // The supervisor reports the cgroup join (or that there is none, and
+    // the agent applies rlimits instead): the agent is born inside.
+    let mut joined = [0u8; 2];
+    if fd::read_full(sync.as_fd(), &mut joined) != Ok(2) || joined[0] != TAG_JOINED {
+        process::exit_now(1);
+    }
+    let fallback = joined[1] & RELEASE_FALLBACK != 0;
+    // What was built, sent by the agent once it is ready to `execve`.
     let body = serde_json::to_vec(&facts).unwrap_or_default();
-    let mut msg = vec![TAG_PREPARED];
-    msg.extend_from_slice(&(body.len() as u32).to_le_bytes());
-    msg.extend_from_slice(&body);
-    if fd::write_all(sync.as_fd(), &msg).is_err() {
-        process::exit_now(1);
-    }
-    let mut release = [0u8; 2];
-    if fd::read_full(sync.as_fd(), &mut release) != Ok(2) || release[0] != TAG_RELEASE {
-        process::exit_now(1);
-    }
-    let fallback = release[1] & RELEASE_FALLBACK != 0;
-    // A command given at release replaces the spec's.
-    let given = if release[1] & RELEASE_COMMAND != 0 {
-        let mut len = [0u8; 4];
-        if fd::read_full(sync.as_fd(), &mut len) != Ok(4) {
-            process::exit_now(1);
-        }
-        let n = u32::from_le_bytes(len) as usize;
-        if n > MAX_RELEASE_COMMAND {
-            fail(&sync, "release command", Errno(libc::E2BIG));
-        }
-        let mut body = vec![0u8; n];
-        if fd::read_full(sync.as_fd(), &mut body) != Ok(n) {
-            process::exit_now(1);
-        }
-        match ExecCmd::decode(&body) {
-            Some(c) => Some(c),
-            None => fail(&sync, "release command", Errno(libc::EINVAL)),
-        }
-    } else {
-        None
-    };
-    let cmd = given.as_ref().unwrap_or(&prep.cmd);
-    trace::mark("release received");
+    let mut prepared_msg = vec![TAG_PREPARED];
+    prepared_msg.extend_from_slice(&(body.len() as u32).to_le_bytes());
+    prepared_msg.extend_from_slice(&body);
     let old_mask = match process::block_all_signals() {
         Ok(m) => m,
         Err(e) => fail(&sync, "sigprocmask", e),
@@ -850,11 +833,12 @@ fn init_main(
         agent_main(
             spec,
             prep,
-            cmd,
             AgentStart {
                 umask,
                 fallback,
                 affinity: affinity.as_ref(),
+                sync: sync.as_fd(),
+                prepared: &prepared_msg,
             },
             &stdio,
             &err_w,
@@ -863,7 +847,7 @@ fn init_main(
     };
     let spawned = process::spawn_shared(&mut stack, &mut body);
     if let Some(a) = &affinity {
-        a.apply();
+        a.apply_to(0);
     }
     let agent = match spawned {
         Ok(pid) => pid,
@@ -872,13 +856,21 @@ fn init_main(
     trace::mark("agent forked");
     drop(err_w);
     drop(stdio);
-    let mut buf = [0u8; 4];
-    match fd::read(err_r.as_fd(), &mut buf) {
+    let mut buf = [0u8; 8];
+    match fd::read_full(err_r.as_fd(), &mut buf) {
         Ok(0) => {}
-        Ok(_) => {
+        Ok(8) => {
             let _ = process::wait(agent);
-            fail(&sync, "execve", Errno(i32::from_le_bytes(buf)));
+            let kind = u32::from_le_bytes([buf[0], buf[1], buf[2], buf[3]]);
+            let errno = Errno(i32::from_le_bytes([buf[4], buf[5], buf[6], buf[7]]));
+            match kind {
+                AGENT_FAILED_EXEC => fail(&sync, "execve", errno),
+                AGENT_FAILED_COMMAND => fail(&sync, "release command", errno),
+                // No release: the supervisor withdrew the launch.
+                _ => process::exit_now(1),
+            }
         }
+        Ok(_) => fail(&sync, "exec status", Errno(libc::EIO)),
         Err(e) => fail(&sync, "exec status", e),
     }
     drop(err_r);
@@ -951,30 +943,87 @@ fn count_processes() -> u64 {
 
 /// The agent: streams, descriptors, signals, limits, capabilities, seccomp,
 /// `execve`.
-/// What the agent restores or applies first.
+/// What the agent restores or applies first, and how it talks to the
+/// supervisor until its `execve`.
 struct AgentStart<'a> {
     umask: libc::mode_t,
     fallback: bool,
     affinity: Option<&'a process::CpuSet>,
+    /// The status channel: the agent sends PREPARED on it and reads the
+    /// release (the init is suspended until the agent's `execve`).
+    sync: BorrowedFd<'a>,
+    /// The PREPARED frame to send.
+    prepared: &'a [u8],
+}
+
+/// Why the agent did not `execve` (first word of its report to the init).
+const AGENT_FAILED_EXEC: u32 = 0;
+const AGENT_FAILED_COMMAND: u32 = 1;
+const AGENT_NOT_RELEASED: u32 = 2;
+
+/// Where the agent keeps the status channel until its `execve` (above the
+/// declared descriptors, 3..=255, and the staging numbers 800.. and 900..).
+const AGENT_SYNC_FD: RawFd = 990;
+
+/// The release the agent waits for: the command to run (`None`: the
+/// spec's). `Err` with a report kind when there is none or it is malformed.
+fn read_release(sync: BorrowedFd<'_>) -> Result<Option<ExecCmd>, (u32, Errno)> {
+    let gone = (AGENT_NOT_RELEASED, Errno(libc::EPIPE));
+    let mut release = [0u8; 2];
+    if fd::read_full(sync, &mut release) != Ok(2) || release[0] != TAG_RELEASE {
+        return Err(gone);
+    }
+    if release[1] & RELEASE_COMMAND == 0 {
+        return Ok(None);
+    }
+    let mut len = [0u8; 4];
+    if fd::read_full(sync, &mut len) != Ok(4) {
+        return Err(gone);
+    }
+    let n = u32::from_le_bytes(len) as usize;
+    if n > MAX_RELEASE_COMMAND {
+        return Err((AGENT_FAILED_COMMAND, Errno(libc::E2BIG)));
+    }
+    let mut body = vec![0u8; n];
+    if fd::read_full(sync, &mut body) != Ok(n) {
+        return Err(gone);
+    }
+    match ExecCmd::decode(&body) {
+        Some(c) => Ok(Some(c)),
+        None => Err((AGENT_FAILED_COMMAND, Errno(libc::EINVAL))),
+    }
 }
 
 fn agent_main(
     spec: &LaunchSpec,
     prep: &ExecPrep,
-    cmd: &ExecCmd,
     start: AgentStart<'_>,
     stdio: &[OwnedFd; 3],
     err_w: &OwnedFd,
     old_mask: &libc::sigset_t,
 ) -> std::convert::Infallible {
-    let report = |e: Errno| -> ! {
-        let _ = fd::write_all(err_w.as_fd(), &e.0.to_le_bytes());
+    let report_as = |kind: u32, e: Errno| -> ! {
+        let mut msg = [0u8; 8];
+        msg[..4].copy_from_slice(&kind.to_le_bytes());
+        msg[4..].copy_from_slice(&e.0.to_le_bytes());
+        let _ = fd::write_all(err_w.as_fd(), &msg);
         process::exit_now(127)
     };
+    let report = |e: Errno| -> ! { report_as(AGENT_FAILED_EXEC, e) };
     trace::mark("agent");
     if let Some(a) = start.affinity {
-        a.apply();
+        a.apply_to(0);
+        // The init (PID 1 here), pinned until this process leaves its
+        // memory: it would otherwise be woken after the execve on the CPU
+        // the agent then runs on.
+        a.apply_to(1);
     }
+    // The status channel, moved above every number the streams and the
+    // declared descriptors are put on (closed at execve like the rest).
+    if let Err(e) = fd::dup_to(start.sync.as_raw_fd(), AGENT_SYNC_FD) {
+        report(e);
+    }
+    let sync = fd::borrow_raw(AGENT_SYNC_FD);
     let (umask, fallback) = (start.umask, start.fallback);
     process::set_umask(umask);
     if let Err(e) = process::setsid() {
@@ -1057,6 +1106,17 @@ fn agent_main(
     if seccompiler::apply_filter(&prep.filter).is_err() {
         report(Errno(libc::EPERM));
     }
+    // Ready: report the sandbox as built and wait for the release (and
+    // the command, if it comes with one).
+    trace::mark("a:ready");
+    if fd::write_all(sync, start.prepared).is_err() {
+        report_as(AGENT_NOT_RELEASED, Errno(libc::EPIPE));
+    }
+    let given = match read_release(sync) {
+        Ok(c) => c,
+        Err((kind, e)) => report_as(kind, e),
+    };
+    let cmd = given.as_ref().unwrap_or(&prep.cmd);
     trace::mark("agent execve");
     report(process::execve(&cmd.exe, &cmd.argv, &cmd.envp))
 }

@@ -325,8 +325,8 @@ impl CpuSet {
     /// around starting the agent: a new task is otherwise often placed on
     /// the *other*, idle CPU while this one idles in the vfork wait, and on
     /// a virtual machine waking an idle vCPU costs 0.1–0.2 ms. The agent
-    /// [`CpuSet::apply`]s the saved mask first thing, the init after the
-    /// agent's `execve`.
+    /// applies the saved mask to itself and to the init (suspended until
+    /// the agent's `execve`, which may come much later) first thing.
     pub(crate) fn pin_here() -> Option<CpuSet> {
         // SAFETY: cpu_set_t is plain data; zeroed is the empty set.
         let mut saved: libc::cpu_set_t = unsafe { std::mem::zeroed() };
@@ -351,11 +351,12 @@ impl CpuSet {
         Some(CpuSet(saved))
     }
 
-    /// Sets this process's mask (a failure leaves it as it is).
-    pub(crate) fn apply(&self) {
+    /// Sets the mask of process `pid` (0: this one); a failure leaves it
+    /// as it is.
+    pub(crate) fn apply_to(&self, pid: libc::pid_t) {
         let size = std::mem::size_of::<libc::cpu_set_t>();
         // SAFETY: the mask is valid for `size` bytes.
-        unsafe { libc::sched_setaffinity(0, size, &self.0) };
+        unsafe { libc::sched_setaffinity(pid, size, &self.0) };
     }
 }
 
