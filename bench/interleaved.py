@@ -1,0 +1,56 @@
+#!/usr/bin/env python3
+"""Launch cost with the commands interleaved, for a machine that drifts.
+
+    python3 bench/interleaved.py [ROUNDS] [GLOVE_BIN ...]
+
+hyperfine (bench/launch.sh) runs all runs of one command, then the next; on
+the development VM the speed drifts by ±20 % from minute to minute, so two
+invocations disagree. Here every round runs each command once, in a random
+order, so drift hits all of them alike. Each run is posix_spawn + waitpid
+(what hyperfine -N does). GAP (seconds, default 0.03) of idle precedes every
+run: the spaced regime; GAP=0 gives back-to-back. Prints medians and the
+ratios to bubblewrap and to bare /bin/true.
+"""
+import os, random, shutil, statistics, sys, time
+
+rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 300
+gloves = sys.argv[2:] or [os.environ.get("GLOVE_BIN", "target/x86_64-unknown-linux-gnu/release/glove")]
+gap = float(os.environ.get("GAP", "0.03"))
+bwrap = ["bwrap", "--unshare-all", "--die-with-parent", "--ro-bind", "/usr", "/usr"]
+for d in ("bin", "lib", "lib64", "sbin"):
+    p = "/" + d
+    if os.path.islink(p):
+        bwrap += ["--symlink", os.readlink(p), p]
+    elif os.path.isdir(p):
+        bwrap += ["--ro-bind", p, p]
+bwrap += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "/bin/true"]
+cmds = {"bare": ["/bin/true"], "bwrap": bwrap}
+for g in gloves:
+    cmds[g] = [g, "exec", "--", "/bin/true"]
+
+def run(argv):
+    exe = argv[0] if argv[0].startswith("/") else shutil.which(argv[0])
+    start = time.perf_counter()
+    pid = os.posix_spawn(exe, argv, os.environ)
+    _, status = os.waitpid(pid, 0)
+    took = time.perf_counter() - start
+    if status != 0:
+        sys.exit(f"{argv[0]} failed: {status}")
+    return took
+
+times = {k: [] for k in cmds}
+for _ in range(5):
+    for argv in cmds.values():
+        run(argv)
+for _ in range(rounds):
+    order = list(cmds)
+    random.shuffle(order)
+    for k in order:
+        if gap:
+            time.sleep(gap)
+        times[k].append(run(cmds[k]))
+med = {k: statistics.median(v) * 1000 for k, v in times.items()}
+print(f"{rounds} rounds, gap {gap * 1000:.0f} ms")
+for k, m in med.items():
+    extra = "" if k in ("bare", "bwrap") else f"   glove/bwrap = {m / med['bwrap']:.2f}   glove/bare = {m / med['bare']:.2f}"
+    print(f"  {k:40} median {m:7.3f} ms{extra}")
