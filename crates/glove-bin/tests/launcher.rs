@@ -4,7 +4,7 @@
 mod common;
 
 use glove_sandbox::outcome::ExitStatus;
-use glove_sandbox::profile::{exec_spec, ExecRequest, DEFAULT_LIMITS};
+use glove_sandbox::profile::{exec_spec, ExecRequest};
 use glove_sandbox::spec::AgentCommand;
 use glove_sandbox::wire::{Decoder, FromLauncher, SpecWire, ToLauncher};
 use std::io::{Read, Write};
@@ -25,14 +25,8 @@ fn start(command: &[&str], pty: bool) -> Session {
 
 fn start_with(command: &[&str], pty: bool, edit: impl FnOnce(&mut SpecWire)) -> Session {
     let spec = exec_spec(ExecRequest {
-        command: command.iter().map(|s| s.to_string()).collect(),
-        env: vec![],
-        ro_binds: vec![],
-        rw_copy: None,
-        limits: DEFAULT_LIMITS,
         pty: pty.then_some((24, 80)),
-        strict_limits: false,
-        term: None,
+        ..ExecRequest::new(command.iter().map(|s| s.to_string()).collect())
     })
     .expect("spec");
     let mut wire = SpecWire::from_spec(&spec).expect("wire");
@@ -209,6 +203,28 @@ fn run_to_end(s: &mut Session) -> FromLauncher {
     s.until(|m, _| matches!(m, FromLauncher::Exited(_) | FromLauncher::Failed(_)))
 }
 
+/// A launch held before release, its sandbox built.
+fn held(command: &[&str]) -> Session {
+    let mut s = start_with(command, false, |w| w.hold_for_release = true);
+    let m = s.until(|m, _| {
+        matches!(
+            m,
+            FromLauncher::Prepared(_) | FromLauncher::Failed(_) | FromLauncher::Started(_)
+        )
+    });
+    assert!(matches!(m, FromLauncher::Prepared(_)), "{m:?}");
+    assert!(s.output.is_empty());
+    s
+}
+
+/// A temporary directory the sandbox's identity can read.
+fn readable_tempdir() -> tempfile::TempDir {
+    use std::os::unix::fs::PermissionsExt;
+    let host = tempfile::tempdir().expect("tempdir");
+    std::fs::set_permissions(host.path(), std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    host
+}
+
 fn failure_code(m: &FromLauncher) -> String {
     match m {
         FromLauncher::Failed(f) => format!("{}: {}", f.code, f.message),
@@ -219,12 +235,10 @@ fn failure_code(m: &FromLauncher) -> String {
 #[test]
 fn grants_read_only_copy_and_refusals() {
     use glove_sandbox::spec::{Grant, GrantMode};
-    use std::os::unix::fs::PermissionsExt;
     if !common::sandbox_ok(common::As::Caller) {
         return;
     }
-    let host = tempfile::tempdir().expect("tempdir");
-    std::fs::set_permissions(host.path(), std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    let host = readable_tempdir();
     let src = host.path().join("project");
     std::fs::create_dir(&src).expect("mkdir");
     std::fs::write(src.join("a.txt"), "hello\n").expect("write");
@@ -421,97 +435,58 @@ fn held_launch_runs_only_after_release() {
     if !common::sandbox_ok(common::As::Caller) {
         return;
     }
-    let mut s = start_with(&["/bin/sh", "-c", "echo ran"], false, |w| {
-        w.hold_for_release = true
-    });
-    let m = s.until(|m, _| {
-        matches!(
-            m,
-            FromLauncher::Prepared(_) | FromLauncher::Failed(_) | FromLauncher::Started(_)
-        )
-    });
-    assert!(matches!(m, FromLauncher::Prepared(_)), "{m:?}");
-    assert!(s.output.is_empty());
-    s.send(ToLauncher::Release);
-    let end = run_to_end(&mut s);
-    assert!(
-        matches!(end, FromLauncher::Exited(_)),
-        "{}",
-        failure_code(&end)
-    );
+    let echo = ["/bin/sh", "-c", "echo ran"];
+    let command = |exe: &str, args: &[&str], env: &[&str]| AgentCommand {
+        executable: exe.into(),
+        arguments: args.iter().map(|a| a.to_string()).collect(),
+        environment: env.iter().map(|e| e.to_string()).collect(),
+    };
+    let ends_with = |s: &mut Session, m: ToLauncher| {
+        s.send(m);
+        failure_code(&run_to_end(s))
+    };
+
+    let mut s = held(&echo);
+    let end = ends_with(&mut s, ToLauncher::Release);
+    assert!(end.starts_with("not a failure: Exited"), "{end}");
     assert_eq!(String::from_utf8_lossy(&s.output), "ran\n");
 
     // Released with another command: that one runs, with its own
     // arguments and environment, in the sandbox built for the spec.
-    let mut s = start_with(&["/bin/sh", "-c", "echo ran"], false, |w| {
-        w.hold_for_release = true
-    });
-    s.until(|m, _| matches!(m, FromLauncher::Prepared(_)));
-    s.send(ToLauncher::ReleaseWith(Box::new(AgentCommand {
-        executable: "/bin/sh".into(),
-        arguments: vec!["-c".into(), "echo \"warm $GREETING\"; hostname".into()],
-        environment: vec!["GREETING=hello".into()],
-    })));
-    let end = run_to_end(&mut s);
-    assert!(
-        matches!(end, FromLauncher::Exited(_)),
-        "{}",
-        failure_code(&end)
+    let mut s = held(&echo);
+    let warm = command(
+        "/bin/sh",
+        &["-c", "echo \"warm $GREETING\"; hostname"],
+        &["GREETING=hello"],
     );
+    let end = ends_with(&mut s, ToLauncher::ReleaseWith(Box::new(warm)));
+    assert!(end.starts_with("not a failure: Exited"), "{end}");
     assert_eq!(String::from_utf8_lossy(&s.output), "warm hello\nglove\n");
 
     // A command that breaks the spec's rules is refused, and nothing runs.
     for bad in [
-        AgentCommand {
-            executable: "bin/sh".into(),
-            arguments: vec![],
-            environment: vec![],
-        },
-        AgentCommand {
-            executable: "/bin/sh".into(),
-            arguments: vec![],
-            environment: vec!["1X=y".into()],
-        },
+        command("bin/sh", &[], &[]),
+        command("/bin/sh", &[], &["1X=y"]),
     ] {
-        let mut s = start_with(&["/bin/sh", "-c", "echo ran"], false, |w| {
-            w.hold_for_release = true
-        });
-        s.until(|m, _| matches!(m, FromLauncher::Prepared(_)));
-        s.send(ToLauncher::ReleaseWith(Box::new(bad)));
-        let end = run_to_end(&mut s);
-        assert!(
-            failure_code(&end).starts_with("sandbox_spec_invalid: "),
-            "{}",
-            failure_code(&end)
-        );
+        let mut s = held(&echo);
+        let end = ends_with(&mut s, ToLauncher::ReleaseWith(Box::new(bad)));
+        assert!(end.starts_with("sandbox_spec_invalid: "), "{end}");
         assert!(s.output.is_empty());
     }
 
     // A missing executable is reported as such.
-    let mut s = start_with(&["/bin/sh", "-c", "echo ran"], false, |w| {
-        w.hold_for_release = true
-    });
-    s.until(|m, _| matches!(m, FromLauncher::Prepared(_)));
-    s.send(ToLauncher::ReleaseWith(Box::new(AgentCommand {
-        executable: "/usr/bin/no-such-program".into(),
-        arguments: vec![],
-        environment: vec![],
-    })));
-    let end = run_to_end(&mut s);
-    let text = failure_code(&end);
+    let mut s = held(&echo);
+    let missing = command("/usr/bin/no-such-program", &[], &[]);
+    let end = ends_with(&mut s, ToLauncher::ReleaseWith(Box::new(missing)));
     assert!(
-        text.starts_with("sandbox_exec_failed: ") && text.contains("/usr/bin/no-such-program"),
-        "{text}"
+        end.starts_with("sandbox_exec_failed: ") && end.contains("/usr/bin/no-such-program"),
+        "{end}"
     );
 
     // Withdrawn before release: nothing runs.
-    let mut s = start_with(&["/bin/sh", "-c", "echo ran"], false, |w| {
-        w.hold_for_release = true
-    });
-    s.until(|m, _| matches!(m, FromLauncher::Prepared(_)));
-    s.send(ToLauncher::Stop(0));
-    let end = run_to_end(&mut s);
-    assert!(matches!(end, FromLauncher::Failed(_)), "{end:?}");
+    let mut s = held(&echo);
+    let end = ends_with(&mut s, ToLauncher::Stop(0));
+    assert!(end.starts_with("sandbox_io_failed: "), "{end}");
     assert!(s.output.is_empty());
 }
 
@@ -522,8 +497,7 @@ fn host_files_are_copied_read_only_and_bad_sources_refused() {
     if !common::sandbox_ok(common::As::Caller) {
         return;
     }
-    let host = tempfile::tempdir().expect("tempdir");
-    std::fs::set_permissions(host.path(), std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    let host = readable_tempdir();
     let file = host.path().join("conf");
     std::fs::write(&file, "copied\n").expect("write");
     std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o644)).expect("chmod");

@@ -9,7 +9,7 @@
 //! Run as root (cgroups) or as a user: `cargo bench -p glove-sandbox --bench inprocess`
 //! (`GLOVE_BENCH_RUNS` sets the count, default 300).
 
-use glove_sandbox::profile::{exec_spec, ExecRequest, DEFAULT_LIMITS};
+use glove_sandbox::profile::{exec_spec, ExecRequest};
 use glove_sandbox::spec::AgentCommand;
 use glove_sandbox::supervise::{Settings, Stream, StreamIo};
 use std::os::fd::BorrowedFd;
@@ -40,16 +40,7 @@ fn main() {
     let mut warm = Vec::with_capacity(runs);
     let mut warm_launch = Vec::with_capacity(runs);
     let mut prepare = Vec::with_capacity(runs);
-    let req = || ExecRequest {
-        command: vec!["/bin/true".into()],
-        env: vec![],
-        ro_binds: vec![],
-        rw_copy: None,
-        limits: DEFAULT_LIMITS,
-        pty: None,
-        strict_limits: false,
-        term: None,
-    };
+    let req = || ExecRequest::new(vec!["/bin/true".into()]);
     let command = AgentCommand {
         executable: "/bin/true".into(),
         arguments: vec![],

@@ -91,6 +91,23 @@ pub struct ExecRequest {
     pub term: Option<String>,
 }
 
+impl ExecRequest {
+    /// `command` in the default profile: no extra environment or binds, no
+    /// copy, the default limits, pipes, best-effort enforcement.
+    pub fn new(command: Vec<String>) -> ExecRequest {
+        ExecRequest {
+            command,
+            env: Vec::new(),
+            ro_binds: Vec::new(),
+            rw_copy: None,
+            limits: DEFAULT_LIMITS,
+            pty: None,
+            strict_limits: false,
+            term: None,
+        }
+    }
+}
+
 fn spec_err(d: impl Into<String>) -> SandboxError {
     SandboxError::Spec { detail: d.into() }
 }

@@ -2,24 +2,14 @@
 //! is exercised end to end through `glove exec` in glove-bin's tests: a
 //! test harness is multi-threaded, so it cannot launch in-process.)
 
-use glove_sandbox::profile::{exec_spec, ExecRequest, DEFAULT_LIMITS};
+use glove_sandbox::profile::{exec_spec, ExecRequest};
 use glove_sandbox::spec::{Bind, CopyIn, LaunchSpec};
 use glove_sandbox::SandboxError;
 use glove_types::codes::sandbox::{SANDBOX_MULTITHREADED, SANDBOX_SPEC_INVALID};
 use proptest::prelude::*;
 
 fn base() -> LaunchSpec {
-    exec_spec(ExecRequest {
-        command: vec!["/bin/true".into()],
-        env: vec![],
-        ro_binds: vec![],
-        rw_copy: None,
-        limits: DEFAULT_LIMITS,
-        pty: None,
-        strict_limits: false,
-        term: None,
-    })
-    .expect("default spec")
+    exec_spec(ExecRequest::new(vec!["/bin/true".into()])).expect("default spec")
 }
 
 fn invalid(f: impl FnOnce(&mut LaunchSpec)) {

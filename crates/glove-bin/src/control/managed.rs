@@ -203,14 +203,8 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 pub fn probe(launcher: &Path) -> Result<(), Rejection> {
     let bad = |m: String| Rejection::new(SESSION_RUNTIME_UNAVAILABLE, m);
     let spec = glove_sandbox::profile::exec_spec(glove_sandbox::profile::ExecRequest {
-        command: vec!["/bin/true".into()],
-        env: vec![],
-        ro_binds: vec![],
-        rw_copy: None,
-        limits: glove_sandbox::profile::DEFAULT_LIMITS,
-        pty: None,
         strict_limits: true,
-        term: None,
+        ..glove_sandbox::profile::ExecRequest::new(vec!["/bin/true".into()])
     })
     .map_err(|e| bad(format!("probe spec: {e}")))?;
     let mut wire = SpecWire::from_spec(&spec).ok_or_else(|| bad("probe spec".into()))?;
@@ -398,14 +392,10 @@ pub fn build_spec(
     // System directories, /etc and the generated files of the default
     // profile; everything the agent runs is the template's.
     let base = glove_sandbox::profile::exec_spec(glove_sandbox::profile::ExecRequest {
-        command: vec!["/bin/true".into()],
-        env: vec![],
-        ro_binds: vec![],
-        rw_copy: None,
         limits: *admitted.limits(),
         pty: Some((rows, cols)),
         strict_limits: true,
-        term: None,
+        ..glove_sandbox::profile::ExecRequest::new(vec!["/bin/true".into()])
     })
     .map_err(|e| Rejection::new(SESSION_LAUNCH_FAILED, e.to_string()))?;
     let mut wire = SpecWire::from_spec(&base)
