@@ -24,6 +24,13 @@ fn default_spec_is_valid() {
     base().validate().expect("valid");
 }
 
+fn bind(source: &str, target: &str) -> Bind {
+    Bind {
+        source: source.into(),
+        target: target.into(),
+    }
+}
+
 #[test]
 fn rules() {
     invalid(|s| s.executable = "relative/path".into());
@@ -31,24 +38,9 @@ fn rules() {
     invalid(|s| s.arguments.push("a\0b".into()));
     invalid(|s| s.environment.push("1BAD=x".into()));
     invalid(|s| s.environment.push("NOEQUALS".into()));
-    invalid(|s| {
-        s.read_only_binds.push(Bind {
-            source: "/usr".into(),
-            target: "/proc/x".into(),
-        })
-    });
-    invalid(|s| {
-        s.read_only_binds.push(Bind {
-            source: "/usr".into(),
-            target: "/dev".into(),
-        })
-    });
-    invalid(|s| {
-        s.read_only_binds.push(Bind {
-            source: "/usr".into(),
-            target: "/tmp".into(),
-        })
-    });
+    invalid(|s| s.read_only_binds.push(bind("/usr", "/proc/x")));
+    invalid(|s| s.read_only_binds.push(bind("/usr", "/dev")));
+    invalid(|s| s.read_only_binds.push(bind("/usr", "/tmp")));
     invalid(|s| s.writable_dirs.push("/oldroot".into()));
     invalid(|s| {
         s.copy_in.push(CopyIn {
@@ -74,24 +66,9 @@ fn rules() {
     invalid(|s| s.limits.pids = 0);
     invalid(|s| s.hostname = "bad host".into());
     invalid(|s| s.files.push(("/etc/big".into(), vec![0; 2 << 20])));
-    invalid(|s| {
-        s.host_files.push(Bind {
-            source: "/proc/self/environ".into(),
-            target: "/etc/x".into(),
-        })
-    });
-    invalid(|s| {
-        s.host_files.push(Bind {
-            source: "/etc/hosts".into(),
-            target: "/etc/passwd".into(),
-        })
-    });
-    invalid(|s| {
-        s.host_files.push(Bind {
-            source: "etc/relative".into(),
-            target: "/etc/x".into(),
-        })
-    });
+    invalid(|s| s.host_files.push(bind("/proc/self/environ", "/etc/x")));
+    invalid(|s| s.host_files.push(bind("/etc/hosts", "/etc/passwd")));
+    invalid(|s| s.host_files.push(bind("etc/relative", "/etc/x")));
     invalid(|s| s.arguments = vec!["x".into(); 5000]);
 }
 
