@@ -86,7 +86,8 @@ fn main() {
     }
     let ms = |d: Duration| d.as_secs_f64() * 1e3;
     let (b, g, l) = (median(bare), median(glove), median(launch_only));
-    let (w, wl, p) = (median(warm), median(warm_launch), median(prepare));
+    let (w, p) = (median(warm), median(prepare));
+    let wl = median(warm_launch.clone());
     println!("runs {runs}");
     println!(
         "bare fork+exec /bin/true              median {:8.3} ms",
@@ -104,9 +105,14 @@ fn main() {
         "warm: prepare ahead (off the clock)   median {:8.3} ms",
         ms(p)
     );
+    let mut sorted = warm_launch.clone();
+    sorted.sort();
+    let q = |f: f64| ms(sorted[((sorted.len() - 1) as f64 * f) as usize]);
     println!(
-        "warm: release (until exec'd)          median {:8.3} ms",
-        ms(wl)
+        "warm: release (until exec'd)          median {:8.3} ms   (p10 {:.3}, p90 {:.3})",
+        ms(wl),
+        q(0.1),
+        q(0.9)
     );
     println!(
         "warm: release + run + teardown        median {:8.3} ms",

@@ -8,8 +8,8 @@
 //!   ◄── PTY master+slave (SCM_RIGHTS) ─────────────────────────────────── │
 //!                                                                          └─clone(VM|VFORK)──► agent (pid 2)
 //!   ◄── PREPARED (what was built) ──────────────────────────────────────────── setsid, stdio, caps, rlimits,
-//!   RELEASE [+ command] ────────────────────────────────────────────────────► seccomp; then execve
-//!   ◄── READY (execve done) or ERROR, from the init
+//!   RELEASE [+ command] + exec-status pipe (SCM_RIGHTS) ────────────────────► seccomp; then execve
+//!   ◄── end of file on the exec-status pipe (execve done), or a byte and the init's ERROR
 //!   ◄── EXIT(status, disk peak, pids peak) when the agent ends; init kills the rest and exits
 //! ```
 //!
@@ -59,7 +59,6 @@ const NS_FLAGS: u64 = (libc::CLONE_NEWUSER
 const SCRATCH: &str = "/oldroot/proc";
 
 pub(crate) const TAG_GO: u8 = b'G';
-pub(crate) const TAG_READY: u8 = b'R';
 pub(crate) const TAG_ERROR: u8 = b'E';
 pub(crate) const TAG_PTY: u8 = b'P';
 pub(crate) const TAG_EXIT: u8 = b'X';
@@ -404,11 +403,12 @@ fn prepare_inner(spec: LaunchSpec, release_early: bool) -> Result<Prepared, Sand
     // saving a round trip. If the init has already failed and gone, the
     // write fails; its error report is read below either way.
     let flags = if fallback { RELEASE_FALLBACK } else { 0 };
-    let mut msg = vec![TAG_JOINED, flags];
-    if release_early {
-        msg.extend_from_slice(&[TAG_RELEASE, 0]);
-    }
-    let _ = fd::write_all(sync_parent.as_fd(), &msg);
+    let _ = fd::write_all(sync_parent.as_fd(), &[TAG_JOINED, flags]);
+    let early = if release_early {
+        send_release(&sync_parent, None).ok()
+    } else {
+        None
+    };
 
     // Wait for the PTY (if any) and PREPARED or ERROR.
     let mut pty_fds: Option<(OwnedFd, OwnedFd)> = None;
@@ -487,7 +487,7 @@ fn prepare_inner(spec: LaunchSpec, release_early: bool) -> Result<Prepared, Sand
         },
         facts,
         executable: spec.executable.clone(),
-        released: release_early,
+        released: early,
     })
 }
 
@@ -525,8 +525,9 @@ pub struct Prepared {
     running: Running,
     facts: PreparedFacts,
     executable: String,
-    /// The release instruction was already sent.
-    released: bool,
+    /// The release was already sent: the read end of the agent's
+    /// exec-status pipe.
+    released: Option<OwnedFd>,
 }
 
 impl Prepared {
@@ -560,7 +561,7 @@ impl Prepared {
             self.abort();
             return Err(e);
         }
-        if self.released {
+        if self.released.is_some() {
             self.abort();
             return Err(SandboxError::Spec {
                 detail: "this sandbox was released already".into(),
@@ -581,38 +582,32 @@ impl Prepared {
             r.kill_now();
             e
         };
-        if !released {
-            let mut msg = vec![TAG_RELEASE, 0];
-            if let Some(c) = command {
-                let body = ExecCmd::encode(c);
-                msg[1] |= RELEASE_COMMAND;
-                msg.extend_from_slice(&(body.len() as u32).to_le_bytes());
-                msg.extend_from_slice(&body);
-            }
-            if let Err(e) = fd::write_all(running.sync.as_fd(), &msg) {
-                return Err(fail(&running, io_err("release", e)));
-            }
-            trace::mark("release sent");
-        }
-        let mut tag = [0u8; 1];
-        match fd::read(running.sync.as_fd(), &mut tag) {
-            Ok(1) if tag[0] == TAG_READY => {}
-            Ok(1) if tag[0] == TAG_ERROR => {
-                let e = read_error_body(&running.sync, &executable);
-                return Err(fail(&running, e));
-            }
+        let exec_status = match released {
+            Some(r) => r,
+            None => match send_release(&running.sync, command) {
+                Ok(r) => r,
+                Err(e) => return Err(fail(&running, io_err("release", e))),
+            },
+        };
+        trace::mark("release sent");
+        let mut byte = [0u8; 1];
+        match fd::read(exec_status.as_fd(), &mut byte) {
+            Ok(0) => {}
             Ok(_) => {
-                return Err(fail(
-                    &running,
-                    SandboxError::Io {
+                // The agent did not execve; the init says why.
+                let mut tag = [0u8; 1];
+                let e = match fd::read_full(running.sync.as_fd(), &mut tag) {
+                    Ok(1) if tag[0] == TAG_ERROR => read_error_body(&running.sync, &executable),
+                    _ => SandboxError::Io {
                         detail: "the sandbox init ended before the agent ran".into(),
                     },
-                ))
+                };
+                return Err(fail(&running, e));
             }
-            Err(e) => return Err(fail(&running, io_err("status channel", e))),
+            Err(e) => return Err(fail(&running, io_err("exec status", e))),
         }
         running.started = Instant::now();
-        trace::mark("ready received");
+        trace::mark("agent runs");
         Ok(running)
     }
 
@@ -620,6 +615,26 @@ impl Prepared {
     pub fn abort(self) {
         self.running.kill_now();
     }
+}
+
+/// Sends RELEASE (with `command`, if any) and hands the agent the write end
+/// of a new close-on-exec pipe with it; returns the read end. The agent's
+/// `execve` closes the write end, so end-of-file on the read end says the
+/// agent runs; a byte says it failed (the init then sends ERROR). This
+/// tells the supervisor without waking the init first.
+fn send_release(sync: &OwnedFd, command: Option<&AgentCommand>) -> Result<OwnedFd, Errno> {
+    let (exec_r, exec_w) = fd::pipe()?;
+    fd::send_fds(sync.as_fd(), TAG_RELEASE, &[exec_w.as_raw_fd()])?;
+    drop(exec_w);
+    let mut msg = vec![0u8];
+    if let Some(c) = command {
+        let body = ExecCmd::encode(c);
+        msg[0] |= RELEASE_COMMAND;
+        msg.extend_from_slice(&(body.len() as u32).to_le_bytes());
+        msg.extend_from_slice(&body);
+    }
+    fd::write_all(sync.as_fd(), &msg)?;
+    Ok(exec_r)
 }
 
 /// Writes a launch phase mark when `GLOVE_LAUNCH_TRACE` is set (see
@@ -826,6 +841,12 @@ fn init_main(
     // The helper was let go after the detach and has normally exited by
     // now; it is reaped before anything of the agent exists.
     net.reap();
+    // What the copies put on the scratch, before the agent writes.
+    let disk_at_start = spec
+        .writable_dirs
+        .first()
+        .and_then(|p| mount::used_bytes(p).ok())
+        .unwrap_or(0);
     // Started on this CPU, which the vfork wait leaves free (see
     // `CpuSet::pin_here`); the agent widens its mask again at once.
     let affinity = process::CpuSet::pin_here();
@@ -875,24 +896,25 @@ fn init_main(
     }
     drop(err_r);
     trace::mark("agent execed");
-    if fd::write_all(sync.as_fd(), &[TAG_READY]).is_err() {
-        process::exit_now(1);
-    }
-    supervise_inside(spec, &sync, agent)
+    supervise_inside(spec, &sync, agent, disk_at_start)
 }
 
 /// The init's loop: reap, forward signals, sample disk and pids, report the
 /// agent's end, then kill whatever is left.
-fn supervise_inside(spec: &LaunchSpec, sync: &OwnedFd, agent: libc::pid_t) -> ! {
+fn supervise_inside(
+    spec: &LaunchSpec,
+    sync: &OwnedFd,
+    agent: libc::pid_t,
+    disk_at_start: u64,
+) -> ! {
     let disk_path = spec.writable_dirs.first().cloned();
-    let mut disk_peak = 0u64;
-    let mut pids_peak = 0u64;
+    let mut disk_peak = disk_at_start;
+    // The init and the agent.
+    let mut pids_peak = 2u64;
     let mut status: Option<Exit> = None;
-    while status.is_none() {
-        if let Some(p) = &disk_path {
-            disk_peak = disk_peak.max(mount::used_bytes(p).unwrap_or(0));
-        }
-        pids_peak = pids_peak.max(count_processes());
+    // Waits first: the agent has just started, and the CPU is better left
+    // to it (and to the supervisor) than spent on sampling.
+    loop {
         match process::wait_signal(20) {
             Ok(Some(sig)) if sig != libc::SIGCHLD => {
                 let _ = process::kill(-agent, sig);
@@ -905,6 +927,13 @@ fn supervise_inside(spec: &LaunchSpec, sync: &OwnedFd, agent: libc::pid_t) -> ! 
                 status = Some(exit);
             }
         }
+        if status.is_some() {
+            break;
+        }
+        if let Some(p) = &disk_path {
+            disk_peak = disk_peak.max(mount::used_bytes(p).unwrap_or(0));
+        }
+        pids_peak = pids_peak.max(count_processes());
     }
     if let Some(p) = &disk_path {
         disk_peak = disk_peak.max(mount::used_bytes(p).unwrap_or(0));
@@ -966,31 +995,41 @@ const AGENT_NOT_RELEASED: u32 = 2;
 const AGENT_SYNC_FD: RawFd = 990;
 
 /// The release the agent waits for: the command to run (`None`: the
-/// spec's). `Err` with a report kind when there is none or it is malformed.
-fn read_release(sync: BorrowedFd<'_>) -> Result<Option<ExecCmd>, (u32, Errno)> {
+/// spec's) and the write end of the supervisor's exec-status pipe (closed
+/// by the `execve`). `Err` with a report kind when there is none or it is
+/// malformed (a byte on the exec-status pipe tells the supervisor then).
+fn read_release(sync: BorrowedFd<'_>) -> Result<(Option<ExecCmd>, OwnedFd), (u32, Errno)> {
     let gone = (AGENT_NOT_RELEASED, Errno(libc::EPIPE));
-    let mut release = [0u8; 2];
-    if fd::read_full(sync, &mut release) != Ok(2) || release[0] != TAG_RELEASE {
-        return Err(gone);
+    let exec_w = match fd::recv_fds::<1>(sync) {
+        Ok((TAG_RELEASE, fds)) if fds.len() == 1 => fds.into_iter().next().ok_or(gone)?,
+        _ => return Err(gone),
+    };
+    let refuse = |kind: u32, e: Errno| {
+        let _ = fd::write_all(exec_w.as_fd(), &[1]);
+        (kind, e)
+    };
+    let mut flags = [0u8; 1];
+    if fd::read_full(sync, &mut flags) != Ok(1) {
+        return Err(refuse(AGENT_NOT_RELEASED, Errno(libc::EPIPE)));
     }
-    if release[1] & RELEASE_COMMAND == 0 {
-        return Ok(None);
+    if flags[0] & RELEASE_COMMAND == 0 {
+        return Ok((None, exec_w));
     }
     let mut len = [0u8; 4];
     if fd::read_full(sync, &mut len) != Ok(4) {
-        return Err(gone);
+        return Err(refuse(AGENT_NOT_RELEASED, Errno(libc::EPIPE)));
     }
     let n = u32::from_le_bytes(len) as usize;
     if n > MAX_RELEASE_COMMAND {
-        return Err((AGENT_FAILED_COMMAND, Errno(libc::E2BIG)));
+        return Err(refuse(AGENT_FAILED_COMMAND, Errno(libc::E2BIG)));
     }
     let mut body = vec![0u8; n];
     if fd::read_full(sync, &mut body) != Ok(n) {
-        return Err(gone);
+        return Err(refuse(AGENT_NOT_RELEASED, Errno(libc::EPIPE)));
     }
     match ExecCmd::decode(&body) {
-        Some(c) => Ok(Some(c)),
-        None => Err((AGENT_FAILED_COMMAND, Errno(libc::EINVAL))),
+        Some(c) => Ok((Some(c), exec_w)),
+        None => Err(refuse(AGENT_FAILED_COMMAND, Errno(libc::EINVAL))),
     }
 }
 
@@ -1112,13 +1151,15 @@ fn agent_main(
     if fd::write_all(sync, start.prepared).is_err() {
         report_as(AGENT_NOT_RELEASED, Errno(libc::EPIPE));
     }
-    let given = match read_release(sync) {
-        Ok(c) => c,
+    let (given, exec_w) = match read_release(sync) {
+        Ok(r) => r,
         Err((kind, e)) => report_as(kind, e),
     };
     let cmd = given.as_ref().unwrap_or(&prep.cmd);
     trace::mark("agent execve");
-    report(process::execve(&cmd.exe, &cmd.argv, &cmd.envp))
+    let e = process::execve(&cmd.exe, &cmd.argv, &cmd.envp);
+    let _ = fd::write_all(exec_w.as_fd(), &[1]);
+    report(e)
 }
 
 /// Builds the sandbox's file system view inside the new mount namespace.
