@@ -555,3 +555,53 @@ fn host_files_are_copied_read_only_and_bad_sources_refused() {
         s.close_and_wait();
     }
 }
+
+/// The children of `pid` (from `/proc`).
+fn children(pid: u32) -> Vec<u32> {
+    std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children"))
+        .unwrap_or_default()
+        .split_whitespace()
+        .filter_map(|p| p.parse().ok())
+        .collect()
+}
+
+/// An agent that dies while it waits for the release is a failed launch,
+/// not a started one that happened to end at once.
+#[test]
+fn agent_killed_before_release_fails_the_launch() {
+    if !common::sandbox_ok(common::As::Caller) {
+        return;
+    }
+    let mut s = held(&["/bin/sh", "-c", "echo ran"]);
+    let init = children(s.child.id());
+    assert_eq!(
+        init.len(),
+        1,
+        "the launcher has one child, the init: {init:?}"
+    );
+    let agent = children(init[0]);
+    assert_eq!(
+        agent.len(),
+        1,
+        "the init has one child, the agent: {agent:?}"
+    );
+    let killed = std::process::Command::new("kill")
+        .args(["-KILL", &agent[0].to_string()])
+        .status()
+        .expect("kill");
+    assert!(killed.success());
+    s.send(ToLauncher::Release);
+    let end = s.until(|m, _| {
+        matches!(
+            m,
+            FromLauncher::Started(_) | FromLauncher::Exited(_) | FromLauncher::Failed(_)
+        )
+    });
+    let text = failure_code(&end);
+    assert!(
+        text.starts_with("sandbox_setup_failed: ") && text.contains("before execve"),
+        "{text}"
+    );
+    assert!(s.output.is_empty());
+    s.close_and_wait();
+}

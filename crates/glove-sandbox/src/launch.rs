@@ -16,14 +16,18 @@
 //! The agent is set up completely before the release; the release only
 //! lets it `execve` (with the spec's command or one given then).
 //!
-//! The launch must happen in a single-threaded process (checked): the
-//! children are copies of it without `CLONE_VM`.
+//! The launch must happen in a single-threaded process (checked): the init
+//! is a copy of it (`clone3` without `CLONE_VM`). The init's own children,
+//! the network helper and the agent, share the init's memory (`CLONE_VM`);
+//! see `sys::process` for what each may touch.
 
 use crate::cgroup::Cgroup;
 use crate::error::SandboxError;
 use crate::outcome::{Enforcement as Mechanisms, Mechanism};
 use crate::seccomp;
-use crate::spec::{AgentCommand, Enforcement, LaunchSpec, Terminal, MAX_HOST_FILE_BYTES};
+use crate::spec::{
+    AgentCommand, Enforcement, LaunchSpec, Terminal, MAX_HOST_FILES_TOTAL, MAX_HOST_FILE_BYTES,
+};
 use crate::sys::process::{self, Exit, Forked};
 use crate::sys::{caps, fd, mount, pty, resolve, trace, Errno};
 use std::ffi::CString;
@@ -126,12 +130,21 @@ impl Running {
 
 /// Threads in this process: the link count of `/proc/self/task` is two
 /// plus the number of threads (one `stat` instead of formatting and parsing
-/// `/proc/self/status`). 0 when it cannot be read.
+/// `/proc/self/status`); the status file when that count looks wrong. 0
+/// when neither can be read.
 pub fn thread_count() -> u32 {
     use std::os::unix::fs::MetadataExt;
-    std::fs::metadata("/proc/self/task")
-        .map(|m| m.nlink().saturating_sub(2) as u32)
-        .unwrap_or(0)
+    match std::fs::metadata("/proc/self/task").map(|m| m.nlink()) {
+        Ok(n) if n >= 3 => (n - 2) as u32,
+        _ => std::fs::read_to_string("/proc/self/status")
+            .ok()
+            .and_then(|s| {
+                s.lines()
+                    .find_map(|l| l.strip_prefix("Threads:").map(|v| v.trim().parse().ok()))
+                    .flatten()
+            })
+            .unwrap_or(0),
+    }
 }
 
 fn io_err(what: &str, e: Errno) -> SandboxError {
@@ -246,9 +259,9 @@ fn prepare_inner(spec: LaunchSpec, release_early: bool) -> Result<Prepared, Sand
     // the init joined to it *while* the init builds the file system view:
     // joining a v1 cgroup waits for an RCU grace period (milliseconds on an
     // idle machine), which then overlaps with the init's own work. The
-    // agent is forked only after release, so it is born inside. Without any
-    // cgroup, unless strict, per-process rlimits are applied instead —
-    // decided before release.
+    // agent is started only after the supervisor reports the join (JOINED),
+    // so it is born inside. Without any cgroup, unless strict, per-process
+    // rlimits are applied instead (JOINED says so).
     let name = format!("glove-{}-{}", process::getpid(), nanos());
     let cgroup_v2 = Cgroup::create_v2(&name, limits.memory_bytes, limits.pids).ok();
     let cpu_secs = limits.cpu_time_ms.div_ceil(1000);
@@ -586,14 +599,21 @@ impl Prepared {
             Some(r) => r,
             None => match send_release(&running.sync, command) {
                 Ok(r) => r,
-                Err(e) => return Err(fail(&running, io_err("release", e))),
+                // The init is gone; it may have said why first.
+                Err(e) => {
+                    let mut tag = [0u8; 1];
+                    let why = match fd::read_full(running.sync.as_fd(), &mut tag) {
+                        Ok(1) if tag[0] == TAG_ERROR => read_error_body(&running.sync, &executable),
+                        _ => io_err("release", e),
+                    };
+                    return Err(fail(&running, why));
+                }
             },
         };
         trace::mark("release sent");
-        let mut byte = [0u8; 1];
-        match fd::read(exec_status.as_fd(), &mut byte) {
-            Ok(0) => {}
-            Ok(_) => {
+        match exec_outcome(&exec_status) {
+            Ok(true) => {}
+            Ok(false) => {
                 // The agent did not execve; the init says why.
                 let mut tag = [0u8; 1];
                 let e = match fd::read_full(running.sync.as_fd(), &mut tag) {
@@ -635,6 +655,28 @@ fn send_release(sync: &OwnedFd, command: Option<&AgentCommand>) -> Result<OwnedF
     }
     fd::write_all(sync.as_fd(), &msg)?;
     Ok(exec_r)
+}
+
+/// Waits until every write end of the exec-status pipe is closed (the
+/// agent's by its `execve` or its exit) without waking for the bytes
+/// written before that, then reads them: true exactly when the agent
+/// reached its `execve` and nothing reported a failure after.
+fn exec_outcome(exec_status: &OwnedFd) -> Result<bool, Errno> {
+    loop {
+        // No events asked for: only the hang-up (or an error) wakes us.
+        let mut entry = [fd::PollEntry {
+            fd: exec_status.as_raw_fd(),
+            events: 0,
+            revents: 0,
+        }];
+        fd::poll(&mut entry, -1)?;
+        if entry[0].revents & (libc::POLLHUP | libc::POLLERR | libc::POLLNVAL) != 0 {
+            break;
+        }
+    }
+    let mut got = [0u8; 8];
+    let n = fd::read_full(exec_status.as_fd(), &mut got)?;
+    Ok(&got[..n] == EXEC_STARTED)
 }
 
 /// Writes a launch phase mark when `GLOVE_LAUNCH_TRACE` is set (see
@@ -850,6 +892,7 @@ fn init_main(
     // Started on this CPU, which the vfork wait leaves free (see
     // `CpuSet::pin_here`); the agent widens its mask again at once.
     let affinity = process::CpuSet::pin_here();
+    let exec_started = std::sync::atomic::AtomicBool::new(false);
     let mut body = || {
         agent_main(
             spec,
@@ -860,6 +903,7 @@ fn init_main(
                 affinity: affinity.as_ref(),
                 sync: sync.as_fd(),
                 prepared: &prepared_msg,
+                exec_started: &exec_started,
             },
             &stdio,
             &err_w,
@@ -879,7 +923,12 @@ fn init_main(
     drop(stdio);
     let mut buf = [0u8; 8];
     match fd::read_full(err_r.as_fd(), &mut buf) {
-        Ok(0) => {}
+        Ok(0) if exec_started.load(std::sync::atomic::Ordering::Acquire) => {}
+        Ok(0) => {
+            // Gone without a word before its execve (killed, or aborted).
+            let _ = process::wait(agent);
+            fail(&sync, "agent ended before execve", Errno(libc::ECHILD));
+        }
         Ok(8) => {
             let _ = process::wait(agent);
             let kind = u32::from_le_bytes([buf[0], buf[1], buf[2], buf[3]]);
@@ -983,16 +1032,21 @@ struct AgentStart<'a> {
     sync: BorrowedFd<'a>,
     /// The PREPARED frame to send.
     prepared: &'a [u8],
+    /// Set right before the `execve` (the init reads it once the vfork
+    /// wait ends).
+    exec_started: &'a std::sync::atomic::AtomicBool,
 }
+
+/// What the agent writes on the exec-status pipe: right before its
+/// `execve`, and after it if the `execve` failed. The supervisor takes
+/// exactly [`EXEC_STARTED`] followed by the pipe's close as success.
+const EXEC_STARTED: &[u8] = b"X";
+const EXEC_FAILED: &[u8] = b"F";
 
 /// Why the agent did not `execve` (first word of its report to the init).
 const AGENT_FAILED_EXEC: u32 = 0;
 const AGENT_FAILED_COMMAND: u32 = 1;
 const AGENT_NOT_RELEASED: u32 = 2;
-
-/// Where the agent keeps the status channel until its `execve` (above the
-/// declared descriptors, 3..=255, and the staging numbers 800.. and 900..).
-const AGENT_SYNC_FD: RawFd = 990;
 
 /// The release the agent waits for: the command to run (`None`: the
 /// spec's) and the write end of the supervisor's exec-status pipe (closed
@@ -1005,7 +1059,7 @@ fn read_release(sync: BorrowedFd<'_>) -> Result<(Option<ExecCmd>, OwnedFd), (u32
         _ => return Err(gone),
     };
     let refuse = |kind: u32, e: Errno| {
-        let _ = fd::write_all(exec_w.as_fd(), &[1]);
+        let _ = fd::write_all(exec_w.as_fd(), EXEC_FAILED);
         (kind, e)
     };
     let mut flags = [0u8; 1];
@@ -1041,14 +1095,6 @@ fn agent_main(
     err_w: &OwnedFd,
     old_mask: &libc::sigset_t,
 ) -> std::convert::Infallible {
-    let report_as = |kind: u32, e: Errno| -> ! {
-        let mut msg = [0u8; 8];
-        msg[..4].copy_from_slice(&kind.to_le_bytes());
-        msg[4..].copy_from_slice(&e.0.to_le_bytes());
-        let _ = fd::write_all(err_w.as_fd(), &msg);
-        process::exit_now(127)
-    };
-    let report = |e: Errno| -> ! { report_as(AGENT_FAILED_EXEC, e) };
     trace::mark("agent");
     if let Some(a) = start.affinity {
         a.apply_to(0);
@@ -1057,13 +1103,37 @@ fn agent_main(
         // the agent then runs on.
         a.apply_to(1);
     }
-    // The status channel, moved above every number the streams and the
-    // declared descriptors are put on (closed at execve like the rest).
-    if let Err(e) = fd::dup_to(start.sync.as_raw_fd(), AGENT_SYNC_FD) {
-        report(e);
-    }
-    let sync = fd::borrow_raw(AGENT_SYNC_FD);
-    let (umask, fallback) = (start.umask, start.fallback);
+    // Every descriptor the agent works with is first copied, close-on-exec,
+    // above every number in use (and above the declared targets, at most
+    // 255), so that no later placement can clobber one of them.
+    let floor = stdio
+        .iter()
+        .chain(spec.extra_fds.iter().map(|(f, _)| f))
+        .map(|f| f.as_raw_fd())
+        .chain([
+            err_w.as_raw_fd(),
+            start.sync.as_raw_fd(),
+            trace::TRACE_FD,
+            255,
+        ])
+        .max()
+        .unwrap_or(255)
+        + 1;
+    let Ok(err_fd) = fd::dup_above(err_w.as_raw_fd(), floor) else {
+        process::exit_now(127)
+    };
+    let report_as = |kind: u32, e: Errno| -> ! {
+        let mut msg = [0u8; 8];
+        msg[..4].copy_from_slice(&kind.to_le_bytes());
+        msg[4..].copy_from_slice(&e.0.to_le_bytes());
+        let _ = fd::write_all(fd::borrow_raw(err_fd), &msg);
+        process::exit_now(127)
+    };
+    let report = |e: Errno| -> ! { report_as(AGENT_FAILED_EXEC, e) };
+    let high = |f: RawFd| fd::dup_above(f, floor).unwrap_or_else(|e| report(e));
+    // The status channel, for PREPARED and the release.
+    let sync = fd::borrow_raw(high(start.sync.as_raw_fd()));
+    let umask = start.umask;
     process::set_umask(umask);
     if let Err(e) = process::setsid() {
         report(e);
@@ -1073,58 +1143,38 @@ fn agent_main(
             report(e);
         }
     }
-    // Move extra descriptors out of the way, then into place.
-    let mut staged: Vec<(RawFd, i32)> = Vec::new();
-    for (i, (f, target)) in spec.extra_fds.iter().enumerate() {
-        let high = 900 + i as RawFd;
-        if let Err(e) = fd::dup_to(f.as_raw_fd(), high) {
-            report(e);
-        }
-        staged.push((high, *target));
-    }
-    // Stage the streams above everything first, so that no target number
-    // clobbers a source that happens to hold it.
-    for (i, f) in stdio.iter().enumerate() {
-        if let Err(e) = fd::dup_to(f.as_raw_fd(), 800 + i as RawFd) {
-            report(e);
-        }
-    }
-    for i in 0..3 {
-        if let Err(e) = fd::dup_to(800 + i, i) {
-            report(e);
-        }
-    }
-    for (high, target) in &staged {
-        if let Err(e) = fd::dup_to(*high, *target) {
-            report(e);
-        }
-    }
-    // Every descriptor above the declared ones is closed at execve.
-    let first_free = spec
+    // Streams and declared descriptors: staged high, then everything from
+    // 3 up is made close-on-exec, then each is put in place (a dup2 target
+    // is not close-on-exec). So exactly 0-2 and the declared numbers
+    // survive the execve.
+    let streams = [
+        high(stdio[0].as_raw_fd()),
+        high(stdio[1].as_raw_fd()),
+        high(stdio[2].as_raw_fd()),
+    ];
+    let staged: Vec<(RawFd, i32)> = spec
         .extra_fds
         .iter()
-        .map(|(_, n)| *n + 1)
-        .max()
-        .unwrap_or(3)
-        .max(3) as u32;
-    if let Err(e) = fd::cloexec_from(first_free) {
+        .map(|(f, target)| (high(f.as_raw_fd()), *target))
+        .collect();
+    if let Err(e) = fd::cloexec_from(3) {
         report(e);
+    }
+    for (i, s) in streams.iter().enumerate() {
+        if let Err(e) = fd::dup_to(*s, i as RawFd) {
+            report(e);
+        }
+    }
+    for (s, target) in &staged {
+        if let Err(e) = fd::dup_to(*s, *target) {
+            report(e);
+        }
     }
     process::reset_signal_dispositions();
     if let Err(e) = process::set_signal_mask(old_mask) {
         report(e);
     }
-    let extra: &[(libc::__rlimit_resource_t, u64)] = if fallback {
-        &prep.fallback_rlimits
-    } else {
-        &[]
-    };
-    for (res, v) in prep.rlimits.iter().chain(extra) {
-        if let Err(e) = process::set_rlimit(*res, *v) {
-            report(e);
-        }
-    }
-    trace::mark("a:fds+sig+rlimit");
+    trace::mark("a:fds+sig");
     if let Err(e) = mount::chdir(&spec.working_directory) {
         report(e);
     }
@@ -1156,9 +1206,32 @@ fn agent_main(
         Err((kind, e)) => report_as(kind, e),
     };
     let cmd = given.as_ref().unwrap_or(&prep.cmd);
+    // Limits last: the release is read (and allocated) before a memory
+    // rlimit could make that fail.
+    let extra: &[(libc::__rlimit_resource_t, u64)] = if start.fallback {
+        &prep.fallback_rlimits
+    } else {
+        &[]
+    };
+    for (res, v) in prep.rlimits.iter().chain(extra) {
+        if let Err(e) = process::set_rlimit(*res, *v) {
+            let _ = fd::write_all(exec_w.as_fd(), EXEC_FAILED);
+            report(e);
+        }
+    }
     trace::mark("agent execve");
+    // Both watchers learn that this process reached the execve: the
+    // supervisor from the byte (and then the pipe's close by the execve),
+    // the init from the flag (and its own pipe's close). An agent that
+    // dies before this point is a failed launch for both.
+    start
+        .exec_started
+        .store(true, std::sync::atomic::Ordering::Release);
+    if fd::write_all(exec_w.as_fd(), EXEC_STARTED).is_err() {
+        report(Errno(libc::EPIPE));
+    }
     let e = process::execve(&cmd.exe, &cmd.argv, &cmd.envp);
-    let _ = fd::write_all(exec_w.as_fd(), &[1]);
+    let _ = fd::write_all(exec_w.as_fd(), EXEC_FAILED);
     report(e)
 }
 
@@ -1331,24 +1404,29 @@ fn setup_fs(
     let old_root = resolve::open_no_links("/oldroot", libc::O_PATH | libc::O_DIRECTORY)
         .map_err(step("open old root"))?;
     let mut host_bodies = Vec::with_capacity(spec.host_files.len());
+    let mut host_total = 0u64;
     for f in &spec.host_files {
         let what = format!("host file {}", f.source);
-        let fd = resolve::open_in_root(
-            old_root.as_fd(),
-            &f.source,
-            libc::O_RDONLY | libc::O_NOCTTY | libc::O_NONBLOCK,
-        )
-        .map_err(step(&what))?;
-        let m = resolve::meta(fd.as_fd()).map_err(step(&what))?;
+        // Resolved and checked as a path first: opening a device for
+        // reading (a link may point at one) can have effects of its own.
+        let at = resolve::open_in_root(old_root.as_fd(), &f.source, libc::O_PATH)
+            .map_err(step(&what))?;
+        let m = resolve::meta(at.as_fd()).map_err(step(&what))?;
         if !m.is_file() {
             return Err((what, Errno(libc::EINVAL)));
         }
-        let body = resolve::read_all_sized(
-            fd.as_fd(),
-            m.size.min(MAX_HOST_FILE_BYTES) as usize,
-            MAX_HOST_FILE_BYTES as usize,
+        host_total = host_total.saturating_add(m.size);
+        if m.size > MAX_HOST_FILE_BYTES || host_total > MAX_HOST_FILES_TOTAL {
+            return Err((what, Errno(libc::EFBIG)));
+        }
+        let fd = resolve::reopen(
+            at.as_fd(),
+            libc::O_RDONLY | libc::O_NOCTTY | libc::O_NONBLOCK,
         )
         .map_err(step(&what))?;
+        let body =
+            resolve::read_all_sized(fd.as_fd(), m.size as usize, MAX_HOST_FILE_BYTES as usize)
+                .map_err(step(&what))?;
         host_bodies.push(body);
     }
     drop(old_root);

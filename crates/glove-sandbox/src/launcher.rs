@@ -50,9 +50,10 @@ impl StreamIo for Relay {
                 Ok(Some(ToLauncher::Signal(s))) => out.push(Command::Signal(s)),
                 Ok(Some(ToLauncher::Stop(ms))) => out.push(Command::Stop { grace_ms: ms }),
                 // Already running: a late release changes nothing.
-                Ok(Some(ToLauncher::Release | ToLauncher::ReleaseWith(_))) => {}
-                // A second spec is a protocol error: stop the session.
-                Ok(Some(ToLauncher::Spec(_))) | Err(_) => {
+                Ok(Some(ToLauncher::Release)) => {}
+                // A second spec, or a command for an agent that already
+                // runs the spec's, is a protocol error: stop the session.
+                Ok(Some(ToLauncher::Spec(_) | ToLauncher::ReleaseWith(_))) | Err(_) => {
                     out.push(Command::Stop { grace_ms: 0 });
                     break;
                 }

@@ -17,6 +17,9 @@ pub const MAX_ARG_BYTES: usize = 128 * 1024;
 pub const MAX_COMMAND_BYTES: usize = 4 << 20;
 /// Largest host file copied into the view ([`LaunchSpec::host_files`]).
 pub const MAX_HOST_FILE_BYTES: u64 = 1 << 20;
+/// Most bytes of host files together (the root tmpfs holding them is
+/// 16 MiB).
+pub const MAX_HOST_FILES_TOTAL: u64 = 8 << 20;
 /// Smallest scratch size accepted (one page per writable directory is not
 /// enough to do anything; 64 KiB is).
 pub const MIN_DISK_BYTES: u64 = 64 * 1024;
@@ -322,6 +325,30 @@ impl LaunchSpec {
         for (i, a) in targets.iter().enumerate() {
             if targets.iter().skip(i + 1).any(|b| a == b) {
                 return Err(bad(format!("{a} is mounted twice")));
+            }
+        }
+        // Links and files are made in the root file system, some after the
+        // writable directories, copies and grants exist: never below a
+        // mount, where a copied link could lead the init elsewhere.
+        let mounts: Vec<&str> = self
+            .read_only_binds
+            .iter()
+            .map(|b| b.target.as_str())
+            .chain(self.writable_dirs.iter().map(String::as_str))
+            .chain(self.grants.iter().map(|g| g.target.as_str()))
+            .chain(self.bundles.iter().map(|b| b.target.as_str()))
+            .collect();
+        let made = self
+            .symlinks
+            .iter()
+            .map(|(l, _)| l.as_str())
+            .chain(self.files.iter().map(|(p, _)| p.as_str()))
+            .chain(self.host_files.iter().map(|f| f.target.as_str()));
+        for t in made {
+            if let Some(m) = mounts.iter().find(|m| is_within(t, m) && t != **m) {
+                return Err(bad(format!(
+                    "{t} lies below the mount {m}: links and files belong to the root"
+                )));
             }
         }
         for c in &self.copy_in {

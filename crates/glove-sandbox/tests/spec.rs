@@ -70,6 +70,10 @@ fn rules() {
     invalid(|s| s.host_files.push(bind("/etc/hosts", "/etc/passwd")));
     invalid(|s| s.host_files.push(bind("etc/relative", "/etc/x")));
     invalid(|s| s.arguments = vec!["x".into(); 5000]);
+    // Links and files below a mount (a bind, a writable directory).
+    invalid(|s| s.files.push(("/usr/share/x".into(), b"x".to_vec())));
+    invalid(|s| s.host_files.push(bind("/etc/hosts", "/tmp/hosts")));
+    invalid(|s| s.symlinks.push(("/workspace/l".into(), "/etc".into())));
 }
 
 #[test]

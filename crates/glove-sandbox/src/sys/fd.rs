@@ -99,6 +99,13 @@ pub(crate) fn cloexec_from(first: u32) -> SysResult<()> {
     Ok(())
 }
 
+/// `fcntl(F_DUPFD_CLOEXEC)`: a close-on-exec copy of `fd` at the lowest
+/// free number at or above `floor`.
+pub(crate) fn dup_above(fd: RawFd, floor: RawFd) -> SysResult<RawFd> {
+    // SAFETY: F_DUPFD_CLOEXEC only adds a descriptor table entry.
+    check_int(unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, floor) })
+}
+
 /// Sets `O_NONBLOCK` on a descriptor.
 pub(crate) fn set_nonblocking(fd: BorrowedFd<'_>) -> SysResult<()> {
     // SAFETY: fcntl flag manipulation has no memory effects.

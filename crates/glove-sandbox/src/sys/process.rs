@@ -4,7 +4,10 @@
 //! [`clone_into_namespaces`] must only be called from a single-threaded
 //! process: the child is a copy of the caller without `CLONE_VM`, and only a
 //! single-threaded parent guarantees that no lock (allocator, stdio) was held
-//! by another thread at the time of the copy.
+//! by another thread at the time of the copy. The sandbox init's own
+//! children do share its memory: the agent ([`spawn_shared`], the init
+//! suspended until the agent's `execve`) and the network helper
+//! ([`NetUnsharer`], raw system calls only).
 
 use super::{check, check_int, Errno, SysResult};
 use std::ffi::CString;

@@ -50,7 +50,10 @@ fn openat2(
         resolve,
     };
     let dirfd = dir.map(|d| d.as_raw_fd()).unwrap_or(libc::AT_FDCWD);
+    // EAGAIN: a rename raced a scoped lookup; retried, but not forever.
+    let mut tries = 0;
     loop {
+        tries += 1;
         // SAFETY: `p` is NUL-terminated, `how` is a valid open_how whose
         // size we pass; both outlive the call.
         let r = unsafe {
@@ -63,7 +66,7 @@ fn openat2(
             )
         };
         match check(r) {
-            Err(Errno(libc::EAGAIN)) | Err(Errno(libc::EINTR)) => continue,
+            Err(Errno(libc::EAGAIN)) | Err(Errno(libc::EINTR)) if tries < 64 => continue,
             Err(e) => return Err(e),
             // SAFETY: a successful openat2 returns a fresh descriptor we own.
             Ok(fd) => return Ok(unsafe { OwnedFd::from_raw_fd(fd as i32) }),
@@ -104,6 +107,17 @@ pub(crate) fn open_in_root(root: BorrowedFd<'_>, path: &str, flags: i32) -> SysR
         flags,
         libc::RESOLVE_IN_ROOT | libc::RESOLVE_NO_MAGICLINKS,
     )
+}
+
+/// Opens the object an `O_PATH` descriptor refers to, with `flags`
+/// (through `/proc/self/fd`, which must be the sandbox's own procfs).
+pub(crate) fn reopen(at: BorrowedFd<'_>, flags: i32) -> SysResult<OwnedFd> {
+    let p = cstr(&proc_path(at))?;
+    // SAFETY: `p` is NUL-terminated and alive for the call; the result is
+    // owned at once.
+    let fd = check_int(unsafe { libc::open(p.as_ptr(), flags | libc::O_CLOEXEC) })?;
+    // SAFETY: a fresh descriptor from open.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
 
 /// `fstat`.
