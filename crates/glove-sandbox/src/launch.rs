@@ -1431,7 +1431,14 @@ fn setup_fs(
     }
     drop(old_root);
     trace::mark("v:host files read");
-    net.start_detach().map_err(step("detach old root"))?;
+    // Joined now if the namespace is ready (it normally is), so that the
+    // helper can leave as soon as it has detached.
+    let joined_early = net.reported();
+    if joined_early {
+        join_net(net, born_in_net).map_err(step("network namespace"))?;
+    }
+    net.start_detach(joined_early)
+        .map_err(step("detach old root"))?;
 
     // Directories made for links and files so far (most files share /etc).
     let mut made: Vec<String> = Vec::new();
@@ -1458,7 +1465,9 @@ fn setup_fs(
         mount::write_file(path, body, 0o444).map_err(step(&format!("write {path}")))?;
     }
     trace::mark("v:files");
-    join_net(net, born_in_net).map_err(step("network namespace"))?;
+    if !joined_early {
+        join_net(net, born_in_net).map_err(step("network namespace"))?;
+    }
     trace::mark("net joined");
     net.finish_detach().map_err(step("detach old root"))?;
     trace::mark("v:detached");

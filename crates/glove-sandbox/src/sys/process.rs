@@ -480,7 +480,9 @@ pub(crate) fn spawn_shared(
 ///    the helper detaches `/oldroot` (`umount2(MNT_DETACH)`; it shares the
 ///    init's mount namespace, and `pivot_root` moved its root along with
 ///    the init's), writes `D` on success or `F` on failure, and waits until
-///    the init (which joins the namespace meanwhile) closes the pipe.
+///    the init (which joins the namespace meanwhile) closes the pipe. `J`
+///    instead of `D` says the init has joined already: the helper exits
+///    right after its report.
 ///
 /// Detaching a mount tree waits for an RCU grace period (≈ 0.4 ms here);
 /// meanwhile the init goes on with work that needs nothing of the old root.
@@ -525,13 +527,19 @@ extern "C" fn net_unsharer_main(arg: *mut libc::c_void) -> libc::c_int {
     super::trace::mark("h:unshared");
     let _ = rustix::io::write(ready, if made.is_ok() { b"N" } else { b"E" });
     let mut byte = [0u8; 1];
-    if made.is_ok() && matches!(rustix::io::read(hold, &mut byte), Ok(1)) && byte[0] == b'D' {
+    if made.is_ok()
+        && matches!(rustix::io::read(hold, &mut byte), Ok(1))
+        && matches!(byte[0], b'D' | b'J')
+    {
         super::trace::mark("h:detach");
         let detached = rustix::mount::unmount(OLD_ROOT, rustix::mount::UnmountFlags::DETACH);
         super::trace::mark("h:detached");
         let _ = rustix::io::write(ready, if detached.is_ok() { b"D" } else { b"F" });
-        // Until the init has joined the namespace and closes its end.
-        let _ = rustix::io::read(hold, &mut byte);
+        if byte[0] == b'D' {
+            // Until the init has joined the namespace and closes its end
+            // (`J`: it has joined already, so leave at once).
+            let _ = rustix::io::read(hold, &mut byte);
+        }
     }
     // Returning makes glibc's clone call the exit system call for this
     // process alone.
@@ -599,11 +607,24 @@ impl NetUnsharer {
         fds
     }
 
+    /// Whether the helper has reported (so [`NetUnsharer::wait_ready`]
+    /// will not block).
+    pub(crate) fn reported(&self) -> bool {
+        let mut entry = [super::fd::PollEntry {
+            fd: self.ready.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        }];
+        super::fd::poll(&mut entry, 0).is_ok() && entry[0].revents != 0
+    }
+
     /// Asks the helper to detach `/oldroot` once it has created the
-    /// namespace (it does so even before the init has joined it).
-    pub(crate) fn start_detach(&self) -> SysResult<()> {
+    /// namespace (it does so even before the init has joined it). `joined`:
+    /// the init has joined the namespace already, so the helper exits
+    /// right after the detach instead of waiting to be let go.
+    pub(crate) fn start_detach(&self, joined: bool) -> SysResult<()> {
         let hold = self.hold.as_ref().ok_or(Errno(libc::EBADF))?;
-        super::fd::write_all(hold.as_fd(), b"D")
+        super::fd::write_all(hold.as_fd(), if joined { b"J" } else { b"D" })
     }
 
     /// After [`NetUnsharer::wait_ready`] and joining: waits until the
