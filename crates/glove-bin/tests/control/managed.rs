@@ -376,27 +376,31 @@ fn shell_session_end_to_end() {
     assert_eq!(e, "session_not_live");
 }
 
-fn limit_case(limits: Limits, input: &str, limit: &str) {
+/// Starts session `id` under `limits`, feeds it `input` and waits for it to
+/// end: its final state and its receipt body (`None`: no sandbox here).
+fn run_to_receipt(limits: Limits, id: &str, input: &str) -> Option<(Value, Value)> {
     if !sandbox_ok() {
-        return;
+        return None;
     }
     let m = Managed::new(&limits, None);
     let d = m.start();
-    let mut c = created(&m, &d, &limits, "limited");
-    start(&mut c, &m, "limited");
-    c.call("attach", json!({"session_id": "limited"}))
-        .expect("attach");
+    let mut c = created(&m, &d, &limits, id);
+    start(&mut c, &m, id);
+    c.call("attach", json!({"session_id": id})).expect("attach");
     c.set_read_timeout(Some(Duration::from_secs(120)))
         .expect("timeout");
-    c.call(
-        "write_stdin",
-        json!({"session_id": "limited", "data": input}),
-    )
-    .expect("stdin");
-    let mut out = Vec::new();
-    let ended = until_ended(&mut c, &mut out);
+    c.call("write_stdin", json!({"session_id": id, "data": input}))
+        .expect("stdin");
+    let ended = until_ended(&mut c, &mut Vec::new());
     assert_eq!(ended["stage"], "exited", "{ended}");
-    let (body, _) = receipt_of(&mut c, "limited");
+    let (body, _) = receipt_of(&mut c, id);
+    Some((ended, body))
+}
+
+fn limit_case(limits: Limits, input: &str, limit: &str) {
+    let Some((_, body)) = run_to_receipt(limits, "limited", input) else {
+        return;
+    };
     assert_eq!(body["termination"]["reason"], "limit", "{body}");
     assert_eq!(body["termination"]["limit"], limit, "{body}");
     assert!(body["termination"]["limits_reached"]
@@ -408,25 +412,9 @@ fn limit_case(limits: Limits, input: &str, limit: &str) {
 /// A limit that refuses (fork, write) without ending the session: the
 /// receipt lists it among the limits reached.
 fn reached_case(limits: Limits, input: &str, limit: &str) {
-    if !sandbox_ok() {
+    let Some((_, body)) = run_to_receipt(limits, "reached", input) else {
         return;
-    }
-    let m = Managed::new(&limits, None);
-    let d = m.start();
-    let mut c = created(&m, &d, &limits, "reached");
-    start(&mut c, &m, "reached");
-    c.call("attach", json!({"session_id": "reached"}))
-        .expect("attach");
-    c.set_read_timeout(Some(Duration::from_secs(120)))
-        .expect("timeout");
-    c.call(
-        "write_stdin",
-        json!({"session_id": "reached", "data": input}),
-    )
-    .expect("stdin");
-    let ended = until_ended(&mut c, &mut Vec::new());
-    assert_eq!(ended["stage"], "exited", "{ended}");
-    let (body, _) = receipt_of(&mut c, "reached");
+    };
     assert!(
         body["termination"]["limits_reached"]
             .as_array()
