@@ -679,6 +679,30 @@ fn exec_outcome(exec_status: &OwnedFd) -> Result<bool, Errno> {
     Ok(&got[..n] == EXEC_STARTED)
 }
 
+/// For the fuzz target: decodes a release command as the agent does and,
+/// when it decodes, checks that encoding the result gives the same bytes.
+/// Never panics on any input (the round trip holding is asserted).
+#[doc(hidden)]
+pub fn fuzz_release_command(bytes: &[u8]) {
+    let Some(c) = ExecCmd::decode(bytes) else {
+        return;
+    };
+    let s = |c: &CString| c.to_string_lossy().into_owned();
+    let cmd = AgentCommand {
+        executable: s(&c.exe),
+        arguments: c.argv.iter().skip(1).map(s).collect(),
+        environment: c.envp.iter().map(s).collect(),
+    };
+    // Valid UTF-8 strings re-encode to exactly the input.
+    let utf8 = std::iter::once(&c.exe)
+        .chain(&c.argv)
+        .chain(&c.envp)
+        .all(|x| x.to_str().is_ok());
+    if utf8 {
+        assert_eq!(ExecCmd::encode(&cmd), bytes);
+    }
+}
+
 /// Writes a launch phase mark when `GLOVE_LAUNCH_TRACE` is set (see
 /// `docs/performance.md`); a no-op otherwise.
 #[doc(hidden)]
