@@ -154,6 +154,24 @@ fn fail(e: &SandboxError, json: bool) -> i32 {
     EXIT_LAUNCH_FAILED
 }
 
+/// Where `/etc` snapshots are kept: `GLOVE_ETC_SNAPSHOTS` (an absolute
+/// directory, or `off` to copy `/etc` into every sandbox), by default
+/// `/run/glove/etc` for root and `$XDG_RUNTIME_DIR/glove/etc` otherwise.
+fn etc_snapshots() -> Result<Option<std::path::PathBuf>, SandboxError> {
+    match std::env::var_os("GLOVE_ETC_SNAPSHOTS") {
+        None => Ok(glove_sandbox::etc_snapshot::default_dir()),
+        Some(v) if v.is_empty() => Ok(glove_sandbox::etc_snapshot::default_dir()),
+        Some(v) if v == "off" => Ok(None),
+        Some(v) if std::path::Path::new(&v).is_absolute() => Ok(Some(v.into())),
+        Some(v) => Err(SandboxError::Spec {
+            detail: format!(
+                "GLOVE_ETC_SNAPSHOTS={} is neither an absolute directory nor \"off\"",
+                v.to_string_lossy()
+            ),
+        }),
+    }
+}
+
 /// Runs `glove exec` and returns the exit status.
 pub fn run(a: ExecArgs) -> i32 {
     glove_sandbox::launch::trace_mark("exec start");
@@ -189,6 +207,10 @@ pub fn run(a: ExecArgs) -> i32 {
         pty: size,
         strict_limits: a.strict_limits,
         term: std::env::var("TERM").ok(),
+        etc_snapshots: match etc_snapshots() {
+            Ok(d) => d,
+            Err(e) => return fail(&e, a.json),
+        },
     };
     let spec = match exec_spec(req) {
         Ok(s) => s,

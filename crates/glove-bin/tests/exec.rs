@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{glove, is_root, outcome, sandbox_ok, As};
+use common::{glove, glove_with_env, is_root, outcome, sandbox_ok, As};
 
 fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
@@ -99,6 +99,57 @@ fn nothing_inherited_and_explicit_env() {
     assert!(!env.contains("GLOVE_TEST_LEAK"), "{env}");
     assert!(env.contains("FOO=bar\n"), "{env}");
     assert!(env.contains("HOME=/home/agent\n"), "{env}");
+}
+
+#[test]
+fn etc_from_a_snapshot_matches_etc_copied_in() {
+    if !sandbox_ok(As::Caller) {
+        return;
+    }
+    // Names and contents of every file, then a write attempt.
+    let script = "cd /etc && for f in * ssl/*; do \
+        if [ -f \"$f\" ]; then echo \"$f $(md5sum < \"$f\")\"; else echo \"$f/\"; fi; done; \
+        (echo x > /etc/passwd) 2>/dev/null || echo refused; \
+        (echo x > /etc/new) 2>/dev/null || echo refused; \
+        grep -c ' /etc ' /proc/self/mountinfo || true";
+    let cache = tempfile::tempdir().expect("tempdir");
+    let dir = cache.path().join("glove/etc");
+    let run = |value: &std::ffi::OsStr| {
+        let out = glove_with_env(
+            As::Caller,
+            &["exec", "--", "/bin/sh", "-c", script],
+            None,
+            &[("GLOVE_ETC_SNAPSHOTS", value)],
+        );
+        assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+        text(&out.stdout)
+    };
+    let copied = run("off".as_ref());
+    let from_snapshot = run(dir.as_os_str());
+    let (copied_files, copied_mounts) = copied.rsplit_once("refused\n").expect("copied");
+    let (snap_files, snap_mounts) = from_snapshot.rsplit_once("refused\n").expect("snapshot");
+    assert_eq!(copied_files, snap_files);
+    assert!(copied_files.contains("passwd ") && copied_files.contains("ssl/openssl.cnf"));
+    // Copied: /etc is part of the root; from a snapshot: one bind mount.
+    assert_eq!((copied_mounts, snap_mounts), ("0\n", "1\n"));
+    let made: Vec<_> = std::fs::read_dir(&dir).expect("snapshots").collect();
+    assert_eq!(made.len(), 1, "{made:?}");
+    // A second launch uses the same snapshot.
+    assert_eq!(run(dir.as_os_str()), from_snapshot);
+    assert_eq!(std::fs::read_dir(&dir).expect("snapshots").count(), 1);
+
+    let bad = glove_with_env(
+        As::Caller,
+        &["exec", "--json", "--", "/bin/true"],
+        None,
+        &[("GLOVE_ETC_SNAPSHOTS", "relative/dir".as_ref())],
+    );
+    assert_eq!(bad.status.code(), Some(125));
+    assert!(
+        text(&bad.stdout).contains("sandbox_spec_invalid"),
+        "{}",
+        text(&bad.stdout)
+    );
 }
 
 #[test]

@@ -40,7 +40,11 @@ fn main() {
     let mut warm = Vec::with_capacity(runs);
     let mut warm_launch = Vec::with_capacity(runs);
     let mut prepare = Vec::with_capacity(runs);
-    let req = || ExecRequest::new(vec!["/bin/true".into()]);
+    // The profile as `glove exec` uses it: `/etc` from a snapshot.
+    let req = || ExecRequest {
+        etc_snapshots: glove_sandbox::etc_snapshot::default_dir(),
+        ..ExecRequest::new(vec!["/bin/true".into()])
+    };
     let command = AgentCommand {
         executable: "/bin/true".into(),
         arguments: vec![],

@@ -12,7 +12,8 @@
 //!   machines);
 //! * [`seccomp`] — the default-deny allow-list;
 //! * [`outcome`] — what a run used and how it ended;
-//! * [`profile`] — the built-in default profile of `glove exec`;
+//! * [`profile`] — the built-in default profile of `glove exec`, and
+//!   [`etc_snapshot`], the cached read-only `/etc` it binds;
 //! * [`launcher`] and [`wire`] — the single-threaded launcher process a
 //!   multi-threaded service drives over one socket, and its frames;
 //! * [`identity`] — boot id + pid + start time + cgroup, for recovery;
@@ -22,6 +23,7 @@
 pub mod cgroup;
 mod copy;
 pub mod error;
+pub mod etc_snapshot;
 pub mod grants;
 pub mod identity;
 pub mod launch;

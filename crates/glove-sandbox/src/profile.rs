@@ -6,6 +6,7 @@
 //! `/etc/shadow`, `/etc/ssh`, `/etc/sudoers*`, `/etc/ssl/private`, nor
 //! anything of the invoking user's home or working tree unless asked.
 
+use crate::etc_snapshot::Entry;
 use crate::launch::INSIDE_ID;
 use crate::spec::{Bind, CopyIn, Enforcement, LaunchSpec, Terminal};
 use crate::SandboxError;
@@ -89,11 +90,16 @@ pub struct ExecRequest {
     pub strict_limits: bool,
     /// `TERM` for the terminal.
     pub term: Option<String>,
+    /// Where read-only snapshots of the profile's `/etc` are kept (see
+    /// [`crate::etc_snapshot`]); `None` copies the files into each sandbox.
+    /// When no snapshot can be used there, the files are copied too.
+    pub etc_snapshots: Option<std::path::PathBuf>,
 }
 
 impl ExecRequest {
     /// `command` in the default profile: no extra environment or binds, no
-    /// copy, the default limits, pipes, best-effort enforcement.
+    /// copy, the default limits, pipes, best-effort enforcement, `/etc`
+    /// copied in (no snapshot).
     pub fn new(command: Vec<String>) -> ExecRequest {
         ExecRequest {
             command,
@@ -104,6 +110,7 @@ impl ExecRequest {
             pty: None,
             strict_limits: false,
             term: None,
+            etc_snapshots: None,
         }
     }
 }
@@ -137,6 +144,55 @@ pub fn resolve_command(cmd: &str, extra_binds: &[Bind]) -> Result<String, Sandbo
     )))
 }
 
+/// The files of `/etc` the profile generates: the sandbox's users, groups
+/// and host name.
+fn generated_etc() -> Vec<(String, Vec<u8>)> {
+    vec![
+        (
+            "/etc/passwd".to_owned(),
+            format!("root:x:0:0:root:/root:/usr/sbin/nologin\nagent:x:{INSIDE_ID}:{INSIDE_ID}:agent:/home/agent:/bin/sh\n").into_bytes(),
+        ),
+        (
+            "/etc/group".to_owned(),
+            format!("root:x:0:\nagent:x:{INSIDE_ID}:\n").into_bytes(),
+        ),
+        ("/etc/hostname".to_owned(), b"glove\n".to_vec()),
+        (
+            "/etc/hosts".to_owned(),
+            b"127.0.0.1 localhost glove\n::1 localhost\n".to_vec(),
+        ),
+    ]
+}
+
+/// The snapshot in `dir` of the profile's `/etc` (made if missing), or
+/// `None` when it cannot be used (the files are then copied).
+fn etc_snapshot_of(
+    dir: &Path,
+    dirs: &[String],
+    files: &[(String, std::fs::Metadata)],
+    generated: &[(String, Vec<u8>)],
+) -> Option<std::path::PathBuf> {
+    let below = |p: &str| p.strip_prefix("/etc/").map(str::to_owned);
+    let mut entries = Vec::new();
+    for d in dirs {
+        entries.push(Entry::MountPoint { name: below(d)? });
+    }
+    for (path, meta) in files {
+        entries.push(Entry::Host {
+            name: below(path)?,
+            source: path.into(),
+            meta: meta.clone(),
+        });
+    }
+    for (path, body) in generated {
+        entries.push(Entry::Generated {
+            name: below(path)?,
+            body: body.clone(),
+        });
+    }
+    crate::etc_snapshot::ensure(dir, &entries).ok()
+}
+
 /// Builds the launch spec of the default profile.
 pub fn exec_spec(req: ExecRequest) -> Result<LaunchSpec, SandboxError> {
     let (first, rest) = req
@@ -160,38 +216,60 @@ pub fn exec_spec(req: ExecRequest) -> Result<LaunchSpec, SandboxError> {
             _ => {}
         }
     }
-    // Regular files are copied by the sandbox init while it builds the view
-    // (cheaper than one bind mount each, and nothing is read here);
-    // directories and large files are bound read-only.
-    let mut host_files = Vec::new();
+    // From /etc: directories are bound; regular files go into a snapshot
+    // bound as /etc, or are copied by the sandbox init while it builds the
+    // view (large ones bound instead).
+    let mut etc_dirs = Vec::new();
+    let mut etc_files = Vec::new();
     for e in ETC_ALLOWED {
-        let bind = Bind {
-            source: e.to_string(),
-            target: e.to_string(),
-        };
         match std::fs::metadata(e) {
-            Ok(m) if m.is_dir() => binds.push(bind),
-            Ok(m) if m.is_file() && m.len() <= ETC_COPY_MAX => host_files.push(bind),
-            Ok(m) if m.is_file() => binds.push(bind),
+            Ok(m) if m.is_dir() => etc_dirs.push(e.to_string()),
+            Ok(m) if m.is_file() => etc_files.push((e.to_string(), m)),
             _ => {}
         }
     }
+    let files = generated_etc();
+    let snapshot = req
+        .etc_snapshots
+        .as_deref()
+        .filter(|_| {
+            // Extra binds below /etc need mount points the snapshot lacks.
+            !req.ro_binds
+                .iter()
+                .any(|b| b.target == "/etc" || b.target.starts_with("/etc/"))
+        })
+        .and_then(|dir| etc_snapshot_of(dir, &etc_dirs, &etc_files, &files));
+    let dir_binds = etc_dirs.iter().map(|d| Bind {
+        source: d.clone(),
+        target: d.clone(),
+    });
+    let (files, host_files) = match snapshot {
+        Some(snapshot) => {
+            binds.push(Bind {
+                source: snapshot.display().to_string(),
+                target: "/etc".into(),
+            });
+            binds.extend(dir_binds);
+            (Vec::new(), Vec::new())
+        }
+        None => {
+            binds.extend(dir_binds);
+            let mut host_files = Vec::new();
+            for (path, m) in etc_files {
+                let bind = Bind {
+                    source: path.clone(),
+                    target: path,
+                };
+                if m.len() <= ETC_COPY_MAX {
+                    host_files.push(bind);
+                } else {
+                    binds.push(bind);
+                }
+            }
+            (files, host_files)
+        }
+    };
     binds.extend(req.ro_binds.iter().cloned());
-    let files = vec![
-        (
-            "/etc/passwd".to_owned(),
-            format!("root:x:0:0:root:/root:/usr/sbin/nologin\nagent:x:{INSIDE_ID}:{INSIDE_ID}:agent:/home/agent:/bin/sh\n").into_bytes(),
-        ),
-        (
-            "/etc/group".to_owned(),
-            format!("root:x:0:\nagent:x:{INSIDE_ID}:\n").into_bytes(),
-        ),
-        ("/etc/hostname".to_owned(), b"glove\n".to_vec()),
-        (
-            "/etc/hosts".to_owned(),
-            b"127.0.0.1 localhost glove\n::1 localhost\n".to_vec(),
-        ),
-    ];
     let mut environment = vec![
         "HOME=/home/agent".to_owned(),
         "LANG=C.UTF-8".to_owned(),

@@ -129,6 +129,17 @@ pub(crate) fn python_ok() -> bool {
 
 /// Runs the kit's `glove` with `args` as `who`, feeding `stdin`.
 pub(crate) fn glove(who: As, args: &[&str], stdin: Option<&[u8]>) -> Output {
+    glove_with_env(who, args, stdin, &[])
+}
+
+/// [`glove`] with `env` added to its environment.
+#[allow(dead_code)]
+pub(crate) fn glove_with_env(
+    who: As,
+    args: &[&str],
+    stdin: Option<&[u8]>,
+    env: &[(&str, &std::ffi::OsStr)],
+) -> Output {
     let k = kit();
     let mut cmd = match who {
         As::Caller => Command::new(&k.glove),
@@ -147,6 +158,7 @@ pub(crate) fn glove(who: As, args: &[&str], stdin: Option<&[u8]>) -> Output {
         }
     };
     cmd.args(args)
+        .envs(env.iter().copied())
         .current_dir(&k.root)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());

@@ -1,0 +1,589 @@
+//! Read-only snapshots of the `/etc` the default profile shows, kept on the
+//! host and bound into each sandbox as one mount.
+//!
+//! Writing the profile's `/etc` into every sandbox's fresh root costs a
+//! file per entry (and new memory, which is dear on a virtual machine). A
+//! snapshot is the same tree written once into a directory named after a
+//! digest of everything it was made from: each host file's identity (device,
+//! inode, size, modification and change times), the generated files'
+//! contents, and the mount points left for bound directories. A launch whose
+//! digest names an existing snapshot binds it read-only as `/etc`; any
+//! change on the host gives a new digest and so a new snapshot. A snapshot
+//! is never changed after it is renamed into place, which is the last step
+//! of making it (after every file and the directory were synced), so a crash
+//! leaves at most a temporary directory, removed later.
+//!
+//! The snapshot directory (by default `/run/glove/etc` for root and
+//! `$XDG_RUNTIME_DIR/glove/etc` otherwise) and its parent must belong to
+//! the caller and be writable by nobody else; otherwise no snapshot is used
+//! and the files are copied into the sandbox as before. At most
+//! [`MAX_SNAPSHOTS`] snapshots are kept; older ones (and abandoned
+//! temporary directories) are removed when a new snapshot is made.
+
+use sha2::{Digest, Sha256};
+use std::fs::{self, File, Metadata};
+use std::io::{self, Read, Write};
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime};
+
+/// Snapshots kept in one directory.
+pub const MAX_SNAPSHOTS: usize = 16;
+/// Largest host file a snapshot copies.
+pub const MAX_FILE_BYTES: u64 = 1 << 20;
+/// Largest total a snapshot holds.
+pub const MAX_TOTAL_BYTES: u64 = 8 << 20;
+/// A snapshot or temporary directory this old, and not the one in use, may
+/// be removed.
+const STALE_AFTER: Duration = Duration::from_secs(600);
+/// Format of the digested description; changing what a snapshot holds or
+/// how it is laid out changes this.
+const FORMAT: &[u8] = b"glove-etc-snapshot 1\n";
+
+/// One entry of a snapshot, named relative to `/etc` (`ssl/openssl.cnf`).
+#[derive(Debug)]
+pub enum Entry {
+    /// A copy of a host file (links followed), expected to still have the
+    /// identity `meta` when it is copied.
+    Host {
+        /// Name below `/etc`.
+        name: String,
+        /// Host path.
+        source: PathBuf,
+        /// What the host file was when the digest was taken.
+        meta: Metadata,
+    },
+    /// A file with the given contents.
+    Generated {
+        /// Name below `/etc`.
+        name: String,
+        /// Contents.
+        body: Vec<u8>,
+    },
+    /// An empty directory, where a host directory is bound afterwards.
+    MountPoint {
+        /// Name below `/etc`.
+        name: String,
+    },
+}
+
+impl Entry {
+    fn name(&self) -> &str {
+        match self {
+            Entry::Host { name, .. }
+            | Entry::Generated { name, .. }
+            | Entry::MountPoint { name } => name,
+        }
+    }
+}
+
+/// Why no snapshot could be used (the caller then copies the files).
+#[derive(Debug, thiserror::Error)]
+pub enum SnapshotError {
+    /// The snapshot directory is not safe to use.
+    #[error("snapshot directory {path}: {why}")]
+    Unsafe {
+        /// The directory.
+        path: PathBuf,
+        /// What is wrong with it.
+        why: String,
+    },
+    /// An entry's name is not a plain relative path.
+    #[error("bad entry name {0:?}")]
+    BadName(String),
+    /// A host file is not what the digest described (it changed, or is too
+    /// large, or is not a regular file).
+    #[error("host file {path} changed or is unsuitable: {why}")]
+    Source {
+        /// The host path.
+        path: PathBuf,
+        /// What was found.
+        why: String,
+    },
+    /// Reading or writing failed.
+    #[error("{what}: {source}")]
+    Io {
+        /// The operation and path.
+        what: String,
+        /// The error.
+        source: io::Error,
+    },
+}
+
+fn io_err(what: impl Into<String>) -> impl FnOnce(io::Error) -> SnapshotError {
+    let what = what.into();
+    move |source| SnapshotError::Io { what, source }
+}
+
+/// The default snapshot directory for this process, if there is one:
+/// `/run/glove/etc` for root, `$XDG_RUNTIME_DIR/glove/etc` otherwise.
+pub fn default_dir() -> Option<PathBuf> {
+    if crate::sys::process::effective_ids().0 == 0 {
+        return Some(PathBuf::from("/run/glove/etc"));
+    }
+    let runtime = std::env::var_os("XDG_RUNTIME_DIR").map(PathBuf::from)?;
+    runtime.is_absolute().then(|| runtime.join("glove/etc"))
+}
+
+/// The snapshot of `entries` in `dir`, made now if it does not exist yet.
+/// `dir` and its parent are created (mode 0700) if missing; both must be
+/// owned by this process's user and writable by nobody else.
+pub fn ensure(dir: &Path, entries: &[Entry]) -> Result<PathBuf, SnapshotError> {
+    let key = digest(entries)?;
+    check_dirs(dir)?;
+    let snapshot = dir.join(format!("etc-{key}"));
+    match fs::symlink_metadata(&snapshot) {
+        Ok(m) if m.is_dir() => return Ok(snapshot),
+        Ok(_) => {
+            return Err(SnapshotError::Unsafe {
+                path: snapshot,
+                why: "is not a directory".into(),
+            })
+        }
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+        Err(e) => return Err(io_err(format!("stat {}", snapshot.display()))(e)),
+    }
+    let tmp = dir.join(format!(
+        ".tmp-{}-{}",
+        std::process::id(),
+        SystemTime::now()
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or(0)
+    ));
+    fs::DirBuilder::new()
+        .mode(0o700)
+        .create(&tmp)
+        .map_err(io_err(format!("mkdir {}", tmp.display())))?;
+    if let Err(e) = fill(&tmp, entries) {
+        let _ = fs::remove_dir_all(&tmp);
+        return Err(e);
+    }
+    match fs::rename(&tmp, &snapshot) {
+        Ok(()) => {}
+        // Another launch made the same snapshot meanwhile.
+        Err(_) if fs::symlink_metadata(&snapshot).is_ok_and(|m| m.is_dir()) => {
+            let _ = fs::remove_dir_all(&tmp);
+            return Ok(snapshot);
+        }
+        Err(e) => {
+            let _ = fs::remove_dir_all(&tmp);
+            return Err(io_err(format!("rename into {}", snapshot.display()))(e));
+        }
+    }
+    File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(io_err(format!("sync {}", dir.display())))?;
+    remove_old(dir, &snapshot);
+    Ok(snapshot)
+}
+
+/// The hex SHA-256 of the snapshot's description.
+fn digest(entries: &[Entry]) -> Result<String, SnapshotError> {
+    let mut h = Sha256::new();
+    h.update(FORMAT);
+    let mut field = |bytes: &[u8]| {
+        h.update((bytes.len() as u64).to_le_bytes());
+        h.update(bytes);
+    };
+    for e in entries {
+        check_name(e.name())?;
+        match e {
+            Entry::Host { name, meta, .. } => {
+                field(b"host");
+                field(name.as_bytes());
+                for n in identity(meta) {
+                    field(&n.to_le_bytes());
+                }
+            }
+            Entry::Generated { name, body } => {
+                field(b"generated");
+                field(name.as_bytes());
+                field(body);
+            }
+            Entry::MountPoint { name } => {
+                field(b"mount point");
+                field(name.as_bytes());
+            }
+        }
+    }
+    let out = h.finalize();
+    Ok(out.iter().map(|b| format!("{b:02x}")).collect())
+}
+
+/// What identifies a host file's contents without reading them.
+fn identity(m: &Metadata) -> [i64; 8] {
+    [
+        m.dev() as i64,
+        m.ino() as i64,
+        m.size() as i64,
+        m.mode() as i64,
+        m.mtime(),
+        m.mtime_nsec(),
+        m.ctime(),
+        m.ctime_nsec(),
+    ]
+}
+
+/// A name below `/etc`: relative, no `.`/`..`/empty components, no NUL.
+fn check_name(name: &str) -> Result<(), SnapshotError> {
+    let ok = !name.is_empty()
+        && !name.contains('\0')
+        && name
+            .split('/')
+            .all(|c| !c.is_empty() && c != "." && c != "..");
+    if ok {
+        Ok(())
+    } else {
+        Err(SnapshotError::BadName(name.to_owned()))
+    }
+}
+
+/// Creates `dir` and its parent when missing and checks both: real
+/// directories (not links), owned by this user, writable by nobody else;
+/// and that nobody else can replace them.
+fn check_dirs(dir: &Path) -> Result<(), SnapshotError> {
+    let me = crate::sys::process::effective_ids().0;
+    let parent = dir.parent().ok_or_else(|| SnapshotError::Unsafe {
+        path: dir.to_owned(),
+        why: "has no parent".into(),
+    })?;
+    // Nobody else may replace either of them: every directory above
+    // belongs to root or this user and is writable by nobody else, unless
+    // sticky (like /tmp).
+    for d in parent.ancestors().skip(1) {
+        let m = fs::metadata(d).map_err(io_err(format!("stat {}", d.display())))?;
+        let sticky = m.mode() & 0o1000 != 0;
+        if (m.uid() != 0 && m.uid() != me) || (m.mode() & 0o022 != 0 && !sticky) {
+            return Err(SnapshotError::Unsafe {
+                path: d.to_owned(),
+                why: format!(
+                    "belongs to uid {} with mode {:o}: others could replace what is below",
+                    m.uid(),
+                    m.mode() & 0o7777
+                ),
+            });
+        }
+    }
+    for d in [parent, dir] {
+        match fs::DirBuilder::new().mode(0o700).create(d) {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+            Err(e) => return Err(io_err(format!("mkdir {}", d.display()))(e)),
+        }
+        let m = fs::symlink_metadata(d).map_err(io_err(format!("stat {}", d.display())))?;
+        let why = if !m.is_dir() {
+            Some("is not a directory".to_owned())
+        } else if m.uid() != me {
+            Some(format!("belongs to uid {}, not {me}", m.uid()))
+        } else if m.mode() & 0o022 != 0 {
+            Some(format!("mode {:o} lets others write", m.mode() & 0o7777))
+        } else {
+            None
+        };
+        if let Some(why) = why {
+            return Err(SnapshotError::Unsafe {
+                path: d.to_owned(),
+                why,
+            });
+        }
+    }
+    Ok(())
+}
+
+/// Writes every entry below `tmp` and syncs it.
+fn fill(tmp: &Path, entries: &[Entry]) -> Result<(), SnapshotError> {
+    let mut total = 0u64;
+    let mut dirs: Vec<PathBuf> = vec![tmp.to_owned()];
+    let mut mkdirs = |p: &Path| -> Result<(), SnapshotError> {
+        fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o755)
+            .create(p)
+            .map_err(io_err(format!("mkdir {}", p.display())))?;
+        let mut d = p;
+        while d != tmp && !dirs.iter().any(|x| x == d) {
+            dirs.push(d.to_owned());
+            d = d.parent().unwrap_or(tmp);
+        }
+        Ok(())
+    };
+    for e in entries {
+        let path = tmp.join(e.name());
+        match e {
+            Entry::MountPoint { .. } => mkdirs(&path)?,
+            Entry::Generated { body, .. } => {
+                mkdirs(path.parent().unwrap_or(tmp))?;
+                total = total.saturating_add(body.len() as u64);
+                if total > MAX_TOTAL_BYTES {
+                    return Err(SnapshotError::Source {
+                        path: path.clone(),
+                        why: "the snapshot would exceed its size bound".into(),
+                    });
+                }
+                write_file(&path, body)?;
+            }
+            Entry::Host { source, meta, .. } => {
+                mkdirs(path.parent().unwrap_or(tmp))?;
+                let body = read_host(source, meta)?;
+                total = total.saturating_add(body.len() as u64);
+                if total > MAX_TOTAL_BYTES {
+                    return Err(SnapshotError::Source {
+                        path: source.clone(),
+                        why: "the snapshot would exceed its size bound".into(),
+                    });
+                }
+                write_file(&path, &body)?;
+            }
+        }
+    }
+    for d in &dirs {
+        fs::set_permissions(d, fs::Permissions::from_mode(0o755))
+            .map_err(io_err(format!("chmod {}", d.display())))?;
+        File::open(d)
+            .and_then(|f| f.sync_all())
+            .map_err(io_err(format!("sync {}", d.display())))?;
+    }
+    Ok(())
+}
+
+/// Reads a host file, refusing anything but the regular file `meta`
+/// described (same identity before and after the read).
+fn read_host(source: &Path, meta: &Metadata) -> Result<Vec<u8>, SnapshotError> {
+    let bad = |why: &str| SnapshotError::Source {
+        path: source.to_owned(),
+        why: why.to_owned(),
+    };
+    if !meta.is_file() {
+        return Err(bad("not a regular file"));
+    }
+    if meta.size() > MAX_FILE_BYTES {
+        return Err(bad("larger than a snapshot copies"));
+    }
+    // Non-blocking and no controlling terminal, in case it is something
+    // else than a regular file by now (checked right after).
+    let f = fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
+        .open(source)
+        .map_err(io_err(format!("open {}", source.display())))?;
+    let before = f
+        .metadata()
+        .map_err(io_err(format!("stat {}", source.display())))?;
+    if !before.is_file() || identity(&before) != identity(meta) {
+        return Err(bad("changed since it was described"));
+    }
+    let mut body = Vec::with_capacity(meta.size() as usize);
+    (&f).take(MAX_FILE_BYTES + 1)
+        .read_to_end(&mut body)
+        .map_err(io_err(format!("read {}", source.display())))?;
+    let after = f
+        .metadata()
+        .map_err(io_err(format!("stat {}", source.display())))?;
+    if body.len() as u64 != meta.size() || identity(&after) != identity(meta) {
+        return Err(bad("changed while it was read"));
+    }
+    Ok(body)
+}
+
+fn write_file(path: &Path, body: &[u8]) -> Result<(), SnapshotError> {
+    let mut f = fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o444)
+        .open(path)
+        .map_err(io_err(format!("create {}", path.display())))?;
+    f.write_all(body)
+        .and_then(|()| f.sync_data())
+        .map_err(io_err(format!("write {}", path.display())))
+}
+
+/// Removes abandoned temporary directories and stale snapshots (never
+/// `keep`): anything older than [`STALE_AFTER`], then the oldest snapshots
+/// beyond [`MAX_SNAPSHOTS`]. Failures are left for the next time.
+fn remove_old(dir: &Path, keep: &Path) {
+    let Ok(list) = fs::read_dir(dir) else {
+        return;
+    };
+    let now = SystemTime::now();
+    let mut snapshots: Vec<(SystemTime, PathBuf)> = Vec::new();
+    for e in list.flatten() {
+        let path = e.path();
+        let name = e.file_name();
+        let Some(name) = name.to_str() else { continue };
+        if path == keep || !(name.starts_with("etc-") || name.starts_with(".tmp-")) {
+            continue;
+        }
+        let Ok(m) = fs::symlink_metadata(&path) else {
+            continue;
+        };
+        if !m.is_dir() {
+            continue;
+        }
+        let at = m.modified().unwrap_or(SystemTime::UNIX_EPOCH);
+        if now.duration_since(at).unwrap_or_default() >= STALE_AFTER {
+            let _ = fs::remove_dir_all(&path);
+        } else if name.starts_with("etc-") {
+            snapshots.push((at, path));
+        }
+    }
+    // `keep` counts as one of those kept.
+    if snapshots.len() >= MAX_SNAPSHOTS {
+        snapshots.sort();
+        let extra = snapshots.len() + 1 - MAX_SNAPSHOTS;
+        for (_, p) in snapshots.into_iter().take(extra) {
+            let _ = fs::remove_dir_all(p);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn host(dir: &Path, name: &str, body: &str) -> Entry {
+        let p = dir.join(name.replace('/', "_"));
+        fs::write(&p, body).expect("write");
+        Entry::Host {
+            name: name.into(),
+            meta: fs::metadata(&p).expect("stat"),
+            source: p,
+        }
+    }
+
+    fn private_tempdir() -> tempfile::TempDir {
+        let t = tempfile::tempdir().expect("tempdir");
+        fs::set_permissions(t.path(), fs::Permissions::from_mode(0o700)).expect("chmod");
+        t
+    }
+
+    #[test]
+    fn a_snapshot_holds_every_entry_and_is_reused_until_a_source_changes() {
+        let src = tempfile::tempdir().expect("tempdir");
+        let cache = private_tempdir();
+        let dir = cache.path().join("glove/etc");
+        let entries = vec![
+            host(src.path(), "nsswitch.conf", "passwd: files\n"),
+            host(src.path(), "ssl/openssl.cnf", "[x]\n"),
+            Entry::Generated {
+                name: "hostname".into(),
+                body: b"glove\n".to_vec(),
+            },
+            Entry::MountPoint {
+                name: "ssl/certs".into(),
+            },
+        ];
+        let a = ensure(&dir, &entries).expect("snapshot");
+        assert_eq!(
+            fs::read_to_string(a.join("nsswitch.conf")).expect("read"),
+            "passwd: files\n"
+        );
+        assert_eq!(
+            fs::read_to_string(a.join("ssl/openssl.cnf")).expect("read"),
+            "[x]\n"
+        );
+        assert_eq!(
+            fs::read(a.join("hostname")).expect("read"),
+            b"glove\n".to_vec()
+        );
+        assert!(a.join("ssl/certs").is_dir());
+        let mode = |p: &Path| fs::symlink_metadata(p).expect("stat").mode() & 0o777;
+        assert_eq!(mode(&a.join("hostname")), 0o444);
+        assert_eq!(mode(&a), 0o755);
+        assert_eq!(mode(&a.join("ssl")), 0o755);
+        // Same description: the same snapshot, nothing rewritten.
+        let again = ensure(&dir, &entries).expect("snapshot");
+        assert_eq!(a, again);
+
+        // A source edited in place (new size and times) gives a new one.
+        std::thread::sleep(Duration::from_millis(5));
+        let p = src.path().join("nsswitch.conf");
+        fs::write(&p, "passwd: files systemd\n").expect("write");
+        let mut changed = entries;
+        changed[0] = Entry::Host {
+            name: "nsswitch.conf".into(),
+            meta: fs::metadata(&p).expect("stat"),
+            source: p,
+        };
+        let b = ensure(&dir, &changed).expect("snapshot");
+        assert_ne!(a, b);
+        assert_eq!(
+            fs::read_to_string(b.join("nsswitch.conf")).expect("read"),
+            "passwd: files systemd\n"
+        );
+        // The old one stays (it may be in use), bounded by count and age.
+        assert!(a.is_dir());
+    }
+
+    #[test]
+    fn a_source_that_changed_after_it_was_described_is_refused() {
+        let src = tempfile::tempdir().expect("tempdir");
+        let cache = private_tempdir();
+        let dir = cache.path().join("glove/etc");
+        let entry = host(src.path(), "hosts", "a\n");
+        fs::write(src.path().join("hosts"), "longer now\n").expect("write");
+        let e = ensure(&dir, &[entry]).expect_err("changed");
+        assert!(matches!(e, SnapshotError::Source { .. }), "{e}");
+        // Nothing was left behind.
+        let left: Vec<_> = fs::read_dir(&dir).expect("list").collect();
+        assert!(left.is_empty(), "{left:?}");
+    }
+
+    #[test]
+    fn unsafe_directories_and_names_are_refused() {
+        let cache = tempfile::tempdir().expect("tempdir");
+        // Writable by others.
+        let open = cache.path().join("open");
+        fs::create_dir(&open).expect("mkdir");
+        fs::set_permissions(&open, fs::Permissions::from_mode(0o777)).expect("chmod");
+        let e = ensure(&open.join("etc"), &[]).expect_err("unsafe");
+        assert!(matches!(e, SnapshotError::Unsafe { .. }), "{e}");
+        // Below a directory others may write to (and not sticky).
+        fs::DirBuilder::new()
+            .mode(0o700)
+            .create(open.join("a"))
+            .expect("mkdir");
+        let e = ensure(&open.join("a/glove/etc"), &[]).expect_err("unsafe");
+        assert!(matches!(e, SnapshotError::Unsafe { .. }), "{e}");
+        // A link in place of the directory.
+        let private = private_tempdir();
+        let real = private.path().join("real");
+        fs::create_dir(&real).expect("mkdir");
+        std::os::unix::fs::symlink(&real, private.path().join("link")).expect("symlink");
+        let e = ensure(&private.path().join("link/etc"), &[]).expect_err("link");
+        assert!(matches!(e, SnapshotError::Unsafe { .. }), "{e}");
+        for bad in ["", "/abs", "a/../b", "a//b", "./a", "a\0b"] {
+            let e = ensure(
+                &private.path().join("glove/etc"),
+                &[Entry::MountPoint { name: bad.into() }],
+            )
+            .expect_err("bad name");
+            assert!(matches!(e, SnapshotError::BadName(_)), "{bad:?}: {e}");
+        }
+    }
+
+    #[test]
+    fn snapshots_beyond_the_bound_are_removed_oldest_first() {
+        let cache = private_tempdir();
+        let dir = cache.path().join("glove/etc");
+        let mut made = Vec::new();
+        for i in 0..MAX_SNAPSHOTS + 3 {
+            let e = Entry::Generated {
+                name: "n".into(),
+                body: i.to_string().into_bytes(),
+            };
+            made.push(ensure(&dir, &[e]).expect("snapshot"));
+            // Distinct modification times.
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        let left: Vec<PathBuf> = fs::read_dir(&dir)
+            .expect("list")
+            .flatten()
+            .map(|e| e.path())
+            .collect();
+        assert_eq!(left.len(), MAX_SNAPSHOTS, "{left:?}");
+        for p in &made[made.len() - MAX_SNAPSHOTS..] {
+            assert!(left.contains(p), "{p:?} was removed");
+        }
+    }
+}
