@@ -232,15 +232,15 @@ pub fn run(a: ExecArgs) -> i32 {
         forward_input: true,
         pty: a.pty,
     };
-    // The cgroup is removed before the outcome is printed; the sandbox init
-    // has reported the end and is tearing its namespaces down, which this
-    // process does not wait for (it exits at once; the init is reaped by
-    // whoever inherits it).
+    // The sandbox init has reported the end and is tearing its namespaces
+    // down, and the session cgroup (empty, its counters read) is removed by
+    // a detached helper: this process waits for neither (it exits at once;
+    // the init and the helper are reaped by whoever inherits them).
     let result =
         running
             .supervise_keeping(&mut io, Settings::default())
             .map(|(outcome, remains)| {
-                remains.finish_without_reaping();
+                remains.finish_detached();
                 outcome
             });
     if let Some(mode) = &raw {

@@ -402,7 +402,8 @@ fn strict_limits_refuse_without_cgroups() {
 
 /// The sandbox has a network namespace of its own (made by the init's
 /// helper, not inherited), and once `glove exec` has exited none of its
-/// cgroups remain, although it does not wait for the sandbox init's
+/// cgroups remain (removed by a detached helper right after `glove exec`
+/// exits), although it waits neither for that nor for the sandbox init's
 /// namespace teardown (the init leaves the cgroup once the agent runs).
 #[test]
 fn own_network_namespace_and_no_cgroup_left_behind() {
@@ -455,20 +456,31 @@ fn own_network_namespace_and_no_cgroup_left_behind() {
                     .find_map(|l| l.split_once(":memory:").map(|(_, p)| p.to_owned()))
             })
             .unwrap_or_default();
-        for dir in [
+        let dirs = [
             format!("/sys/fs/cgroup/memory{own_memory}"),
             "/sys/fs/cgroup/pids".to_owned(),
             "/sys/fs/cgroup/cpuacct".to_owned(),
             "/sys/fs/cgroup".to_owned(),
-        ] {
-            let Ok(entries) = std::fs::read_dir(&dir) else {
-                continue;
-            };
-            for e in entries.flatten() {
-                let name = e.file_name().to_string_lossy().into_owned();
-                assert!(!name.starts_with(&prefix), "{dir}/{name} was left behind");
-            }
+        ];
+        let left = || -> Vec<String> {
+            dirs.iter()
+                .filter_map(|d| std::fs::read_dir(d).ok().map(|e| (d, e)))
+                .flat_map(|(d, entries)| {
+                    entries
+                        .flatten()
+                        .map(|e| e.file_name().to_string_lossy().into_owned())
+                        .filter(|n| n.starts_with(&prefix))
+                        .map(move |n| format!("{d}/{n}"))
+                })
+                .collect()
+        };
+        // Removed by a helper `glove exec` leaves behind: within moments,
+        // not necessarily before it exits.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(2);
+        while !left().is_empty() && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(5));
         }
+        assert_eq!(left(), Vec::<String>::new(), "left behind");
     }
 }
 

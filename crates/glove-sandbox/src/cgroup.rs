@@ -56,7 +56,17 @@ fn err(detail: impl Into<String>) -> SandboxError {
 }
 
 fn write(path: &Path, value: &str) -> Result<(), SandboxError> {
-    fs::write(path, value).map_err(|e| err(format!("write {value} to {}: {e}", path.display())))
+    write_file(path, value).map_err(|e| err(format!("write {value} to {}: {e}", path.display())))
+}
+
+/// Writes `value` to an existing control file (never creating one: a
+/// missing file is `NotFound`).
+fn write_file(path: &Path, value: &str) -> std::io::Result<()> {
+    use std::io::Write;
+    fs::OpenOptions::new()
+        .write(true)
+        .open(path)?
+        .write_all(value.as_bytes())
 }
 
 fn read_u64(path: &Path) -> Option<u64> {
@@ -73,7 +83,11 @@ fn keyed(path: &Path, key: &str) -> Option<u64> {
 
 /// The caller's own cgroup path for a v1 controller, or for v2 (`""`).
 fn own_path(controller: &str) -> Option<String> {
-    let text = fs::read_to_string("/proc/self/cgroup").ok()?;
+    own_path_in(&fs::read_to_string("/proc/self/cgroup").ok()?, controller)
+}
+
+/// [`own_path`] in the text of `/proc/self/cgroup`.
+fn own_path_in(text: &str, controller: &str) -> Option<String> {
     text.lines().find_map(|l| {
         let mut parts = l.splitn(3, ':');
         let (_, ctrls, path) = (parts.next()?, parts.next()?, parts.next()?);
@@ -136,28 +150,39 @@ impl Cgroup {
             version: Version::V1,
             dirs: Vec::new(),
         };
+        let own = fs::read_to_string("/proc/self/cgroup")
+            .map_err(|e| err(format!("read /proc/self/cgroup: {e}")))?;
         for ctrl in ["memory", "pids", "cpuacct"] {
-            let own = own_path(ctrl).ok_or_else(|| err(format!("no v1 {ctrl} hierarchy")))?;
+            let own =
+                own_path_in(&own, ctrl).ok_or_else(|| err(format!("no v1 {ctrl} hierarchy")))?;
             let base = Path::new(ROOT).join(ctrl);
-            if !base.join("cgroup.procs").exists() {
-                return Err(err(format!("{} is not mounted", base.display())));
-            }
             let dir = base.join(own.trim_start_matches('/')).join(name);
-            fs::create_dir(&dir).map_err(|e| err(format!("mkdir {}: {e}", dir.display())))?;
+            if let Err(e) = fs::create_dir(&dir) {
+                // Said precisely when the hierarchy itself is missing.
+                return Err(if base.join("cgroup.procs").exists() {
+                    err(format!("mkdir {}: {e}", dir.display()))
+                } else {
+                    err(format!("{} is not mounted", base.display()))
+                });
+            }
             cg.dirs.push(dir);
         }
         let mem = &cg.dirs[0];
-        write(
-            &mem.join("memory.limit_in_bytes"),
-            &memory_bytes.to_string(),
-        )?;
-        if mem.join("memory.memsw.limit_in_bytes").exists() {
-            write(
-                &mem.join("memory.memsw.limit_in_bytes"),
-                &memory_bytes.to_string(),
-            )?;
+        let limit = memory_bytes.to_string();
+        write(&mem.join("memory.limit_in_bytes"), &limit)?;
+        // Swap is accounted when this file exists: memory plus swap gets the
+        // same limit. And the cgroup is told not to swap.
+        match write_file(&mem.join("memory.memsw.limit_in_bytes"), &limit) {
+            Ok(()) => {}
+            Err(e) if e.kind() == ErrorKind::NotFound => {}
+            Err(e) => {
+                return Err(err(format!(
+                    "write {limit} to {}: {e}",
+                    mem.join("memory.memsw.limit_in_bytes").display()
+                )))
+            }
         }
-        let _ = fs::write(mem.join("memory.swappiness"), "0");
+        let _ = write_file(&mem.join("memory.swappiness"), "0");
         write(&cg.dirs[1].join("pids.max"), &pids.to_string())?;
         Ok(cg)
     }
@@ -322,6 +347,16 @@ fn remove_dir_retrying(dir: &Path, deadline: std::time::Instant) -> bool {
                 std::thread::sleep(std::time::Duration::from_millis(2));
             }
             Err(_) => return false,
+        }
+    }
+}
+
+impl Cgroup {
+    /// Removes the (empty) cgroup from a detached helper process, for a
+    /// caller about to exit; removes it here if no helper can be started.
+    pub fn remove_detached(mut self) {
+        if crate::sys::process::remove_dirs_detached(&self.dirs).is_some() {
+            self.dirs.clear();
         }
     }
 }

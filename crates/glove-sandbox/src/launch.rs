@@ -505,7 +505,7 @@ fn prepare_inner(spec: LaunchSpec, release_early: bool) -> Result<Prepared, Sand
 }
 
 /// In the init: waits until the helper has created the network namespace
-/// and joins it (the helper stays, to detach the old root); refuses a namespace that is the one
+/// and joins it; refuses a namespace that is the one
 /// the init was born in (fails closed whatever went wrong).
 fn join_net(helper: &process::NetUnsharer, born_in: u64) -> Result<(), Errno> {
     use std::os::unix::fs::MetadataExt;
@@ -904,15 +904,15 @@ fn init_main(
         Ok(s) => s,
         Err(e) => fail(&sync, "agent stack", e),
     };
-    // The helper was let go after the detach and has normally exited by
-    // now; it is reaped before anything of the agent exists.
-    net.reap();
     // What the copies put on the scratch, before the agent writes.
     let disk_at_start = spec
         .writable_dirs
         .first()
         .and_then(|p| mount::used_bytes(p).ok())
         .unwrap_or(0);
+    // The helper was let go once the namespace was joined and has normally
+    // exited by now; it is reaped before anything of the agent exists.
+    net.reap();
     // Started on this CPU, which the vfork wait leaves free (see
     // `CpuSet::pin_here`); the agent widens its mask again at once.
     let affinity = process::CpuSet::pin_here();
@@ -1421,10 +1421,8 @@ fn setup_fs(
     .map_err(step("read-only /dev"))?;
     trace::mark("v:copy+devro");
 
-    // The host files to copy are read now. Then nothing refers to the old
-    // root any more, and the helper detaches it — waiting for an RCU grace
-    // period and releasing the old tree, which whoever drops the last
-    // reference pays for — while this process writes links and files.
+    // The host files to copy are read now; then nothing refers to the old
+    // root any more.
     let old_root = resolve::open_no_links("/oldroot", libc::O_PATH | libc::O_DIRECTORY)
         .map_err(step("open old root"))?;
     let mut host_bodies = Vec::with_capacity(spec.host_files.len());
@@ -1455,14 +1453,6 @@ fn setup_fs(
     }
     drop(old_root);
     trace::mark("v:host files read");
-    // Joined now if the namespace is ready (it normally is), so that the
-    // helper can leave as soon as it has detached.
-    let joined_early = net.reported();
-    if joined_early {
-        join_net(net, born_in_net).map_err(step("network namespace"))?;
-    }
-    net.start_detach(joined_early)
-        .map_err(step("detach old root"))?;
 
     // Directories made for links and files so far (most files share /etc).
     let mut made: Vec<String> = Vec::new();
@@ -1489,11 +1479,9 @@ fn setup_fs(
         mount::write_file(path, body, 0o444).map_err(step(&format!("write {path}")))?;
     }
     trace::mark("v:files");
-    if !joined_early {
-        join_net(net, born_in_net).map_err(step("network namespace"))?;
-    }
-    trace::mark("net joined");
-    net.finish_detach().map_err(step("detach old root"))?;
+    // Detaching waits for an RCU grace period; the helper is normally
+    // still making the network namespace meanwhile.
+    mount::detach("/oldroot").map_err(step("detach old root"))?;
     trace::mark("v:detached");
     mount::rmdir("/oldroot").map_err(step("remove old root"))?;
     mount::mount(
@@ -1504,6 +1492,9 @@ fn setup_fs(
         "",
     )
     .map_err(step("read-only /"))?;
+    join_net(net, born_in_net).map_err(step("network namespace"))?;
+    net.release();
+    trace::mark("net joined");
     Ok(facts)
 }
 

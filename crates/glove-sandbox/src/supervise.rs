@@ -110,6 +110,21 @@ impl Remains {
     /// sandbox's namespaces.
     pub fn finish_without_reaping(mut self) {
         self.cgroup.take();
+        crate::sys::trace::mark("cgroup removed");
+        self.init = None;
+    }
+
+    /// For a process about to exit (`glove exec`): like
+    /// [`Remains::finish_without_reaping`], but the cgroup (empty, its
+    /// counters read) is removed by a detached helper process, so that the
+    /// exit does not wait for the kernel to take it down either. It is
+    /// removed here when no helper can be started. A caller that goes on
+    /// running must not use this (it would leave the helper unreaped).
+    pub fn finish_detached(mut self) {
+        if let Some(cg) = self.cgroup.take() {
+            cg.remove_detached();
+        }
+        crate::sys::trace::mark("cgroup removal started");
         self.init = None;
     }
 }
@@ -358,6 +373,7 @@ impl Running {
             }
         }
 
+        crate::sys::trace::mark("drained");
         // With the init outside the cgroup, the cgroup's counters are final
         // now (every agent process is gone: the init killed and reaped them
         // before reporting); the init is reaped with the remains.

@@ -175,12 +175,17 @@ pub(crate) fn chdir(path: &str) -> SysResult<()> {
     Ok(())
 }
 
+/// `umount2(path, MNT_DETACH)`: detaches the tree mounted at `path`.
+pub(crate) fn detach(path: &str) -> SysResult<()> {
+    let c = cstr(path)?;
+    rustix::mount::unmount(c.as_c_str(), rustix::mount::UnmountFlags::DETACH)
+        .map_err(|e| Errno(e.raw_os_error()))
+}
+
 /// `rmdir(2)`.
 pub(crate) fn rmdir(path: &str) -> SysResult<()> {
-    let p = cstr(path)?;
-    // SAFETY: `p` is NUL-terminated and alive for the call.
-    check_int(unsafe { libc::rmdir(p.as_ptr()) })?;
-    Ok(())
+    let c = cstr(path)?;
+    rustix::fs::rmdir(c.as_c_str()).map_err(|e| Errno(e.raw_os_error()))
 }
 
 /// Used bytes of the file system holding `path` (`statfs`).

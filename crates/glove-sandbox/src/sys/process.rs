@@ -458,36 +458,24 @@ pub(crate) fn spawn_shared(
 }
 
 /// A helper of the sandbox init that creates the sandbox's network
-/// namespace on another core while the init builds the file system view,
-/// and then detaches the old root while the init writes `/etc`.
+/// namespace on another core while the init builds the file system view.
 ///
 /// It is started with `CLONE_VM` (no page tables are copied, so it costs
 /// the init a few microseconds) but *without* `CLONE_VFORK`: it runs
 /// alongside the init in the same memory. It therefore touches nothing but
 /// its own stack, four descriptor numbers written before it starts and
 /// string literals, and makes only raw system calls that never write
-/// `errno` (rustix; the launch trace marks too), so it cannot disturb the
-/// init. The init keeps it off the CPU it runs on
+/// `errno` and cannot panic (rustix; the launch trace marks too), so it
+/// cannot disturb the init. The init keeps it off the CPU it runs on
 /// ([`keep_off_current_cpu`]).
 ///
-/// 1. It closes its copies of the init's pipe ends, calls
-///    `unshare(CLONE_NEWNET)` (it is in the init's user namespace, where it
-///    has every capability) and writes one byte: `N` on success, `E` on
-///    failure. The init joins the namespace through the helper's pidfd.
-/// 2. It blocks on a second pipe. If the init closes it (or fails and
-///    exits), the helper exits. If the init writes `D`
-///    ([`NetUnsharer::start_detach`], possibly before it has read `N`),
-///    the helper detaches `/oldroot` (`umount2(MNT_DETACH)`; it shares the
-///    init's mount namespace, and `pivot_root` moved its root along with
-///    the init's), writes `D` on success or `F` on failure, and waits until
-///    the init (which joins the namespace meanwhile) closes the pipe. `J`
-///    instead of `D` says the init has joined already: the helper exits
-///    right after its report.
-///
-/// Detaching a mount tree waits for an RCU grace period (≈ 0.4 ms here);
-/// meanwhile the init goes on with work that needs nothing of the old root.
-/// [`NetUnsharer::finish_detach`] waits for the report and reaps the helper:
-/// the init fails closed unless the detach succeeded.
+/// It closes its copies of the init's pipe ends, calls
+/// `unshare(CLONE_NEWNET)` (it is in the init's user namespace, where it
+/// has every capability) and writes one byte: `N` on success, `E` on
+/// failure. The init joins the namespace through the helper's pidfd, then
+/// closes the second pipe ([`NetUnsharer::release`]), on which the helper
+/// blocks meanwhile, and the helper exits; the init reaps it before the
+/// agent exists ([`NetUnsharer::reap`]).
 pub(crate) struct NetUnsharer {
     pid: libc::pid_t,
     pidfd: OwnedFd,
@@ -496,9 +484,6 @@ pub(crate) struct NetUnsharer {
 }
 
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
-
-/// What the helper detaches when asked.
-const OLD_ROOT: &std::ffi::CStr = c"/oldroot";
 
 extern "C" fn net_unsharer_main(arg: *mut libc::c_void) -> libc::c_int {
     // SAFETY: `arg` points at four descriptor numbers written into the
@@ -518,29 +503,17 @@ extern "C" fn net_unsharer_main(arg: *mut libc::c_void) -> libc::c_int {
     let (ready, hold) = unsafe { (BorrowedFd::borrow_raw(ready), BorrowedFd::borrow_raw(hold)) };
     // Its working directory is the supervisor's, somewhere in the old root:
     // at `/`, `pivot_root` moves it to the new root with the init's, and it
-    // holds nothing of the old tree (or it would pay for tearing that down
-    // when it exits, with the init waiting to reap it).
+    // holds nothing of the old tree (which the init detaches; a reference
+    // here would make this helper's exit pay for tearing that tree down).
     let _ = rustix::process::chdir(c"/");
     super::trace::mark("h:start");
     // SAFETY: NEWNET only affects this process's own network namespace.
     let made = unsafe { rustix::thread::unshare_unsafe(rustix::thread::UnshareFlags::NEWNET) };
     super::trace::mark("h:unshared");
     let _ = rustix::io::write(ready, if made.is_ok() { b"N" } else { b"E" });
+    // Until the init has joined the namespace (and closes its end).
     let mut byte = [0u8; 1];
-    if made.is_ok()
-        && matches!(rustix::io::read(hold, &mut byte), Ok(1))
-        && matches!(byte[0], b'D' | b'J')
-    {
-        super::trace::mark("h:detach");
-        let detached = rustix::mount::unmount(OLD_ROOT, rustix::mount::UnmountFlags::DETACH);
-        super::trace::mark("h:detached");
-        let _ = rustix::io::write(ready, if detached.is_ok() { b"D" } else { b"F" });
-        if byte[0] == b'D' {
-            // Until the init has joined the namespace and closes its end
-            // (`J`: it has joined already, so leave at once).
-            let _ = rustix::io::read(hold, &mut byte);
-        }
-    }
+    let _ = rustix::io::read(hold, &mut byte);
     // Returning makes glibc's clone call the exit system call for this
     // process alone.
     0
@@ -607,40 +580,9 @@ impl NetUnsharer {
         fds
     }
 
-    /// Whether the helper has reported (so [`NetUnsharer::wait_ready`]
-    /// will not block).
-    pub(crate) fn reported(&self) -> bool {
-        let mut entry = [super::fd::PollEntry {
-            fd: self.ready.as_raw_fd(),
-            events: libc::POLLIN,
-            revents: 0,
-        }];
-        super::fd::poll(&mut entry, 0).is_ok() && entry[0].revents != 0
-    }
-
-    /// Asks the helper to detach `/oldroot` once it has created the
-    /// namespace (it does so even before the init has joined it). `joined`:
-    /// the init has joined the namespace already, so the helper exits
-    /// right after the detach instead of waiting to be let go.
-    pub(crate) fn start_detach(&self, joined: bool) -> SysResult<()> {
-        let hold = self.hold.as_ref().ok_or(Errno(libc::EBADF))?;
-        super::fd::write_all(hold.as_fd(), if joined { b"J" } else { b"D" })
-    }
-
-    /// After [`NetUnsharer::wait_ready`] and joining: waits until the
-    /// helper reports the detach and lets it go (it exits at once). An
-    /// error unless `/oldroot` was detached. [`NetUnsharer::reap`] later,
-    /// before anything of the agent exists: by then the helper is gone
-    /// and the init does not wait for its exit.
-    pub(crate) fn finish_detach(&mut self) -> SysResult<()> {
-        let mut byte = [0u8; 1];
-        let got = super::fd::read(self.ready.as_fd(), &mut byte);
+    /// Lets the helper go (after joining its namespace): it exits.
+    pub(crate) fn release(&mut self) {
         self.hold.take();
-        match got? {
-            1 if byte[0] == b'D' => Ok(()),
-            1 => Err(Errno(libc::EBUSY)),
-            _ => Err(Errno(libc::ECHILD)),
-        }
     }
 
     /// Reaps the helper (waiting for its exit if it has not left yet).
@@ -663,4 +605,88 @@ impl NetUnsharer {
     pub(crate) fn pidfd(&self) -> BorrowedFd<'_> {
         self.pidfd.as_fd()
     }
+}
+
+/// Removes each of `dirs` (empty cgroup directories) from a detached
+/// process, so that a caller about to exit (`glove exec`) does not wait for
+/// the kernel to take the cgroups down. False (nothing started) when the
+/// process could not be made; the caller then removes them itself.
+///
+/// The remover is started like the network helper: `CLONE_VM` without
+/// `CLONE_VFORK`, its own leaked stack, and only raw system calls that
+/// never write `errno`. Everything it reads (the paths) is leaked too, so
+/// nothing it uses is freed while it runs, even after the caller exits (it
+/// keeps the shared memory alive); it must not panic either (a panic
+/// allocates), so it only closes descriptors known to be open. It closes its
+/// copies of the standard streams and the trace descriptor first, so that
+/// nobody reading the
+/// caller's output waits for it, and retries a busy directory every 2 ms
+/// for at most 200 ms (a task of the session may still be leaving). When
+/// the caller has exited, the remover's parent is whoever inherited it; a
+/// caller that goes on running should reap it (its pid is returned).
+pub(crate) fn remove_dirs_detached(dirs: &[std::path::PathBuf]) -> Option<libc::pid_t> {
+    use std::os::unix::ffi::OsStrExt;
+    let paths: Vec<std::ffi::CString> = dirs
+        .iter()
+        .map(|d| std::ffi::CString::new(d.as_os_str().as_bytes()))
+        .collect::<Result<_, _>>()
+        .ok()?;
+    let paths: &'static [std::ffi::CString] = Box::leak(paths.into_boxed_slice());
+    // Which of the standard streams and the trace descriptor are open here
+    // (closing a number that is not open is a bug rustix asserts on).
+    let close: Vec<RawFd> = [0, 1, 2, super::trace::TRACE_FD]
+        .into_iter()
+        // SAFETY: F_GETFD only reads this process's descriptor flags.
+        .filter(|fd| unsafe { libc::fcntl(*fd, libc::F_GETFD) } >= 0)
+        .collect();
+    let close: &'static [RawFd] = Box::leak(close.into_boxed_slice());
+    let arg: &'static RemoverArgs = Box::leak(Box::new(RemoverArgs { paths, close }));
+    let stack = ChildStack::new(16 * 1024).ok()?;
+    let top = (stack.base as usize + stack.len) & !15;
+    std::mem::forget(stack);
+    // SAFETY: the child runs `remover_main` on its own leaked stack and
+    // reads only the leaked paths (see above); it never returns into this
+    // function's frames.
+    let pid = unsafe {
+        libc::clone(
+            remover_main,
+            top as *mut libc::c_void,
+            libc::CLONE_VM | libc::SIGCHLD,
+            (arg as *const RemoverArgs).cast_mut().cast(),
+        )
+    };
+    (pid > 0).then_some(pid)
+}
+
+/// What the remover works on (leaked: never freed).
+struct RemoverArgs {
+    paths: &'static [std::ffi::CString],
+    /// Descriptors open in the caller when it started the remover.
+    close: &'static [RawFd],
+}
+
+extern "C" fn remover_main(arg: *mut libc::c_void) -> libc::c_int {
+    // SAFETY: `arg` is the leaked value made by `remove_dirs_detached`,
+    // never freed.
+    let RemoverArgs { paths, close } = unsafe { &*arg.cast::<RemoverArgs>() };
+    for fd in close.iter() {
+        // SAFETY: closes this process's own copy (no CLONE_FILES) of a
+        // descriptor that was open at the clone and that nothing here uses.
+        unsafe { rustix::io::close(*fd) };
+    }
+    let pause = rustix::thread::Timespec {
+        tv_sec: 0,
+        tv_nsec: 2_000_000,
+    };
+    for p in paths.iter() {
+        for _ in 0..100 {
+            match rustix::fs::rmdir(p.as_c_str()) {
+                Err(rustix::io::Errno::BUSY) | Err(rustix::io::Errno::AGAIN) => {
+                    let _ = rustix::thread::nanosleep(&pause);
+                }
+                _ => break,
+            }
+        }
+    }
+    0
 }
