@@ -912,7 +912,9 @@ fn init_main(
         .unwrap_or(0);
     // The helper was let go once the namespace was joined and has normally
     // exited by now; it is reaped before anything of the agent exists.
+    trace::mark("i:reaping helper");
     net.reap();
+    trace::mark("i:helper reaped");
     // Started on this CPU, which the vfork wait leaves free (see
     // `CpuSet::pin_here`); the agent widens its mask again at once.
     let affinity = process::CpuSet::pin_here();
