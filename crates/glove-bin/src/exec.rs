@@ -236,13 +236,18 @@ pub fn run(a: ExecArgs) -> i32 {
     // down, and the session cgroup (empty, its counters read) is removed by
     // a detached helper: this process waits for neither (it exits at once;
     // the init and the helper are reaped by whoever inherits them).
-    let result =
-        running
-            .supervise_keeping(&mut io, Settings::default())
-            .map(|(outcome, remains)| {
-                remains.finish_detached();
-                outcome
-            });
+    let result = running
+        .supervise_keeping(
+            &mut io,
+            Settings {
+                exit_after: true,
+                ..Settings::default()
+            },
+        )
+        .map(|(outcome, remains)| {
+            remains.finish_detached();
+            outcome
+        });
     if let Some(mode) = &raw {
         tty::restore(io.stdin.as_fd(), mode);
     }

@@ -411,8 +411,10 @@ fn own_network_namespace_and_no_cgroup_left_behind() {
         return;
     }
     let host_net = std::fs::read_link("/proc/self/ns/net").expect("own net ns");
-    for _ in 0..5 {
-        let child = std::process::Command::new(&common::kit().glove)
+    // Five at once: the sessions' cgroups are made and removed concurrently.
+    let children: Vec<std::process::Child> = (0..5)
+        .map(|_| {
+            std::process::Command::new(&common::kit().glove)
             .args([
                 "exec",
                 "--",
@@ -423,7 +425,10 @@ fn own_network_namespace_and_no_cgroup_left_behind() {
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::piped())
             .spawn()
-            .expect("spawn glove");
+            .expect("spawn glove")
+        })
+        .collect();
+    for child in children {
         let pid = child.id();
         let out = child.wait_with_output().expect("wait");
         assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));

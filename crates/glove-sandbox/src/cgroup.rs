@@ -30,6 +30,11 @@ pub struct Cgroup {
     version: Version,
     /// v2: one directory. v1: memory, pids, cpuacct directories.
     dirs: Vec<PathBuf>,
+    /// Counter files opened ahead ([`Cgroup::open_counters`]), read with
+    /// `pread` instead of being opened on every read.
+    open: Vec<(PathBuf, fs::File)>,
+    /// A removal helper started ahead ([`Cgroup::prepare_detached_removal`]).
+    remover: Option<crate::sys::process::Remover>,
 }
 
 /// Counters read after the session.
@@ -69,12 +74,11 @@ fn write_file(path: &Path, value: &str) -> std::io::Result<()> {
         .write_all(value.as_bytes())
 }
 
-fn read_u64(path: &Path) -> Option<u64> {
-    fs::read_to_string(path).ok()?.trim().parse().ok()
+fn parse_u64(text: &str) -> Option<u64> {
+    text.trim().parse().ok()
 }
 
-fn keyed(path: &Path, key: &str) -> Option<u64> {
-    let text = fs::read_to_string(path).ok()?;
+fn parse_keyed(text: &str, key: &str) -> Option<u64> {
     text.lines().find_map(|l| {
         let (k, v) = l.split_once(' ')?;
         (k == key).then(|| v.trim().parse().ok()).flatten()
@@ -137,6 +141,8 @@ impl Cgroup {
         let cg = Cgroup {
             version: Version::V2,
             dirs: vec![dir.clone()],
+            open: Vec::new(),
+            remover: None,
         };
         write(&dir.join("memory.max"), &memory_bytes.to_string())?;
         write(&dir.join("memory.swap.max"), "0")?;
@@ -149,6 +155,8 @@ impl Cgroup {
         let mut cg = Cgroup {
             version: Version::V1,
             dirs: Vec::new(),
+            open: Vec::new(),
+            remover: None,
         };
         let own = fs::read_to_string("/proc/self/cgroup")
             .map_err(|e| err(format!("read /proc/self/cgroup: {e}")))?;
@@ -185,6 +193,81 @@ impl Cgroup {
         let _ = write_file(&mem.join("memory.swappiness"), "0");
         write(&cg.dirs[1].join("pids.max"), &pids.to_string())?;
         Ok(cg)
+    }
+
+    /// The text of a control file: through the descriptor opened ahead if
+    /// there is one, else opened now.
+    fn text(&self, path: &Path) -> Option<String> {
+        use std::os::unix::fs::FileExt;
+        let Some((_, f)) = self.open.iter().find(|(p, _)| p == path) else {
+            return fs::read_to_string(path).ok();
+        };
+        let mut out = Vec::new();
+        let mut buf = [0u8; 4096];
+        loop {
+            let n = f.read_at(&mut buf, out.len() as u64).ok()?;
+            if n == 0 || out.len() + n > 1 << 20 {
+                break;
+            }
+            out.extend_from_slice(&buf[..n]);
+        }
+        String::from_utf8(out).ok()
+    }
+
+    fn read_u64(&self, path: &Path) -> Option<u64> {
+        parse_u64(&self.text(path)?)
+    }
+
+    fn keyed(&self, path: &Path, key: &str) -> Option<u64> {
+        parse_keyed(&self.text(path)?, key)
+    }
+
+    /// Opens the counter files read while the session runs and at its end
+    /// (CPU time, tasks, peaks, events), so that each later read is one
+    /// `pread`. Files that cannot be opened are read by path as before.
+    pub fn open_counters(&mut self) {
+        let names: &[(usize, &str)] = match self.version {
+            Version::V2 => &[
+                (0, "cpu.stat"),
+                (0, "pids.current"),
+                (0, "memory.peak"),
+                (0, "memory.events"),
+                (0, "pids.events"),
+                (0, "pids.peak"),
+            ],
+            Version::V1 => &[
+                (2, "cpuacct.usage"),
+                (1, "pids.current"),
+                (0, "memory.max_usage_in_bytes"),
+                (0, "memory.oom_control"),
+                (0, "memory.failcnt"),
+                (1, "pids.events"),
+            ],
+        };
+        for (dir, name) in names {
+            let Some(d) = self.dirs.get(*dir) else {
+                continue;
+            };
+            let path = d.join(name);
+            if self.open.iter().any(|(p, _)| *p == path) {
+                continue;
+            }
+            if let Ok(f) = fs::File::open(&path) {
+                self.open.push((path, f));
+            }
+        }
+    }
+
+    /// For a caller that will exit right after the session
+    /// ([`Cgroup::remove_detached`]): starts the helper that will remove
+    /// the cgroup now, while the session runs, so that the end costs only a
+    /// message to it. The helper also removes the cgroup if this process
+    /// dies first. False when it could not be started.
+    pub fn prepare_detached_removal(&mut self) -> bool {
+        if self.remover.is_none() {
+            self.remover = crate::sys::process::Remover::start(&self.dirs);
+        }
+        self.remover.is_some()
     }
 
     /// The cgroup version in use.
@@ -227,10 +310,10 @@ impl Cgroup {
     /// CPU time so far, nanoseconds.
     pub fn cpu_ns(&self) -> Option<u64> {
         match self.version {
-            Version::V2 => {
-                keyed(&self.dirs[0].join("cpu.stat"), "usage_usec").map(|u| u.saturating_mul(1000))
-            }
-            Version::V1 => read_u64(&self.dirs[2].join("cpuacct.usage")),
+            Version::V2 => self
+                .keyed(&self.dirs[0].join("cpu.stat"), "usage_usec")
+                .map(|u| u.saturating_mul(1000)),
+            Version::V1 => self.read_u64(&self.dirs[2].join("cpuacct.usage")),
         }
     }
 
@@ -240,7 +323,7 @@ impl Cgroup {
             Version::V2 => &self.dirs[0],
             Version::V1 => &self.dirs[1],
         };
-        read_u64(&d.join("pids.current"))
+        self.read_u64(&d.join("pids.current"))
     }
 
     /// Kills every task (v2 `cgroup.kill`; v1 by listing the tasks).
@@ -266,21 +349,29 @@ impl Cgroup {
                 let d = &self.dirs[0];
                 CgroupStats {
                     cpu_ns: self.cpu_ns().unwrap_or(0),
-                    memory_peak: read_u64(&d.join("memory.peak")).unwrap_or(0),
-                    oom_kills: keyed(&d.join("memory.events"), "oom_kill").unwrap_or(0),
-                    memory_failcnt: keyed(&d.join("memory.events"), "max").unwrap_or(0),
-                    pids_max_events: keyed(&d.join("pids.events"), "max").unwrap_or(0),
-                    pids_peak: read_u64(&d.join("pids.peak")),
+                    memory_peak: self.read_u64(&d.join("memory.peak")).unwrap_or(0),
+                    oom_kills: self
+                        .keyed(&d.join("memory.events"), "oom_kill")
+                        .unwrap_or(0),
+                    memory_failcnt: self.keyed(&d.join("memory.events"), "max").unwrap_or(0),
+                    pids_max_events: self.keyed(&d.join("pids.events"), "max").unwrap_or(0),
+                    pids_peak: self.read_u64(&d.join("pids.peak")),
                 }
             }
             Version::V1 => {
                 let m = &self.dirs[0];
                 CgroupStats {
                     cpu_ns: self.cpu_ns().unwrap_or(0),
-                    memory_peak: read_u64(&m.join("memory.max_usage_in_bytes")).unwrap_or(0),
-                    oom_kills: keyed(&m.join("memory.oom_control"), "oom_kill").unwrap_or(0),
-                    memory_failcnt: read_u64(&m.join("memory.failcnt")).unwrap_or(0),
-                    pids_max_events: keyed(&self.dirs[1].join("pids.events"), "max").unwrap_or(0),
+                    memory_peak: self
+                        .read_u64(&m.join("memory.max_usage_in_bytes"))
+                        .unwrap_or(0),
+                    oom_kills: self
+                        .keyed(&m.join("memory.oom_control"), "oom_kill")
+                        .unwrap_or(0),
+                    memory_failcnt: self.read_u64(&m.join("memory.failcnt")).unwrap_or(0),
+                    pids_max_events: self
+                        .keyed(&self.dirs[1].join("pids.events"), "max")
+                        .unwrap_or(0),
                     pids_peak: None,
                 }
             }
@@ -352,17 +443,26 @@ fn remove_dir_retrying(dir: &Path, deadline: std::time::Instant) -> bool {
 }
 
 impl Cgroup {
-    /// Removes the (empty) cgroup from a detached helper process, for a
-    /// caller about to exit; removes it here if no helper can be started.
+    /// Removes the (empty) cgroup from a detached helper process (the one
+    /// started ahead, or a new one), for a caller about to exit; removes it
+    /// here if no helper can be started.
     pub fn remove_detached(mut self) {
-        if crate::sys::process::remove_dirs_detached(&self.dirs).is_some() {
-            self.dirs.clear();
+        self.open.clear();
+        let remover = self
+            .remover
+            .take()
+            .or_else(|| crate::sys::process::Remover::start(&self.dirs));
+        if let Some(r) = remover {
+            if r.go() {
+                self.dirs.clear();
+            }
         }
     }
 }
 
 impl Drop for Cgroup {
     fn drop(&mut self) {
+        self.open.clear();
         let deadline = std::time::Instant::now() + std::time::Duration::from_millis(100);
         for d in &self.dirs {
             remove_dir_retrying(d, deadline);

@@ -72,12 +72,18 @@ pub trait StreamIo {
 pub struct Settings {
     /// How often limits are sampled.
     pub tick: Duration,
+    /// The caller exits right after the session and ends it with
+    /// [`Remains::finish_detached`]: the helper that removes the cgroup is
+    /// started while the session runs (it also removes the cgroup if the
+    /// caller dies first). Not for a caller that goes on running.
+    pub exit_after: bool,
 }
 
 impl Default for Settings {
     fn default() -> Self {
         Settings {
             tick: Duration::from_millis(20),
+            exit_after: false,
         }
     }
 }
@@ -169,6 +175,14 @@ impl Running {
                 Streams::Pty { master, .. } => (master.as_raw_fd(), None, master.try_clone().ok()),
             };
         let is_pty = matches!(self.streams, Streams::Pty { .. });
+        // While the agent starts: what the watchdog and the end will read,
+        // and (for a caller about to exit) the cgroup's remover.
+        if let Some(cg) = &mut self.cgroup {
+            cg.open_counters();
+            if settings.exit_after {
+                cg.prepare_detached_removal();
+            }
+        }
         for f in [Some(out_fd), err_fd].into_iter().flatten() {
             // SAFETY-free: borrow the raw descriptors we own through `self.streams`.
             let _ = fd::set_nonblocking(borrow(f));

@@ -607,73 +607,117 @@ impl NetUnsharer {
     }
 }
 
-/// Removes each of `dirs` (empty cgroup directories) from a detached
-/// process, so that a caller about to exit (`glove exec`) does not wait for
-/// the kernel to take the cgroups down. False (nothing started) when the
-/// process could not be made; the caller then removes them itself.
+/// A helper process that removes the session's cgroup directories once
+/// told to ([`Remover::go`]) or once its starter is gone, so that a caller
+/// about to exit (`glove exec`) does not wait for the kernel to take the
+/// cgroups down. It is started ahead, while the session runs, so that the
+/// end costs one byte on a pipe.
 ///
-/// The remover is started like the network helper: `CLONE_VM` without
-/// `CLONE_VFORK`, its own leaked stack, and only raw system calls that
-/// never write `errno`. Everything it reads (the paths) is leaked too, so
-/// nothing it uses is freed while it runs, even after the caller exits (it
-/// keeps the shared memory alive); it must not panic either (a panic
-/// allocates), so it only closes descriptors known to be open. It closes its
-/// copies of the standard streams and the trace descriptor first, so that
-/// nobody reading the
-/// caller's output waits for it, and retries a busy directory every 2 ms
-/// for at most 200 ms (a task of the session may still be leaving). When
-/// the caller has exited, the remover's parent is whoever inherited it; a
-/// caller that goes on running should reap it (its pid is returned).
-pub(crate) fn remove_dirs_detached(dirs: &[std::path::PathBuf]) -> Option<libc::pid_t> {
-    use std::os::unix::ffi::OsStrExt;
-    let paths: Vec<std::ffi::CString> = dirs
-        .iter()
-        .map(|d| std::ffi::CString::new(d.as_os_str().as_bytes()))
-        .collect::<Result<_, _>>()
-        .ok()?;
-    let paths: &'static [std::ffi::CString] = Box::leak(paths.into_boxed_slice());
-    // Which of the standard streams and the trace descriptor are open here
-    // (closing a number that is not open is a bug rustix asserts on).
-    let close: Vec<RawFd> = [0, 1, 2, super::trace::TRACE_FD]
-        .into_iter()
-        // SAFETY: F_GETFD only reads this process's descriptor flags.
-        .filter(|fd| unsafe { libc::fcntl(*fd, libc::F_GETFD) } >= 0)
-        .collect();
-    let close: &'static [RawFd] = Box::leak(close.into_boxed_slice());
-    let arg: &'static RemoverArgs = Box::leak(Box::new(RemoverArgs { paths, close }));
-    let stack = ChildStack::new(16 * 1024).ok()?;
-    let top = (stack.base as usize + stack.len) & !15;
-    std::mem::forget(stack);
-    // SAFETY: the child runs `remover_main` on its own leaked stack and
-    // reads only the leaked paths (see above); it never returns into this
-    // function's frames.
-    let pid = unsafe {
-        libc::clone(
-            remover_main,
-            top as *mut libc::c_void,
-            libc::CLONE_VM | libc::SIGCHLD,
-            (arg as *const RemoverArgs).cast_mut().cast(),
-        )
-    };
-    (pid > 0).then_some(pid)
+/// Started like the network helper: `CLONE_VM` without `CLONE_VFORK`, its
+/// own leaked stack, and only raw system calls that neither write `errno`
+/// nor panic (a panic would allocate in the shared memory). Everything it
+/// reads (paths, descriptor numbers) is leaked too, so nothing it uses is
+/// freed while it runs, even after the caller has exited (it keeps the
+/// shared memory alive). Its first act is to close its copies of every
+/// descriptor the caller had open but the pipe's read end (listed by the
+/// caller, so only open numbers are closed): nobody waiting for the end of
+/// the caller's output, or of a pipe into the sandbox, waits for it. Then it
+/// blocks on the pipe; a byte or the end of file (the caller exited or
+/// dropped it) starts the removal, retrying a busy directory every 2 ms for
+/// at most 200 ms (a task of the session may still be leaving). Its parent
+/// is then whoever inherited it; a caller that goes on running must reap it
+/// ([`Remover::pid`]).
+#[derive(Debug)]
+pub(crate) struct Remover {
+    pid: libc::pid_t,
+    go: OwnedFd,
 }
 
 /// What the remover works on (leaked: never freed).
 struct RemoverArgs {
     paths: &'static [std::ffi::CString],
-    /// Descriptors open in the caller when it started the remover.
+    /// Descriptors open in the caller when it started the remover, to close.
     close: &'static [RawFd],
+    /// The pipe's read end.
+    wait: RawFd,
+}
+
+impl Remover {
+    /// Starts the remover for `dirs`; `None` when it cannot be.
+    pub(crate) fn start(dirs: &[std::path::PathBuf]) -> Option<Remover> {
+        use std::os::unix::ffi::OsStrExt;
+        let paths: Vec<std::ffi::CString> = dirs
+            .iter()
+            .map(|d| std::ffi::CString::new(d.as_os_str().as_bytes()))
+            .collect::<Result<_, _>>()
+            .ok()?;
+        let (wait, go) = super::fd::pipe().ok()?;
+        // Listed after the pipe exists: its write end is closed too.
+        let listed: Vec<RawFd> = std::fs::read_dir("/proc/self/fd")
+            .ok()?
+            .flatten()
+            .filter_map(|e| e.file_name().to_str()?.parse::<RawFd>().ok())
+            .collect();
+        // Checked once the listing's own descriptor is closed (it is
+        // listed too): only numbers open at the clone may be closed there.
+        let close: Vec<RawFd> = listed
+            .into_iter()
+            .filter(|fd| *fd != wait.as_raw_fd())
+            // SAFETY: F_GETFD only reads this process's descriptor flags.
+            .filter(|fd| unsafe { libc::fcntl(*fd, libc::F_GETFD) } >= 0)
+            .collect();
+        let args: &'static RemoverArgs = Box::leak(Box::new(RemoverArgs {
+            paths: Box::leak(paths.into_boxed_slice()),
+            close: Box::leak(close.into_boxed_slice()),
+            wait: wait.as_raw_fd(),
+        }));
+        let stack = ChildStack::new(16 * 1024).ok()?;
+        let top = (stack.base as usize + stack.len) & !15;
+        std::mem::forget(stack);
+        // SAFETY: the child runs `remover_main` on its own leaked stack and
+        // reads only the leaked arguments (see above); it never returns into
+        // this function's frames.
+        let pid = unsafe {
+            libc::clone(
+                remover_main,
+                top as *mut libc::c_void,
+                libc::CLONE_VM | libc::SIGCHLD,
+                (args as *const RemoverArgs).cast_mut().cast(),
+            )
+        };
+        // The child has its own copy of the read end.
+        drop(wait);
+        (pid > 0).then_some(Remover { pid, go })
+    }
+
+    /// The helper's pid (for a caller that goes on running and must reap
+    /// it).
+    #[allow(dead_code)]
+    pub(crate) fn pid(&self) -> libc::pid_t {
+        self.pid
+    }
+
+    /// Tells the helper to remove the directories now; false if it could
+    /// not be told (it has gone: the caller removes them itself).
+    pub(crate) fn go(self) -> bool {
+        super::fd::write_all(self.go.as_fd(), b"G").is_ok()
+    }
 }
 
 extern "C" fn remover_main(arg: *mut libc::c_void) -> libc::c_int {
-    // SAFETY: `arg` is the leaked value made by `remove_dirs_detached`,
-    // never freed.
-    let RemoverArgs { paths, close } = unsafe { &*arg.cast::<RemoverArgs>() };
+    // SAFETY: `arg` is the leaked value made by `Remover::start`, never
+    // freed.
+    let RemoverArgs { paths, close, wait } = unsafe { &*arg.cast::<RemoverArgs>() };
     for fd in close.iter() {
         // SAFETY: closes this process's own copy (no CLONE_FILES) of a
         // descriptor that was open at the clone and that nothing here uses.
         unsafe { rustix::io::close(*fd) };
     }
+    // SAFETY: the read end, open in this process's own table until it exits.
+    let wait = unsafe { BorrowedFd::borrow_raw(*wait) };
+    let mut byte = [0u8; 1];
+    // A byte, the end of file, or an error: remove now either way.
+    let _ = rustix::io::read(wait, &mut byte);
     let pause = rustix::thread::Timespec {
         tv_sec: 0,
         tv_nsec: 2_000_000,
