@@ -4,7 +4,7 @@
     for i in $(seq 100); do GLOVE_LAUNCH_TRACE=1 glove exec -- /bin/true; done 2>&1 \
         | python3 bench/phases.py
 
-Every mark is `glove-trace <pid> <CLOCK_MONOTONIC ns> <label>` on the
+Every mark is `glove-trace <pid>@<cpu> <CLOCK_MONOTONIC ns> <label>` on the
 supervisor's standard error (the sandbox init and the agent write to a copy
 of it until the agent's execve). Times are from the run's `exec start` mark,
 which `glove exec` writes first thing after parsing its arguments.

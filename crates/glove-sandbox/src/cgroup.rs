@@ -260,9 +260,9 @@ impl Cgroup {
 
     /// For a caller that will exit right after the session
     /// ([`Cgroup::remove_detached`]): starts the helper that will remove
-    /// the cgroup now, while the session runs, so that the end costs only a
-    /// message to it. The helper also removes the cgroup if this process
-    /// dies first. False when it could not be started.
+    /// the cgroup now, while the session runs, so that the end costs
+    /// nothing. The helper also removes the cgroup if this process dies
+    /// first. False when it could not be started.
     pub fn prepare_detached_removal(&mut self) -> bool {
         if self.remover.is_none() {
             self.remover = crate::sys::process::Remover::start(&self.dirs);
@@ -443,19 +443,21 @@ fn remove_dir_retrying(dir: &Path, deadline: std::time::Instant) -> bool {
 }
 
 impl Cgroup {
-    /// Removes the (empty) cgroup from a detached helper process (the one
-    /// started ahead, or a new one), for a caller about to exit; removes it
-    /// here if no helper can be started.
+    /// For a caller about to exit: the (empty) cgroup is removed by a
+    /// detached helper process (the one started ahead, or a new one) once
+    /// this process has exited, so the exit waits for nothing; removed here
+    /// if no helper can be started. The counter files stay open until the
+    /// exit (an open control file does not keep a cgroup from being
+    /// removed).
     pub fn remove_detached(mut self) {
-        self.open.clear();
         let remover = self
             .remover
             .take()
             .or_else(|| crate::sys::process::Remover::start(&self.dirs));
         if let Some(r) = remover {
-            if r.go() {
-                self.dirs.clear();
-            }
+            r.at_exit();
+            self.dirs.clear();
+            std::mem::forget(std::mem::take(&mut self.open));
         }
     }
 }

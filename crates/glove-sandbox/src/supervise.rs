@@ -122,10 +122,11 @@ impl Remains {
 
     /// For a process about to exit (`glove exec`): like
     /// [`Remains::finish_without_reaping`], but the cgroup (empty, its
-    /// counters read) is removed by a detached helper process, so that the
-    /// exit does not wait for the kernel to take it down either. It is
-    /// removed here when no helper can be started. A caller that goes on
-    /// running must not use this (it would leave the helper unreaped).
+    /// counters read) is removed by a detached helper process once this
+    /// process has exited, so that the exit does not wait for the kernel to
+    /// take it down either. It is removed here when no helper can be
+    /// started. A caller that goes on running must not use this (the cgroup
+    /// would stay until it exits, and the helper unreaped).
     pub fn finish_detached(mut self) {
         if let Some(cg) = self.cgroup.take() {
             cg.remove_detached();

@@ -289,6 +289,38 @@ pub(crate) fn setns(fd: std::os::fd::BorrowedFd<'_>, nstype: i32) -> SysResult<(
     Ok(())
 }
 
+/// Moves the calling process off `cpu` (when it runs there and may use
+/// another CPU) without narrowing its mask for good: the mask without `cpu`
+/// migrates it, then its own mask is set again (it stays where it is).
+/// Only an optimisation; a failure changes nothing.
+pub(crate) fn move_off_cpu(cpu: usize) {
+    if rustix::thread::sched_getcpu() != cpu {
+        return;
+    }
+    // SAFETY: cpu_set_t is plain data; zeroed is the empty set.
+    let mut mask: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    let size = std::mem::size_of::<libc::cpu_set_t>();
+    // SAFETY: `mask` is a valid out-parameter of `size` bytes.
+    if unsafe { libc::sched_getaffinity(0, size, &mut mask) } != 0 {
+        return;
+    }
+    let mut others = mask;
+    // SAFETY: plain bit operations on valid sets, and sched_setaffinity
+    // reading `size` bytes of them.
+    unsafe {
+        if cpu >= libc::CPU_SETSIZE as usize || !libc::CPU_ISSET(cpu, &others) {
+            return;
+        }
+        libc::CPU_CLR(cpu, &mut others);
+        if libc::CPU_COUNT(&others) == 0 {
+            return;
+        }
+        if libc::sched_setaffinity(0, size, &others) == 0 {
+            libc::sched_setaffinity(0, size, &mask);
+        }
+    }
+}
+
 /// Keeps `pid` off the CPU the caller runs on now, when the caller may use
 /// another: a helper started to work *alongside* its parent is otherwise
 /// often queued behind it on the same CPU (the scheduler places a new task
@@ -608,10 +640,11 @@ impl NetUnsharer {
 }
 
 /// A helper process that removes the session's cgroup directories once
-/// told to ([`Remover::go`]) or once its starter is gone, so that a caller
-/// about to exit (`glove exec`) does not wait for the kernel to take the
-/// cgroups down. It is started ahead, while the session runs, so that the
-/// end costs one byte on a pipe.
+/// its starter has exited (or dropped it), so that a caller about to exit
+/// (`glove exec`) does not wait for the kernel to take the cgroups down. It
+/// is started ahead, while the session runs, so that the end costs
+/// nothing ([`Remover::at_exit`]); it also removes the cgroup if its
+/// starter dies first.
 ///
 /// Started like the network helper: `CLONE_VM` without `CLONE_VFORK`, its
 /// own leaked stack, and only raw system calls that neither write `errno`
@@ -697,10 +730,13 @@ impl Remover {
         self.pid
     }
 
-    /// Tells the helper to remove the directories now; false if it could
-    /// not be told (it has gone: the caller removes them itself).
-    pub(crate) fn go(self) -> bool {
-        super::fd::write_all(self.go.as_fd(), b"G").is_ok()
+    /// Leaves the helper to start when this process exits (its end of the
+    /// pipe closes then): nothing is woken now, and the exit does not wait
+    /// for the removal.
+    pub(crate) fn at_exit(self) {
+        use std::os::fd::IntoRawFd;
+        // Deliberately left open until the exit.
+        let _ = self.go.into_raw_fd();
     }
 }
 
@@ -716,7 +752,8 @@ extern "C" fn remover_main(arg: *mut libc::c_void) -> libc::c_int {
     // SAFETY: the read end, open in this process's own table until it exits.
     let wait = unsafe { BorrowedFd::borrow_raw(*wait) };
     let mut byte = [0u8; 1];
-    // A byte, the end of file, or an error: remove now either way.
+    // The end of file (the starter exited or dropped its end), a byte or
+    // an error: remove now either way.
     let _ = rustix::io::read(wait, &mut byte);
     let pause = rustix::thread::Timespec {
         tv_sec: 0,

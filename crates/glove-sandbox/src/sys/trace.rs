@@ -4,7 +4,7 @@
 //! when [`init`] runs. Then the supervisor keeps a duplicate of its standard
 //! error at a fixed high descriptor, which the sandbox init keeps and the
 //! agent closes at `execve`, and every [`mark`] writes one line
-//! `glove-trace <pid> <monotonic ns> <label>` to it without allocating (safe
+//! `glove-trace <pid>@<cpu> <monotonic ns> <label>` to it without allocating (safe
 //! in a freshly cloned child).
 
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -49,6 +49,8 @@ pub(crate) fn mark(label: &str) {
     for part in [
         b"glove-trace ".as_slice(),
         itoa(pid as u64, &mut [0u8; 20]),
+        b"@",
+        itoa(rustix::thread::sched_getcpu() as u64, &mut [0u8; 20]),
         b" ",
         itoa(ns, &mut [0u8; 20]),
         b" ",
