@@ -20,8 +20,8 @@
 //! [`MAX_SNAPSHOTS`] snapshots are kept; older ones (and abandoned
 //! temporary directories) are removed when a new snapshot is made.
 
-use sha2::{Digest, Sha256};
 use std::fs::{self, File, Metadata};
+use std::hash::Hasher;
 use std::io::{self, Read, Write};
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
@@ -130,7 +130,9 @@ pub fn default_dir() -> Option<PathBuf> {
 /// owned by this process's user and writable by nobody else.
 pub fn ensure(dir: &Path, entries: &[Entry]) -> Result<PathBuf, SnapshotError> {
     let key = digest(entries)?;
+    crate::sys::trace::mark("s:digest");
     check_dirs(dir)?;
+    crate::sys::trace::mark("s:dirs checked");
     let snapshot = dir.join(format!("etc-{key}"));
     match fs::symlink_metadata(&snapshot) {
         Ok(m) if m.is_dir() => return Ok(snapshot),
@@ -178,14 +180,29 @@ pub fn ensure(dir: &Path, entries: &[Entry]) -> Result<PathBuf, SnapshotError> {
     Ok(snapshot)
 }
 
-/// The hex SHA-256 of the snapshot's description.
+/// A 128-bit hex key of the snapshot's description: two SipHash-1-3
+/// (`std`'s hasher) of it, told apart by a first byte. A cache key, not a
+/// proof: what it describes is chosen by the host's administrator (host
+/// file identities) and by Glove (generated files), so only accidental
+/// collisions matter (1 in 2^64 for any two descriptions at worst). Unlike
+/// SHA-256 here it needs no CPU feature detection, whose `cpuid`
+/// instructions each trap to the hypervisor on a virtual machine (≈ 6 µs
+/// apiece on the development VM). `std` may change the hash between Rust
+/// releases; a build with another one just makes new snapshots.
 fn digest(entries: &[Entry]) -> Result<String, SnapshotError> {
-    let mut h = Sha256::new();
-    h.update(FORMAT);
+    let mut halves = [
+        std::hash::DefaultHasher::new(),
+        std::hash::DefaultHasher::new(),
+    ];
+    halves[0].write_u8(0);
+    halves[1].write_u8(1);
     let mut field = |bytes: &[u8]| {
-        h.update((bytes.len() as u64).to_le_bytes());
-        h.update(bytes);
+        for h in &mut halves {
+            h.write_u64(bytes.len() as u64);
+            h.write(bytes);
+        }
     };
+    field(FORMAT);
     for e in entries {
         check_name(e.name())?;
         match e {
@@ -207,8 +224,11 @@ fn digest(entries: &[Entry]) -> Result<String, SnapshotError> {
             }
         }
     }
-    let out = h.finalize();
-    Ok(out.iter().map(|b| format!("{b:02x}")).collect())
+    Ok(format!(
+        "{:016x}{:016x}",
+        halves[0].finish(),
+        halves[1].finish()
+    ))
 }
 
 /// What identifies a host file's contents without reading them.

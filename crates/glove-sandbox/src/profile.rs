@@ -200,6 +200,7 @@ pub fn exec_spec(req: ExecRequest) -> Result<LaunchSpec, SandboxError> {
         .split_first()
         .ok_or_else(|| spec_err("no command given"))?;
     let executable = resolve_command(first, &req.ro_binds)?;
+    crate::sys::trace::mark("s:resolved");
     let mut binds = Vec::new();
     let mut symlinks = Vec::new();
     for d in SYSTEM_DIRS {
@@ -216,6 +217,7 @@ pub fn exec_spec(req: ExecRequest) -> Result<LaunchSpec, SandboxError> {
             _ => {}
         }
     }
+    crate::sys::trace::mark("s:system dirs");
     // From /etc: directories are bound; regular files go into a snapshot
     // bound as /etc, or are copied by the sandbox init while it builds the
     // view (large ones bound instead).
@@ -229,6 +231,7 @@ pub fn exec_spec(req: ExecRequest) -> Result<LaunchSpec, SandboxError> {
         }
     }
     let files = generated_etc();
+    crate::sys::trace::mark("s:etc stat");
     let snapshot = req
         .etc_snapshots
         .as_deref()
@@ -239,6 +242,7 @@ pub fn exec_spec(req: ExecRequest) -> Result<LaunchSpec, SandboxError> {
                 .any(|b| b.target == "/etc" || b.target.starts_with("/etc/"))
         })
         .and_then(|dir| etc_snapshot_of(dir, &etc_dirs, &etc_files, &files));
+    crate::sys::trace::mark("s:snapshot");
     let dir_binds = etc_dirs.iter().map(|d| Bind {
         source: d.clone(),
         target: d.clone(),
