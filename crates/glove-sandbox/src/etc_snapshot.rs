@@ -16,9 +16,11 @@
 //! The snapshot directory (by default `/run/glove/etc` for root and
 //! `$XDG_RUNTIME_DIR/glove/etc` otherwise) and its parent must belong to
 //! the caller and be writable by nobody else; otherwise no snapshot is used
-//! and the files are copied into the sandbox as before. At most
-//! [`MAX_SNAPSHOTS`] snapshots are kept; older ones (and abandoned
-//! temporary directories) are removed when a new snapshot is made.
+//! and the files are copied into the sandbox as before. A process holds a
+//! shared `flock` on every snapshot it uses until it exits; snapshots that
+//! no process holds are removed, when a new one is made, once they are
+//! older than ten minutes or beyond [`MAX_SNAPSHOTS`] (with abandoned
+//! temporary directories).
 
 use std::fs::{self, File, Metadata};
 use std::hash::Hasher;
@@ -38,7 +40,7 @@ pub const MAX_TOTAL_BYTES: u64 = 8 << 20;
 const STALE_AFTER: Duration = Duration::from_secs(600);
 /// Format of the digested description; changing what a snapshot holds or
 /// how it is laid out changes this.
-const FORMAT: &[u8] = b"glove-etc-snapshot 1\n";
+const FORMAT: &[u8] = b"glove-etc-snapshot 2\n";
 
 /// One entry of a snapshot, named relative to `/etc` (`ssl/openssl.cnf`).
 #[derive(Debug)]
@@ -128,23 +130,75 @@ pub fn default_dir() -> Option<PathBuf> {
 /// The snapshot of `entries` in `dir`, made now if it does not exist yet.
 /// `dir` and its parent are created (mode 0700) if missing; both must be
 /// owned by this process's user and writable by nobody else.
+///
+/// The snapshot is in use by this process until it exits: a shared `flock`
+/// on it is held (and kept) before its path is returned, and a snapshot is
+/// only ever removed under an exclusive one, so nothing this process binds
+/// disappears under a sandbox, however long it runs.
 pub fn ensure(dir: &Path, entries: &[Entry]) -> Result<PathBuf, SnapshotError> {
     let key = digest(entries)?;
     crate::sys::trace::mark("s:digest");
     check_dirs(dir)?;
     crate::sys::trace::mark("s:dirs checked");
     let snapshot = dir.join(format!("etc-{key}"));
-    match fs::symlink_metadata(&snapshot) {
-        Ok(m) if m.is_dir() => return Ok(snapshot),
-        Ok(_) => {
-            return Err(SnapshotError::Unsafe {
-                path: snapshot,
-                why: "is not a directory".into(),
-            })
+    // Twice at most: a snapshot removed between finding and locking it is
+    // made again.
+    for _ in 0..2 {
+        match fs::symlink_metadata(&snapshot) {
+            Ok(m) if m.is_dir() => {}
+            Ok(_) => {
+                return Err(SnapshotError::Unsafe {
+                    path: snapshot,
+                    why: "is not a directory".into(),
+                })
+            }
+            Err(e) if e.kind() == io::ErrorKind::NotFound => make(dir, &snapshot, entries)?,
+            Err(e) => return Err(io_err(format!("stat {}", snapshot.display()))(e)),
         }
-        Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-        Err(e) => return Err(io_err(format!("stat {}", snapshot.display()))(e)),
+        if hold(&snapshot)? {
+            return Ok(snapshot);
+        }
     }
+    Err(SnapshotError::Unsafe {
+        path: snapshot,
+        why: "was removed while it was being taken".into(),
+    })
+}
+
+/// Shared locks on the snapshots this process uses, kept until it exits.
+static HELD: std::sync::Mutex<Vec<(PathBuf, File)>> = std::sync::Mutex::new(Vec::new());
+
+/// Takes (and keeps) a shared lock on `snapshot`; false when the directory
+/// at that path changed meanwhile (it was removed).
+fn hold(snapshot: &Path) -> Result<bool, SnapshotError> {
+    let mut held = HELD
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    if held.iter().any(|(p, _)| p == snapshot) {
+        return Ok(true);
+    }
+    let what = || format!("lock {}", snapshot.display());
+    let f = match File::open(snapshot) {
+        Ok(f) => f,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(false),
+        Err(e) => return Err(io_err(what())(e)),
+    };
+    rustix::fs::flock(&f, rustix::fs::FlockOperation::LockShared)
+        .map_err(|e| io_err(what())(e.into()))?;
+    let locked = f.metadata().map_err(io_err(what()))?;
+    match fs::symlink_metadata(snapshot) {
+        Ok(now) if now.ino() == locked.ino() && now.dev() == locked.dev() => {
+            held.push((snapshot.to_owned(), f));
+            Ok(true)
+        }
+        _ => Ok(false),
+    }
+}
+
+/// Makes the snapshot: written into a temporary directory, synced, renamed
+/// into place (a concurrent launch that made it first wins); then removes
+/// snapshots nobody uses that are stale or too many.
+fn make(dir: &Path, snapshot: &Path, entries: &[Entry]) -> Result<(), SnapshotError> {
     let tmp = dir.join(format!(
         ".tmp-{}-{}",
         std::process::id(),
@@ -161,12 +215,12 @@ pub fn ensure(dir: &Path, entries: &[Entry]) -> Result<PathBuf, SnapshotError> {
         let _ = fs::remove_dir_all(&tmp);
         return Err(e);
     }
-    match fs::rename(&tmp, &snapshot) {
+    match fs::rename(&tmp, snapshot) {
         Ok(()) => {}
         // Another launch made the same snapshot meanwhile.
-        Err(_) if fs::symlink_metadata(&snapshot).is_ok_and(|m| m.is_dir()) => {
+        Err(_) if fs::symlink_metadata(snapshot).is_ok_and(|m| m.is_dir()) => {
             let _ = fs::remove_dir_all(&tmp);
-            return Ok(snapshot);
+            return Ok(());
         }
         Err(e) => {
             let _ = fs::remove_dir_all(&tmp);
@@ -176,8 +230,8 @@ pub fn ensure(dir: &Path, entries: &[Entry]) -> Result<PathBuf, SnapshotError> {
     File::open(dir)
         .and_then(|d| d.sync_all())
         .map_err(io_err(format!("sync {}", dir.display())))?;
-    remove_old(dir, &snapshot);
-    Ok(snapshot)
+    remove_old(dir, snapshot);
+    Ok(())
 }
 
 /// A 128-bit hex key of the snapshot's description: two SipHash-1-3
@@ -272,7 +326,15 @@ fn check_dirs(dir: &Path) -> Result<(), SnapshotError> {
     // belongs to root or this user and is writable by nobody else, unless
     // sticky (like /tmp).
     for d in parent.ancestors().skip(1) {
-        let m = fs::metadata(d).map_err(io_err(format!("stat {}", d.display())))?;
+        let m = fs::symlink_metadata(d).map_err(io_err(format!("stat {}", d.display())))?;
+        if m.file_type().is_symlink() {
+            // Its target's own ancestors would go unchecked, and the bind
+            // resolves the path again later.
+            return Err(SnapshotError::Unsafe {
+                path: d.to_owned(),
+                why: "is a symbolic link".into(),
+            });
+        }
         let sticky = m.mode() & 0o1000 != 0;
         if (m.uid() != 0 && m.uid() != me) || (m.mode() & 0o022 != 0 && !sticky) {
             return Err(SnapshotError::Unsafe {
@@ -413,46 +475,67 @@ fn write_file(path: &Path, body: &[u8]) -> Result<(), SnapshotError> {
         .mode(0o444)
         .open(path)
         .map_err(io_err(format!("create {}", path.display())))?;
+    // The mode asked for at creation is narrowed by the umask: set it.
     f.write_all(body)
+        .and_then(|()| f.set_permissions(fs::Permissions::from_mode(0o444)))
         .and_then(|()| f.sync_data())
         .map_err(io_err(format!("write {}", path.display())))
 }
 
-/// Removes abandoned temporary directories and stale snapshots (never
-/// `keep`): anything older than [`STALE_AFTER`], then the oldest snapshots
-/// beyond [`MAX_SNAPSHOTS`]. Failures are left for the next time.
+/// Removes abandoned temporary directories and snapshots nobody uses
+/// (never `keep`): those older than [`STALE_AFTER`], then the oldest beyond
+/// [`MAX_SNAPSHOTS`]. A snapshot is removed only under an exclusive `flock`
+/// (no process holds it: see [`ensure`]), and renamed out of the `etc-`
+/// names first, so a half-removed one is never found. Failures are left for
+/// the next time.
 fn remove_old(dir: &Path, keep: &Path) {
     let Ok(list) = fs::read_dir(dir) else {
         return;
     };
     let now = SystemTime::now();
-    let mut snapshots: Vec<(SystemTime, PathBuf)> = Vec::new();
+    let stale = |m: &Metadata| {
+        let at = m.modified().unwrap_or(SystemTime::UNIX_EPOCH);
+        now.duration_since(at).unwrap_or_default() >= STALE_AFTER
+    };
+    let mut snapshots: Vec<(SystemTime, PathBuf, bool)> = Vec::new();
     for e in list.flatten() {
         let path = e.path();
         let name = e.file_name();
         let Some(name) = name.to_str() else { continue };
-        if path == keep || !(name.starts_with("etc-") || name.starts_with(".tmp-")) {
-            continue;
-        }
         let Ok(m) = fs::symlink_metadata(&path) else {
             continue;
         };
-        if !m.is_dir() {
+        if path == keep || !m.is_dir() {
             continue;
         }
-        let at = m.modified().unwrap_or(SystemTime::UNIX_EPOCH);
-        if now.duration_since(at).unwrap_or_default() >= STALE_AFTER {
-            let _ = fs::remove_dir_all(&path);
+        if name.starts_with(".tmp-") || name.starts_with(".old-") {
+            if stale(&m) {
+                let _ = fs::remove_dir_all(&path);
+            }
         } else if name.starts_with("etc-") {
-            snapshots.push((at, path));
+            let at = m.modified().unwrap_or(SystemTime::UNIX_EPOCH);
+            snapshots.push((at, path, stale(&m)));
         }
     }
-    // `keep` counts as one of those kept.
-    if snapshots.len() >= MAX_SNAPSHOTS {
-        snapshots.sort();
-        let extra = snapshots.len() + 1 - MAX_SNAPSHOTS;
-        for (_, p) in snapshots.into_iter().take(extra) {
-            let _ = fs::remove_dir_all(p);
+    // Oldest first; `keep` counts as one of those kept.
+    snapshots.sort();
+    let mut left = snapshots.len() + 1;
+    for (_, path, stale) in snapshots {
+        if !stale && left <= MAX_SNAPSHOTS {
+            continue;
+        }
+        let Ok(f) = File::open(&path) else { continue };
+        if rustix::fs::flock(&f, rustix::fs::FlockOperation::NonBlockingLockExclusive).is_err() {
+            continue;
+        }
+        let Some(name) = path.file_name() else {
+            continue;
+        };
+        let old = dir.join(format!(".old-{}", name.to_string_lossy()));
+        if fs::rename(&path, &old).is_ok() {
+            drop(f);
+            let _ = fs::remove_dir_all(&old);
+            left -= 1;
         }
     }
 }
@@ -572,6 +655,9 @@ mod tests {
         std::os::unix::fs::symlink(&real, private.path().join("link")).expect("symlink");
         let e = ensure(&private.path().join("link/etc"), &[]).expect_err("link");
         assert!(matches!(e, SnapshotError::Unsafe { .. }), "{e}");
+        // A link further up.
+        let e = ensure(&private.path().join("link/glove/etc"), &[]).expect_err("link");
+        assert!(matches!(e, SnapshotError::Unsafe { .. }), "{e}");
         for bad in ["", "/abs", "a/../b", "a//b", "./a", "a\0b"] {
             let e = ensure(
                 &private.path().join("glove/etc"),
@@ -583,16 +669,27 @@ mod tests {
     }
 
     #[test]
-    fn snapshots_beyond_the_bound_are_removed_oldest_first() {
+    fn snapshots_beyond_the_bound_are_removed_oldest_first_unless_in_use() {
         let cache = private_tempdir();
         let dir = cache.path().join("glove/etc");
+        check_dirs(&dir).expect("dirs");
+        let entry = |i: usize| Entry::Generated {
+            name: "n".into(),
+            body: i.to_string().into_bytes(),
+        };
+        let path = |i: usize| dir.join(format!("etc-{}", digest(&[entry(i)]).expect("key")));
+        // Made without being used by this process (as by other launches
+        // that have ended).
         let mut made = Vec::new();
         for i in 0..MAX_SNAPSHOTS + 3 {
-            let e = Entry::Generated {
-                name: "n".into(),
-                body: i.to_string().into_bytes(),
-            };
-            made.push(ensure(&dir, &[e]).expect("snapshot"));
+            make(&dir, &path(i), &[entry(i)]).expect("snapshot");
+            made.push(path(i));
+            if i == 0 {
+                // The oldest is in use elsewhere: a shared lock on it.
+                let f = File::open(&made[0]).expect("open");
+                rustix::fs::flock(&f, rustix::fs::FlockOperation::LockShared).expect("lock");
+                std::mem::forget(f);
+            }
             // Distinct modification times.
             std::thread::sleep(Duration::from_millis(2));
         }
@@ -601,9 +698,36 @@ mod tests {
             .flatten()
             .map(|e| e.path())
             .collect();
+        // The one in use, and the newest others up to the bound.
+        assert!(left.contains(&made[0]), "the snapshot in use was removed");
         assert_eq!(left.len(), MAX_SNAPSHOTS, "{left:?}");
-        for p in &made[made.len() - MAX_SNAPSHOTS..] {
+        for p in &made[made.len() - (MAX_SNAPSHOTS - 1)..] {
             assert!(left.contains(p), "{p:?} was removed");
         }
+        // What `ensure` returns is held by this process until it exits.
+        let kept = ensure(&dir, &[entry(1000)]).expect("snapshot");
+        let f = File::open(&kept).expect("open");
+        assert!(
+            rustix::fs::flock(&f, rustix::fs::FlockOperation::NonBlockingLockExclusive).is_err(),
+            "not held"
+        );
+    }
+
+    #[test]
+    fn snapshot_files_are_readable_whatever_the_umask() {
+        let cache = private_tempdir();
+        let dir = cache.path().join("glove/etc");
+        let old = crate::sys::process::set_umask(0o077);
+        let made = ensure(
+            &dir,
+            &[Entry::Generated {
+                name: "passwd".into(),
+                body: b"x\n".to_vec(),
+            }],
+        );
+        crate::sys::process::set_umask(old);
+        let made = made.expect("snapshot");
+        let mode = fs::metadata(made.join("passwd")).expect("stat").mode() & 0o777;
+        assert_eq!(mode, 0o444);
     }
 }

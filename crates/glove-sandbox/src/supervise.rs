@@ -75,7 +75,8 @@ pub struct Settings {
     /// The caller exits right after the session and ends it with
     /// [`Remains::finish_detached`]: the helper that removes the cgroup is
     /// started while the session runs (it also removes the cgroup if the
-    /// caller dies first). Not for a caller that goes on running.
+    /// caller dies first). Only for a single-threaded caller that does not
+    /// go on running.
     pub exit_after: bool,
 }
 

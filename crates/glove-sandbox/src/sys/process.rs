@@ -527,8 +527,8 @@ extern "C" fn net_unsharer_main(arg: *mut libc::c_void) -> libc::c_int {
     // SAFETY: these numbers are open in this process's own table and
     // nothing here uses them.
     unsafe {
-        rustix::io::close(init_ready);
-        rustix::io::close(init_hold);
+        let _ = rustix::io::try_close(init_ready);
+        let _ = rustix::io::try_close(init_hold);
     }
     // SAFETY: both are open in this process's own descriptor table (copied
     // at clone: no CLONE_FILES) for as long as it runs.
@@ -653,13 +653,16 @@ impl NetUnsharer {
 /// freed while it runs, even after the caller has exited (it keeps the
 /// shared memory alive). Its first act is to close its copies of every
 /// descriptor the caller had open but the pipe's read end (listed by the
-/// caller, so only open numbers are closed): nobody waiting for the end of
-/// the caller's output, or of a pipe into the sandbox, waits for it. Then it
+/// caller, so only open numbers are closed; a failing close is ignored):
+/// nobody waiting for the end of the caller's output, or of a pipe into the
+/// sandbox, waits for it. It starts with every signal blocked, so a signal
+/// to the caller's process group spares it. Then it
 /// blocks on the pipe; a byte or the end of file (the caller exited or
 /// dropped it) starts the removal, retrying a busy directory every 2 ms for
 /// at most 200 ms (a task of the session may still be leaving). Its parent
 /// is then whoever inherited it; a caller that goes on running must reap it
-/// ([`Remover::pid`]).
+/// ([`Remover::pid`]). The caller must be single-threaded (the descriptor
+/// list must not change before the clone).
 #[derive(Debug)]
 pub(crate) struct Remover {
     pid: libc::pid_t,
@@ -707,6 +710,10 @@ impl Remover {
         let stack = ChildStack::new(16 * 1024).ok()?;
         let top = (stack.base as usize + stack.len) & !15;
         std::mem::forget(stack);
+        // Born with every signal blocked, so that what ends the caller (a
+        // Ctrl-C or hang-up sent to its process group) does not end the
+        // remover too; SIGKILL aside, it always gets to remove.
+        let mask = block_all_signals().ok()?;
         // SAFETY: the child runs `remover_main` on its own leaked stack and
         // reads only the leaked arguments (see above); it never returns into
         // this function's frames.
@@ -718,6 +725,7 @@ impl Remover {
                 (args as *const RemoverArgs).cast_mut().cast(),
             )
         };
+        let _ = set_signal_mask(&mask);
         // The child has its own copy of the read end.
         drop(wait);
         (pid > 0).then_some(Remover { pid, go })
@@ -745,9 +753,11 @@ extern "C" fn remover_main(arg: *mut libc::c_void) -> libc::c_int {
     // freed.
     let RemoverArgs { paths, close, wait } = unsafe { &*arg.cast::<RemoverArgs>() };
     for fd in close.iter() {
+        // `try_close`: a failing close (EIO, EINTR) is ignored instead of
+        // asserted on, as `close` does in debug builds.
         // SAFETY: closes this process's own copy (no CLONE_FILES) of a
         // descriptor that was open at the clone and that nothing here uses.
-        unsafe { rustix::io::close(*fd) };
+        let _ = unsafe { rustix::io::try_close(*fd) };
     }
     // SAFETY: the read end, open in this process's own table until it exits.
     let wait = unsafe { BorrowedFd::borrow_raw(*wait) };
