@@ -375,7 +375,7 @@ fn prepare_inner(spec: LaunchSpec, release_early: bool) -> Result<Prepared, Sand
     // the view: leave the CPU to it. What is left here until PREPARED (the
     // cgroup) is off the critical path, so this process rather than the
     // init pays for waking the other, idle CPU (0.1–0.5 ms on this VM).
-    process::move_off_cpu(rustix::thread::sched_getcpu());
+    process::move_off_current_cpu();
     trace::mark("supervisor moved");
 
     // While the init builds the view: the v1 cgroup, or the fallback.

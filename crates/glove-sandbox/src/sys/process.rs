@@ -289,32 +289,40 @@ pub(crate) fn setns(fd: std::os::fd::BorrowedFd<'_>, nstype: i32) -> SysResult<(
     Ok(())
 }
 
-/// Moves the calling process off `cpu` (when it runs there and may use
-/// another CPU) without narrowing its mask for good: the mask without `cpu`
-/// migrates it, then its own mask is set again (it stays where it is).
-/// Only an optimisation; a failure changes nothing.
-pub(crate) fn move_off_cpu(cpu: usize) {
-    if rustix::thread::sched_getcpu() != cpu {
-        return;
-    }
+/// This process's CPU mask, and the same mask without the CPU it runs on
+/// now; `None` when it may not run anywhere else.
+fn mask_and_others() -> Option<(libc::cpu_set_t, libc::cpu_set_t)> {
+    let here = rustix::thread::sched_getcpu();
     // SAFETY: cpu_set_t is plain data; zeroed is the empty set.
     let mut mask: libc::cpu_set_t = unsafe { std::mem::zeroed() };
     let size = std::mem::size_of::<libc::cpu_set_t>();
     // SAFETY: `mask` is a valid out-parameter of `size` bytes.
     if unsafe { libc::sched_getaffinity(0, size, &mut mask) } != 0 {
-        return;
+        return None;
     }
     let mut others = mask;
-    // SAFETY: plain bit operations on valid sets, and sched_setaffinity
-    // reading `size` bytes of them.
+    // SAFETY: plain bit operations on valid sets (`here` is checked against
+    // the set's size first).
     unsafe {
-        if cpu >= libc::CPU_SETSIZE as usize || !libc::CPU_ISSET(cpu, &others) {
-            return;
+        if here >= libc::CPU_SETSIZE as usize || !libc::CPU_ISSET(here, &others) {
+            return None;
         }
-        libc::CPU_CLR(cpu, &mut others);
-        if libc::CPU_COUNT(&others) == 0 {
-            return;
-        }
+        libc::CPU_CLR(here, &mut others);
+        (libc::CPU_COUNT(&others) > 0).then_some((mask, others))
+    }
+}
+
+/// Moves the calling process off the CPU it runs on (when it may use
+/// another) without narrowing its mask for good: the mask without that CPU
+/// migrates it, then its own mask is set again (it stays where it is).
+/// Only an optimisation; a failure changes nothing.
+pub(crate) fn move_off_current_cpu() {
+    let Some((mask, others)) = mask_and_others() else {
+        return;
+    };
+    let size = std::mem::size_of::<libc::cpu_set_t>();
+    // SAFETY: both sets are valid for `size` bytes.
+    unsafe {
         if libc::sched_setaffinity(0, size, &others) == 0 {
             libc::sched_setaffinity(0, size, &mask);
         }
@@ -328,27 +336,11 @@ pub(crate) fn move_off_cpu(cpu: usize) {
 /// an optimisation: the helper exits long before anything of the agent
 /// exists, and a failure changes nothing.
 pub(crate) fn keep_off_current_cpu(pid: libc::pid_t) {
-    // SAFETY: cpu_set_t is plain data; zeroed is the empty set.
-    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-    let size = std::mem::size_of::<libc::cpu_set_t>();
-    // SAFETY: `set` is a valid out-parameter of `size` bytes.
-    if unsafe { libc::sched_getaffinity(0, size, &mut set) } != 0 {
+    let Some((_, others)) = mask_and_others() else {
         return;
-    }
-    // SAFETY: sched_getcpu has no preconditions.
-    let here = unsafe { libc::sched_getcpu() };
-    if here < 0 {
-        return;
-    }
-    // SAFETY: plain bit operations on a valid set.
-    unsafe {
-        if !libc::CPU_ISSET(here as usize, &set) || libc::CPU_COUNT(&set) < 2 {
-            return;
-        }
-        libc::CPU_CLR(here as usize, &mut set);
-        // SAFETY (call): `set` is valid for `size` bytes.
-        libc::sched_setaffinity(pid, size, &set);
-    }
+    };
+    // SAFETY: `others` is valid for the size given.
+    unsafe { libc::sched_setaffinity(pid, std::mem::size_of::<libc::cpu_set_t>(), &others) };
 }
 
 /// A CPU affinity mask saved by [`CpuSet::pin_here`].
@@ -660,12 +652,11 @@ impl NetUnsharer {
 /// blocks on the pipe; a byte or the end of file (the caller exited or
 /// dropped it) starts the removal, retrying a busy directory every 2 ms for
 /// at most 200 ms (a task of the session may still be leaving). Its parent
-/// is then whoever inherited it; a caller that goes on running must reap it
-/// ([`Remover::pid`]). The caller must be single-threaded (the descriptor
-/// list must not change before the clone).
+/// is then whoever inherited it: only for a caller about to exit, which
+/// must be single-threaded (the descriptor list must not change before the
+/// clone).
 #[derive(Debug)]
 pub(crate) struct Remover {
-    pid: libc::pid_t,
     go: OwnedFd,
 }
 
@@ -728,14 +719,7 @@ impl Remover {
         let _ = set_signal_mask(&mask);
         // The child has its own copy of the read end.
         drop(wait);
-        (pid > 0).then_some(Remover { pid, go })
-    }
-
-    /// The helper's pid (for a caller that goes on running and must reap
-    /// it).
-    #[allow(dead_code)]
-    pub(crate) fn pid(&self) -> libc::pid_t {
-        self.pid
+        (pid > 0).then_some(Remover { go })
     }
 
     /// Leaves the helper to start when this process exits (its end of the
