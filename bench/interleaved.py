@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Launch cost with the commands interleaved, for a machine that drifts.
 
-    python3 bench/interleaved.py [ROUNDS] [GLOVE_BIN ...]
+    python3 bench/interleaved.py [ROUNDS] [[NAME=value,...@]GLOVE_BIN ...]
 
 hyperfine (bench/launch.sh) runs all runs of one command, then the next; on
 the development VM the speed drifts by ±20 % from minute to minute, so two
@@ -25,13 +25,17 @@ for d in ("bin", "lib", "lib64", "sbin"):
         bwrap += ["--ro-bind", p, p]
 bwrap += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "/bin/true"]
 cmds = {"bare": ["/bin/true"], "bwrap": bwrap}
+envs = {}
 for g in gloves:
-    cmds[g] = [g, "exec", "--", "/bin/true"]
+    # NAME=value@BINARY runs BINARY with NAME=value added to the environment.
+    extra, _, binary = g.rpartition("@")
+    cmds[g] = [binary, "exec", "--", "/bin/true"]
+    envs[g] = dict(os.environ, **dict(kv.split("=", 1) for kv in extra.split(",") if kv))
 
-def run(argv):
+def run(argv, env=None):
     exe = argv[0] if argv[0].startswith("/") else shutil.which(argv[0])
     start = time.perf_counter()
-    pid = os.posix_spawn(exe, argv, os.environ)
+    pid = os.posix_spawn(exe, argv, env or os.environ)
     _, status = os.waitpid(pid, 0)
     took = time.perf_counter() - start
     if status != 0:
@@ -40,15 +44,15 @@ def run(argv):
 
 times = {k: [] for k in cmds}
 for _ in range(5):
-    for argv in cmds.values():
-        run(argv)
+    for k, argv in cmds.items():
+        run(argv, envs.get(k))
 for _ in range(rounds):
     order = list(cmds)
     random.shuffle(order)
     for k in order:
         if gap:
             time.sleep(gap)
-        times[k].append(run(cmds[k]))
+        times[k].append(run(cmds[k], envs.get(k)))
 med = {k: statistics.median(v) * 1000 for k, v in times.items()}
 print(f"{rounds} rounds, gap {gap * 1000:.0f} ms")
 for k, m in med.items():

@@ -172,6 +172,24 @@ fn etc_snapshots() -> Result<Option<std::path::PathBuf>, SandboxError> {
     }
 }
 
+/// Where network namespaces are made ahead for root launches:
+/// `GLOVE_NET_POOL` (an absolute directory, or `off` to make the namespace
+/// during every launch), by default `/run/glove/netns` for root.
+fn network_pool() -> Result<Option<std::path::PathBuf>, SandboxError> {
+    match std::env::var_os("GLOVE_NET_POOL") {
+        None => Ok(glove_sandbox::net_pool::default_dir()),
+        Some(v) if v.is_empty() => Ok(glove_sandbox::net_pool::default_dir()),
+        Some(v) if v == "off" => Ok(None),
+        Some(v) if std::path::Path::new(&v).is_absolute() => Ok(Some(v.into())),
+        Some(v) => Err(SandboxError::Spec {
+            detail: format!(
+                "GLOVE_NET_POOL={} is neither an absolute directory nor \"off\"",
+                v.to_string_lossy()
+            ),
+        }),
+    }
+}
+
 /// Runs `glove exec` and returns the exit status.
 pub fn run(a: ExecArgs) -> i32 {
     glove_sandbox::launch::trace_mark("exec start");
@@ -208,6 +226,10 @@ pub fn run(a: ExecArgs) -> i32 {
         strict_limits: a.strict_limits,
         term: std::env::var("TERM").ok(),
         etc_snapshots: match etc_snapshots() {
+            Ok(d) => d,
+            Err(e) => return fail(&e, a.json),
+        },
+        network_pool: match network_pool() {
             Ok(d) => d,
             Err(e) => return fail(&e, a.json),
         },

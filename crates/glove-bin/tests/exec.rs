@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{glove, glove_with_env, is_root, outcome, sandbox_ok, As};
+use common::{glove, glove_with_env, is_root, need, outcome, sandbox_ok, As};
 
 fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
@@ -150,6 +150,118 @@ fn etc_from_a_snapshot_matches_etc_copied_in() {
         "{}",
         text(&bad.stdout)
     );
+}
+
+#[test]
+fn network_namespaces_from_the_pool_serve_one_sandbox_each() {
+    use glove_sandbox::net_pool;
+    if !sandbox_ok(As::Caller) || !need(is_root(), "the network namespace pool needs root") {
+        return;
+    }
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let dir = tmp.path().join("glove/netns");
+    struct Cleanup(std::path::PathBuf);
+    impl Drop for Cleanup {
+        fn drop(&mut self) {
+            let _ = net_pool::drain(&self.0);
+            let _ = std::process::Command::new("umount").arg(&self.0).status();
+        }
+    }
+    let _cleanup = Cleanup(dir.clone());
+    let script = "readlink /proc/self/ns/net; sed 1,2d /proc/net/dev | cut -d: -f1; sleep 1";
+    let run = |pool: &std::ffi::OsStr| {
+        let out = glove_with_env(
+            As::Caller,
+            &["exec", "--", "/bin/sh", "-c", script],
+            None,
+            &[("GLOVE_NET_POOL", pool)],
+        );
+        assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+        let s = text(&out.stdout);
+        let mut lines = s.lines();
+        let ns = lines.next().expect("namespace").to_owned();
+        let links: Vec<String> = lines.map(|l| l.trim().to_owned()).collect();
+        assert_eq!(links, ["lo"], "only a loopback link");
+        ns
+    };
+    let inode = |ns: &str| -> u64 {
+        ns.strip_prefix("net:[")
+            .and_then(|r| r.strip_suffix(']'))
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("not a namespace: {ns}"))
+    };
+    let ready_after_refill = || {
+        // The refill is made by a helper after `glove exec` has exited.
+        for _ in 0..500 {
+            let r = net_pool::ready_namespaces(&dir);
+            if r.len() >= net_pool::TARGET {
+                return r;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        panic!(
+            "the pool was not refilled: {:?}",
+            net_pool::ready_namespaces(&dir)
+        );
+    };
+    let host = std::fs::read_link("/proc/self/ns/net").expect("host namespace");
+    let host = inode(host.to_str().expect("utf-8"));
+
+    // An empty pool: the launch makes its own namespace; the pool is
+    // filled after it.
+    let own = inode(&run(dir.as_os_str()));
+    assert_ne!(own, host);
+    let ready = ready_after_refill();
+    assert_eq!(ready.len(), net_pool::TARGET);
+    // The next launch takes the oldest entry, which is gone afterwards
+    // (its bind released during the launch).
+    let pooled = inode(&run(dir.as_os_str()));
+    assert_eq!(pooled, ready[0].1, "{ready:?}");
+    assert!(!ready[0].0.exists());
+    let names: Vec<String> = std::fs::read_dir(&dir)
+        .expect("pool")
+        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(names.iter().all(|n| n.starts_with("net-")), "{names:?}");
+
+    // Launches at once: no two sandboxes share a namespace (they overlap
+    // in time, so no inode is reused either).
+    ready_after_refill();
+    let at_once: Vec<u64> = std::thread::scope(|s| {
+        let runs: Vec<_> = (0..4)
+            .map(|_| s.spawn(|| inode(&run(dir.as_os_str()))))
+            .collect();
+        runs.into_iter().map(|r| r.join().expect("run")).collect()
+    });
+    let mut distinct = at_once.clone();
+    distinct.sort();
+    distinct.dedup();
+    assert_eq!(distinct.len(), 4, "{at_once:?}");
+    assert!(!at_once.contains(&host));
+
+    // A pool directory others may write to is not used: the launch makes
+    // its own namespace and the entries stay untouched.
+    let before = ready_after_refill();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o777)).expect("chmod");
+    let own = inode(&run(dir.as_os_str()));
+    assert!(before.iter().all(|(_, ino)| *ino != own));
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700)).expect("chmod");
+    // (Refills of the launches above may still be adding entries.)
+    let after = net_pool::ready_namespaces(&dir);
+    assert!(
+        before.iter().all(|e| after.contains(e)),
+        "{before:?} {after:?}"
+    );
+
+    let bad = glove_with_env(
+        As::Caller,
+        &["exec", "--json", "--", "/bin/true"],
+        None,
+        &[("GLOVE_NET_POOL", "relative/dir".as_ref())],
+    );
+    assert_eq!(bad.status.code(), Some(125));
+    assert!(text(&bad.stdout).contains("sandbox_spec_invalid"));
 }
 
 #[test]

@@ -43,6 +43,7 @@ fn main() {
     // The profile as `glove exec` uses it: `/etc` from a snapshot.
     let req = || ExecRequest {
         etc_snapshots: glove_sandbox::etc_snapshot::default_dir(),
+        network_pool: glove_sandbox::net_pool::default_dir(),
         ..ExecRequest::new(vec!["/bin/true".into()])
     };
     let command = AgentCommand {

@@ -263,9 +263,11 @@ impl Cgroup {
     /// the cgroup now, while the session runs, so that the end costs
     /// nothing. The helper also removes the cgroup if this process dies
     /// first. False when it could not be started.
-    pub fn prepare_detached_removal(&mut self) -> bool {
+    /// The helper then makes the network namespace pool entries `refill`
+    /// ([`crate::net_pool::Claim::refill`]).
+    pub fn prepare_detached_removal(&mut self, refill: &[crate::net_pool::NewEntry]) -> bool {
         if self.remover.is_none() {
-            self.remover = crate::sys::process::Remover::start(&self.dirs);
+            self.remover = crate::sys::process::Remover::start(&self.dirs, refill);
         }
         self.remover.is_some()
     }
@@ -453,7 +455,7 @@ impl Cgroup {
         let remover = self
             .remover
             .take()
-            .or_else(|| crate::sys::process::Remover::start(&self.dirs));
+            .or_else(|| crate::sys::process::Remover::start(&self.dirs, &[]));
         if let Some(r) = remover {
             r.at_exit();
             self.dirs.clear();

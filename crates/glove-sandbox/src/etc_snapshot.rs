@@ -316,7 +316,7 @@ fn check_name(name: &str) -> Result<(), SnapshotError> {
 /// Creates `dir` and its parent when missing and checks both: real
 /// directories (not links), owned by this user, writable by nobody else;
 /// and that nobody else can replace them.
-fn check_dirs(dir: &Path) -> Result<(), SnapshotError> {
+pub(crate) fn check_dirs(dir: &Path) -> Result<(), SnapshotError> {
     let me = crate::sys::process::effective_ids().0;
     let parent = dir.parent().ok_or_else(|| SnapshotError::Unsafe {
         path: dir.to_owned(),

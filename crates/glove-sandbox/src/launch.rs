@@ -111,6 +111,9 @@ pub struct Running {
     /// cgroup holds only the agent's processes, so the outcome is final
     /// (and the cgroup removable) without waiting for the init's exit.
     pub(crate) init_outside_cgroup: bool,
+    /// Network namespace pool entries to make once the session is over
+    /// ([`crate::net_pool::Claim::refill`]).
+    pub(crate) net_refill: Vec<crate::net_pool::NewEntry>,
 }
 
 impl Running {
@@ -235,6 +238,9 @@ struct ExecPrep {
     /// Launched by root: init is inside uid 0 (host root, to read the host
     /// paths it binds and copies), the agent is inside 1000 = host 65534.
     privileged: bool,
+    /// The init is born in a network namespace taken from the pool: it
+    /// makes none.
+    net_pooled: bool,
 }
 
 /// Validates the spec and builds the sandbox; the agent does not run until
@@ -272,15 +278,29 @@ fn prepare_inner(spec: LaunchSpec, release_early: bool) -> Result<Prepared, Sand
     ];
     let rlimits = vec![(libc::RLIMIT_CORE, 0)];
     trace::mark("p:v2 tried");
+    let privileged = process::effective_ids().0 == 0;
+    // A network namespace made ahead (root only); without one, the init
+    // makes its own. The pool is an optimisation: when it cannot be used,
+    // the launch goes on without it.
+    let crate::net_pool::Claim {
+        namespace: pooled_net,
+        used: net_used,
+        refill: net_refill,
+    } = match spec.network_pool.as_deref().filter(|_| privileged) {
+        Some(dir) => crate::net_pool::claim(dir).unwrap_or_default(),
+        None => Default::default(),
+    };
+    trace::mark("p:net claimed");
 
-    let prepared = ExecPrep {
+    let mut prepared = ExecPrep {
         cmd: ExecCmd::new(&spec.executable, &spec.arguments, &spec.environment)?,
         filter: seccomp::build().map_err(|e| SandboxError::Seccomp {
             detail: e.to_string(),
         })?,
         rlimits,
         fallback_rlimits,
-        privileged: process::effective_ids().0 == 0,
+        privileged,
+        net_pooled: false,
     };
 
     trace::mark("p:filter built");
@@ -300,12 +320,43 @@ fn prepare_inner(spec: LaunchSpec, release_early: bool) -> Result<Prepared, Sand
         None => None,
     };
 
+    // The init is born in the pooled namespace: this process enters it for
+    // the clone and leaves again right after.
+    let host_net = match &pooled_net {
+        Some(ns) => {
+            let host = std::fs::File::open("/proc/thread-self/ns/net").map_err(|e| {
+                io_err(
+                    "network namespace",
+                    Errno(e.raw_os_error().unwrap_or(libc::EIO)),
+                )
+            })?;
+            process::setns(ns.as_fd(), libc::CLONE_NEWNET)
+                .ok()
+                .map(|()| host)
+        }
+        None => None,
+    };
+    prepared.net_pooled = host_net.is_some();
+
     trace::mark("p:clone3");
     let forked =
-        process::clone_into_namespaces(NS_FLAGS, cgroup_dir.as_ref().map(|f| f.as_raw_fd()))
-            .map_err(|e| SandboxError::Clone {
-                detail: e.to_string(),
-            })?;
+        process::clone_into_namespaces(NS_FLAGS, cgroup_dir.as_ref().map(|f| f.as_raw_fd()));
+    // Back into this process's own network namespace; failing that, no
+    // launch (fails closed: the caller must not stay in the sandbox's).
+    if !matches!(forked, Ok(Forked::Child)) {
+        if let Some(host) = &host_net {
+            if let Err(e) = process::setns(host.as_fd(), libc::CLONE_NEWNET) {
+                if let Ok(Forked::Parent(pid)) = forked {
+                    let _ = process::kill(pid, libc::SIGKILL);
+                    let _ = process::wait(pid);
+                }
+                return Err(io_err("leave the pooled network namespace", e));
+            }
+        }
+    }
+    let forked = forked.map_err(|e| SandboxError::Clone {
+        detail: e.to_string(),
+    })?;
     let pid = match forked {
         Forked::Child => {
             drop(sync_parent);
@@ -318,6 +369,7 @@ fn prepare_inner(spec: LaunchSpec, release_early: bool) -> Result<Prepared, Sand
         Forked::Parent(pid) => pid,
     };
     trace::mark("cloned");
+    drop((host_net, pooled_net));
     drop(sync_child);
     drop(cgroup_dir);
     let streams_pipes = pipes.map(|((in_r, in_w), (out_r, out_w), (err_r, err_w))| {
@@ -429,6 +481,12 @@ fn prepare_inner(spec: LaunchSpec, release_early: bool) -> Result<Prepared, Sand
     } else {
         None
     };
+    // The init holds the pooled namespace now: its entry goes, while this
+    // process would only wait (the unmount waits for an RCU grace period).
+    if let Some(used) = net_used {
+        crate::net_pool::release_used(&used);
+        trace::mark("pool entry released");
+    }
 
     // Wait for the PTY (if any) and PREPARED or ERROR.
     let mut pty_fds: Option<(OwnedFd, OwnedFd)> = None;
@@ -504,6 +562,7 @@ fn prepare_inner(spec: LaunchSpec, release_early: bool) -> Result<Prepared, Sand
             limits,
             mechanisms,
             init_outside_cgroup,
+            net_refill,
         },
         facts,
         executable: spec.executable.clone(),
@@ -511,13 +570,17 @@ fn prepare_inner(spec: LaunchSpec, release_early: bool) -> Result<Prepared, Sand
     })
 }
 
-/// In the init: waits until the helper has created the network namespace
-/// and joins it; refuses a namespace that is the one
-/// the init was born in (fails closed whatever went wrong).
-fn join_net(helper: &process::NetUnsharer, born_in: u64) -> Result<(), Errno> {
+/// In the init: waits until the helper (if any: none when the init was
+/// born in a namespace from the pool) has created the network namespace
+/// and joins it; either way refuses to go on in the supervisor's network
+/// namespace, `born_in` (fails closed whatever went wrong).
+fn join_net(helper: Option<&mut process::NetUnsharer>, born_in: u64) -> Result<(), Errno> {
     use std::os::unix::fs::MetadataExt;
-    helper.wait_ready()?;
-    process::setns(helper.pidfd(), libc::CLONE_NEWNET)?;
+    if let Some(helper) = helper {
+        helper.wait_ready()?;
+        process::setns(helper.pidfd(), libc::CLONE_NEWNET)?;
+        helper.release();
+    }
     let now = std::fs::metadata("/proc/self/ns/net")
         .map(|m| m.ino())
         .map_err(|e| Errno(e.raw_os_error().unwrap_or(libc::EIO)))?;
@@ -809,18 +872,24 @@ fn init_main(
 ) -> ! {
     trace::mark("init");
     let _ = process::set_parent_death_signal(libc::SIGKILL);
-    // First, so that it runs on the other core while this one works.
-    let mut net = match process::NetUnsharer::spawn() {
-        Ok(n) => n,
-        Err(e) => fail(&sync, "network namespace", e),
+    // First, so that it runs on the other core while this one works;
+    // unless the init was born in a namespace made ahead.
+    let mut net = if prep.net_pooled {
+        None
+    } else {
+        let n = match process::NetUnsharer::spawn() {
+            Ok(n) => n,
+            Err(e) => fail(&sync, "network namespace", e),
+        };
+        process::keep_off_current_cpu(n.pid());
+        trace::mark("i:helper spawned");
+        Some(n)
     };
-    process::keep_off_current_cpu(net.pid());
-    trace::mark("i:helper spawned");
     // Nothing the supervisor holds (its own standard streams, a service
     // socket) stays open in the sandbox: keep the status channel, the
     // agent's pipes and the declared descriptors, close the rest.
     let mut keep: Vec<RawFd> = vec![sync.as_raw_fd()];
-    keep.extend(net.descriptors());
+    keep.extend(net.iter().flat_map(|n| n.descriptors()));
     if let Some((a, b, c)) = &pipes {
         keep.extend([a.as_raw_fd(), b.as_raw_fd(), c.as_raw_fd()]);
     }
@@ -832,9 +901,9 @@ fn init_main(
         process::exit_now(1);
     }
     trace::mark("i:fds closed");
-    // GO carries the network namespace the init was born in (the
-    // supervisor's, measured there while the init started), which the init
-    // must have left before the agent exists.
+    // GO carries the supervisor's network namespace (measured there while
+    // the init started), which the init must not be in (born there without
+    // a pooled namespace, and leaving it) before the agent exists.
     let mut go = [0u8; 9];
     if fd::read_full(sync.as_fd(), &mut go) != Ok(go.len()) || go[0] != TAG_GO {
         process::exit_now(1);
@@ -848,7 +917,7 @@ fn init_main(
     // The view; the network namespace is joined on the way (while the init
     // is still dumpable: joining through the helper's pidfd needs
     // ptrace-read access to it), and the helper let go.
-    let facts = match setup_fs(spec, prep.privileged, &mut net, born_in_net) {
+    let facts = match setup_fs(spec, prep.privileged, net.as_mut(), born_in_net) {
         Ok(f) => f,
         Err((step, e)) => fail(&sync, &step, e),
     };
@@ -919,9 +988,11 @@ fn init_main(
         .unwrap_or(0);
     // The helper was let go once the namespace was joined and has normally
     // exited by now; it is reaped before anything of the agent exists.
-    trace::mark("i:reaping helper");
-    net.reap();
-    trace::mark("i:helper reaped");
+    if let Some(net) = net {
+        trace::mark("i:reaping helper");
+        net.reap();
+        trace::mark("i:helper reaped");
+    }
     // Started on this CPU, which the vfork wait leaves free (see
     // `CpuSet::pin_here`); the agent widens its mask again at once.
     let affinity = process::CpuSet::pin_here();
@@ -1272,7 +1343,7 @@ fn agent_main(
 fn setup_fs(
     spec: &LaunchSpec,
     privileged: bool,
-    net: &mut process::NetUnsharer,
+    net: Option<&mut process::NetUnsharer>,
     born_in_net: u64,
 ) -> Result<PreparedFacts, (String, Errno)> {
     let owner = privileged.then_some((INSIDE_ID, INSIDE_ID));
@@ -1487,7 +1558,6 @@ fn setup_fs(
     )
     .map_err(step("read-only /"))?;
     join_net(net, born_in_net).map_err(step("network namespace"))?;
-    net.release();
     trace::mark("net joined");
     Ok(facts)
 }

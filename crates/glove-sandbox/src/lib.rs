@@ -16,6 +16,7 @@
 //!   [`etc_snapshot`], the cached read-only `/etc` it binds;
 //! * [`launcher`] and [`wire`] — the single-threaded launcher process a
 //!   multi-threaded service drives over one socket, and its frames;
+//! * [`net_pool`] — network namespaces made ahead for root launches;
 //! * [`identity`] — boot id + pid + start time + cgroup, for recovery;
 //! * `sys` — the only module with `unsafe` code and raw system calls.
 #![deny(unsafe_code)]
@@ -28,6 +29,7 @@ pub mod grants;
 pub mod identity;
 pub mod launch;
 pub mod launcher;
+pub mod net_pool;
 pub mod outcome;
 pub mod profile;
 pub mod seccomp;

@@ -94,12 +94,15 @@ pub struct ExecRequest {
     /// [`crate::etc_snapshot`]); `None` copies the files into each sandbox.
     /// When no snapshot can be used there, the files are copied too.
     pub etc_snapshots: Option<std::path::PathBuf>,
+    /// A pool of network namespaces made ahead, for a root launch
+    /// ([`crate::net_pool`]); `None` makes the namespace during the launch.
+    pub network_pool: Option<std::path::PathBuf>,
 }
 
 impl ExecRequest {
     /// `command` in the default profile: no extra environment or binds, no
     /// copy, the default limits, pipes, best-effort enforcement, `/etc`
-    /// copied in (no snapshot).
+    /// copied in (no snapshot), no network namespace pool.
     pub fn new(command: Vec<String>) -> ExecRequest {
         ExecRequest {
             command,
@@ -111,6 +114,7 @@ impl ExecRequest {
             strict_limits: false,
             term: None,
             etc_snapshots: None,
+            network_pool: None,
         }
     }
 }
@@ -327,6 +331,7 @@ pub fn exec_spec(req: ExecRequest) -> Result<LaunchSpec, SandboxError> {
         grants: Vec::new(),
         bundles: Vec::new(),
         protected_paths: Vec::new(),
+        network_pool: req.network_pool,
         enforcement: if req.strict_limits {
             Enforcement::Strict
         } else {

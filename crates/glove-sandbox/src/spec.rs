@@ -159,6 +159,11 @@ pub struct LaunchSpec {
     /// Host paths no grant may expose (a grant equal to one of them or to an
     /// ancestor is refused), e.g. the control socket's directory.
     pub protected_paths: Vec<String>,
+    /// A pool of network namespaces made ahead ([`crate::net_pool`]; an
+    /// absolute host directory, used by root launches only): the sandbox
+    /// gets one from there instead of a namespace made during the launch.
+    /// `None`: always made during the launch.
+    pub network_pool: Option<std::path::PathBuf>,
 }
 
 fn bad(detail: impl Into<String>) -> SandboxError {
@@ -313,6 +318,12 @@ impl LaunchSpec {
         }
         for p in &self.protected_paths {
             path(p, "protected path")?;
+        }
+        if let Some(d) = &self.network_pool {
+            match d.to_str() {
+                Some(p) => path(p, "network namespace pool")?,
+                None => return Err(bad("the network namespace pool path is not UTF-8")),
+            }
         }
         for t in &targets {
             if let Some(r) = RESERVED_TARGETS

@@ -182,7 +182,7 @@ impl Running {
         if let Some(cg) = &mut self.cgroup {
             cg.open_counters();
             if settings.exit_after {
-                cg.prepare_detached_removal();
+                cg.prepare_detached_removal(&self.net_refill);
             }
         }
         for f in [Some(out_fd), err_fd].into_iter().flatten() {

@@ -134,6 +134,8 @@ impl SpecWire {
             grants: self.grants,
             bundles: self.bundles,
             protected_paths: self.protected_paths,
+            // Not on the wire: the launcher's owner decides.
+            network_pool: None,
         }
     }
 }

@@ -34,6 +34,8 @@ fn bind(source: &str, target: &str) -> Bind {
 #[test]
 fn rules() {
     invalid(|s| s.executable = "relative/path".into());
+    invalid(|s| s.network_pool = Some("relative/pool".into()));
+    invalid(|s| s.network_pool = Some("/run/../pool".into()));
     invalid(|s| s.working_directory = "/a/../b".into());
     invalid(|s| s.arguments.push("a\0b".into()));
     invalid(|s| s.environment.push("1BAD=x".into()));

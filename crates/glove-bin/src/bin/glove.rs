@@ -1,9 +1,6 @@
 //! `glove`: the operator's terminal command.
 
-use clap::Parser;
-use glove_bin::cli::{run, Cli};
-
 fn main() {
-    let cli = Cli::parse();
-    std::process::exit(run(cli));
+    glove_sandbox::launch::trace_mark("main");
+    std::process::exit(glove_bin::cli::main());
 }

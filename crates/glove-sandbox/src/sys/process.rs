@@ -655,6 +655,13 @@ impl NetUnsharer {
 /// is then whoever inherited it: only for a caller about to exit, which
 /// must be single-threaded (the descriptor list must not change before the
 /// clone).
+///
+/// After the removal it makes the network namespace pool entries it was
+/// given (the pool's refill, [`crate::net_pool`]): for each, a new
+/// namespace (`unshare(CLONE_NEWNET)` of itself), the temporary directory
+/// and its `ns` file created exclusively, the namespace bound onto the
+/// file, and the directory renamed to its ready name (what was made is
+/// removed again on a failure, which ends the refill).
 #[derive(Debug)]
 pub(crate) struct Remover {
     go: OwnedFd,
@@ -663,6 +670,9 @@ pub(crate) struct Remover {
 /// What the remover works on (leaked: never freed).
 struct RemoverArgs {
     paths: &'static [std::ffi::CString],
+    /// Pool entries to make after the removal: temporary directory, its
+    /// `ns` file, ready name.
+    netns: &'static [[std::ffi::CString; 3]],
     /// Descriptors open in the caller when it started the remover, to close.
     close: &'static [RawFd],
     /// The pipe's read end.
@@ -670,14 +680,19 @@ struct RemoverArgs {
 }
 
 impl Remover {
-    /// Starts the remover for `dirs`; `None` when it cannot be.
-    pub(crate) fn start(dirs: &[std::path::PathBuf]) -> Option<Remover> {
-        use std::os::unix::ffi::OsStrExt;
-        let paths: Vec<std::ffi::CString> = dirs
+    /// Starts the remover for `dirs`, which then makes the network
+    /// namespaces `netns` (pool entries); `None` when it cannot be started.
+    pub(crate) fn start(
+        dirs: &[std::path::PathBuf],
+        netns: &[crate::net_pool::NewEntry],
+    ) -> Option<Remover> {
+        use crate::net_pool::c_path;
+        let paths: Vec<std::ffi::CString> =
+            dirs.iter().map(|d| c_path(d)).collect::<Option<_>>()?;
+        let netns: Vec<[std::ffi::CString; 3]> = netns
             .iter()
-            .map(|d| std::ffi::CString::new(d.as_os_str().as_bytes()))
-            .collect::<Result<_, _>>()
-            .ok()?;
+            .map(|e| Some([c_path(&e.making)?, c_path(&e.making_ns)?, c_path(&e.ready)?]))
+            .collect::<Option<_>>()?;
         let (wait, go) = super::fd::pipe().ok()?;
         // Listed after the pipe exists: its write end is closed too.
         let listed: Vec<RawFd> = std::fs::read_dir("/proc/self/fd")
@@ -695,6 +710,7 @@ impl Remover {
             .collect();
         let args: &'static RemoverArgs = Box::leak(Box::new(RemoverArgs {
             paths: Box::leak(paths.into_boxed_slice()),
+            netns: Box::leak(netns.into_boxed_slice()),
             close: Box::leak(close.into_boxed_slice()),
             wait: wait.as_raw_fd(),
         }));
@@ -732,10 +748,18 @@ impl Remover {
     }
 }
 
+/// How long the remover waits before it starts.
+const START_DELAY_NS: i64 = 5_000_000;
+
 extern "C" fn remover_main(arg: *mut libc::c_void) -> libc::c_int {
     // SAFETY: `arg` is the leaked value made by `Remover::start`, never
     // freed.
-    let RemoverArgs { paths, close, wait } = unsafe { &*arg.cast::<RemoverArgs>() };
+    let RemoverArgs {
+        paths,
+        netns,
+        close,
+        wait,
+    } = unsafe { &*arg.cast::<RemoverArgs>() };
     for fd in close.iter() {
         // `try_close`: a failing close (EIO, EINTR) is ignored instead of
         // asserted on, as `close` does in debug builds.
@@ -749,6 +773,13 @@ extern "C" fn remover_main(arg: *mut libc::c_void) -> libc::c_int {
     // The end of file (the starter exited or dropped its end), a byte or
     // an error: remove now either way.
     let _ = rustix::io::read(wait, &mut byte);
+    // First out of the way: the starter's parent, woken by the exit, runs
+    // first (a long stretch in the kernel here, such as a cgroup removal,
+    // would delay it on this CPU).
+    let _ = rustix::thread::nanosleep(&rustix::thread::Timespec {
+        tv_sec: 0,
+        tv_nsec: START_DELAY_NS,
+    });
     let pause = rustix::thread::Timespec {
         tv_sec: 0,
         tv_nsec: 2_000_000,
@@ -763,5 +794,46 @@ extern "C" fn remover_main(arg: *mut libc::c_void) -> libc::c_int {
             }
         }
     }
+    // The refill is for later launches: it yields to everything else.
+    if !netns.is_empty() {
+        let _ = rustix::process::setpriority_process(None, 19);
+    }
+    for [dir, ns, ready] in netns.iter() {
+        if make_pool_entry(dir, ns, ready).is_err() {
+            break;
+        }
+    }
     0
+}
+
+/// One network namespace pool entry (see [`Remover`]); raw system calls
+/// only.
+fn make_pool_entry(
+    dir: &std::ffi::CStr,
+    ns: &std::ffi::CStr,
+    ready: &std::ffi::CStr,
+) -> rustix::io::Result<()> {
+    use rustix::fs::{Mode, OFlags};
+    // SAFETY: NEWNET only affects this process's own network namespace.
+    unsafe { rustix::thread::unshare_unsafe(rustix::thread::UnshareFlags::NEWNET)? };
+    rustix::fs::mkdir(dir, Mode::RWXU)?;
+    let made = rustix::fs::open(
+        ns,
+        OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::CLOEXEC | OFlags::NOFOLLOW,
+        Mode::RUSR,
+    )
+    .map(|file| {
+        // SAFETY: the descriptor was just opened here and nothing else
+        // uses it.
+        let _ = unsafe { rustix::io::try_close(std::os::fd::IntoRawFd::into_raw_fd(file)) };
+    })
+    .and_then(|()| rustix::mount::mount_bind(c"/proc/thread-self/ns/net", ns));
+    let made = made.and_then(|()| rustix::fs::rename(dir, ready));
+    if let Err(e) = made {
+        let _ = rustix::mount::unmount(ns, rustix::mount::UnmountFlags::DETACH);
+        let _ = rustix::fs::unlink(ns);
+        let _ = rustix::fs::rmdir(dir);
+        return Err(e);
+    }
+    Ok(())
 }

@@ -1,0 +1,496 @@
+//! Network namespaces made ahead of time, for root launches.
+//!
+//! Making a network namespace is the largest single cost of a launch on
+//! the development machines (0.8–1.1 ms, mostly the hypervisor backing the
+//! new namespace's fresh pages). A pool moves that cost off the launch: a
+//! launch *claims* a namespace that was made after an earlier session
+//! ended, and the helper that removes that session's cgroup makes new ones
+//! once its starter has exited ([`Claim::refill`]).
+//!
+//! An entry is a directory `net-…` in the pool directory holding a file
+//! `ns` with the namespace bound onto it (like `ip netns`). It is made
+//! under a temporary name (`unshare(CLONE_NEWNET)`, a bind) and renamed into
+//! place, and nothing ever runs in it before it is claimed. A claim renames
+//! the entry to `used-…`: only one claimer's rename can succeed, so every
+//! namespace serves exactly one sandbox. The claimed namespace is owned by
+//! the host's user namespace, so nobody inside the sandbox holds any
+//! capability over it (a namespace made inside the sandbox's user
+//! namespace would give its root `CAP_NET_ADMIN` there). The used entry's
+//! bind is taken down after the session ([`Claim::used`]); that never
+//! affects the sandbox, whose processes hold the namespace themselves.
+//! Unmounting waits for an RCU grace period, which is why a claim does not.
+//!
+//! Only root can bind a namespace into the host's mount table, so the pool
+//! is used only by root. The directory (`/run/glove/netns` by default) and
+//! its parent must be root's and writable by nobody else, with the same
+//! checks as the `/etc` snapshots. The directory is made a private mount of
+//! itself once, so that entries do not propagate into other mount
+//! namespaces. At most [`TARGET`] entries are made ready and at most
+//! [`MAX_ENTRIES`] are kept; a claim removes any beyond that, and anything
+//! left over by a process that died (half-made or used entries) once it is
+//! a minute old.
+
+use std::ffi::{CString, OsString};
+use std::os::fd::OwnedFd;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+
+use rustix::fs::{AtFlags, Mode, OFlags};
+
+/// Entries a claim asks to be made ready for the next launches.
+pub const TARGET: usize = 2;
+/// Ready entries kept at most; a claim removes the rest.
+pub const MAX_ENTRIES: usize = 8;
+/// Half-made and used entries left by a process that died are removed once
+/// they are this old.
+const STALE_SECS: i64 = 60;
+/// `statfs` type of the namespace file system.
+const NSFS_MAGIC: u64 = 0x6e73_6673;
+const READY: &str = "net-";
+const USED: &str = "used-";
+const MAKING: &str = ".new-";
+/// The file in an entry that the namespace is bound onto.
+const NS_FILE: &str = "ns";
+
+/// Why the pool cannot be used (the launch then makes its namespace).
+#[derive(Debug, thiserror::Error)]
+pub enum PoolError {
+    /// Only root can keep namespaces bound in the host's mount table.
+    #[error("only root keeps a network namespace pool")]
+    NotRoot,
+    /// The directory or one above it is unsafe.
+    #[error(transparent)]
+    Dir(#[from] crate::etc_snapshot::SnapshotError),
+    /// A system call failed.
+    #[error("{what}: {errno}")]
+    Sys {
+        /// The operation and path.
+        what: String,
+        /// The error.
+        errno: rustix::io::Errno,
+    },
+}
+
+fn sys(what: impl Into<String>) -> impl FnOnce(rustix::io::Errno) -> PoolError {
+    let what = what.into();
+    move |errno| PoolError::Sys { what, errno }
+}
+
+/// The default pool directory: `/run/glove/netns` for root, none otherwise.
+pub fn default_dir() -> Option<PathBuf> {
+    (crate::sys::process::effective_ids().0 == 0).then(|| PathBuf::from("/run/glove/netns"))
+}
+
+/// What a claim found.
+#[derive(Debug, Default)]
+pub struct Claim {
+    /// The claimed namespace (`None`: the pool was empty).
+    pub namespace: Option<OwnedFd>,
+    /// The claimed entry, renamed: to take down once the sandbox is in the
+    /// namespace ([`release_used`]).
+    pub used: Option<PathBuf>,
+    /// Entries to make for the next launches ([`make_entry`]): at most
+    /// [`TARGET`] minus what is left.
+    pub refill: Vec<NewEntry>,
+}
+
+/// Where to make one entry: first under a temporary name, then renamed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NewEntry {
+    /// The temporary directory.
+    pub making: PathBuf,
+    /// Its `ns` file.
+    pub making_ns: PathBuf,
+    /// The ready name.
+    pub ready: PathBuf,
+}
+
+/// Takes one namespace from the pool in `dir` (made, with its parent, if
+/// missing) and says which entries to make for the next launches.
+pub fn claim(dir: &Path) -> Result<Claim, PoolError> {
+    if crate::sys::process::effective_ids().0 != 0 {
+        return Err(PoolError::NotRoot);
+    }
+    crate::etc_snapshot::check_dirs(dir)?;
+    make_private_mount(dir)?;
+    let dirfd = open_dir(dir)?;
+    let now = unix_secs();
+    let stamp = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0);
+    let pid = std::process::id();
+
+    let mut ready: Vec<OsString> = Vec::new();
+    for e in std::fs::read_dir(dir).map_err(|e| PoolError::Sys {
+        what: format!("list {}", dir.display()),
+        errno: rustix::io::Errno::from_io_error(&e).unwrap_or(rustix::io::Errno::IO),
+    })? {
+        let Ok(e) = e else { continue };
+        let name = e.file_name();
+        let b = name.as_bytes();
+        if b.starts_with(READY.as_bytes()) {
+            ready.push(name);
+        } else if b.starts_with(USED.as_bytes()) || b.starts_with(MAKING.as_bytes()) {
+            // Left over by a process that died (or still in the making).
+            let old = rustix::fs::statat(&dirfd, name.as_os_str(), AtFlags::SYMLINK_NOFOLLOW)
+                .map(|st| now.saturating_sub(st.st_mtime) >= STALE_SECS)
+                .unwrap_or(false);
+            if old {
+                release_used(&dir.join(&name));
+            }
+        }
+    }
+    // Oldest first (the names carry the time they were planned).
+    ready.sort();
+    let mut claim = Claim::default();
+    let mut left = ready.len();
+    for name in ready {
+        if claim.namespace.is_some() && left <= MAX_ENTRIES {
+            break;
+        }
+        left -= 1;
+        let used = OsString::from(format!("{USED}{stamp:020}-{pid}-{left}"));
+        // The claim: one rename succeeds; a missing entry was taken by
+        // someone else.
+        if rustix::fs::renameat(&dirfd, name.as_os_str(), &dirfd, used.as_os_str()).is_err() {
+            continue;
+        }
+        let used = dir.join(used);
+        if claim.namespace.is_some() {
+            // Beyond the bound.
+            release_used(&used);
+            continue;
+        }
+        match open_namespace(&used.join(NS_FILE)) {
+            Some(fd) => {
+                claim.namespace = Some(fd);
+                claim.used = Some(used);
+            }
+            None => release_used(&used),
+        }
+    }
+    claim.refill = (0..TARGET.saturating_sub(left))
+        .map(|i| {
+            let tail = format!("{stamp:020}-{pid}-{i}");
+            let making = dir.join(format!("{MAKING}{tail}"));
+            NewEntry {
+                making_ns: making.join(NS_FILE),
+                making,
+                ready: dir.join(format!("{READY}{tail}")),
+            }
+        })
+        .collect();
+    Ok(claim)
+}
+
+/// The namespace bound on `path`, if it is one.
+fn open_namespace(path: &Path) -> Option<OwnedFd> {
+    let fd = rustix::fs::open(
+        path,
+        OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC | OFlags::NONBLOCK,
+        Mode::empty(),
+    )
+    .ok()?;
+    let fs = rustix::fs::fstatfs(&fd).ok()?;
+    (fs.f_type as u64 == NSFS_MAGIC).then_some(fd)
+}
+
+/// Takes down an entry (used, half-made or ready): unbinds its namespace
+/// and removes its file and directory. Errors are ignored (what is left is
+/// removed by a later claim).
+pub fn release_used(entry: &Path) {
+    let ns = entry.join(NS_FILE);
+    let _ = rustix::mount::unmount(&ns, rustix::mount::UnmountFlags::DETACH);
+    let _ = rustix::fs::unlink(&ns);
+    let _ = rustix::fs::rmdir(entry);
+}
+
+/// The same paths as C strings, for the helper that works after the
+/// session ([`crate::sys::process::Remover`]).
+pub(crate) fn c_path(p: &Path) -> Option<CString> {
+    CString::new(p.as_os_str().as_bytes()).ok()
+}
+
+/// Removes every entry of the pool in `dir` (for an operator, and tests);
+/// returns how many entries there were.
+pub fn drain(dir: &Path) -> Result<usize, PoolError> {
+    let mut n = 0;
+    for e in std::fs::read_dir(dir)
+        .map_err(|e| PoolError::Sys {
+            what: format!("list {}", dir.display()),
+            errno: rustix::io::Errno::from_io_error(&e).unwrap_or(rustix::io::Errno::IO),
+        })?
+        .flatten()
+    {
+        let name = e.file_name();
+        let b = name.as_bytes();
+        if [READY, USED, MAKING]
+            .iter()
+            .any(|p| b.starts_with(p.as_bytes()))
+        {
+            release_used(&dir.join(&name));
+            n += 1;
+        }
+    }
+    Ok(n)
+}
+
+/// Ready entries in `dir` whose namespace is bound (for tests and checks).
+pub fn ready_namespaces(dir: &Path) -> Vec<(PathBuf, u64)> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        if !e.file_name().as_bytes().starts_with(READY.as_bytes()) {
+            continue;
+        }
+        let ns = e.path().join(NS_FILE);
+        if let Some(fd) = open_namespace(&ns) {
+            if let Ok(st) = rustix::fs::fstat(&fd) {
+                out.push((e.path(), st.st_ino));
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+fn unix_secs() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs() as i64)
+        .unwrap_or(0)
+}
+
+/// Makes `dir` a private mount of itself, once, so that the entries bound
+/// below it stay in this mount namespace.
+fn make_private_mount(dir: &Path) -> Result<(), PoolError> {
+    let is_root = |fd: &OwnedFd| -> Result<bool, PoolError> {
+        let st = rustix::fs::statx(
+            fd,
+            c"",
+            AtFlags::EMPTY_PATH,
+            rustix::fs::StatxFlags::BASIC_STATS,
+        )
+        .map_err(sys(format!("statx {}", dir.display())))?;
+        let flag = rustix::fs::StatxAttributes::MOUNT_ROOT;
+        if !st.stx_attributes_mask.contains(flag) {
+            return Err(PoolError::Sys {
+                what: "statx: the kernel does not report mount roots".into(),
+                errno: rustix::io::Errno::NOSYS,
+            });
+        }
+        Ok(st.stx_attributes.contains(flag))
+    };
+    let dirfd = open_dir(dir)?;
+    if is_root(&dirfd)? {
+        return Ok(());
+    }
+    // Two first launches at once would stack two binds: one does it.
+    rustix::fs::flock(&dirfd, rustix::fs::FlockOperation::LockExclusive)
+        .map_err(sys(format!("lock {}", dir.display())))?;
+    if !is_root(&open_dir(dir)?)? {
+        rustix::mount::mount_bind(dir, dir).map_err(sys(format!("bind {}", dir.display())))?;
+        rustix::mount::mount_change(dir, rustix::mount::MountPropagationFlags::PRIVATE)
+            .map_err(sys(format!("make {} private", dir.display())))?;
+    }
+    let _ = rustix::fs::flock(&dirfd, rustix::fs::FlockOperation::Unlock);
+    Ok(())
+}
+
+fn open_dir(dir: &Path) -> Result<OwnedFd, PoolError> {
+    rustix::fs::open(
+        dir,
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+        Mode::empty(),
+    )
+    .map_err(sys(format!("open {}", dir.display())))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Root is needed to bind namespaces; without it the test says so
+    /// (and fails when the sandbox is required).
+    fn root_or_skip() -> bool {
+        if crate::sys::process::effective_ids().0 == 0 {
+            return true;
+        }
+        assert!(
+            std::env::var("GLOVE_REQUIRE_SANDBOX").as_deref() != Ok("1"),
+            "GLOVE_REQUIRE_SANDBOX=1 but the pool tests need root"
+        );
+        eprintln!("skipping: the network namespace pool needs root");
+        false
+    }
+
+    /// A ready entry made the way the remover makes one, by `unshare -n`.
+    fn make_ready(dir: &Path, name: &str) {
+        let making = dir.join(format!("{MAKING}{name}"));
+        std::fs::create_dir(&making).expect("mkdir");
+        std::fs::File::create(making.join(NS_FILE)).expect("ns file");
+        let ok = std::process::Command::new("unshare")
+            .args(["--net", "mount", "--bind", "/proc/self/ns/net"])
+            .arg(making.join(NS_FILE))
+            .status()
+            .expect("unshare");
+        assert!(ok.success());
+        std::fs::rename(&making, dir.join(format!("{READY}{name}"))).expect("rename");
+    }
+
+    /// A pool directory in a temporary directory; dropping it releases
+    /// what is left and the directory's own bind.
+    struct TestPool {
+        _tmp: tempfile::TempDir,
+        dir: PathBuf,
+    }
+
+    impl Drop for TestPool {
+        fn drop(&mut self) {
+            let _ = drain(&self.dir);
+            let _ = rustix::mount::unmount(&self.dir, rustix::mount::UnmountFlags::DETACH);
+        }
+    }
+
+    fn pool() -> TestPool {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let dir = tmp.path().join("glove/netns");
+        TestPool { _tmp: tmp, dir }
+    }
+
+    /// Mount points below `dir`.
+    fn bound_below(dir: &Path) -> usize {
+        let prefix = format!("{}/", dir.display());
+        std::fs::read_to_string("/proc/self/mountinfo")
+            .expect("mountinfo")
+            .lines()
+            .filter(|l| l.split(' ').nth(4).is_some_and(|m| m.starts_with(&prefix)))
+            .count()
+    }
+
+    fn inode(fd: &OwnedFd) -> u64 {
+        rustix::fs::fstat(fd).expect("fstat").st_ino
+    }
+
+    #[test]
+    fn an_ordinary_user_gets_no_pool() {
+        if crate::sys::process::effective_ids().0 == 0 {
+            assert!(default_dir().is_some());
+            return;
+        }
+        assert!(default_dir().is_none());
+        assert!(matches!(
+            claim(Path::new("/tmp/glove-no-pool")),
+            Err(PoolError::NotRoot)
+        ));
+    }
+
+    #[test]
+    fn every_namespace_is_claimed_once_even_by_concurrent_claimers() {
+        if !root_or_skip() {
+            return;
+        }
+        let p = pool();
+        let dir = &p.dir;
+        // The first claim makes the directory and finds nothing.
+        let first = claim(dir).expect("claim");
+        assert!(first.namespace.is_none() && first.used.is_none());
+        assert_eq!(first.refill.len(), TARGET);
+        for (i, e) in first.refill.iter().enumerate() {
+            assert!(e.ready.file_name().unwrap().as_bytes().starts_with(b"net-"));
+            assert_eq!(e.making_ns, e.making.join("ns"));
+            assert!(!e.ready.exists() && !e.making.exists(), "{i}");
+        }
+        for i in 0..5 {
+            make_ready(dir, &format!("{i:020}-1-0"));
+        }
+        assert_eq!(ready_namespaces(dir).len(), 5);
+        let claims: Vec<Claim> = std::thread::scope(|s| {
+            let handles: Vec<_> = (0..8).map(|_| s.spawn(|| claim(dir))).collect();
+            handles
+                .into_iter()
+                .map(|h| h.join().expect("thread").expect("claim"))
+                .collect()
+        });
+        let mut got: Vec<u64> = claims
+            .iter()
+            .filter_map(|c| c.namespace.as_ref().map(inode))
+            .collect();
+        assert_eq!(got.len(), 5, "five entries, five namespaces");
+        got.sort();
+        got.dedup();
+        assert_eq!(got.len(), 5, "no namespace was handed out twice");
+        let host = rustix::fs::stat("/proc/self/ns/net").expect("stat").st_ino;
+        assert!(!got.contains(&host));
+        for c in &claims {
+            if let Some(used) = &c.used {
+                assert!(used.join("ns").exists());
+                release_used(used);
+                assert!(!used.exists());
+            }
+        }
+        assert!(ready_namespaces(dir).is_empty());
+        assert_eq!(std::fs::read_dir(dir).expect("list").count(), 0);
+        assert_eq!(bound_below(dir), 0);
+    }
+
+    #[test]
+    fn a_claim_keeps_the_pool_bounded_and_removes_leftovers() {
+        if !root_or_skip() {
+            return;
+        }
+        let p = pool();
+        let dir = &p.dir;
+        claim(dir).expect("make the directory");
+        for i in 0..MAX_ENTRIES + 3 {
+            make_ready(dir, &format!("{i:020}-1-0"));
+        }
+        let oldest = ready_namespaces(dir)[0].clone();
+        // Leftovers of a process that died: a half-made entry and a used
+        // one, both old, and a fresh half-made one (still being made).
+        let stale = [format!("{MAKING}old"), format!("{USED}old")];
+        for name in &stale {
+            std::fs::create_dir(dir.join(name)).expect("mkdir");
+            std::fs::File::create(dir.join(name).join(NS_FILE)).expect("file");
+            let an_hour_ago = std::time::SystemTime::now() - std::time::Duration::from_secs(3600);
+            std::fs::File::open(dir.join(name))
+                .and_then(|f| f.set_modified(an_hour_ago))
+                .expect("age it");
+        }
+        std::fs::create_dir(dir.join(format!("{MAKING}fresh"))).expect("mkdir");
+
+        let c = claim(dir).expect("claim");
+        let ns = c.namespace.as_ref().expect("a namespace");
+        assert_eq!(inode(ns), oldest.1, "the oldest entry is taken first");
+        assert_eq!(ready_namespaces(dir).len(), MAX_ENTRIES);
+        assert!(c.refill.is_empty(), "the pool is full");
+        for name in &stale {
+            assert!(!dir.join(name).exists(), "{name} left behind");
+        }
+        assert!(dir.join(format!("{MAKING}fresh")).exists());
+        release_used(c.used.as_ref().expect("used"));
+
+        // Draining releases every entry; nothing stays bound.
+        assert_eq!(drain(dir).expect("drain"), MAX_ENTRIES + 1);
+        assert!(ready_namespaces(dir).is_empty());
+        assert_eq!(bound_below(dir), 0);
+    }
+
+    #[test]
+    fn an_unsafe_directory_is_not_used() {
+        if !root_or_skip() {
+            return;
+        }
+        use std::os::unix::fs::PermissionsExt;
+        let p = pool();
+        let dir = &p.dir;
+        claim(dir).expect("make the directory");
+        make_ready(dir, &format!("{:020}-1-0", 0));
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o777)).expect("chmod");
+        assert!(matches!(claim(dir), Err(PoolError::Dir(_))));
+        assert_eq!(ready_namespaces(dir).len(), 1, "untouched");
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700)).expect("chmod");
+        assert_eq!(drain(dir).expect("drain"), 1);
+        assert_eq!(bound_below(dir), 0);
+    }
+}
