@@ -10,12 +10,19 @@ order, so drift hits all of them alike. Each run is posix_spawn + waitpid
 (what hyperfine -N does). GAP (seconds, default 0.03) of idle precedes every
 run: the spaced regime; GAP=0 gives back-to-back. Prints medians and the
 ratios to bubblewrap and to bare /bin/true.
+
+Back-to-back, a command's deferred work (what a launcher leaves to a
+helper or the kernel after it exits) lands in whatever runs next. So that
+each command pays its own, back-to-back rounds run each command BLOCK times
+in a row (default 5; BLOCK=1 turns it off) and count all but the first run
+of every block, which pays for the command before it.
 """
 import os, random, shutil, statistics, sys, time
 
 rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 300
 gloves = sys.argv[2:] or [os.environ.get("GLOVE_BIN", "target/x86_64-unknown-linux-gnu/release/glove")]
 gap = float(os.environ.get("GAP", "0.03"))
+block = int(os.environ.get("BLOCK", "1" if gap else "5"))
 bwrap = ["bwrap", "--unshare-all", "--die-with-parent", "--ro-bind", "/usr", "/usr"]
 for d in ("bin", "lib", "lib64", "sbin"):
     p = "/" + d
@@ -52,9 +59,13 @@ for _ in range(rounds):
     for k in order:
         if gap:
             time.sleep(gap)
-        times[k].append(run(cmds[k], envs.get(k)))
+        for i in range(block):
+            took = run(cmds[k], envs.get(k))
+            if i > 0 or block == 1:
+                times[k].append(took)
 med = {k: statistics.median(v) * 1000 for k, v in times.items()}
-print(f"{rounds} rounds, gap {gap * 1000:.0f} ms")
+blocks = f", blocks of {block} (the first run of each not counted)" if block > 1 else ""
+print(f"{rounds} rounds, gap {gap * 1000:.0f} ms{blocks}")
 for k, m in med.items():
     extra = "" if k in ("bare", "bwrap") else f"   glove/bwrap = {m / med['bwrap']:.2f}   glove/bare = {m / med['bare']:.2f}"
     print(f"  {k:40} median {m:7.3f} ms{extra}")

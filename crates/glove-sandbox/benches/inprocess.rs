@@ -43,7 +43,9 @@ fn main() {
     // The profile as `glove exec` uses it: `/etc` from a snapshot.
     let req = || ExecRequest {
         etc_snapshots: glove_sandbox::etc_snapshot::default_dir(),
-        network_pool: glove_sandbox::net_pool::default_dir(),
+        // No network namespace pool: a long-lived supervisor has nothing
+        // refilling it (only `glove exec`'s exit does).
+        network_pool: None,
         ..ExecRequest::new(vec!["/bin/true".into()])
     };
     let command = AgentCommand {
