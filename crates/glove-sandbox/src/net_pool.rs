@@ -23,9 +23,9 @@
 //! Only root can bind a namespace into the host's mount table, so the pool
 //! is used only by root. The directory (`/run/glove/netns` by default) and
 //! its parent must be root's and writable by nobody else, with the same
-//! checks as the `/etc` snapshots. The directory is made a private mount of
-//! itself once, so that entries do not propagate into other mount
-//! namespaces. At most [`TARGET`] entries are made ready and at most
+//! checks as the `/etc` snapshots. A small private tmpfs is mounted on it
+//! once, so that entries do not propagate into other mount namespaces and
+//! cost no journal writes. At most [`TARGET`] entries are made ready and at most
 //! [`MAX_ENTRIES`] are kept; a claim removes any beyond that, and anything
 //! left over by a process that died (half-made or used entries) once it is
 //! a minute old.
@@ -261,8 +261,9 @@ fn unix_secs() -> i64 {
         .unwrap_or(0)
 }
 
-/// Makes `dir` a private mount of itself, once, so that the entries bound
-/// below it stay in this mount namespace.
+/// Mounts a small private tmpfs on `dir`, once: the entries bound below it
+/// stay in this mount namespace, and making and taking them costs no
+/// journal writes (`/run` is not always a tmpfs).
 fn make_private_mount(dir: &Path) -> Result<(), PoolError> {
     let is_root = |fd: &OwnedFd| -> Result<bool, PoolError> {
         let st = rustix::fs::statx(
@@ -285,11 +286,19 @@ fn make_private_mount(dir: &Path) -> Result<(), PoolError> {
     if is_root(&dirfd)? {
         return Ok(());
     }
-    // Two first launches at once would stack two binds: one does it.
+    // Two first launches at once would stack two mounts: one does it.
     rustix::fs::flock(&dirfd, rustix::fs::FlockOperation::LockExclusive)
         .map_err(sys(format!("lock {}", dir.display())))?;
     if !is_root(&open_dir(dir)?)? {
-        rustix::mount::mount_bind(dir, dir).map_err(sys(format!("bind {}", dir.display())))?;
+        use rustix::mount::MountFlags;
+        rustix::mount::mount(
+            "glove-netns",
+            dir,
+            "tmpfs",
+            MountFlags::NOSUID | MountFlags::NODEV | MountFlags::NOEXEC,
+            c"mode=0700,size=64k,nr_inodes=256",
+        )
+        .map_err(sys(format!("mount a tmpfs on {}", dir.display())))?;
         rustix::mount::mount_change(dir, rustix::mount::MountPropagationFlags::PRIVATE)
             .map_err(sys(format!("make {} private", dir.display())))?;
     }
