@@ -322,20 +322,12 @@ fn prepare_inner(spec: LaunchSpec, release_early: bool) -> Result<Prepared, Sand
 
     // The init is born in the pooled namespace: this process enters it for
     // the clone and leaves again right after.
-    let host_net = match &pooled_net {
-        Some(ns) => {
-            let host = std::fs::File::open("/proc/thread-self/ns/net").map_err(|e| {
-                io_err(
-                    "network namespace",
-                    Errno(e.raw_os_error().unwrap_or(libc::EIO)),
-                )
-            })?;
-            process::setns(ns.as_fd(), libc::CLONE_NEWNET)
-                .ok()
-                .map(|()| host)
-        }
-        None => None,
-    };
+    // (Without a way back, the pool is not used.)
+    let host_net = pooled_net.as_ref().and_then(|ns| {
+        let host = std::fs::File::open("/proc/thread-self/ns/net").ok()?;
+        process::setns(ns.as_fd(), libc::CLONE_NEWNET).ok()?;
+        Some(host)
+    });
     prepared.net_pooled = host_net.is_some();
 
     trace::mark("p:clone3");
@@ -483,8 +475,9 @@ fn prepare_inner(spec: LaunchSpec, release_early: bool) -> Result<Prepared, Sand
     };
     // The init holds the pooled namespace now: its entry goes, while this
     // process would only wait (the unmount waits for an RCU grace period).
-    if let Some(used) = net_used {
-        crate::net_pool::release_used(&used);
+    // (On an earlier failure, it went when the launch returned.)
+    if net_used.is_some() {
+        drop(net_used);
         trace::mark("pool entry released");
     }
 

@@ -86,12 +86,29 @@ pub fn default_dir() -> Option<PathBuf> {
 pub struct Claim {
     /// The claimed namespace (`None`: the pool was empty).
     pub namespace: Option<OwnedFd>,
-    /// The claimed entry, renamed: to take down once the sandbox is in the
-    /// namespace ([`release_used`]).
-    pub used: Option<PathBuf>,
+    /// The claimed entry, renamed: taken down when dropped, which the
+    /// launch does once the sandbox is in the namespace (or has failed).
+    pub used: Option<Used>,
     /// Entries to make for the next launches ([`make_entry`]): at most
     /// [`TARGET`] minus what is left.
     pub refill: Vec<NewEntry>,
+}
+
+/// A claimed entry; dropping it takes it down ([`release_used`]).
+#[derive(Debug)]
+pub struct Used(PathBuf);
+
+impl Used {
+    /// The entry's path.
+    pub fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for Used {
+    fn drop(&mut self) {
+        release_used(&self.0);
+    }
 }
 
 /// Where to make one entry: first under a temporary name, then renamed.
@@ -165,7 +182,7 @@ pub fn claim(dir: &Path) -> Result<Claim, PoolError> {
         match open_namespace(&used.join(NS_FILE)) {
             Some(fd) => {
                 claim.namespace = Some(fd);
-                claim.used = Some(used);
+                claim.used = Some(Used(used));
             }
             None => release_used(&used),
         }
@@ -431,11 +448,12 @@ mod tests {
         assert_eq!(got.len(), 5, "no namespace was handed out twice");
         let host = rustix::fs::stat("/proc/self/ns/net").expect("stat").st_ino;
         assert!(!got.contains(&host));
-        for c in &claims {
-            if let Some(used) = &c.used {
-                assert!(used.join("ns").exists());
-                release_used(used);
-                assert!(!used.exists());
+        for c in claims {
+            if let Some(used) = c.used {
+                let path = used.path().to_owned();
+                assert!(path.join("ns").exists());
+                drop(used);
+                assert!(!path.exists());
             }
         }
         assert!(ready_namespaces(dir).is_empty());
@@ -477,7 +495,8 @@ mod tests {
             assert!(!dir.join(name).exists(), "{name} left behind");
         }
         assert!(dir.join(format!("{MAKING}fresh")).exists());
-        release_used(c.used.as_ref().expect("used"));
+        let used = c.used.expect("used").path().to_owned();
+        assert!(!used.exists(), "dropping the claim's entry takes it down");
 
         // Draining releases every entry; nothing stays bound.
         assert_eq!(drain(dir).expect("drain"), MAX_ENTRIES + 1);
