@@ -11,13 +11,16 @@ use serde_json::json;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
+/// The one-line description of `glove` (shared by [`Cli`] and [`ExecCli`]).
+const ABOUT: &str = "Run AI coding agents in a Linux sandbox under operator-owned policy, with authenticated receipts";
+
 /// Glove runs AI coding agents inside a Linux sandbox under operator-owned
 /// policy and keeps authenticated receipts of what each session used.
 #[derive(Debug, Parser)]
 #[command(
     name = "glove",
     version,
-    about = "Run AI coding agents in a Linux sandbox under operator-owned policy, with authenticated receipts"
+    about = ABOUT
 )]
 pub struct Cli {
     /// What to do.
@@ -105,7 +108,7 @@ pub struct PlanCheck {
 #[command(
     name = "glove",
     version,
-    about = "Run AI coding agents in a Linux sandbox under operator-owned policy, with authenticated receipts"
+    about = ABOUT
 )]
 pub struct ExecCli {
     /// What to do.

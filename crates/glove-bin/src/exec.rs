@@ -154,40 +154,42 @@ fn fail(e: &SandboxError, json: bool) -> i32 {
     EXIT_LAUNCH_FAILED
 }
 
-/// Where `/etc` snapshots are kept: `GLOVE_ETC_SNAPSHOTS` (an absolute
-/// directory, or `off` to copy `/etc` into every sandbox), by default
-/// `/run/glove/etc` for root and `$XDG_RUNTIME_DIR/glove/etc` otherwise.
-fn etc_snapshots() -> Result<Option<std::path::PathBuf>, SandboxError> {
-    match std::env::var_os("GLOVE_ETC_SNAPSHOTS") {
-        None => Ok(glove_sandbox::etc_snapshot::default_dir()),
-        Some(v) if v.is_empty() => Ok(glove_sandbox::etc_snapshot::default_dir()),
+/// A host directory named by the environment variable `var`: an absolute
+/// path, `off` (none), or unset or empty for `default`; anything else is
+/// refused with `sandbox_spec_invalid`.
+fn dir_from_env(
+    var: &str,
+    default: Option<std::path::PathBuf>,
+) -> Result<Option<std::path::PathBuf>, SandboxError> {
+    match std::env::var_os(var) {
+        None => Ok(default),
+        Some(v) if v.is_empty() => Ok(default),
         Some(v) if v == "off" => Ok(None),
         Some(v) if std::path::Path::new(&v).is_absolute() => Ok(Some(v.into())),
         Some(v) => Err(SandboxError::Spec {
             detail: format!(
-                "GLOVE_ETC_SNAPSHOTS={} is neither an absolute directory nor \"off\"",
+                "{var}={} is neither an absolute directory nor \"off\"",
                 v.to_string_lossy()
             ),
         }),
     }
 }
 
+/// Where `/etc` snapshots are kept: `GLOVE_ETC_SNAPSHOTS` (or `off` to copy
+/// `/etc` into every sandbox), by default `/run/glove/etc` for root and
+/// `$XDG_RUNTIME_DIR/glove/etc` otherwise.
+fn etc_snapshots() -> Result<Option<std::path::PathBuf>, SandboxError> {
+    dir_from_env(
+        "GLOVE_ETC_SNAPSHOTS",
+        glove_sandbox::etc_snapshot::default_dir(),
+    )
+}
+
 /// Where network namespaces are made ahead for root launches:
-/// `GLOVE_NET_POOL` (an absolute directory, or `off` to make the namespace
-/// during every launch), by default `/run/glove/netns` for root.
+/// `GLOVE_NET_POOL` (or `off` to make the namespace during every launch),
+/// by default `/run/glove/netns` for root.
 fn network_pool() -> Result<Option<std::path::PathBuf>, SandboxError> {
-    match std::env::var_os("GLOVE_NET_POOL") {
-        None => Ok(glove_sandbox::net_pool::default_dir()),
-        Some(v) if v.is_empty() => Ok(glove_sandbox::net_pool::default_dir()),
-        Some(v) if v == "off" => Ok(None),
-        Some(v) if std::path::Path::new(&v).is_absolute() => Ok(Some(v.into())),
-        Some(v) => Err(SandboxError::Spec {
-            detail: format!(
-                "GLOVE_NET_POOL={} is neither an absolute directory nor \"off\"",
-                v.to_string_lossy()
-            ),
-        }),
-    }
+    dir_from_env("GLOVE_NET_POOL", glove_sandbox::net_pool::default_dir())
 }
 
 /// Runs `glove exec` and returns the exit status.
