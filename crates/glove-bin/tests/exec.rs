@@ -155,27 +155,48 @@ fn etc_from_a_snapshot_matches_etc_copied_in() {
 #[test]
 fn network_namespaces_from_the_pool_serve_one_sandbox_each() {
     use glove_sandbox::net_pool;
+    use std::os::unix::fs::PermissionsExt;
     if !sandbox_ok(As::Caller) || !need(is_root(), "the network namespace pool needs root") {
         return;
     }
     let tmp = tempfile::tempdir().expect("tempdir");
     let dir = tmp.path().join("glove/netns");
+    // A copy of glove of this test's own: the helpers that refill the pool
+    // after each launch run that binary, so the test can wait for them.
+    let bin = tmp.path().join("glove-pool-test");
+    std::fs::copy(&common::kit().glove, &bin).expect("copy glove");
+    let helpers_done = || {
+        for _ in 0..500 {
+            let running = std::fs::read_dir("/proc")
+                .expect("proc")
+                .flatten()
+                .any(|e| std::fs::read_link(e.path().join("exe")).is_ok_and(|x| x == bin));
+            if !running {
+                return;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        panic!("the refill helpers did not finish");
+    };
     struct Cleanup(std::path::PathBuf);
     impl Drop for Cleanup {
         fn drop(&mut self) {
             let _ = net_pool::drain(&self.0);
-            let _ = std::process::Command::new("umount").arg(&self.0).status();
+            let _ = std::process::Command::new("umount")
+                .args(["--recursive", "--lazy"])
+                .arg(&self.0)
+                .status();
         }
     }
     let _cleanup = Cleanup(dir.clone());
     let script = "readlink /proc/self/ns/net; sed 1,2d /proc/net/dev | cut -d: -f1; sleep 1";
     let run = |pool: &std::ffi::OsStr| {
-        let out = glove_with_env(
-            As::Caller,
-            &["exec", "--", "/bin/sh", "-c", script],
-            None,
-            &[("GLOVE_NET_POOL", pool)],
-        );
+        let out = std::process::Command::new(&bin)
+            .args(["exec", "--", "/bin/sh", "-c", script])
+            .env("GLOVE_NET_POOL", pool)
+            .stdin(std::process::Stdio::null())
+            .output()
+            .expect("run glove");
         assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
         let s = text(&out.stdout);
         let mut lines = s.lines();
@@ -190,20 +211,6 @@ fn network_namespaces_from_the_pool_serve_one_sandbox_each() {
             .and_then(|n| n.parse().ok())
             .unwrap_or_else(|| panic!("not a namespace: {ns}"))
     };
-    let ready_after_refill = || {
-        // The refill is made by a helper after `glove exec` has exited.
-        for _ in 0..500 {
-            let r = net_pool::ready_namespaces(&dir);
-            if r.len() >= net_pool::TARGET {
-                return r;
-            }
-            std::thread::sleep(std::time::Duration::from_millis(10));
-        }
-        panic!(
-            "the pool was not refilled: {:?}",
-            net_pool::ready_namespaces(&dir)
-        );
-    };
     let host = std::fs::read_link("/proc/self/ns/net").expect("host namespace");
     let host = inode(host.to_str().expect("utf-8"));
 
@@ -211,48 +218,55 @@ fn network_namespaces_from_the_pool_serve_one_sandbox_each() {
     // filled after it.
     let own = inode(&run(dir.as_os_str()));
     assert_ne!(own, host);
-    let ready = ready_after_refill();
-    assert_eq!(ready.len(), net_pool::TARGET);
-    // The next launch takes the oldest entry, which is gone afterwards
-    // (its bind released during the launch).
+    helpers_done();
+    let ready = net_pool::ready_namespaces(&dir);
+    assert_eq!(ready.len(), net_pool::TARGET, "{ready:?}");
+    // The next launch takes one of them, which is gone afterwards (its
+    // bind released during the launch), and the pool is filled again.
     let pooled = inode(&run(dir.as_os_str()));
-    assert_eq!(pooled, ready[0].1, "{ready:?}");
-    assert!(!ready[0].0.exists());
+    let taken: Vec<_> = ready.iter().filter(|(_, ino)| *ino == pooled).collect();
+    assert_eq!(taken.len(), 1, "{pooled} not in {ready:?}");
+    assert!(!taken[0].0.exists());
+    helpers_done();
     let names: Vec<String> = std::fs::read_dir(&dir)
         .expect("pool")
         .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
         .collect();
+    assert_eq!(names.len(), net_pool::TARGET, "{names:?}");
     assert!(names.iter().all(|n| n.starts_with("net-")), "{names:?}");
 
     // Launches at once: no two sandboxes share a namespace (they overlap
-    // in time, so no inode is reused either).
-    ready_after_refill();
-    let at_once: Vec<u64> = std::thread::scope(|s| {
-        let runs: Vec<_> = (0..4)
-            .map(|_| s.spawn(|| inode(&run(dir.as_os_str()))))
-            .collect();
-        runs.into_iter().map(|r| r.join().expect("run")).collect()
-    });
-    let mut distinct = at_once.clone();
-    distinct.sort();
-    distinct.dedup();
-    assert_eq!(distinct.len(), 4, "{at_once:?}");
-    assert!(!at_once.contains(&host));
+    // in time, so no inode is reused either), and the pool never holds
+    // more than its slots.
+    for _ in 0..2 {
+        let at_once: Vec<u64> = std::thread::scope(|s| {
+            let runs: Vec<_> = (0..6)
+                .map(|_| s.spawn(|| inode(&run(dir.as_os_str()))))
+                .collect();
+            runs.into_iter().map(|r| r.join().expect("run")).collect()
+        });
+        let mut distinct = at_once.clone();
+        distinct.sort();
+        distinct.dedup();
+        assert_eq!(distinct.len(), at_once.len(), "{at_once:?}");
+        assert!(!at_once.contains(&host));
+        helpers_done();
+        let ready = net_pool::ready_namespaces(&dir);
+        assert!(
+            (net_pool::TARGET..=net_pool::MAX_ENTRIES).contains(&ready.len()),
+            "{ready:?}"
+        );
+    }
 
     // A pool directory others may write to is not used: the launch makes
     // its own namespace and the entries stay untouched.
-    let before = ready_after_refill();
-    use std::os::unix::fs::PermissionsExt;
+    let before = net_pool::ready_namespaces(&dir);
     std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o777)).expect("chmod");
     let own = inode(&run(dir.as_os_str()));
-    assert!(before.iter().all(|(_, ino)| *ino != own));
+    helpers_done();
     std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700)).expect("chmod");
-    // (Refills of the launches above may still be adding entries.)
-    let after = net_pool::ready_namespaces(&dir);
-    assert!(
-        before.iter().all(|e| after.contains(e)),
-        "{before:?} {after:?}"
-    );
+    assert!(before.iter().all(|(_, ino)| *ino != own));
+    assert_eq!(net_pool::ready_namespaces(&dir), before);
 
     let bad = glove_with_env(
         As::Caller,

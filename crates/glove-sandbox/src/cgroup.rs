@@ -265,7 +265,7 @@ impl Cgroup {
     /// first. False when it could not be started.
     /// The helper then makes the network namespace pool entries `refill`
     /// ([`crate::net_pool::Claim::refill`]).
-    pub fn prepare_detached_removal(&mut self, refill: &[crate::net_pool::NewEntry]) -> bool {
+    pub fn prepare_detached_removal(&mut self, refill: &crate::net_pool::Refill) -> bool {
         if self.remover.is_none() {
             self.remover = crate::sys::process::Remover::start(&self.dirs, refill);
         }
@@ -455,7 +455,7 @@ impl Cgroup {
         let remover = self
             .remover
             .take()
-            .or_else(|| crate::sys::process::Remover::start(&self.dirs, &[]));
+            .or_else(|| crate::sys::process::Remover::start(&self.dirs, &Default::default()));
         if let Some(r) = remover {
             r.at_exit();
             self.dirs.clear();

@@ -113,7 +113,7 @@ pub struct Running {
     pub(crate) init_outside_cgroup: bool,
     /// Network namespace pool entries to make once the session is over
     /// ([`crate::net_pool::Claim::refill`]).
-    pub(crate) net_refill: Vec<crate::net_pool::NewEntry>,
+    pub(crate) net_refill: crate::net_pool::Refill,
 }
 
 impl Running {
@@ -279,18 +279,6 @@ fn prepare_inner(spec: LaunchSpec, release_early: bool) -> Result<Prepared, Sand
     let rlimits = vec![(libc::RLIMIT_CORE, 0)];
     trace::mark("p:v2 tried");
     let privileged = process::effective_ids().0 == 0;
-    // A network namespace made ahead (root only); without one, the init
-    // makes its own. The pool is an optimisation: when it cannot be used,
-    // the launch goes on without it.
-    let crate::net_pool::Claim {
-        namespace: pooled_net,
-        used: net_used,
-        refill: net_refill,
-    } = match spec.network_pool.as_deref().filter(|_| privileged) {
-        Some(dir) => crate::net_pool::claim(dir).unwrap_or_default(),
-        None => Default::default(),
-    };
-    trace::mark("p:net claimed");
 
     let mut prepared = ExecPrep {
         cmd: ExecCmd::new(&spec.executable, &spec.arguments, &spec.environment)?,
@@ -302,6 +290,19 @@ fn prepare_inner(spec: LaunchSpec, release_early: bool) -> Result<Prepared, Sand
         privileged,
         net_pooled: false,
     };
+    // A network namespace made ahead (root only); without one, the init
+    // makes its own. The pool is an optimisation: when it cannot be used,
+    // the launch goes on without it. (Claimed once the command and the
+    // filter are known to be good: a claimed namespace is never reused.)
+    let crate::net_pool::Claim {
+        namespace: pooled_net,
+        used: net_used,
+        refill: net_refill,
+    } = match spec.network_pool.as_deref().filter(|_| privileged) {
+        Some(dir) => crate::net_pool::claim(dir).unwrap_or_default(),
+        None => Default::default(),
+    };
+    trace::mark("p:net claimed");
 
     trace::mark("p:filter built");
     let (sync_parent, sync_child) = fd::socketpair().map_err(|e| io_err("socketpair", e))?;
@@ -333,16 +334,17 @@ fn prepare_inner(spec: LaunchSpec, release_early: bool) -> Result<Prepared, Sand
     trace::mark("p:clone3");
     let forked =
         process::clone_into_namespaces(NS_FLAGS, cgroup_dir.as_ref().map(|f| f.as_raw_fd()));
-    // Back into this process's own network namespace; failing that, no
-    // launch (fails closed: the caller must not stay in the sandbox's).
+    // Back into this process's own network namespace. Failing that, this
+    // process ends (fails closed): it must not go on in the sandbox's, and
+    // nothing could take it back.
     if !matches!(forked, Ok(Forked::Child)) {
         if let Some(host) = &host_net {
-            if let Err(e) = process::setns(host.as_fd(), libc::CLONE_NEWNET) {
+            if process::setns(host.as_fd(), libc::CLONE_NEWNET).is_err() {
                 if let Ok(Forked::Parent(pid)) = forked {
                     let _ = process::kill(pid, libc::SIGKILL);
-                    let _ = process::wait(pid);
                 }
-                return Err(io_err("leave the pooled network namespace", e));
+                eprintln!("glove: cannot leave the pooled network namespace; aborting");
+                std::process::abort();
             }
         }
     }

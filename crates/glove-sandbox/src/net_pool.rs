@@ -7,12 +7,14 @@
 //! ended, and the helper that removes that session's cgroup makes new ones
 //! once its starter has exited ([`Claim::refill`]).
 //!
-//! An entry is a directory `net-…` in the pool directory holding a file
-//! `ns` with the namespace bound onto it (like `ip netns`). It is made
-//! under a temporary name (`unshare(CLONE_NEWNET)`, a bind) and renamed into
-//! place, and nothing ever runs in it before it is claimed. A claim renames
-//! the entry to `used-…`: only one claimer's rename can succeed, so every
-//! namespace serves exactly one sandbox. The claimed namespace is owned by
+//! An entry is a directory `net-<slot>` (slots 0 to [`MAX_ENTRIES`] − 1) in
+//! the pool directory holding a file `ns` with the namespace bound onto it
+//! (like `ip netns`). It is made under a temporary name (`unshare
+//! (CLONE_NEWNET)`, a bind) and renamed into a free slot without replacing
+//! anything (`RENAME_NOREPLACE`), so the pool never holds more than
+//! [`MAX_ENTRIES`]; nothing ever runs in it before it is claimed. A claim
+//! renames the entry to `used-…`: only one claimer's rename can succeed, so
+//! every namespace serves exactly one sandbox. The claimed namespace is owned by
 //! the host's user namespace, so nobody inside the sandbox holds any
 //! capability over it (a namespace made inside the sandbox's user
 //! namespace would give its root `CAP_NET_ADMIN` there). The used entry's
@@ -24,11 +26,12 @@
 //! is used only by root. The directory (`/run/glove/netns` by default) and
 //! its parent must be root's and writable by nobody else, with the same
 //! checks as the `/etc` snapshots. A small private tmpfs is mounted on it
-//! once, so that entries do not propagate into other mount namespaces and
-//! cost no journal writes. At most [`TARGET`] entries are made ready and at most
-//! [`MAX_ENTRIES`] are kept; a claim removes any beyond that, and anything
-//! left over by a process that died (half-made or used entries) once it is
-//! a minute old.
+//! once (only on an empty directory: never over anything), so that the
+//! entries' binds do not propagate into other mount namespaces and cost no
+//! journal writes; a directory holding anything but pool entries is not a
+//! pool and is refused. A claim asks for up to [`TARGET`] ready entries,
+//! and removes what a process that died left (half-made or used entries)
+//! once it is a minute old.
 
 use std::ffi::{CString, OsString};
 use std::os::fd::OwnedFd;
@@ -39,13 +42,15 @@ use rustix::fs::{AtFlags, Mode, OFlags};
 
 /// Entries a claim asks to be made ready for the next launches.
 pub const TARGET: usize = 2;
-/// Ready entries kept at most; a claim removes the rest.
+/// Ready entries at most (the number of slots).
 pub const MAX_ENTRIES: usize = 8;
 /// Half-made and used entries left by a process that died are removed once
 /// they are this old.
 const STALE_SECS: i64 = 60;
 /// `statfs` type of the namespace file system.
 const NSFS_MAGIC: u64 = 0x6e73_6673;
+/// `statfs` type of tmpfs.
+const TMPFS_MAGIC: u64 = 0x0102_1994;
 const READY: &str = "net-";
 const USED: &str = "used-";
 const MAKING: &str = ".new-";
@@ -61,6 +66,14 @@ pub enum PoolError {
     /// The directory or one above it is unsafe.
     #[error(transparent)]
     Dir(#[from] crate::etc_snapshot::SnapshotError),
+    /// The directory holds something else: it is not a pool.
+    #[error("{dir} is not a network namespace pool: {why}")]
+    NotAPool {
+        /// The directory.
+        dir: PathBuf,
+        /// What was found.
+        why: String,
+    },
     /// A system call failed.
     #[error("{what}: {errno}")]
     Sys {
@@ -89,9 +102,19 @@ pub struct Claim {
     /// The claimed entry, renamed: taken down when dropped, which the
     /// launch does once the sandbox is in the namespace (or has failed).
     pub used: Option<Used>,
-    /// Entries to make for the next launches ([`make_entry`]): at most
-    /// [`TARGET`] minus what is left.
-    pub refill: Vec<NewEntry>,
+    /// What to make for the next launches (by the helper that removes the
+    /// session's cgroup).
+    pub refill: Refill,
+}
+
+/// Entries to make for the next launches.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Refill {
+    /// At most [`TARGET`] minus what is left.
+    pub entries: Vec<NewEntry>,
+    /// Every slot's path: each entry made goes into the first free one, or
+    /// is taken down again when none is.
+    pub slots: Vec<PathBuf>,
 }
 
 /// A claimed entry; dropping it takes it down ([`release_used`]).
@@ -111,15 +134,45 @@ impl Drop for Used {
     }
 }
 
-/// Where to make one entry: first under a temporary name, then renamed.
+/// Where to make one entry: under a temporary name, renamed into a slot.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct NewEntry {
     /// The temporary directory.
     pub making: PathBuf,
     /// Its `ns` file.
     pub making_ns: PathBuf,
-    /// The ready name.
-    pub ready: PathBuf,
+}
+
+/// A name unique to this call: the time, the process and a counter (the
+/// time tells a leftover's age).
+fn unique(prefix: &str) -> String {
+    static SEQ: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let seq = SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let stamp = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0);
+    format!("{prefix}{stamp:020}-{}-{seq}", std::process::id())
+}
+
+/// Seconds since a [`unique`] name was made, if it is one.
+fn age_secs(name: &[u8], prefix: &str) -> Option<i64> {
+    let stamp = name.strip_prefix(prefix.as_bytes())?.get(..20)?;
+    let nanos: u128 = std::str::from_utf8(stamp).ok()?.parse().ok()?;
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .ok()?
+        .as_nanos();
+    i64::try_from(now.saturating_sub(nanos) / 1_000_000_000).ok()
+}
+
+/// The slot of a ready entry's name.
+fn slot(name: &[u8]) -> Option<usize> {
+    let n: usize = std::str::from_utf8(name.strip_prefix(READY.as_bytes())?)
+        .ok()?
+        .parse()
+        .ok()?;
+    (n < MAX_ENTRIES && name.len() == READY.len() + n.to_string().len()).then_some(n)
 }
 
 /// Takes one namespace from the pool in `dir` (made, with its parent, if
@@ -131,14 +184,8 @@ pub fn claim(dir: &Path) -> Result<Claim, PoolError> {
     crate::etc_snapshot::check_dirs(dir)?;
     make_private_mount(dir)?;
     let dirfd = open_dir(dir)?;
-    let now = unix_secs();
-    let stamp = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_nanos())
-        .unwrap_or(0);
-    let pid = std::process::id();
 
-    let mut ready: Vec<OsString> = Vec::new();
+    let mut ready: Vec<(usize, OsString)> = Vec::new();
     for e in std::fs::read_dir(dir).map_err(|e| PoolError::Sys {
         what: format!("list {}", dir.display()),
         errno: rustix::io::Errno::from_io_error(&e).unwrap_or(rustix::io::Errno::IO),
@@ -146,57 +193,53 @@ pub fn claim(dir: &Path) -> Result<Claim, PoolError> {
         let Ok(e) = e else { continue };
         let name = e.file_name();
         let b = name.as_bytes();
-        if b.starts_with(READY.as_bytes()) {
-            ready.push(name);
-        } else if b.starts_with(USED.as_bytes()) || b.starts_with(MAKING.as_bytes()) {
-            // Left over by a process that died (or still in the making).
-            let old = rustix::fs::statat(&dirfd, name.as_os_str(), AtFlags::SYMLINK_NOFOLLOW)
-                .map(|st| now.saturating_sub(st.st_mtime) >= STALE_SECS)
-                .unwrap_or(false);
-            if old {
-                release_used(&dir.join(&name));
+        if let Some(n) = slot(b) {
+            ready.push((n, name));
+            continue;
+        }
+        let age = age_secs(b, USED).or_else(|| age_secs(b, MAKING));
+        match age {
+            // Left over by a process that died (or in use, or still in the
+            // making).
+            Some(age) if age >= STALE_SECS => release_used(&dir.join(&name)),
+            Some(_) => {}
+            None => {
+                return Err(PoolError::NotAPool {
+                    dir: dir.to_owned(),
+                    why: format!("it holds {}", name.to_string_lossy()),
+                })
             }
         }
     }
-    // Oldest first (the names carry the time they were planned).
     ready.sort();
     let mut claim = Claim::default();
     let mut left = ready.len();
-    for name in ready {
-        if claim.namespace.is_some() && left <= MAX_ENTRIES {
-            break;
-        }
+    for (_, name) in ready {
         left -= 1;
-        let used = OsString::from(format!("{USED}{stamp:020}-{pid}-{left}"));
+        let used = OsString::from(unique(USED));
         // The claim: one rename succeeds; a missing entry was taken by
         // someone else.
         if rustix::fs::renameat(&dirfd, name.as_os_str(), &dirfd, used.as_os_str()).is_err() {
             continue;
         }
-        let used = dir.join(used);
-        if claim.namespace.is_some() {
-            // Beyond the bound.
-            release_used(&used);
-            continue;
-        }
-        match open_namespace(&used.join(NS_FILE)) {
-            Some(fd) => {
-                claim.namespace = Some(fd);
-                claim.used = Some(Used(used));
-            }
-            None => release_used(&used),
+        let used = Used(dir.join(used));
+        if let Some(fd) = open_namespace(&used.0.join(NS_FILE)) {
+            claim.namespace = Some(fd);
+            claim.used = Some(used);
+            break;
         }
     }
-    claim.refill = (0..TARGET.saturating_sub(left))
-        .map(|i| {
-            let tail = format!("{stamp:020}-{pid}-{i}");
-            let making = dir.join(format!("{MAKING}{tail}"));
+    claim.refill.entries = (0..TARGET.saturating_sub(left))
+        .map(|_| {
+            let making = dir.join(unique(MAKING));
             NewEntry {
                 making_ns: making.join(NS_FILE),
                 making,
-                ready: dir.join(format!("{READY}{tail}")),
             }
         })
+        .collect();
+    claim.refill.slots = (0..MAX_ENTRIES)
+        .map(|n| dir.join(format!("{READY}{n}")))
         .collect();
     Ok(claim)
 }
@@ -242,10 +285,7 @@ pub fn drain(dir: &Path) -> Result<usize, PoolError> {
     {
         let name = e.file_name();
         let b = name.as_bytes();
-        if [READY, USED, MAKING]
-            .iter()
-            .any(|p| b.starts_with(p.as_bytes()))
-        {
+        if slot(b).is_some() || b.starts_with(USED.as_bytes()) || b.starts_with(MAKING.as_bytes()) {
             release_used(&dir.join(&name));
             n += 1;
         }
@@ -257,7 +297,7 @@ pub fn drain(dir: &Path) -> Result<usize, PoolError> {
 pub fn ready_namespaces(dir: &Path) -> Vec<(PathBuf, u64)> {
     let mut out = Vec::new();
     for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
-        if !e.file_name().as_bytes().starts_with(READY.as_bytes()) {
+        if slot(e.file_name().as_bytes()).is_none() {
             continue;
         }
         let ns = e.path().join(NS_FILE);
@@ -271,17 +311,18 @@ pub fn ready_namespaces(dir: &Path) -> Vec<(PathBuf, u64)> {
     out
 }
 
-fn unix_secs() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs() as i64)
-        .unwrap_or(0)
-}
-
 /// Mounts a small private tmpfs on `dir`, once: the entries bound below it
 /// stay in this mount namespace, and making and taking them costs no
-/// journal writes (`/run` is not always a tmpfs).
+/// journal writes (`/run` is not always a tmpfs). Only on an empty
+/// directory: a non-empty one that is not a mount is not a pool (mounting
+/// would hide what it holds), nor is a mount of anything but a tmpfs.
 fn make_private_mount(dir: &Path) -> Result<(), PoolError> {
+    let not_a_pool = |why: &str| PoolError::NotAPool {
+        dir: dir.to_owned(),
+        why: why.to_owned(),
+    };
+    let is_tmpfs =
+        |fd: &OwnedFd| rustix::fs::fstatfs(fd).is_ok_and(|fs| fs.f_type as u64 == TMPFS_MAGIC);
     let is_root = |fd: &OwnedFd| -> Result<bool, PoolError> {
         let st = rustix::fs::statx(
             fd,
@@ -301,13 +342,28 @@ fn make_private_mount(dir: &Path) -> Result<(), PoolError> {
     };
     let dirfd = open_dir(dir)?;
     if is_root(&dirfd)? {
-        return Ok(());
+        return if is_tmpfs(&dirfd) {
+            Ok(())
+        } else {
+            Err(not_a_pool("it is a mount point of another file system"))
+        };
     }
     // Two first launches at once would stack two mounts: one does it.
     rustix::fs::flock(&dirfd, rustix::fs::FlockOperation::LockExclusive)
         .map_err(sys(format!("lock {}", dir.display())))?;
-    if !is_root(&open_dir(dir)?)? {
+    let now = open_dir(dir)?;
+    if is_root(&now)? {
+        if !is_tmpfs(&now) {
+            return Err(not_a_pool("it is a mount point of another file system"));
+        }
+    } else {
         use rustix::mount::MountFlags;
+        let empty = std::fs::read_dir(dir)
+            .map(|mut d| d.next().is_none())
+            .unwrap_or(false);
+        if !empty {
+            return Err(not_a_pool("it is not empty"));
+        }
         rustix::mount::mount(
             "glove-netns",
             dir,
@@ -316,8 +372,12 @@ fn make_private_mount(dir: &Path) -> Result<(), PoolError> {
             c"mode=0700,size=64k,nr_inodes=256",
         )
         .map_err(sys(format!("mount a tmpfs on {}", dir.display())))?;
-        rustix::mount::mount_change(dir, rustix::mount::MountPropagationFlags::PRIVATE)
-            .map_err(sys(format!("make {} private", dir.display())))?;
+        if let Err(e) =
+            rustix::mount::mount_change(dir, rustix::mount::MountPropagationFlags::PRIVATE)
+        {
+            let _ = rustix::mount::unmount(dir, rustix::mount::UnmountFlags::DETACH);
+            return Err(sys(format!("make {} private", dir.display()))(e));
+        }
     }
     let _ = rustix::fs::flock(&dirfd, rustix::fs::FlockOperation::Unlock);
     Ok(())
@@ -352,7 +412,7 @@ mod tests {
 
     /// A ready entry made the way the remover makes one, by `unshare -n`.
     fn make_ready(dir: &Path, name: &str) {
-        let making = dir.join(format!("{MAKING}{name}"));
+        let making = dir.join(unique(MAKING));
         std::fs::create_dir(&making).expect("mkdir");
         std::fs::File::create(making.join(NS_FILE)).expect("ns file");
         let ok = std::process::Command::new("unshare")
@@ -421,14 +481,21 @@ mod tests {
         // The first claim makes the directory and finds nothing.
         let first = claim(dir).expect("claim");
         assert!(first.namespace.is_none() && first.used.is_none());
-        assert_eq!(first.refill.len(), TARGET);
-        for (i, e) in first.refill.iter().enumerate() {
-            assert!(e.ready.file_name().unwrap().as_bytes().starts_with(b"net-"));
+        assert_eq!(first.refill.entries.len(), TARGET);
+        assert_eq!(first.refill.slots.len(), MAX_ENTRIES);
+        for e in &first.refill.entries {
+            assert!(e
+                .making
+                .file_name()
+                .unwrap()
+                .as_bytes()
+                .starts_with(b".new-"));
             assert_eq!(e.making_ns, e.making.join("ns"));
-            assert!(!e.ready.exists() && !e.making.exists(), "{i}");
+            assert!(!e.making.exists());
         }
+        assert_ne!(first.refill.entries[0], first.refill.entries[1]);
         for i in 0..5 {
-            make_ready(dir, &format!("{i:020}-1-0"));
+            make_ready(dir, &i.to_string());
         }
         assert_eq!(ready_namespaces(dir).len(), 5);
         let claims: Vec<Claim> = std::thread::scope(|s| {
@@ -453,7 +520,7 @@ mod tests {
                 let path = used.path().to_owned();
                 assert!(path.join("ns").exists());
                 drop(used);
-                assert!(!path.exists());
+                assert!(!path.exists(), "dropping the claim's entry takes it down");
             }
         }
         assert!(ready_namespaces(dir).is_empty());
@@ -462,63 +529,105 @@ mod tests {
     }
 
     #[test]
-    fn a_claim_keeps_the_pool_bounded_and_removes_leftovers() {
+    fn a_claim_removes_leftovers_and_refills_only_what_is_missing() {
         if !root_or_skip() {
             return;
         }
         let p = pool();
         let dir = &p.dir;
         claim(dir).expect("make the directory");
-        for i in 0..MAX_ENTRIES + 3 {
-            make_ready(dir, &format!("{i:020}-1-0"));
+        for i in 0..3 {
+            make_ready(dir, &i.to_string());
         }
-        let oldest = ready_namespaces(dir)[0].clone();
         // Leftovers of a process that died: a half-made entry and a used
-        // one, both old, and a fresh half-made one (still being made).
-        let stale = [format!("{MAKING}old"), format!("{USED}old")];
+        // one, an hour old; and a half-made one being made now.
+        let hour_ago = |prefix: &str| {
+            let nanos = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_nanos()
+                - 3_600_000_000_000;
+            format!("{prefix}{nanos:020}-1-0")
+        };
+        let stale = [hour_ago(MAKING), hour_ago(USED)];
         for name in &stale {
             std::fs::create_dir(dir.join(name)).expect("mkdir");
             std::fs::File::create(dir.join(name).join(NS_FILE)).expect("file");
-            let an_hour_ago = std::time::SystemTime::now() - std::time::Duration::from_secs(3600);
-            std::fs::File::open(dir.join(name))
-                .and_then(|f| f.set_modified(an_hour_ago))
-                .expect("age it");
         }
-        std::fs::create_dir(dir.join(format!("{MAKING}fresh"))).expect("mkdir");
+        let fresh = unique(MAKING);
+        std::fs::create_dir(dir.join(&fresh)).expect("mkdir");
 
         let c = claim(dir).expect("claim");
         let ns = c.namespace.as_ref().expect("a namespace");
-        assert_eq!(inode(ns), oldest.1, "the oldest entry is taken first");
-        assert_eq!(ready_namespaces(dir).len(), MAX_ENTRIES);
-        assert!(c.refill.is_empty(), "the pool is full");
+        assert!(ready_namespaces(dir)
+            .iter()
+            .all(|(_, ino)| *ino != inode(ns)));
+        assert_eq!(ready_namespaces(dir).len(), 2);
+        assert!(c.refill.entries.is_empty(), "two are left: nothing to make");
         for name in &stale {
             assert!(!dir.join(name).exists(), "{name} left behind");
         }
-        assert!(dir.join(format!("{MAKING}fresh")).exists());
-        let used = c.used.expect("used").path().to_owned();
-        assert!(!used.exists(), "dropping the claim's entry takes it down");
+        assert!(dir.join(&fresh).exists(), "an entry in the making stays");
+        drop(c);
+        let c = claim(dir).expect("claim");
+        assert!(c.namespace.is_some());
+        assert_eq!(c.refill.entries.len(), TARGET - 1);
 
-        // Draining releases every entry; nothing stays bound.
-        assert_eq!(drain(dir).expect("drain"), MAX_ENTRIES + 1);
+        // Draining releases every entry (the last ready one and the one in
+        // the making); nothing stays bound.
+        drop(c);
+        assert_eq!(drain(dir).expect("drain"), 2);
         assert!(ready_namespaces(dir).is_empty());
         assert_eq!(bound_below(dir), 0);
     }
 
     #[test]
-    fn an_unsafe_directory_is_not_used() {
+    fn directories_that_are_not_pools_are_refused_and_left_alone() {
         if !root_or_skip() {
             return;
         }
         use std::os::unix::fs::PermissionsExt;
+        // Writable by others.
         let p = pool();
         let dir = &p.dir;
         claim(dir).expect("make the directory");
-        make_ready(dir, &format!("{:020}-1-0", 0));
+        make_ready(dir, "0");
         std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o777)).expect("chmod");
         assert!(matches!(claim(dir), Err(PoolError::Dir(_))));
         assert_eq!(ready_namespaces(dir).len(), 1, "untouched");
         std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700)).expect("chmod");
+        // Holding something else: refused, nothing removed.
+        std::fs::write(dir.join("notes"), "x").expect("write");
+        assert!(matches!(claim(dir), Err(PoolError::NotAPool { .. })));
+        assert_eq!(ready_namespaces(dir).len(), 1, "untouched");
+        std::fs::remove_file(dir.join("notes")).expect("rm");
         assert_eq!(drain(dir).expect("drain"), 1);
         assert_eq!(bound_below(dir), 0);
+
+        // A directory with contents is never mounted over.
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let full = tmp.path().join("glove/netns");
+        std::fs::create_dir_all(&full).expect("mkdir");
+        std::fs::set_permissions(
+            tmp.path().join("glove"),
+            std::fs::Permissions::from_mode(0o700),
+        )
+        .expect("chmod");
+        std::fs::set_permissions(&full, std::fs::Permissions::from_mode(0o700)).expect("chmod");
+        std::fs::write(full.join("keep"), "x").expect("write");
+        assert!(matches!(claim(&full), Err(PoolError::NotAPool { .. })));
+        assert!(full.join("keep").exists());
+        assert_eq!(bound_below(tmp.path()), 0);
+        // Nor is a mount point of another file system used.
+        let bound = tmp.path().join("other");
+        std::fs::create_dir(&bound).expect("mkdir");
+        std::fs::set_permissions(&bound, std::fs::Permissions::from_mode(0o700)).expect("chmod");
+        rustix::mount::mount_bind(&full, &bound).expect("bind");
+        let refused = claim(&bound);
+        let _ = rustix::mount::unmount(&bound, rustix::mount::UnmountFlags::DETACH);
+        assert!(
+            matches!(refused, Err(PoolError::NotAPool { .. })),
+            "{refused:?}"
+        );
     }
 }

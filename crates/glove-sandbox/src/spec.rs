@@ -162,7 +162,9 @@ pub struct LaunchSpec {
     /// A pool of network namespaces made ahead ([`crate::net_pool`]; an
     /// absolute host directory, used by root launches only): the sandbox
     /// gets one from there instead of a namespace made during the launch.
-    /// `None`: always made during the launch.
+    /// Only a supervisor that exits after the session (`Settings::exit_after`,
+    /// as `glove exec`) refills the pool. `None`: always made during the
+    /// launch.
     pub network_pool: Option<std::path::PathBuf>,
 }
 

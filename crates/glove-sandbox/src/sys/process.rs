@@ -657,11 +657,12 @@ impl NetUnsharer {
 /// clone).
 ///
 /// After the removal it makes the network namespace pool entries it was
-/// given (the pool's refill, [`crate::net_pool`]): for each, a new
-/// namespace (`unshare(CLONE_NEWNET)` of itself), the temporary directory
-/// and its `ns` file created exclusively, the namespace bound onto the
-/// file, and the directory renamed to its ready name (what was made is
-/// removed again on a failure, which ends the refill).
+/// given (the pool's refill, [`crate::net_pool`]), at nice 19: for each,
+/// if a slot is free, a new namespace (`unshare(CLONE_NEWNET)` of itself),
+/// the temporary directory and its `ns` file created exclusively, the
+/// namespace bound onto the file, and the directory renamed into the first
+/// free slot without replacing anything. What was made is taken down again
+/// when that fails; a failure, or no free slot, ends the refill.
 #[derive(Debug)]
 pub(crate) struct Remover {
     go: OwnedFd,
@@ -670,9 +671,11 @@ pub(crate) struct Remover {
 /// What the remover works on (leaked: never freed).
 struct RemoverArgs {
     paths: &'static [std::ffi::CString],
-    /// Pool entries to make after the removal: temporary directory, its
-    /// `ns` file, ready name.
-    netns: &'static [[std::ffi::CString; 3]],
+    /// Pool entries to make after the removal: temporary directory and its
+    /// `ns` file.
+    netns: &'static [[std::ffi::CString; 2]],
+    /// The pool's slots.
+    slots: &'static [std::ffi::CString],
     /// Descriptors open in the caller when it started the remover, to close.
     close: &'static [RawFd],
     /// The pipe's read end.
@@ -684,14 +687,20 @@ impl Remover {
     /// namespaces `netns` (pool entries); `None` when it cannot be started.
     pub(crate) fn start(
         dirs: &[std::path::PathBuf],
-        netns: &[crate::net_pool::NewEntry],
+        refill: &crate::net_pool::Refill,
     ) -> Option<Remover> {
         use crate::net_pool::c_path;
         let paths: Vec<std::ffi::CString> =
             dirs.iter().map(|d| c_path(d)).collect::<Option<_>>()?;
-        let netns: Vec<[std::ffi::CString; 3]> = netns
+        let netns: Vec<[std::ffi::CString; 2]> = refill
+            .entries
             .iter()
-            .map(|e| Some([c_path(&e.making)?, c_path(&e.making_ns)?, c_path(&e.ready)?]))
+            .map(|e| Some([c_path(&e.making)?, c_path(&e.making_ns)?]))
+            .collect::<Option<_>>()?;
+        let slots: Vec<std::ffi::CString> = refill
+            .slots
+            .iter()
+            .map(|d| c_path(d))
             .collect::<Option<_>>()?;
         let (wait, go) = super::fd::pipe().ok()?;
         // Listed after the pipe exists: its write end is closed too.
@@ -711,6 +720,7 @@ impl Remover {
         let args: &'static RemoverArgs = Box::leak(Box::new(RemoverArgs {
             paths: Box::leak(paths.into_boxed_slice()),
             netns: Box::leak(netns.into_boxed_slice()),
+            slots: Box::leak(slots.into_boxed_slice()),
             close: Box::leak(close.into_boxed_slice()),
             wait: wait.as_raw_fd(),
         }));
@@ -757,6 +767,7 @@ extern "C" fn remover_main(arg: *mut libc::c_void) -> libc::c_int {
     let RemoverArgs {
         paths,
         netns,
+        slots,
         close,
         wait,
     } = unsafe { &*arg.cast::<RemoverArgs>() };
@@ -798,8 +809,8 @@ extern "C" fn remover_main(arg: *mut libc::c_void) -> libc::c_int {
     if !netns.is_empty() {
         let _ = rustix::process::setpriority_process(None, 19);
     }
-    for [dir, ns, ready] in netns.iter() {
-        if make_pool_entry(dir, ns, ready).is_err() {
+    for [dir, ns] in netns.iter() {
+        if make_pool_entry(dir, ns, slots).is_err() {
             break;
         }
     }
@@ -811,9 +822,19 @@ extern "C" fn remover_main(arg: *mut libc::c_void) -> libc::c_int {
 fn make_pool_entry(
     dir: &std::ffi::CStr,
     ns: &std::ffi::CStr,
-    ready: &std::ffi::CStr,
+    slots: &[std::ffi::CString],
 ) -> rustix::io::Result<()> {
-    use rustix::fs::{Mode, OFlags};
+    use rustix::fs::{AtFlags, Mode, OFlags, RenameFlags, CWD};
+    // No namespace is made for a full pool.
+    let free = |s: &std::ffi::CString| {
+        rustix::fs::statat(CWD, s.as_c_str(), AtFlags::SYMLINK_NOFOLLOW).err()
+            == Some(rustix::io::Errno::NOENT)
+    };
+    if !slots.iter().any(free) {
+        return Err(rustix::io::Errno::EXIST);
+    }
+    // Stops here on failure: binding below would otherwise bind the
+    // previous entry's namespace a second time.
     // SAFETY: NEWNET only affects this process's own network namespace.
     unsafe { rustix::thread::unshare_unsafe(rustix::thread::UnshareFlags::NEWNET)? };
     rustix::fs::mkdir(dir, Mode::RWXU)?;
@@ -827,8 +848,19 @@ fn make_pool_entry(
         // uses it.
         let _ = unsafe { rustix::io::try_close(std::os::fd::IntoRawFd::into_raw_fd(file)) };
     })
-    .and_then(|()| rustix::mount::mount_bind(c"/proc/thread-self/ns/net", ns));
-    let made = made.and_then(|()| rustix::fs::rename(dir, ready));
+    .and_then(|()| rustix::mount::mount_bind(c"/proc/thread-self/ns/net", ns))
+    .and_then(|()| {
+        // Into the first free slot; never over another entry.
+        let mut result = Err(rustix::io::Errno::EXIST);
+        for slot in slots.iter() {
+            result =
+                rustix::fs::renameat_with(CWD, dir, CWD, slot.as_c_str(), RenameFlags::NOREPLACE);
+            if result != Err(rustix::io::Errno::EXIST) {
+                break;
+            }
+        }
+        result
+    });
     if let Err(e) = made {
         let _ = rustix::mount::unmount(ns, rustix::mount::UnmountFlags::DETACH);
         let _ = rustix::fs::unlink(ns);
