@@ -164,7 +164,11 @@ fn network_namespaces_from_the_pool_serve_one_sandbox_each() {
     // A copy of glove of this test's own: the helpers that refill the pool
     // after each launch run that binary, so the test can wait for them.
     let bin = tmp.path().join("glove-pool-test");
-    std::fs::copy(&common::kit().glove, &bin).expect("copy glove");
+    // (A link, not a copy: a copy's write descriptor, inherited by a
+    // process another test forks meanwhile, would make it busy.)
+    std::fs::hard_link(&common::kit().glove, &bin)
+        .or_else(|_| std::fs::copy(&common::kit().glove, &bin).map(drop))
+        .expect("link glove");
     let helpers_done = || {
         for _ in 0..500 {
             let running = std::fs::read_dir("/proc")

@@ -290,6 +290,7 @@ fn prepare_inner(spec: LaunchSpec, release_early: bool) -> Result<Prepared, Sand
         privileged,
         net_pooled: false,
     };
+    trace::mark("p:filter built");
     // A network namespace made ahead (root only); without one, the init
     // makes its own. The pool is an optimisation: when it cannot be used,
     // the launch goes on without it. (Claimed once the command and the
@@ -304,7 +305,6 @@ fn prepare_inner(spec: LaunchSpec, release_early: bool) -> Result<Prepared, Sand
     };
     trace::mark("p:net claimed");
 
-    trace::mark("p:filter built");
     let (sync_parent, sync_child) = fd::socketpair().map_err(|e| io_err("socketpair", e))?;
     let pipes = match spec.terminal {
         Terminal::Pipes => Some((

@@ -148,22 +148,44 @@ pub struct NewEntry {
 fn unique(prefix: &str) -> String {
     static SEQ: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     let seq = SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let stamp = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_nanos())
-        .unwrap_or(0);
-    format!("{prefix}{stamp:020}-{}-{seq}", std::process::id())
+    format!("{prefix}{:020}-{}-{seq}", now_nanos(), std::process::id())
 }
 
-/// Seconds since a [`unique`] name was made, if it is one.
-fn age_secs(name: &[u8], prefix: &str) -> Option<i64> {
-    let stamp = name.strip_prefix(prefix.as_bytes())?.get(..20)?;
-    let nanos: u128 = std::str::from_utf8(stamp).ok()?.parse().ok()?;
-    let now = std::time::SystemTime::now()
+/// The time (nanoseconds since the epoch) in a [`unique`] name with
+/// `prefix`, if the name is exactly one: 20 digits, `-`, digits, `-`,
+/// digits.
+fn stamp(name: &[u8], prefix: &str) -> Option<u128> {
+    let rest = name.strip_prefix(prefix.as_bytes())?;
+    let mut parts = rest.split(|b| *b == b'-');
+    let (t, p, q) = (parts.next()?, parts.next()?, parts.next()?);
+    let digits = |x: &[u8]| !x.is_empty() && x.iter().all(u8::is_ascii_digit);
+    if parts.next().is_some() || t.len() != 20 || !digits(t) || !digits(p) || !digits(q) {
+        return None;
+    }
+    std::str::from_utf8(t).ok()?.parse().ok()
+}
+
+/// For a used or half-made entry's name, whether it is old enough to be
+/// a leftover of a process that died; `None` for any other name. A used
+/// entry is as old as the claim its name records; a half-made one as old as
+/// its directory (`created`, nanoseconds: its name was planned at a claim,
+/// maybe long before the session ended and the entry was begun).
+fn leftover_is_stale(name: &[u8], now: u128, created: impl FnOnce() -> u128) -> Option<bool> {
+    let since = if let Some(t) = stamp(name, USED) {
+        t
+    } else if stamp(name, MAKING).is_some() {
+        created()
+    } else {
+        return None;
+    };
+    Some(now.saturating_sub(since) >= STALE_SECS as u128 * 1_000_000_000)
+}
+
+fn now_nanos() -> u128 {
+    std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
-        .ok()?
-        .as_nanos();
-    i64::try_from(now.saturating_sub(nanos) / 1_000_000_000).ok()
+        .map(|d| d.as_nanos())
+        .unwrap_or(0)
 }
 
 /// The slot of a ready entry's name.
@@ -185,7 +207,11 @@ pub fn claim(dir: &Path) -> Result<Claim, PoolError> {
     make_private_mount(dir)?;
     let dirfd = open_dir(dir)?;
 
+    // Every name is looked at before anything is touched: a directory
+    // holding anything else is not a pool, and is left as it is.
     let mut ready: Vec<(usize, OsString)> = Vec::new();
+    let mut stale: Vec<OsString> = Vec::new();
+    let now = now_nanos();
     for e in std::fs::read_dir(dir).map_err(|e| PoolError::Sys {
         what: format!("list {}", dir.display()),
         errno: rustix::io::Errno::from_io_error(&e).unwrap_or(rustix::io::Errno::IO),
@@ -195,21 +221,23 @@ pub fn claim(dir: &Path) -> Result<Claim, PoolError> {
         let b = name.as_bytes();
         if let Some(n) = slot(b) {
             ready.push((n, name));
-            continue;
-        }
-        let age = age_secs(b, USED).or_else(|| age_secs(b, MAKING));
-        match age {
-            // Left over by a process that died (or in use, or still in the
-            // making).
-            Some(age) if age >= STALE_SECS => release_used(&dir.join(&name)),
-            Some(_) => {}
-            None => {
-                return Err(PoolError::NotAPool {
-                    dir: dir.to_owned(),
-                    why: format!("it holds {}", name.to_string_lossy()),
-                })
+        } else if let Some(old) = leftover_is_stale(b, now, || {
+            rustix::fs::statat(&dirfd, name.as_os_str(), AtFlags::SYMLINK_NOFOLLOW)
+                .map(|st| u128::try_from(st.st_ctime).unwrap_or(0) * 1_000_000_000)
+                .unwrap_or(now)
+        }) {
+            if old {
+                stale.push(name);
             }
+        } else {
+            return Err(PoolError::NotAPool {
+                dir: dir.to_owned(),
+                why: format!("it holds {}", name.to_string_lossy()),
+            });
         }
+    }
+    for name in stale {
+        release_used(&dir.join(name));
     }
     ready.sort();
     let mut claim = Claim::default();
@@ -285,7 +313,7 @@ pub fn drain(dir: &Path) -> Result<usize, PoolError> {
     {
         let name = e.file_name();
         let b = name.as_bytes();
-        if slot(b).is_some() || b.starts_with(USED.as_bytes()) || b.starts_with(MAKING.as_bytes()) {
+        if slot(b).is_some() || stamp(b, USED).is_some() || stamp(b, MAKING).is_some() {
             release_used(&dir.join(&name));
             n += 1;
         }
@@ -459,6 +487,61 @@ mod tests {
     }
 
     #[test]
+    fn names_are_parsed_strictly() {
+        let t = "01796046101216345308";
+        assert_eq!(slot(b"net-0"), Some(0));
+        assert_eq!(slot(b"net-7"), Some(7));
+        for bad in [
+            "net-8", "net-01", "net-", "net-+1", "net--1", "net-1x", "nett-1",
+        ] {
+            assert_eq!(slot(bad.as_bytes()), None, "{bad}");
+        }
+        assert!(stamp(format!("used-{t}-12-0").as_bytes(), USED).is_some());
+        for bad in [
+            format!("used-{t}-12"),
+            format!("used-{t}-12-0-1"),
+            format!("used-{t}x-12-0"),
+            format!("used-+{}-12-0", &t[1..]),
+            format!("used-{t}--0"),
+            format!("used-{}-1-0", &t[1..]),
+            format!(".new-{t}-1-0"),
+        ] {
+            assert_eq!(stamp(bad.as_bytes(), USED), None, "{bad}");
+        }
+        let u = unique(USED);
+        assert!(stamp(u.as_bytes(), USED).is_some(), "{u}");
+        assert_ne!(unique(MAKING), unique(MAKING));
+    }
+
+    #[test]
+    fn leftovers_are_judged_by_claim_time_or_by_creation() {
+        let now = now_nanos();
+        let min = 60_000_000_000u128;
+        let at = |prefix: &str, t: u128| format!("{prefix}{t:020}-1-0");
+        let never = || -> u128 { panic!("a used entry's age is in its name") };
+        assert_eq!(
+            leftover_is_stale(at(USED, now - 2 * min).as_bytes(), now, never),
+            Some(true)
+        );
+        assert_eq!(
+            leftover_is_stale(at(USED, now - min / 2).as_bytes(), now, never),
+            Some(false)
+        );
+        // Half-made: the directory's creation counts, not the planned name.
+        let old_name = at(MAKING, now - 60 * min);
+        assert_eq!(
+            leftover_is_stale(old_name.as_bytes(), now, || now),
+            Some(false)
+        );
+        assert_eq!(
+            leftover_is_stale(old_name.as_bytes(), now, || now - 2 * min),
+            Some(true)
+        );
+        assert_eq!(leftover_is_stale(b"net-0", now, || now), None);
+        assert_eq!(leftover_is_stale(b"notes", now, || now), None);
+    }
+
+    #[test]
     fn an_ordinary_user_gets_no_pool() {
         if crate::sys::process::effective_ids().0 == 0 {
             assert!(default_dir().is_some());
@@ -539,22 +622,17 @@ mod tests {
         for i in 0..3 {
             make_ready(dir, &i.to_string());
         }
-        // Leftovers of a process that died: a half-made entry and a used
-        // one, an hour old; and a half-made one being made now.
-        let hour_ago = |prefix: &str| {
-            let nanos = std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .unwrap()
-                .as_nanos()
-                - 3_600_000_000_000;
-            format!("{prefix}{nanos:020}-1-0")
-        };
-        let stale = [hour_ago(MAKING), hour_ago(USED)];
+        // A used entry left by a process that died an hour ago; a
+        // half-made one planned an hour ago but begun now (kept: it is
+        // being made).
+        let hour_ago =
+            |prefix: &str| format!("{prefix}{:020}-1-0", now_nanos() - 3_600_000_000_000);
+        let stale = [hour_ago(USED)];
         for name in &stale {
             std::fs::create_dir(dir.join(name)).expect("mkdir");
             std::fs::File::create(dir.join(name).join(NS_FILE)).expect("file");
         }
-        let fresh = unique(MAKING);
+        let fresh = hour_ago(MAKING);
         std::fs::create_dir(dir.join(&fresh)).expect("mkdir");
 
         let c = claim(dir).expect("claim");
@@ -618,16 +696,22 @@ mod tests {
         assert!(matches!(claim(&full), Err(PoolError::NotAPool { .. })));
         assert!(full.join("keep").exists());
         assert_eq!(bound_below(tmp.path()), 0);
-        // Nor is a mount point of another file system used.
-        let bound = tmp.path().join("other");
-        std::fs::create_dir(&bound).expect("mkdir");
-        std::fs::set_permissions(&bound, std::fs::Permissions::from_mode(0o700)).expect("chmod");
-        rustix::mount::mount_bind(&full, &bound).expect("bind");
-        let refused = claim(&bound);
-        let _ = rustix::mount::unmount(&bound, rustix::mount::UnmountFlags::DETACH);
-        assert!(
-            matches!(refused, Err(PoolError::NotAPool { .. })),
-            "{refused:?}"
-        );
+        // Nor is a mount point of another file system (ramfs) used.
+        let other = tmp.path().join("other");
+        std::fs::create_dir(&other).expect("mkdir");
+        rustix::mount::mount(
+            "test",
+            &other,
+            "ramfs",
+            rustix::mount::MountFlags::empty(),
+            c"mode=0700",
+        )
+        .expect("mount ramfs");
+        let refused = claim(&other);
+        let _ = rustix::mount::unmount(&other, rustix::mount::UnmountFlags::DETACH);
+        match refused {
+            Err(PoolError::NotAPool { why, .. }) => assert!(why.contains("mount point"), "{why}"),
+            other => panic!("{other:?}"),
+        }
     }
 }
