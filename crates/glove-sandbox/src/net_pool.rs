@@ -272,6 +272,25 @@ pub fn claim(dir: &Path) -> Result<Claim, PoolError> {
     Ok(claim)
 }
 
+/// For the fuzz target: reads a directory entry's name as a claim does
+/// (slot, claim stamp, leftover age). Never panics on any input; a name
+/// read as a slot or a stamp is asserted to be the name that would be
+/// written for it.
+#[doc(hidden)]
+pub fn fuzz_entry_name(name: &[u8]) {
+    if let Some(n) = slot(name) {
+        assert!(n < MAX_ENTRIES);
+        assert_eq!(name, format!("{READY}{n}").as_bytes());
+    }
+    for prefix in [USED, MAKING] {
+        if let Some(t) = stamp(name, prefix) {
+            let head = format!("{prefix}{t:020}-");
+            assert!(name.starts_with(head.as_bytes()));
+        }
+    }
+    let _ = leftover_is_stale(name, now_nanos(), || 0);
+}
+
 /// The namespace bound on `path`, if it is one.
 fn open_namespace(path: &Path) -> Option<OwnedFd> {
     let fd = rustix::fs::open(
@@ -511,6 +530,26 @@ mod tests {
         let u = unique(USED);
         assert!(stamp(u.as_bytes(), USED).is_some(), "{u}");
         assert_ne!(unique(MAKING), unique(MAKING));
+    }
+
+    proptest::proptest! {
+        /// Any name: no panic, and what reads as a slot or a stamp is the
+        /// name that would be written for it.
+        #[test]
+        fn any_name_is_read_without_panicking(name in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..64)) {
+            fuzz_entry_name(&name);
+        }
+
+        /// Names made here read back.
+        #[test]
+        fn made_names_read_back(n in 0..MAX_ENTRIES, t in 0u128..10u128.pow(20), pid in 0u32.., seq in 0u64..) {
+            let ready = format!("{READY}{n}");
+            proptest::prop_assert_eq!(slot(ready.as_bytes()), Some(n));
+            let used = format!("{USED}{t:020}-{pid}-{seq}");
+            proptest::prop_assert_eq!(stamp(used.as_bytes(), USED), Some(t));
+            proptest::prop_assert_eq!(stamp(used.as_bytes(), MAKING), None);
+            fuzz_entry_name(used.as_bytes());
+        }
     }
 
     #[test]
