@@ -18,9 +18,11 @@
 //! the host's user namespace, so nobody inside the sandbox holds any
 //! capability over it (a namespace made inside the sandbox's user
 //! namespace would give its root `CAP_NET_ADMIN` there). The used entry's
-//! bind is taken down after the session ([`Claim::used`]); that never
-//! affects the sandbox, whose processes hold the namespace themselves.
-//! Unmounting waits for an RCU grace period, which is why a claim does not.
+//! bind is taken down once the sandbox's init is in the namespace, while
+//! the launch waits for the sandbox anyway ([`Claim::used`]; an unmount
+//! waits for an RCU grace period, which is why the claim itself does not
+//! unmount); that never affects the sandbox, whose processes hold the
+//! namespace themselves.
 //!
 //! Only root can bind a namespace into the host's mount table, so the pool
 //! is used only by root. The directory (`/run/glove/netns` by default) and
@@ -204,20 +206,14 @@ pub fn claim(dir: &Path) -> Result<Claim, PoolError> {
         return Err(PoolError::NotRoot);
     }
     crate::etc_snapshot::check_dirs(dir)?;
-    make_private_mount(dir)?;
-    let dirfd = open_dir(dir)?;
+    let dirfd = make_private_mount(dir)?;
 
     // Every name is looked at before anything is touched: a directory
     // holding anything else is not a pool, and is left as it is.
     let mut ready: Vec<(usize, OsString)> = Vec::new();
     let mut stale: Vec<OsString> = Vec::new();
     let now = now_nanos();
-    for e in std::fs::read_dir(dir).map_err(|e| PoolError::Sys {
-        what: format!("list {}", dir.display()),
-        errno: rustix::io::Errno::from_io_error(&e).unwrap_or(rustix::io::Errno::IO),
-    })? {
-        let Ok(e) = e else { continue };
-        let name = e.file_name();
+    for name in list(dir)? {
         let b = name.as_bytes();
         if let Some(n) = slot(b) {
             ready.push((n, name));
@@ -291,6 +287,15 @@ pub fn fuzz_entry_name(name: &[u8]) {
     let _ = leftover_is_stale(name, now_nanos(), || 0);
 }
 
+/// The names in `dir` (entries that cannot be read are skipped).
+fn list(dir: &Path) -> Result<Vec<OsString>, PoolError> {
+    let entries = std::fs::read_dir(dir).map_err(|e| PoolError::Sys {
+        what: format!("list {}", dir.display()),
+        errno: rustix::io::Errno::from_io_error(&e).unwrap_or(rustix::io::Errno::IO),
+    })?;
+    Ok(entries.flatten().map(|e| e.file_name()).collect())
+}
+
 /// The namespace bound on `path`, if it is one.
 fn open_namespace(path: &Path) -> Option<OwnedFd> {
     let fd = rustix::fs::open(
@@ -323,14 +328,7 @@ pub(crate) fn c_path(p: &Path) -> Option<CString> {
 /// returns how many entries there were.
 pub fn drain(dir: &Path) -> Result<usize, PoolError> {
     let mut n = 0;
-    for e in std::fs::read_dir(dir)
-        .map_err(|e| PoolError::Sys {
-            what: format!("list {}", dir.display()),
-            errno: rustix::io::Errno::from_io_error(&e).unwrap_or(rustix::io::Errno::IO),
-        })?
-        .flatten()
-    {
-        let name = e.file_name();
+    for name in list(dir)? {
         let b = name.as_bytes();
         if slot(b).is_some() || stamp(b, USED).is_some() || stamp(b, MAKING).is_some() {
             release_used(&dir.join(&name));
@@ -363,7 +361,9 @@ pub fn ready_namespaces(dir: &Path) -> Vec<(PathBuf, u64)> {
 /// journal writes (`/run` is not always a tmpfs). Only on an empty
 /// directory: a non-empty one that is not a mount is not a pool (mounting
 /// would hide what it holds), nor is a mount of anything but a tmpfs.
-fn make_private_mount(dir: &Path) -> Result<(), PoolError> {
+///
+/// Returns the pool directory (the tmpfs's root), opened.
+fn make_private_mount(dir: &Path) -> Result<OwnedFd, PoolError> {
     let not_a_pool = |why: &str| PoolError::NotAPool {
         dir: dir.to_owned(),
         why: why.to_owned(),
@@ -390,7 +390,7 @@ fn make_private_mount(dir: &Path) -> Result<(), PoolError> {
     let dirfd = open_dir(dir)?;
     if is_root(&dirfd)? {
         return if is_tmpfs(&dirfd) {
-            Ok(())
+            Ok(dirfd)
         } else {
             Err(not_a_pool("it is a mount point of another file system"))
         };
@@ -427,7 +427,8 @@ fn make_private_mount(dir: &Path) -> Result<(), PoolError> {
         }
     }
     let _ = rustix::fs::flock(&dirfd, rustix::fs::FlockOperation::Unlock);
-    Ok(())
+    // Opened again: `dirfd` is the directory under the tmpfs just mounted.
+    open_dir(dir)
 }
 
 fn open_dir(dir: &Path) -> Result<OwnedFd, PoolError> {

@@ -650,7 +650,8 @@ impl NetUnsharer {
 /// sandbox, waits for it. It starts with every signal blocked, so a signal
 /// to the caller's process group spares it. Then it
 /// blocks on the pipe; a byte or the end of file (the caller exited or
-/// dropped it) starts the removal, retrying a busy directory every 2 ms for
+/// dropped it) starts the removal 5 ms later (out of the way of the
+/// caller's parent, woken by the exit), retrying a busy directory every 2 ms for
 /// at most 200 ms (a task of the session may still be leaving). Its parent
 /// is then whoever inherited it: only for a caller about to exit, which
 /// must be single-threaded (the descriptor list must not change before the
@@ -684,7 +685,7 @@ struct RemoverArgs {
 
 impl Remover {
     /// Starts the remover for `dirs`, which then makes the network
-    /// namespaces `netns` (pool entries); `None` when it cannot be started.
+    /// namespace pool entries of `refill`; `None` when it cannot be started.
     pub(crate) fn start(
         dirs: &[std::path::PathBuf],
         refill: &crate::net_pool::Refill,
