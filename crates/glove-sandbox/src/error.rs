@@ -42,6 +42,14 @@ pub enum SandboxError {
         /// errno text.
         detail: String,
     },
+    /// A read-only bind target lies at or below a writable directory,
+    /// which would hide it.
+    BindShadowed {
+        /// The bind's target inside the sandbox.
+        target: String,
+        /// The writable directory laid over it.
+        by: String,
+    },
     /// A path grant was refused.
     Grant {
         /// Which grant and why.
@@ -87,6 +95,7 @@ impl SandboxError {
             SandboxError::Clone { .. } => SANDBOX_CLONE_FAILED,
             SandboxError::Setup { .. } => SANDBOX_SETUP_FAILED,
             SandboxError::Copy { .. } => SANDBOX_COPY_FAILED,
+            SandboxError::BindShadowed { .. } => SANDBOX_BIND_SHADOWED,
             SandboxError::Grant { .. } => SANDBOX_GRANT_REFUSED,
             SandboxError::Bundle { .. } => SANDBOX_BUNDLE_REFUSED,
             SandboxError::Seccomp { .. } => SANDBOX_SECCOMP_FAILED,
@@ -118,6 +127,10 @@ impl fmt::Display for SandboxError {
                 write!(f, "sandbox setup failed at {step}: {detail}")
             }
             SandboxError::Copy { detail } => write!(f, "copy into the sandbox failed: {detail}"),
+            SandboxError::BindShadowed { target, by } => write!(
+                f,
+                "the read-only bind {target} would be hidden by the writable directory {by}"
+            ),
             SandboxError::Grant { detail } => write!(f, "path grant refused: {detail}"),
             SandboxError::Bundle { detail } => write!(f, "library bundle refused: {detail}"),
             SandboxError::Seccomp { detail } => write!(f, "seccomp: {detail}"),

@@ -276,7 +276,15 @@ fn prepare_inner(spec: LaunchSpec, release_early: bool) -> Result<Prepared, Sand
         (libc::RLIMIT_NPROC, limits.pids),
         (libc::RLIMIT_CPU, cpu_secs),
     ];
-    let rlimits = vec![(libc::RLIMIT_CORE, 0)];
+    // Per-user kernel budgets: the sandbox's processes are charged to its
+    // own user and, above it, to the launcher's user (host root for a
+    // privileged launch). These bound what one sandbox can take of them.
+    let rlimits = vec![
+        (libc::RLIMIT_CORE, 0),
+        (libc::RLIMIT_SIGPENDING, SIGPENDING_MAX),
+        (libc::RLIMIT_MSGQUEUE, MSGQUEUE_BYTES_MAX),
+        (libc::RLIMIT_MEMLOCK, MEMLOCK_BYTES_MAX),
+    ];
     trace::mark("p:v2 tried");
     let privileged = process::effective_ids().0 == 0;
 
@@ -867,6 +875,11 @@ fn init_main(
 ) -> ! {
     trace::mark("init");
     let _ = process::set_parent_death_signal(libc::SIGKILL);
+    // The init carries a copy of the supervisor's memory, including its
+    // command line: `/proc/1/cmdline` must not show it inside.
+    if process::clear_own_arguments(b"glove-init").is_err() {
+        process::exit_now(1);
+    }
     // First, so that it runs on the other core while this one works;
     // unless the init was born in a namespace made ahead.
     let mut net = if prep.net_pooled {
@@ -1391,23 +1404,26 @@ fn setup_fs(
     }
     trace::mark("v:binds");
     // /proc of the new pid namespace, with the kernel knobs read-only.
-    mount::mkdir("/proc", 0o555).map_err(step("mkdir /proc"))?;
-    mount::mount("proc", "/proc", "proc", nodev_nosuid | libc::MS_NOEXEC, "")
-        .map_err(step("mount /proc"))?;
-    for p in ["/proc/sys", "/proc/sysrq-trigger"] {
-        if std::fs::symlink_metadata(p).is_ok() {
-            mount::mount(p, p, "", libc::MS_BIND | libc::MS_REC, "")
-                .map_err(step(&format!("bind {p}")))?;
-            mount::set_attr_recursive(
-                p,
-                mount::MOUNT_ATTR_RDONLY
-                    | mount::MOUNT_ATTR_NOSUID
-                    | mount::MOUNT_ATTR_NODEV
-                    | mount::MOUNT_ATTR_NOEXEC,
-            )
-            .map_err(step(&format!("read-only {p}")))?;
-        }
+    // The sandbox's own per-user budgets (inotify, fanotify), set in its
+    // user namespace through the host's procfs, which is still reachable
+    // under /oldroot: the user-namespace sysctls are those of the writer's
+    // user namespace, where the init holds CAP_SYS_RESOURCE.
+    for (knob, value) in USER_NS_LIMITS {
+        let path = format!("/oldroot/proc/sys/user/{knob}");
+        mount::write_existing(&path, value.as_bytes()).map_err(step(&format!("limit {knob}")))?;
     }
+    // /proc of the new pid namespace: only the processes (no kernel knobs,
+    // no host-wide files: `subset=pid`), and only those the reader may
+    // trace (`hidepid=invisible`: the init is not visible to the agent).
+    mount::mkdir("/proc", 0o555).map_err(step("mkdir /proc"))?;
+    mount::mount(
+        "proc",
+        "/proc",
+        "proc",
+        nodev_nosuid | libc::MS_NOEXEC,
+        "subset=pid,hidepid=invisible",
+    )
+    .map_err(step("mount /proc"))?;
 
     trace::mark("v:proc");
     // Grants and bundles, opened without following links and bound from
@@ -1432,7 +1448,7 @@ fn setup_fs(
         "/dev/pts",
         "devpts",
         libc::MS_NOSUID | libc::MS_NOEXEC,
-        "newinstance,ptmxmode=0666,mode=0620",
+        &format!("newinstance,ptmxmode=0666,mode=0620,max={PTY_MAX}"),
     )
     .map_err(step("mount devpts"))?;
     mount::symlink("pts/ptmx", "/dev/ptmx").map_err(step("link /dev/ptmx"))?;
@@ -1556,6 +1572,22 @@ fn setup_fs(
     trace::mark("net joined");
     Ok(facts)
 }
+
+/// Queued signals one sandbox may hold (`RLIMIT_SIGPENDING`).
+pub const SIGPENDING_MAX: u64 = 1024;
+/// Bytes of POSIX message queues one sandbox may hold (`RLIMIT_MSGQUEUE`).
+pub const MSGQUEUE_BYTES_MAX: u64 = 64 * 1024;
+/// Locked memory per process (`RLIMIT_MEMLOCK`).
+pub const MEMLOCK_BYTES_MAX: u64 = 8 << 20;
+/// Terminals one sandbox's devpts instance may hand out.
+pub const PTY_MAX: u32 = 64;
+/// The sandbox user namespace's own limits (`/proc/sys/user/*`).
+pub const USER_NS_LIMITS: &[(&str, &str)] = &[
+    ("max_inotify_instances", "32"),
+    ("max_inotify_watches", "65536"),
+    ("max_fanotify_groups", "8"),
+    ("max_fanotify_marks", "8192"),
+];
 
 fn inodes(bytes: u64) -> u64 {
     (bytes / 4096).clamp(1024, 1 << 20)

@@ -3,8 +3,10 @@
 //! One filter, installed last (installing a filter is itself a system call
 //! the list refuses): every listed system call is allowed, some only with
 //! argument conditions (sockets only `AF_UNIX`; `clone` without any
-//! namespace flag; `ioctl` without `TIOCSTI`/`TIOCLINUX`; `personality`
-//! only with the values ordinary programs use); anything else returns
+//! namespace flag; `ioctl` without `TIOCSTI`/`TIOCLINUX`; `prctl` without
+//! `PR_SET_SECCOMP`, so that neither `seccomp` nor `prctl` installs a
+//! further filter; `personality` only with the values ordinary programs
+//! use); anything else returns
 //! `EPERM`. The one exception is `clone3`, answered with `ENOSYS`: its
 //! flags live in memory where a filter cannot read them, and `ENOSYS` makes
 //! libc fall back to `clone`, whose flags the list checks. (`seccompiler`'s
@@ -28,7 +30,9 @@
 //!
 //! What is *not* on the list is the point: `ptrace`, `process_vm_*`, the
 //! whole mount API, `unshare`, `setns`, `chroot`, `bpf`, `perf_event_open`,
-//! `userfaultfd`, `io_uring_*`, `keyctl` and friends, `open_by_handle_at`,
+//! `userfaultfd`, `io_uring_*`, the native AIO calls (`io_setup` and the
+//! rest: their contexts are a host-wide budget, `fs.aio-max-nr`, that one
+//! sandbox could exhaust), `seccomp`, `keyctl` and friends, `open_by_handle_at`,
 //! module and `kexec` calls, clock and time setting, `reboot`, `swapon`,
 //! `acct`, `quotactl`, `syslog`, `iopl`/`ioperm`, NUMA policy calls,
 //! `pidfd_getfd`, `memfd_secret`, `sethostname`.
@@ -189,7 +193,6 @@ pub const ALLOWED: &[i64] = &[
     libc::SYS_munlock,
     libc::SYS_mlockall,
     libc::SYS_munlockall,
-    libc::SYS_prctl,
     libc::SYS_arch_prctl,
     libc::SYS_setrlimit,
     libc::SYS_sync,
@@ -212,11 +215,6 @@ pub const ALLOWED: &[i64] = &[
     libc::SYS_futex,
     libc::SYS_sched_setaffinity,
     libc::SYS_sched_getaffinity,
-    libc::SYS_io_setup,
-    libc::SYS_io_destroy,
-    libc::SYS_io_getevents,
-    libc::SYS_io_submit,
-    libc::SYS_io_cancel,
     libc::SYS_getdents64,
     libc::SYS_set_tid_address,
     libc::SYS_restart_syscall,
@@ -385,6 +383,7 @@ pub enum Check {
 const TIOCSTI: u32 = libc::TIOCSTI as u32;
 const TIOCLINUX: u32 = libc::TIOCLINUX as u32;
 const IOCTL_DENIED: &[u32] = &[TIOCSTI, TIOCLINUX];
+const PRCTL_DENIED: &[u32] = &[libc::PR_SET_SECCOMP as u32];
 
 /// The complete allow-list: system call number and its check.
 pub fn rules() -> Vec<(u32, Check)> {
@@ -416,6 +415,13 @@ pub fn rules() -> Vec<(u32, Check)> {
         Check::ArgNotIn {
             arg: 1,
             values: IOCTL_DENIED,
+        },
+    ));
+    r.push((
+        libc::SYS_prctl as u32,
+        Check::ArgNotIn {
+            arg: 0,
+            values: PRCTL_DENIED,
         },
     ));
     r.push((

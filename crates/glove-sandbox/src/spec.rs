@@ -327,6 +327,16 @@ impl LaunchSpec {
                 None => return Err(bad("the network namespace pool path is not UTF-8")),
             }
         }
+        // A read-only bind at or below a writable directory would be laid
+        // over by that directory's scratch slice and silently hidden.
+        for b in &self.read_only_binds {
+            if let Some(w) = self.writable_dirs.iter().find(|w| is_within(&b.target, w)) {
+                return Err(SandboxError::BindShadowed {
+                    target: b.target.clone(),
+                    by: w.clone(),
+                });
+            }
+        }
         for t in &targets {
             if let Some(r) = RESERVED_TARGETS
                 .iter()

@@ -9,6 +9,7 @@ import ctypes
 import errno
 import fcntl
 import os
+import signal
 import socket
 import sys
 import termios
@@ -105,7 +106,7 @@ def case_sockets():
 
 
 def case_network():
-    with open("/proc/net/dev") as f:
+    with open("/proc/self/net/dev") as f:
         ifaces = [l.split(":")[0].strip() for l in f.readlines()[2:]]
     if ifaces != ["lo"]:
         escaped("network", f"interfaces {ifaces}")
@@ -348,6 +349,96 @@ def case_flood():
         sys.stdout.write("flood " * 1000 + "\n")
 
 
+def case_cmdline(secret):
+    """The caller's command line (with --env SECRET=...) is not readable.
+    The secret is passed reversed, so this probe's own arguments differ."""
+    secret = secret[::-1]
+    for pid in ["1", str(os.getppid())]:
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                data = f.read()
+        except OSError:
+            continue
+        if secret.encode() in data:
+            escaped("cmdline", f"/proc/{pid}/cmdline shows the secret")
+    for d in os.listdir("/proc"):
+        if d.isdigit() and int(d) != os.getpid():
+            try:
+                with open(f"/proc/{d}/cmdline", "rb") as f:
+                    if secret.encode() in f.read():
+                        escaped("cmdline", f"/proc/{d}/cmdline shows the secret")
+            except OSError:
+                pass
+    if os.path.exists("/proc/1"):
+        escaped("cmdline", "the init is visible at /proc/1")
+    for p in ["/proc/sys", "/proc/sysrq-trigger", "/proc/kcore", "/proc/kallsyms"]:
+        if os.path.exists(p):
+            escaped("cmdline", f"{p} exists (procfs is not subset=pid)")
+    contained("cmdline")
+
+
+def count_until_fail(fn, most):
+    n = 0
+    held = []
+    while n < most:
+        try:
+            held.append(fn())
+        except OSError:
+            break
+        n += 1
+    return n, held
+
+
+def case_budgets(max_inotify, max_sigpending, max_pty):
+    """Per-user kernel budgets are bounded per sandbox."""
+    libc.inotify_init1.restype = ctypes.c_int
+
+    def inotify():
+        fd = libc.inotify_init1(0o2000000)
+        if fd < 0:
+            raise OSError(ctypes.get_errno(), "inotify_init1")
+        return fd
+    n, fds = count_until_fail(inotify, 1000)
+    for fd in fds:
+        os.close(fd)
+    if n > max_inotify:
+        escaped("budgets", f"{n} inotify instances")
+    # Queued real-time signals (sigqueue is not exempt from the limit as
+    # kill() is).
+    sig = signal.SIGRTMIN
+    signal.pthread_sigmask(signal.SIG_BLOCK, [sig])
+
+    class SigVal(ctypes.Union):
+        _fields_ = [("sival_int", ctypes.c_int), ("sival_ptr", ctypes.c_void_p)]
+
+    def queue():
+        if libc.sigqueue(os.getpid(), sig, SigVal(1)) != 0:
+            raise OSError(ctypes.get_errno(), "sigqueue")
+        return None
+    n, _ = count_until_fail(queue, 200000)
+    if n > max_sigpending:
+        escaped("budgets", f"{n} queued signals")
+    # Native AIO contexts draw on the host-wide fs.aio-max-nr.
+    ctx = ctypes.c_ulong(0)
+    r, e = sys_errno(206, 128, ctypes.byref(ctx))
+    if r == 0 or e != errno.EPERM:
+        escaped("budgets", f"io_setup gave {r} errno {e}")
+    # Terminals of the sandbox's devpts instance.
+
+    def pty():
+        return os.open("/dev/ptmx", os.O_RDWR | os.O_NOCTTY)
+    n, fds = count_until_fail(pty, 5000)
+    for fd in fds:
+        os.close(fd)
+    if n > max_pty:
+        escaped("budgets", f"{n} terminals")
+    # No further seccomp filter, by either door.
+    r, e = sys_errno(157, 22, 2, 0)  # prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, NULL)
+    if e != errno.EPERM:
+        escaped("budgets", f"prctl(PR_SET_SECCOMP) gave errno {e}")
+    contained("budgets")
+
+
 CASES = {
     "denied_syscalls": case_denied_syscalls, "sockets": case_sockets, "network": case_network,
     "mount": case_mount, "namespaces": case_namespaces, "ptrace": case_ptrace,
@@ -363,5 +454,9 @@ if __name__ == "__main__":
         case_host_files(sys.argv[2])
     elif name == "processes":
         case_processes(sys.argv[2])
+    elif name == "cmdline":
+        case_cmdline(sys.argv[2])
+    elif name == "budgets":
+        case_budgets(int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]))
     else:
         CASES[name]()

@@ -58,8 +58,6 @@ pub(crate) const MOUNT_ATTR_RDONLY: u64 = 0x1;
 pub(crate) const MOUNT_ATTR_NOSUID: u64 = 0x2;
 /// `MOUNT_ATTR_NODEV`.
 pub(crate) const MOUNT_ATTR_NODEV: u64 = 0x4;
-/// `MOUNT_ATTR_NOEXEC`.
-pub(crate) const MOUNT_ATTR_NOEXEC: u64 = 0x8;
 
 /// `mount_setattr(AT_FDCWD, target, AT_RECURSIVE, {attr_set})`: applies
 /// attributes to a whole mount tree at once (old-API remounts are not
@@ -126,15 +124,28 @@ pub(crate) fn touch(path: &str, mode: libc::mode_t) -> SysResult<()> {
 
 /// Writes a small file (creating it with `mode`).
 pub(crate) fn write_file(path: &str, bytes: &[u8], mode: libc::mode_t) -> SysResult<()> {
+    write_with(
+        path,
+        bytes,
+        libc::O_CREAT | libc::O_TRUNC | libc::O_WRONLY | libc::O_CLOEXEC | libc::O_NOFOLLOW,
+        mode,
+    )
+}
+
+/// Writes `bytes` to a file that must exist (a kernel knob).
+pub(crate) fn write_existing(path: &str, bytes: &[u8]) -> SysResult<()> {
+    write_with(
+        path,
+        bytes,
+        libc::O_WRONLY | libc::O_CLOEXEC | libc::O_NOFOLLOW,
+        0,
+    )
+}
+
+fn write_with(path: &str, bytes: &[u8], flags: i32, mode: libc::mode_t) -> SysResult<()> {
     let p = cstr(path)?;
     // SAFETY: `p` is NUL-terminated; the descriptor is closed below.
-    let fd = check_int(unsafe {
-        libc::open(
-            p.as_ptr(),
-            libc::O_CREAT | libc::O_TRUNC | libc::O_WRONLY | libc::O_CLOEXEC | libc::O_NOFOLLOW,
-            mode as libc::c_uint,
-        )
-    })?;
+    let fd = check_int(unsafe { libc::open(p.as_ptr(), flags, mode as libc::c_uint) })?;
     let mut rest = bytes;
     let mut result = Ok(());
     while !rest.is_empty() {

@@ -870,3 +870,38 @@ fn make_pool_entry(
     }
     Ok(())
 }
+
+/// Overwrites this process's command-line area (what `/proc/PID/cmdline`
+/// shows) with `name` and NUL bytes. The sandbox init is a copy of its
+/// supervisor, whose arguments (possibly `--env SECRET=…`) must not be
+/// readable inside. The area's bounds come from `/proc/self/stat`.
+pub(crate) fn clear_own_arguments(name: &[u8]) -> SysResult<()> {
+    let stat = std::fs::read("/proc/self/stat").map_err(|_| Errno(libc::EIO))?;
+    let (start, end) = arg_area(&stat).ok_or(Errno(libc::EINVAL))?;
+    if end <= start || end - start > 1 << 21 {
+        return Err(Errno(libc::EINVAL));
+    }
+    let len = end - start;
+    let take = name.len().min(len.saturating_sub(1));
+    // SAFETY: the kernel reports [start, end) as this process's argument
+    // area: mapped, writable stack memory of its own (the init is not a
+    // CLONE_VM child, so no other process shares it). No Rust reference
+    // into it is alive; std only keeps raw pointers to the C strings there,
+    // which remain NUL-terminated (empty) after this.
+    unsafe {
+        let p = start as *mut u8;
+        std::ptr::write_bytes(p, 0, len);
+        std::ptr::copy_nonoverlapping(name.as_ptr(), p, take);
+    }
+    Ok(())
+}
+
+/// Fields 48 and 49 of `/proc/PID/stat` (`arg_start`, `arg_end`).
+pub(crate) fn arg_area(stat: &[u8]) -> Option<(usize, usize)> {
+    let close = stat.iter().rposition(|b| *b == b')')?;
+    let rest = std::str::from_utf8(stat.get(close + 1..)?).ok()?;
+    let mut fields = rest.split_ascii_whitespace().skip(48 - 3);
+    let start = fields.next()?.parse().ok()?;
+    let end = fields.next()?.parse().ok()?;
+    Some((start, end))
+}
