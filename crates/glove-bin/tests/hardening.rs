@@ -63,6 +63,107 @@ fn shadowed_binds(who: As) {
     }
 }
 
+/// Runs `glove` (as the caller) and gives up after `secs` seconds.
+fn glove_within(args: &[&str], secs: u64) -> Option<std::process::Output> {
+    use std::process::{Command, Stdio};
+    let mut child = Command::new(&kit().glove)
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn glove");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(secs);
+    loop {
+        if child.try_wait().expect("try_wait").is_some() {
+            return Some(child.wait_with_output().expect("output"));
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            return None;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+}
+
+/// Finding 1: while `--rw-copy` copies a directory, its owner swaps a file
+/// for a link to a file only root may read, or for a FIFO. The copy never
+/// follows the link (the secret never reaches the agent) and never hangs.
+fn rw_copy_swap_race() {
+    use std::os::unix::fs::PermissionsExt;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+    let vault = tempfile::tempdir().expect("tempdir");
+    std::fs::set_permissions(vault.path(), std::fs::Permissions::from_mode(0o700)).expect("chmod");
+    let secret = vault.path().join("shadow");
+    std::fs::write(&secret, "VAULT-CONTENT-93121\n").expect("write");
+    std::fs::set_permissions(&secret, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+    let work = tempfile::tempdir().expect("tempdir");
+    std::fs::set_permissions(work.path(), std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    let dir = work.path().to_path_buf();
+    for i in 0..64 {
+        std::fs::write(dir.join(format!("a{i:02}")), "plain\n").expect("write");
+    }
+    std::fs::write(dir.join("f"), "plain\n").expect("write");
+    let stop = Arc::new(AtomicBool::new(false));
+    let swapper = {
+        let (stop, dir, secret) = (stop.clone(), dir.clone(), secret.clone());
+        std::thread::spawn(move || {
+            let f = dir.join("f");
+            let mut i = 0u64;
+            while !stop.load(Ordering::Relaxed) {
+                let tmp = dir.join(format!(".t{}", i % 4));
+                let _ = std::fs::remove_file(&tmp);
+                let made = match i % 3 {
+                    0 => std::os::unix::fs::symlink(&secret, &tmp),
+                    1 => std::fs::write(&tmp, "plain\n"),
+                    _ => rustix::fs::mkfifoat(rustix::fs::CWD, &tmp, rustix::fs::Mode::from(0o644))
+                        .map_err(std::io::Error::from),
+                };
+                if made.is_ok() {
+                    let _ = std::fs::rename(&tmp, &f);
+                }
+                i += 1;
+            }
+        })
+    };
+    let src = dir.display().to_string();
+    let mut failures = 0;
+    for round in 0..40 {
+        let out = glove_within(
+            &[
+                "exec",
+                "--json",
+                "--rw-copy",
+                &src,
+                "--",
+                "/bin/sh",
+                "-c",
+                "cat /workspace/* 2>/dev/null; true",
+            ],
+            30,
+        );
+        let Some(out) = out else {
+            stop.store(true, Ordering::Relaxed);
+            panic!("round {round}: the launch hung (a FIFO was opened for reading?)");
+        };
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            !text.contains("VAULT-CONTENT"),
+            "round {round}: the copy followed a swapped link: {text}"
+        );
+        if out.status.code() == Some(125) {
+            let (v, _) = outcome(&out);
+            assert_eq!(v["code"], "sandbox_copy_failed", "round {round}: {v}");
+            failures += 1;
+        }
+    }
+    stop.store(true, Ordering::Relaxed);
+    swapper.join().expect("swapper");
+    eprintln!("rw-copy race: {failures} of 40 launches refused a special file");
+}
+
 fn battery(who: As) {
     if !sandbox_ok(who) || !python_ok() {
         return;
@@ -70,6 +171,9 @@ fn battery(who: As) {
     budgets(who);
     cmdline(who);
     shadowed_binds(who);
+    if who == As::Caller && common::is_root() {
+        rw_copy_swap_race();
+    }
 }
 
 #[test]

@@ -605,3 +605,46 @@ fn agent_killed_before_release_fails_the_launch() {
     assert!(s.output.is_empty());
     s.close_and_wait();
 }
+
+#[test]
+fn a_bind_source_reached_through_a_link_is_refused_not_followed() {
+    use glove_sandbox::spec::Bind;
+    if !common::sandbox_ok(common::As::Caller) {
+        return;
+    }
+    // A link where the caller saw a directory: the init opens the source
+    // without following links, so the launch fails instead of binding
+    // whatever the link now names.
+    let host = readable_tempdir();
+    let real = host.path().join("real");
+    std::fs::create_dir(&real).expect("mkdir");
+    std::fs::write(real.join("inside"), "x").expect("write");
+    let link = host.path().join("link");
+    std::os::unix::fs::symlink(&real, &link).expect("symlink");
+    for source in [link.clone(), link.join("inside")] {
+        let source = source.display().to_string();
+        let mut s = start_with(&["/bin/true"], false, |w| {
+            w.read_only_binds.push(Bind {
+                source: source.clone(),
+                target: "/mnt/x".into(),
+            })
+        });
+        let m = run_to_end(&mut s);
+        let text = failure_code(&m);
+        assert!(
+            text.starts_with("sandbox_setup_failed") && text.contains("bind source"),
+            "{source}: {text}"
+        );
+    }
+    // The real directory binds.
+    let source = real.display().to_string();
+    let mut s = start_with(&["/bin/cat", "/mnt/x/inside"], false, |w| {
+        w.read_only_binds.push(Bind {
+            source: source.clone(),
+            target: "/mnt/x".into(),
+        })
+    });
+    let m = run_to_end(&mut s);
+    assert!(matches!(m, FromLauncher::Exited(_)), "{m:?}");
+    assert_eq!(s.output, b"x");
+}

@@ -1,83 +1,142 @@
-//! Copying a host directory into the sandbox's scratch, inside the sandbox's
-//! mount namespace, without following links: directories are recreated,
-//! regular files copied, symbolic links recreated as links (never
-//! followed), anything else refused. The scratch tmpfs quota bounds the
-//! copy; running out is `ENOSPC`.
+//! Copying a host directory into the sandbox, inside the sandbox's mount
+//! namespace, through descriptors only (`--rw-copy` and copy grants alike).
+//!
+//! Every entry is opened beneath the already opened source directory with
+//! `openat2(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS |
+//! RESOLVE_NO_XDEV)` as an `O_PATH | O_NOFOLLOW` descriptor, and what it is
+//! comes from `fstat` of that descriptor, never from the listing or from a
+//! path: a file swapped for a link or a FIFO after it was listed is seen as
+//! what it now is. Directories are recreated, regular files reopened from
+//! their descriptor (`O_NONBLOCK | O_NOCTTY`) and streamed in 64 KiB blocks
+//! (never held whole in memory), symbolic links recreated as links (never
+//! followed); anything else, or a mount point below the source, fails the
+//! copy. The destination's tmpfs quota bounds the bytes (`ENOSPC`).
 
-use crate::sys::Errno;
-use std::fs;
-use std::os::unix::fs::{symlink, PermissionsExt};
-use std::path::Path;
+use crate::sys::resolve::{self, Meta};
+use crate::sys::{fd, mount, Errno};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 
 /// Deepest directory nesting copied.
 pub(crate) const MAX_DEPTH: usize = 128;
 
-fn errno(e: &std::io::Error) -> Errno {
-    Errno(e.raw_os_error().unwrap_or(libc::EIO))
+/// Entries copied at most (the tmpfs inode count is a second bound).
+pub(crate) const MAX_ENTRIES: u64 = 1 << 20;
+
+type Step = (String, Errno);
+
+/// Opens the copy source `host_path` (absolute, under `/oldroot`) without
+/// following any link in it; it must be a directory.
+pub(crate) fn open_source(host_path: &str) -> Result<OwnedFd, Errno> {
+    let fd = resolve::open_no_links(
+        &format!("/oldroot{host_path}"),
+        libc::O_PATH | libc::O_DIRECTORY,
+    )?;
+    if !resolve::meta(fd.as_fd())?.is_dir() {
+        return Err(Errno(libc::ENOTDIR));
+    }
+    Ok(fd)
 }
 
-/// Copies `src` (a directory) to `dst` (created if missing); every created
-/// entry is given to `owner` (uid, gid) when set.
+/// Copies the tree below the directory `root` into the existing directory
+/// `dst`; every created entry is given to `owner` (uid, gid) when set.
 pub(crate) fn copy_tree(
-    src: &str,
+    root: BorrowedFd<'_>,
     dst: &str,
     owner: Option<(u32, u32)>,
-) -> Result<(), (String, Errno)> {
-    copy_dir(Path::new(src), Path::new(dst), 0, owner)
-}
-
-fn give(path: &Path, owner: Option<(u32, u32)>) -> Result<(), (String, Errno)> {
-    match owner {
-        Some((u, g)) => crate::sys::mount::lchown(&path.display().to_string(), u, g)
-            .map_err(|e| (format!("chown {}", path.display()), e)),
-        None => Ok(()),
-    }
+) -> Result<(), Step> {
+    let mut count = 0u64;
+    let mut buf = vec![0u8; 64 * 1024];
+    copy_dir(root, "", dst, owner, 0, &mut count, &mut buf)
 }
 
 fn copy_dir(
-    src: &Path,
-    dst: &Path,
-    depth: usize,
+    root: BorrowedFd<'_>,
+    rel: &str,
+    dst: &str,
     owner: Option<(u32, u32)>,
-) -> Result<(), (String, Errno)> {
+    depth: usize,
+    count: &mut u64,
+    buf: &mut [u8],
+) -> Result<(), Step> {
     if depth > MAX_DEPTH {
         return Err(("directory nesting too deep".into(), Errno(libc::ELOOP)));
     }
-    let meta = fs::symlink_metadata(src).map_err(|e| (format!("{}", src.display()), errno(&e)))?;
-    if !meta.is_dir() {
-        return Err((
-            format!("{} is not a directory", src.display()),
-            Errno(libc::ENOTDIR),
-        ));
-    }
-    fs::create_dir_all(dst).map_err(|e| (format!("mkdir {}", dst.display()), errno(&e)))?;
-    let mode = meta.permissions().mode() & 0o777;
-    let _ = fs::set_permissions(dst, fs::Permissions::from_mode(mode | 0o700));
-    give(dst, owner)?;
-    let entries = fs::read_dir(src).map_err(|e| (format!("read {}", src.display()), errno(&e)))?;
-    for entry in entries {
-        let entry = entry.map_err(|e| (format!("read {}", src.display()), errno(&e)))?;
-        let from = entry.path();
-        let to = dst.join(entry.file_name());
-        let ft = entry
-            .file_type()
-            .map_err(|e| (format!("{}", from.display()), errno(&e)))?;
-        if ft.is_dir() {
-            copy_dir(&from, &to, depth + 1, owner)?;
-        } else if ft.is_symlink() {
-            let target = fs::read_link(&from)
-                .map_err(|e| (format!("readlink {}", from.display()), errno(&e)))?;
-            symlink(&target, &to).map_err(|e| (format!("symlink {}", to.display()), errno(&e)))?;
-            give(&to, owner)?;
-        } else if ft.is_file() {
-            fs::copy(&from, &to).map_err(|e| (format!("copy {}", from.display()), errno(&e)))?;
-            give(&to, owner)?;
+    let here = if rel.is_empty() { "." } else { rel };
+    let dir = resolve::open_beneath(
+        root,
+        here,
+        libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NONBLOCK,
+    )
+    .map_err(|e| (here.to_owned(), e))?;
+    let io = |e: std::io::Error| {
+        (
+            here.to_owned(),
+            Errno(e.raw_os_error().unwrap_or(libc::EIO)),
+        )
+    };
+    let listing = std::fs::read_dir(resolve::proc_path(dir.as_fd())).map_err(io)?;
+    for entry in listing {
+        let entry = entry.map_err(io)?;
+        let Some(name) = entry.file_name().to_str().map(str::to_owned) else {
+            return Err((format!("{here}/<non-UTF-8 name>"), Errno(libc::EILSEQ)));
+        };
+        *count += 1;
+        if *count > MAX_ENTRIES {
+            return Err(("too many entries".into(), Errno(libc::EFBIG)));
+        }
+        let child = if rel.is_empty() {
+            name.clone()
         } else {
-            return Err((
-                format!("{} is a special file", from.display()),
-                Errno(libc::EPERM),
-            ));
+            format!("{rel}/{name}")
+        };
+        let to = format!("{dst}/{name}");
+        let at =
+            resolve::open_beneath(root, &child, libc::O_PATH).map_err(|e| (child.clone(), e))?;
+        let m = resolve::meta(at.as_fd()).map_err(|e| (child.clone(), e))?;
+        match m.mode & libc::S_IFMT {
+            libc::S_IFDIR => {
+                mount::mkdir(&to, (m.mode & 0o777) | 0o700).map_err(|e| (child.clone(), e))?;
+                give(&to, owner, &child)?;
+                copy_dir(root, &child, &to, owner, depth + 1, count, buf)?;
+            }
+            libc::S_IFREG => {
+                copy_file(at.as_fd(), &m, &to, buf).map_err(|e| (child.clone(), e))?;
+                give(&to, owner, &child)?;
+            }
+            libc::S_IFLNK => {
+                let target = resolve::read_link(at.as_fd()).map_err(|e| (child.clone(), e))?;
+                let t = std::str::from_utf8(&target)
+                    .map_err(|_| (child.clone(), Errno(libc::EILSEQ)))?;
+                mount::symlink(t, &to).map_err(|e| (child.clone(), e))?;
+                give(&to, owner, &child)?;
+            }
+            _ => return Err((format!("{child} is a special file"), Errno(libc::EPERM))),
         }
     }
     Ok(())
+}
+
+/// Streams the regular file `at` (an `O_PATH` descriptor whose `fstat` is
+/// `m`) into a new file `to`.
+fn copy_file(at: BorrowedFd<'_>, m: &Meta, to: &str, buf: &mut [u8]) -> Result<(), Errno> {
+    let src = resolve::reopen(at, libc::O_RDONLY | libc::O_NONBLOCK | libc::O_NOCTTY)?;
+    // The reopened descriptor is the same inode: check it is still a file.
+    if !resolve::meta(src.as_fd())?.is_file() {
+        return Err(Errno(libc::EPERM));
+    }
+    let out = resolve::create_new(to, (m.mode & 0o777) as libc::mode_t)?;
+    loop {
+        let n = fd::read(src.as_fd(), buf)?;
+        if n == 0 {
+            return Ok(());
+        }
+        fd::write_all(out.as_fd(), &buf[..n])?;
+    }
+}
+
+fn give(path: &str, owner: Option<(u32, u32)>, what: &str) -> Result<(), Step> {
+    match owner {
+        Some((u, g)) => mount::lchown(path, u, g).map_err(|e| (format!("chown {what}"), e)),
+        None => Ok(()),
+    }
 }

@@ -14,7 +14,7 @@ use crate::sys::resolve::{self, Meta};
 use crate::sys::{mount, Errno};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
-use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::os::fd::{AsFd, OwnedFd};
 
 /// A grant as resolved: the identity of the directory that was opened.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -156,7 +156,7 @@ pub(crate) fn apply_grants(
                     mount::lchown(&g.target, u, gid).map_err(|e| fail(what("chown"), e))?;
                 }
                 if let Some(fd) = &opened {
-                    copy_beneath(fd.as_fd(), "", &g.target, owner, 0)
+                    crate::copy::copy_tree(fd.as_fd(), &g.target, owner)
                         .map_err(|(w, e)| fail(what(&format!("copy {w}")), e))?;
                 }
             }
@@ -166,81 +166,6 @@ pub(crate) fn apply_grants(
             dev: meta.map(|m| m.dev),
             ino: meta.map(|m| m.ino),
         });
-    }
-    Ok(())
-}
-
-/// Copies the tree below `root` (at relative `rel`) into `dst`, opening
-/// every entry beneath `root` without following links.
-fn copy_beneath(
-    root: BorrowedFd<'_>,
-    rel: &str,
-    dst: &str,
-    owner: Option<(u32, u32)>,
-    depth: usize,
-) -> Result<(), (String, Errno)> {
-    if depth > crate::copy::MAX_DEPTH {
-        return Err(("nesting too deep".into(), Errno(libc::ELOOP)));
-    }
-    let here = if rel.is_empty() {
-        ".".to_owned()
-    } else {
-        rel.to_owned()
-    };
-    let dir = resolve::open_beneath(root, &here, libc::O_RDONLY | libc::O_DIRECTORY)
-        .map_err(|e| (here.clone(), e))?;
-    let listing = std::fs::read_dir(resolve::proc_path(dir.as_fd()))
-        .map_err(|e| (here.clone(), Errno(e.raw_os_error().unwrap_or(libc::EIO))))?;
-    for entry in listing {
-        let entry =
-            entry.map_err(|e| (here.clone(), Errno(e.raw_os_error().unwrap_or(libc::EIO))))?;
-        let Some(name) = entry.file_name().to_str().map(str::to_owned) else {
-            return Err((format!("{here}/<non-UTF-8 name>"), Errno(libc::EILSEQ)));
-        };
-        let child_rel = if rel.is_empty() {
-            name.clone()
-        } else {
-            format!("{rel}/{name}")
-        };
-        let to = format!("{dst}/{name}");
-        let ft = entry.file_type().map_err(|e| {
-            (
-                child_rel.clone(),
-                Errno(e.raw_os_error().unwrap_or(libc::EIO)),
-            )
-        })?;
-        if ft.is_symlink() {
-            let target = std::fs::read_link(format!("{}/{name}", resolve::proc_path(dir.as_fd())))
-                .map_err(|e| {
-                    (
-                        child_rel.clone(),
-                        Errno(e.raw_os_error().unwrap_or(libc::EIO)),
-                    )
-                })?;
-            let t = target
-                .to_str()
-                .ok_or((child_rel.clone(), Errno(libc::EILSEQ)))?;
-            mount::symlink(t, &to).map_err(|e| (child_rel.clone(), e))?;
-        } else if ft.is_dir() {
-            mount::mkdir(&to, 0o755).map_err(|e| (child_rel.clone(), e))?;
-            copy_beneath(root, &child_rel, &to, owner, depth + 1)?;
-        } else if ft.is_file() {
-            let f = resolve::open_beneath(root, &child_rel, libc::O_RDONLY)
-                .map_err(|e| (child_rel.clone(), e))?;
-            let m = resolve::meta(f.as_fd()).map_err(|e| (child_rel.clone(), e))?;
-            if !m.is_file() {
-                return Err((child_rel, Errno(libc::EPERM)));
-            }
-            let body =
-                resolve::read_all(f.as_fd(), usize::MAX).map_err(|e| (child_rel.clone(), e))?;
-            mount::write_file(&to, &body, (m.mode & 0o755) as libc::mode_t)
-                .map_err(|e| (child_rel.clone(), e))?;
-        } else {
-            return Err((format!("{child_rel} is a special file"), Errno(libc::EPERM)));
-        }
-        if let Some((u, g)) = owner {
-            mount::lchown(&to, u, g).map_err(|e| (child_rel.clone(), e))?;
-        }
     }
     Ok(())
 }

@@ -1379,31 +1379,6 @@ fn setup_fs(
     mount::chdir("/").map_err(step("chdir /"))?;
 
     trace::mark("v:pivoted");
-    for b in &spec.read_only_binds {
-        let src = format!("/oldroot{}", b.source);
-        let is_dir = std::fs::metadata(&src).map(|m| m.is_dir()).map_err(|e| {
-            (
-                format!("bind source {}", b.source),
-                Errno(e.raw_os_error().unwrap_or(libc::EIO)),
-            )
-        })?;
-        if is_dir {
-            mount::mkdir_all(&b.target, 0o755).map_err(step(&format!("mkdir {}", b.target)))?;
-        } else {
-            mount::mkdir_all(parent(&b.target), 0o755)
-                .map_err(step(&format!("mkdir {}", b.target)))?;
-            mount::touch(&b.target, 0o444).map_err(step(&format!("create {}", b.target)))?;
-        }
-        mount::mount(&src, &b.target, "", libc::MS_BIND | libc::MS_REC, "")
-            .map_err(step(&format!("bind {}", b.target)))?;
-        mount::set_attr_recursive(
-            &b.target,
-            mount::MOUNT_ATTR_RDONLY | mount::MOUNT_ATTR_NOSUID | mount::MOUNT_ATTR_NODEV,
-        )
-        .map_err(step(&format!("read-only {}", b.target)))?;
-    }
-    trace::mark("v:binds");
-    // /proc of the new pid namespace, with the kernel knobs read-only.
     // The sandbox's own per-user budgets (inotify, fanotify), set in its
     // user namespace through the host's procfs, which is still reachable
     // under /oldroot: the user-namespace sysctls are those of the writer's
@@ -1426,6 +1401,38 @@ fn setup_fs(
     .map_err(step("mount /proc"))?;
 
     trace::mark("v:proc");
+    // Read-only binds from descriptors opened without following any link
+    // (the path was checked once by the caller; a link put in its way
+    // since fails the launch instead of being followed at mount time).
+    for b in &spec.read_only_binds {
+        let what = |w: &str| format!("bind source {}: {w}", b.source);
+        let src = resolve::open_no_links(&format!("/oldroot{}", b.source), libc::O_PATH)
+            .map_err(|e| (what("open"), e))?;
+        let m = resolve::meta(src.as_fd()).map_err(|e| (what("stat"), e))?;
+        if m.is_dir() {
+            mount::mkdir_all(&b.target, 0o755).map_err(step(&format!("mkdir {}", b.target)))?;
+        } else if m.is_file() {
+            mount::mkdir_all(parent(&b.target), 0o755)
+                .map_err(step(&format!("mkdir {}", b.target)))?;
+            mount::touch(&b.target, 0o444).map_err(step(&format!("create {}", b.target)))?;
+        } else {
+            return Err((what("not a directory or regular file"), Errno(libc::EPERM)));
+        }
+        mount::mount(
+            &resolve::proc_path(src.as_fd()),
+            &b.target,
+            "",
+            libc::MS_BIND | libc::MS_REC,
+            "",
+        )
+        .map_err(step(&format!("bind {}", b.target)))?;
+        mount::set_attr_recursive(
+            &b.target,
+            mount::MOUNT_ATTR_RDONLY | mount::MOUNT_ATTR_NOSUID | mount::MOUNT_ATTR_NODEV,
+        )
+        .map_err(step(&format!("read-only {}", b.target)))?;
+    }
+    trace::mark("v:binds");
     // Grants and bundles, opened without following links and bound from
     // the held descriptors.
     crate::grants::apply_grants(&spec.grants, &spec.protected_paths, owner, &mut facts)?;
@@ -1491,8 +1498,15 @@ fn setup_fs(
     }
     trace::mark("v:scratch");
     for c in &spec.copy_in {
-        crate::copy::copy_tree(&format!("/oldroot{}", c.source), &c.target, owner)
-            .map_err(|(what, e)| (format!("copy {}: {what}", c.source), e))?;
+        let what = |w: &str| format!("copy {}: {w}", c.source);
+        let src = crate::copy::open_source(&c.source).map_err(|e| (what("open"), e))?;
+        let m = resolve::meta(src.as_fd()).map_err(|e| (what("stat"), e))?;
+        mount::mkdir_all(&c.target, 0o755).map_err(|e| (what("mkdir"), e))?;
+        mount::chmod(&c.target, (m.mode & 0o777) | 0o700).map_err(|e| (what("chmod"), e))?;
+        if let Some((u, g)) = owner {
+            mount::lchown(&c.target, u, g).map_err(|e| (what("chown"), e))?;
+        }
+        crate::copy::copy_tree(src.as_fd(), &c.target, owner).map_err(|(w, e)| (what(&w), e))?;
     }
 
     trace::mark("v:copy+devro");

@@ -247,8 +247,16 @@ pub fn exec_spec(req: ExecRequest) -> Result<LaunchSpec, SandboxError> {
         })
         .and_then(|dir| etc_snapshot_of(dir, &etc_dirs, &etc_files, &files));
     crate::sys::trace::mark("s:snapshot");
+    // The sandbox binds a source without following links: name the real
+    // place of what /etc links to.
+    let real = |p: &str| {
+        std::fs::canonicalize(p)
+            .ok()
+            .and_then(|c| c.to_str().map(str::to_owned))
+            .unwrap_or_else(|| p.to_owned())
+    };
     let dir_binds = etc_dirs.iter().map(|d| Bind {
-        source: d.clone(),
+        source: real(d),
         target: d.clone(),
     });
     let (files, host_files) = match snapshot {
@@ -264,14 +272,16 @@ pub fn exec_spec(req: ExecRequest) -> Result<LaunchSpec, SandboxError> {
             binds.extend(dir_binds);
             let mut host_files = Vec::new();
             for (path, m) in etc_files {
-                let bind = Bind {
-                    source: path.clone(),
-                    target: path,
-                };
                 if m.len() <= ETC_COPY_MAX {
-                    host_files.push(bind);
+                    host_files.push(Bind {
+                        source: path.clone(),
+                        target: path,
+                    });
                 } else {
-                    binds.push(bind);
+                    binds.push(Bind {
+                        source: real(&path),
+                        target: path,
+                    });
                 }
             }
             (files, host_files)

@@ -170,6 +170,14 @@ pub(crate) fn lchown(path: &str, uid: u32, gid: u32) -> SysResult<()> {
     Ok(())
 }
 
+/// `chmod(2)` of a path the init made itself.
+pub(crate) fn chmod(path: &str, mode: libc::mode_t) -> SysResult<()> {
+    let p = cstr(path)?;
+    // SAFETY: `p` is NUL-terminated and alive for the call.
+    check_int(unsafe { libc::chmod(p.as_ptr(), mode) })?;
+    Ok(())
+}
+
 /// `symlink(2)`.
 pub(crate) fn symlink(target: &str, link: &str) -> SysResult<()> {
     let (t, l) = (cstr(target)?, cstr(link)?);

@@ -177,3 +177,41 @@ pub(crate) fn read_all_sized(
 pub(crate) fn proc_path(fd: BorrowedFd<'_>) -> String {
     format!("/proc/self/fd/{}", fd.as_raw_fd())
 }
+
+/// The target of the symbolic link an `O_PATH | O_NOFOLLOW` descriptor
+/// refers to (`readlinkat(fd, "")`), at most `PATH_MAX` bytes.
+pub(crate) fn read_link(fd: BorrowedFd<'_>) -> SysResult<Vec<u8>> {
+    let mut buf = vec![0u8; libc::PATH_MAX as usize + 1];
+    // SAFETY: the empty path is NUL-terminated; `buf` is valid for its
+    // length, which is passed.
+    let n = unsafe {
+        libc::readlinkat(
+            fd.as_raw_fd(),
+            c"".as_ptr(),
+            buf.as_mut_ptr().cast(),
+            buf.len(),
+        )
+    };
+    let n = check(n as libc::c_long)? as usize;
+    if n >= buf.len() {
+        return Err(Errno(libc::ENAMETOOLONG));
+    }
+    buf.truncate(n);
+    Ok(buf)
+}
+
+/// Creates `path` exclusively (never through a link) for writing.
+pub(crate) fn create_new(path: &str, mode: libc::mode_t) -> SysResult<OwnedFd> {
+    let p = cstr(path)?;
+    // SAFETY: `p` is NUL-terminated and alive for the call; the result is
+    // owned at once.
+    let fd = check_int(unsafe {
+        libc::open(
+            p.as_ptr(),
+            libc::O_CREAT | libc::O_EXCL | libc::O_WRONLY | libc::O_CLOEXEC | libc::O_NOFOLLOW,
+            mode as libc::c_uint,
+        )
+    })?;
+    // SAFETY: a fresh descriptor from open.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
