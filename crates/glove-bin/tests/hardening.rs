@@ -164,6 +164,44 @@ fn rw_copy_swap_race() {
     eprintln!("rw-copy race: {failures} of 40 launches refused a special file");
 }
 
+/// Finding 9: usage is read before the mounts go away, whatever ended the
+/// session (here the wall limit, and the CPU limit).
+fn usage_on_a_kill(who: As) {
+    let script = "dd if=/dev/zero of=/tmp/f bs=1M count=20 2>/dev/null; sleep 30";
+    let out = glove(
+        who,
+        &[
+            "exec",
+            "--json",
+            "--wall-ms",
+            "1500",
+            "--disk",
+            "64M",
+            "--",
+            "/bin/sh",
+            "-c",
+            script,
+        ],
+        None,
+    );
+    let (v, _) = outcome(&out);
+    assert_eq!(v["ended_by"], "wall_time", "{v}");
+    let disk = v["usage"]["disk_bytes"].as_u64().unwrap_or(0);
+    assert!(disk >= 20 << 20, "disk_bytes {disk} after a wall kill: {v}");
+    let script = "dd if=/dev/zero of=/tmp/f bs=1M count=8 2>/dev/null; while :; do :; done";
+    let out = glove(
+        who,
+        &[
+            "exec", "--json", "--cpu-ms", "300", "--", "/bin/sh", "-c", script,
+        ],
+        None,
+    );
+    let (v, _) = outcome(&out);
+    assert_eq!(v["ended_by"], "cpu_time", "{v}");
+    let disk = v["usage"]["disk_bytes"].as_u64().unwrap_or(0);
+    assert!(disk >= 8 << 20, "disk_bytes {disk} after a CPU kill: {v}");
+}
+
 fn battery(who: As) {
     if !sandbox_ok(who) || !python_ok() {
         return;
@@ -171,6 +209,7 @@ fn battery(who: As) {
     budgets(who);
     cmdline(who);
     shadowed_binds(who);
+    usage_on_a_kill(who);
     if who == As::Caller && common::is_root() {
         rw_copy_swap_race();
     }

@@ -1077,6 +1077,11 @@ fn supervise_inside(
     // to it (and to the supervisor) than spent on sampling.
     loop {
         match process::wait_signal(20) {
+            Ok(Some(KILL_REQUEST)) => {
+                // The supervisor ends the session: every process but this
+                // one; the agent's end is then reaped and reported below.
+                let _ = process::kill(-1, libc::SIGKILL);
+            }
             Ok(Some(sig)) if sig != libc::SIGCHLD => {
                 let _ = process::kill(-agent, sig);
                 let _ = process::kill(agent, sig);
@@ -1586,6 +1591,11 @@ fn setup_fs(
     trace::mark("net joined");
     Ok(facts)
 }
+
+/// The signal by which the supervisor asks the init to kill every process
+/// of the sandbox and report (a real-time signal, `SIGRTMIN + 6` with
+/// glibc; only the supervisor may signal the init).
+pub(crate) const KILL_REQUEST: i32 = 40;
 
 /// Queued signals one sandbox may hold (`RLIMIT_SIGPENDING`).
 pub const SIGPENDING_MAX: u64 = 1024;

@@ -90,6 +90,8 @@ impl Default for Settings {
 }
 
 const PENDING_MAX: usize = 64 * 1024;
+/// How long the init has to report after it was asked to end the sandbox.
+pub const HARD_KILL_GRACE: Duration = Duration::from_secs(2);
 const EXIT_FRAME: usize = 1 + 1 + 4 + 8 + 8;
 
 struct Inside {
@@ -206,6 +208,7 @@ impl Running {
         let mut commands: Vec<Command> = Vec::new();
         let mut stop_deadline: Option<Instant> = None;
         let mut stopped = false;
+        let mut hard_kill_at: Option<Instant> = None;
 
         while sync_open {
             if let (true, Some(size)) = (is_pty, io.window_size()) {
@@ -276,7 +279,7 @@ impl Running {
                             io.output(stream, &buf[..take]);
                             if terminal_bytes > limits.terminal_output_bytes && ended_by.is_none() {
                                 ended_by = Some(Limit::TerminalOutput);
-                                self.kill_sandbox();
+                                self.end(&mut hard_kill_at);
                             }
                         }
                         Err(Errno(libc::EAGAIN)) => {}
@@ -337,13 +340,18 @@ impl Running {
             }
 
             // Watchdogs.
+            if hard_kill_at.is_some_and(|d| Instant::now() >= d) {
+                // The init did not report within the grace period.
+                hard_kill_at = Some(Instant::now() + Duration::from_secs(3600));
+                self.kill_sandbox();
+            }
             if stop_deadline.is_some_and(|d| Instant::now() >= d) {
                 stop_deadline = None;
-                self.kill_sandbox();
+                self.end(&mut hard_kill_at);
             }
             if ended_by.is_none() && self.started.elapsed() >= wall {
                 ended_by = Some(Limit::WallTime);
-                self.kill_sandbox();
+                self.end(&mut hard_kill_at);
             }
             if let Some(cg) = &self.cgroup {
                 if let Some(p) = cg.pids_current() {
@@ -353,7 +361,7 @@ impl Running {
                     && cg.cpu_ns().unwrap_or(0) > limits.cpu_time_ms.saturating_mul(1_000_000)
                 {
                     ended_by = Some(Limit::CpuTime);
-                    self.kill_sandbox();
+                    self.end(&mut hard_kill_at);
                 }
             }
         }
@@ -496,6 +504,22 @@ impl Running {
     pub(crate) fn kill_now(&self) {
         self.kill_sandbox();
         let _ = process::wait(self.init_pid);
+    }
+
+    /// Ends the session because a limit or a stop said so: the init is
+    /// asked to kill every process of the sandbox and then reports, as on
+    /// any other end, the exit and the usage it measured (the scratch
+    /// file system's use is read before the mounts go away); the agent's
+    /// cgroup is killed at once when the init is not in it. If no report
+    /// has come within [`HARD_KILL_GRACE`], the sandbox is killed outright.
+    fn end(&self, hard_kill_at: &mut Option<Instant>) {
+        let _ = process::kill(self.init_pid, crate::launch::KILL_REQUEST);
+        if self.init_outside_cgroup {
+            if let Some(cg) = &self.cgroup {
+                cg.kill_all();
+            }
+        }
+        hard_kill_at.get_or_insert(Instant::now() + HARD_KILL_GRACE);
     }
 
     fn kill_sandbox(&self) {
