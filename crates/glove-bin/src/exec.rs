@@ -8,12 +8,12 @@ use crate::report::{error_json, error_line, print_json};
 use clap::Args;
 use glove_sandbox::outcome::{ExitStatus, Limit, Outcome};
 use glove_sandbox::profile::{exec_spec, ExecRequest, DEFAULT_LIMITS};
+use glove_sandbox::sink::Sink;
 use glove_sandbox::spec::Bind;
 use glove_sandbox::supervise::{Settings, Stream, StreamIo};
 use glove_sandbox::{launch, tty, SandboxError};
 use glove_types::policy::ResourceLimits;
 use glove_types::Rejection;
-use std::io::Write;
 use std::os::fd::{AsFd, BorrowedFd};
 
 /// Exit status when Glove could not launch the command.
@@ -67,9 +67,15 @@ pub struct ExecArgs {
     /// Refuse to run unless cgroups enforce cpu, memory and pids.
     #[arg(long)]
     pub strict_limits: bool,
-    /// After the command's output, print the outcome record as one JSON line.
+    /// After the command's output, print the outcome record as one JSON line
+    /// (control sequences in the output are always shown, not obeyed).
     #[arg(long)]
     pub json: bool,
+    /// Pass the command's terminal control sequences through unchanged (by
+    /// default they are shown, not obeyed, when output goes to a terminal;
+    /// --pty passes them).
+    #[arg(long, conflicts_with = "json")]
+    pub raw_output: bool,
     /// The command and its arguments.
     #[arg(last = true, required = true, value_name = "CMD")]
     pub command: Vec<String>,
@@ -96,6 +102,8 @@ struct Stdio {
     at_line_start: bool,
     forward_input: bool,
     pty: bool,
+    out: Sink,
+    err: Sink,
 }
 
 impl StreamIo for Stdio {
@@ -104,19 +112,29 @@ impl StreamIo for Stdio {
     }
 
     fn output(&mut self, stream: Stream, bytes: &[u8]) {
-        let _ = match stream {
+        match stream {
             Stream::Stdout => {
                 if let Some(last) = bytes.last() {
                     self.at_line_start = *last == b'\n';
                 }
-                let mut o = std::io::stdout().lock();
-                o.write_all(bytes).and_then(|_| o.flush())
+                self.out.push(bytes);
             }
-            Stream::Stderr => {
-                let mut e = std::io::stderr().lock();
-                e.write_all(bytes).and_then(|_| e.flush())
-            }
-        };
+            Stream::Stderr => self.err.push(bytes),
+        }
+    }
+
+    fn output_backlog(&self) -> usize {
+        self.out.backlog().max(self.err.backlog())
+    }
+
+    fn output_waits(&self, fds: &mut Vec<std::os::fd::RawFd>) {
+        fds.extend(self.out.wants_poll());
+        fds.extend(self.err.wants_poll());
+    }
+
+    fn output_ready(&mut self) {
+        self.out.flush();
+        self.err.flush();
     }
 
     fn window_size(&self) -> Option<(u16, u16)> {
@@ -250,11 +268,18 @@ pub fn run(a: ExecArgs) -> i32 {
     } else {
         None
     };
+    // Control sequences are shown, not obeyed, where a person would see
+    // them (a terminal, unless the command was given one or raw output was
+    // asked for) and always next to the JSON record.
+    let neutralize = |fd: BorrowedFd<'_>| a.json || (!a.raw_output && !a.pty && tty::is_tty(fd));
+    let (stdout, stderr) = (std::io::stdout(), std::io::stderr());
     let mut io = Stdio {
         stdin,
         at_line_start: true,
         forward_input: true,
         pty: a.pty,
+        out: Sink::new(stdout.as_fd(), neutralize(stdout.as_fd())),
+        err: Sink::new(stderr.as_fd(), neutralize(stderr.as_fd())),
     };
     // The sandbox init has reported the end and is tearing its namespaces
     // down, and the session cgroup (empty, its counters read) is removed by
@@ -272,6 +297,10 @@ pub fn run(a: ExecArgs) -> i32 {
             remains.finish_detached();
             outcome
         });
+    // The session is over: what the reader has not taken yet is written
+    // now, waiting for it as a pipeline would.
+    io.out.finish(None);
+    io.err.finish(None);
     if let Some(mode) = &raw {
         tty::restore(io.stdin.as_fd(), mode);
     }

@@ -202,6 +202,125 @@ fn usage_on_a_kill(who: As) {
     assert!(disk >= 8 << 20, "disk_bytes {disk} after a CPU kill: {v}");
 }
 
+/// Finding 4: a reader that stops reading does not stop the watchdogs: the
+/// wall limit ends the session on time while nobody reads its output.
+fn limits_hold_with_a_stalled_reader(who: As) {
+    use std::io::Read;
+    use std::process::{Command, Stdio};
+    let k = kit();
+    let mut cmd = match who {
+        As::Caller => Command::new(&k.glove),
+        As::Nobody => {
+            let mut c = Command::new("/usr/bin/setpriv");
+            c.args([
+                "--reuid",
+                "65534",
+                "--regid",
+                "65534",
+                "--clear-groups",
+                "--",
+            ]);
+            c.arg(&k.glove);
+            c
+        }
+    };
+    let mut child = cmd
+        .args([
+            "exec",
+            "--json",
+            "--wall-ms",
+            "1000",
+            "--",
+            "/bin/sh",
+            "-c",
+            "head -c 4000000 /dev/zero; sleep 30",
+        ])
+        .current_dir(&k.root)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn glove");
+    // Nobody reads for five seconds.
+    std::thread::sleep(std::time::Duration::from_secs(5));
+    let mut stdout = Vec::new();
+    child
+        .stdout
+        .take()
+        .expect("stdout")
+        .read_to_end(&mut stdout)
+        .expect("read");
+    let status = child.wait().expect("wait");
+    let text = String::from_utf8_lossy(&stdout);
+    let last = text.lines().last().unwrap_or("");
+    let v: serde_json::Value = serde_json::from_str(last).expect("outcome line");
+    assert_eq!(status.code(), Some(204), "{v}");
+    assert_eq!(v["ended_by"], "wall_time", "{v}");
+    let wall = v["usage"]["wall_time_ms"].as_u64().unwrap_or(u64::MAX);
+    assert!(
+        wall < 4000,
+        "the 1 s wall limit held only when the reader came back: {v}"
+    );
+    // Everything the agent wrote before the end still arrived.
+    assert!(stdout.len() > 1 << 20, "{} bytes", stdout.len());
+}
+
+const HOSTILE: &str =
+    r"printf 'a\033]52;c;aGk=\007b\033[6nc\033]0;title\007d\033[31mred\033[0m\302\233e\n'";
+
+/// Finding 5: control sequences from the agent are shown, not obeyed: in
+/// `--json` mode always, on a terminal by default; `--raw-output` passes
+/// them.
+fn escapes_neutralised(who: As) {
+    let out = glove(
+        who,
+        &["exec", "--json", "--", "/bin/sh", "-c", HOSTILE],
+        None,
+    );
+    let (_, text) = outcome(&out);
+    assert_eq!(
+        text, "a^[]52;c;aGk=^Gb^[[6nc^[]0;title^Gd\x1b[31mred\x1b[0mM-^[e",
+        "{text:?}"
+    );
+    // Not a terminal, not --json: passed as they are.
+    let out = glove(who, &["exec", "--", "/bin/sh", "-c", HOSTILE], None);
+    assert!(out.stdout.starts_with(b"a\x1b]52;c;"), "{:?}", out.stdout);
+    // A terminal: neutralised unless --raw-output.
+    if !common::python_ok() {
+        return;
+    }
+    let on_tty = |extra: &[&str]| -> Vec<u8> {
+        let mut args = vec!["exec"];
+        args.extend_from_slice(extra);
+        args.extend_from_slice(&["--", "/bin/sh", "-c", HOSTILE]);
+        let script = "import os, pty, sys\n\
+pid, fd = pty.fork()\n\
+if pid == 0:\n    os.execv(sys.argv[1], sys.argv[1:])\n\
+out = b''\n\
+while True:\n    try:\n        b = os.read(fd, 65536)\n    except OSError:\n        break\n    if not b:\n        break\n    out += b\n\
+os.waitpid(pid, 0)\n\
+sys.stdout.write(out.hex())\n";
+        let glove_path = kit().glove.display().to_string();
+        let mut py = vec!["-c", script, &glove_path];
+        py.extend_from_slice(&args);
+        let out = std::process::Command::new("/usr/bin/python3")
+            .args(&py)
+            .output()
+            .expect("python3");
+        let hex = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+        (0..hex.len() / 2)
+            .map(|i| u8::from_str_radix(&hex[2 * i..2 * i + 2], 16).unwrap_or(0))
+            .collect()
+    };
+    if who == As::Caller {
+        let shown = on_tty(&[]);
+        assert!(!shown.windows(2).any(|w| w == b"\x1b]"), "{shown:?}");
+        assert!(shown.windows(5).any(|w| w == b"^[]52"), "{shown:?}");
+        let raw = on_tty(&["--raw-output"]);
+        assert!(raw.windows(4).any(|w| w == b"\x1b]52"), "{raw:?}");
+    }
+}
+
 fn battery(who: As) {
     if !sandbox_ok(who) || !python_ok() {
         return;
@@ -210,6 +329,8 @@ fn battery(who: As) {
     cmdline(who);
     shadowed_binds(who);
     usage_on_a_kill(who);
+    limits_hold_with_a_stalled_reader(who);
+    escapes_neutralised(who);
     if who == As::Caller && common::is_root() {
         rw_copy_swap_race();
     }

@@ -33,6 +33,7 @@ pub mod net_pool;
 pub mod outcome;
 pub mod profile;
 pub mod seccomp;
+pub mod sink;
 pub mod spec;
 pub mod supervise;
 pub(crate) mod sys;

@@ -61,6 +61,18 @@ pub trait StreamIo {
     }
     /// Receives agent output (already counted, never beyond the limit).
     fn output(&mut self, stream: Stream, bytes: &[u8]);
+    /// Bytes of output the caller's side holds that it could not write
+    /// yet. From [`crate::sink::QUEUE_MAX`] on, the supervisor stops
+    /// reading the agent's output (the agent then waits on its own pipe)
+    /// and goes on enforcing every limit.
+    fn output_backlog(&self) -> usize {
+        0
+    }
+    /// Descriptors to poll for room while output waits (`POLLOUT`).
+    fn output_waits(&self, _fds: &mut Vec<RawFd>) {}
+    /// Called on every round of the loop: write what can be written now,
+    /// without blocking.
+    fn output_ready(&mut self) {}
     /// The current window size to mirror onto the agent's terminal.
     fn window_size(&self) -> Option<(u16, u16)> {
         None
@@ -209,6 +221,7 @@ impl Running {
         let mut stop_deadline: Option<Instant> = None;
         let mut stopped = false;
         let mut hard_kill_at: Option<Instant> = None;
+        let mut waits: Vec<RawFd> = Vec::new();
 
         while sync_open {
             if let (true, Some(size)) = (is_pty, io.window_size()) {
@@ -222,14 +235,26 @@ impl Running {
                 events: libc::POLLIN,
                 revents: 0,
             }];
-            if outputs_open[0] {
+            // While the caller's side is full, the agent's output waits in
+            // its pipe; the loop still wakes for room and for the limits.
+            let reading = io.output_backlog() < crate::sink::QUEUE_MAX;
+            waits.clear();
+            io.output_waits(&mut waits);
+            for w in &waits {
+                entries.push(PollEntry {
+                    fd: *w,
+                    events: libc::POLLOUT,
+                    revents: 0,
+                });
+            }
+            if outputs_open[0] && reading {
                 entries.push(PollEntry {
                     fd: out_fd,
                     events: libc::POLLIN,
                     revents: 0,
                 });
             }
-            if let (true, Some(e)) = (outputs_open[1], err_fd) {
+            if let (true, true, Some(e)) = (outputs_open[1], reading, err_fd) {
                 entries.push(PollEntry {
                     fd: e,
                     events: libc::POLLIN,
@@ -253,9 +278,10 @@ impl Running {
             }
             let timeout = settings.tick.as_millis().min(1000) as i32;
             fd::poll(&mut entries, timeout).map_err(|e| io_err("poll", e))?;
+            io.output_ready();
 
             for e in &entries {
-                if e.revents == 0 {
+                if e.revents == 0 || e.events == libc::POLLOUT && waits.contains(&e.fd) {
                     continue;
                 }
                 if e.fd == self.sync.as_raw_fd() {

@@ -286,3 +286,34 @@ pub(crate) fn fill_standard_streams() -> SysResult<()> {
     }
     Ok(())
 }
+
+/// A new open file description of what `fd` refers to (a terminal or a
+/// pipe), opened for writing with `O_NONBLOCK`, so that the caller's own
+/// descriptor (shared with its parent) keeps its flags.
+pub(crate) fn reopen_write_nonblocking(fd: BorrowedFd<'_>) -> SysResult<OwnedFd> {
+    let path = super::cstr(&format!("/proc/self/fd/{}", fd.as_raw_fd()))?;
+    // SAFETY: `path` is NUL-terminated and alive for the call; the result
+    // is owned at once.
+    let r = check_int(unsafe {
+        libc::open(
+            path.as_ptr(),
+            libc::O_WRONLY | libc::O_NONBLOCK | libc::O_CLOEXEC | libc::O_NOCTTY,
+        )
+    })?;
+    // SAFETY: a fresh descriptor from open.
+    Ok(unsafe { OwnedFd::from_raw_fd(r) })
+}
+
+/// One `send(2)` that never blocks and never raises `SIGPIPE`.
+pub(crate) fn send_nonblocking(fd: BorrowedFd<'_>, buf: &[u8]) -> SysResult<usize> {
+    // SAFETY: `buf` is valid for `buf.len()` readable bytes.
+    let r = unsafe {
+        libc::send(
+            fd.as_raw_fd(),
+            buf.as_ptr().cast(),
+            buf.len(),
+            libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL,
+        )
+    };
+    check(r as libc::c_long).map(|n| n as usize)
+}
