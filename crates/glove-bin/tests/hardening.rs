@@ -321,6 +321,48 @@ sys.stdout.write(out.hex())\n";
     }
 }
 
+/// Finding 10: a memory limit below the working set ends the session as a
+/// memory stop within a bounded time, instead of reclaiming in a loop until
+/// the wall limit. The probe maps a file four times the limit and reads it
+/// again and again: no OOM kill ever comes, only refaults.
+fn memory_thrash_is_a_memory_stop(who: As) {
+    use std::os::unix::fs::PermissionsExt;
+    static DATA: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
+    let dir = DATA.get_or_init(|| {
+        let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("thrash");
+        std::fs::create_dir_all(&dir).expect("mkdir");
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+        let big = dir.join("big");
+        if std::fs::metadata(&big).map(|m| m.len()).unwrap_or(0) != 128 << 20 {
+            let block: Vec<u8> = (0..1 << 20).map(|i: u32| (i % 251) as u8).collect();
+            let mut f = std::fs::File::create(&big).expect("create");
+            for _ in 0..128 {
+                std::io::Write::write_all(&mut f, &block).expect("write");
+            }
+        }
+        std::fs::set_permissions(&big, std::fs::Permissions::from_mode(0o644)).expect("chmod");
+        dir
+    });
+    let bind = format!("{}:/data", dir.display());
+    let (v, _, err) = probe(
+        who,
+        &["--memory", "32M", "--wall-ms", "60000", "--ro-bind", &bind],
+        &["thrash", "/data/big"],
+    );
+    if v["enforcement"]["memory"] == "rlimit" {
+        return;
+    }
+    assert_eq!(v["ended_by"], "memory", "{v} / {err}");
+    assert!(
+        v["limits_reached"]
+            .as_array()
+            .is_some_and(|a| a.contains(&"memory".into())),
+        "{v}"
+    );
+    let wall = v["usage"]["wall_time_ms"].as_u64().unwrap_or(u64::MAX);
+    assert!(wall < 30_000, "ended only after {wall} ms: {v}");
+}
+
 fn battery(who: As) {
     if !sandbox_ok(who) || !python_ok() {
         return;
@@ -331,6 +373,7 @@ fn battery(who: As) {
     usage_on_a_kill(who);
     limits_hold_with_a_stalled_reader(who);
     escapes_neutralised(who);
+    memory_thrash_is_a_memory_stop(who);
     if who == As::Caller && common::is_root() {
         rw_copy_swap_race();
     }

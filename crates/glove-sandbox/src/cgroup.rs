@@ -234,6 +234,7 @@ impl Cgroup {
                 (0, "memory.events"),
                 (0, "pids.events"),
                 (0, "pids.peak"),
+                (0, "memory.stat"),
             ],
             Version::V1 => &[
                 (2, "cpuacct.usage"),
@@ -242,6 +243,7 @@ impl Cgroup {
                 (0, "memory.oom_control"),
                 (0, "memory.failcnt"),
                 (1, "pids.events"),
+                (0, "memory.stat"),
             ],
         };
         for (dir, name) in names {
@@ -316,6 +318,20 @@ impl Cgroup {
                 .keyed(&self.dirs[0].join("cpu.stat"), "usage_usec")
                 .map(|u| u.saturating_mul(1000)),
             Version::V1 => self.read_u64(&self.dirs[2].join("cpuacct.usage")),
+        }
+    }
+
+    /// Pages of the session that were evicted and then needed again
+    /// (`workingset_refault_*` of `memory.stat`): a working set that does
+    /// not fit the memory limit shows as a steady stream of refaults.
+    pub fn memory_refaults(&self) -> Option<u64> {
+        let text = self.text(&self.dirs[0].join("memory.stat"))?;
+        match (
+            parse_keyed(&text, "workingset_refault_file"),
+            parse_keyed(&text, "workingset_refault_anon"),
+        ) {
+            (None, None) => parse_keyed(&text, "workingset_refault"),
+            (f, a) => Some(f.unwrap_or(0).saturating_add(a.unwrap_or(0))),
         }
     }
 

@@ -439,6 +439,19 @@ def case_budgets(max_inotify, max_sigpending, max_pty):
     contained("budgets")
 
 
+def case_thrash(path):
+    """Reads a mapped file larger than the memory limit, forever: the
+    working set cannot fit, and the kernel refaults it page by page."""
+    import mmap
+    fd = os.open(path, os.O_RDONLY)
+    os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    m = mmap.mmap(fd, 0, prot=mmap.PROT_READ)
+    total = 0
+    while True:
+        for i in range(0, len(m), 4096):
+            total += m[i]
+
+
 CASES = {
     "denied_syscalls": case_denied_syscalls, "sockets": case_sockets, "network": case_network,
     "mount": case_mount, "namespaces": case_namespaces, "ptrace": case_ptrace,
@@ -454,6 +467,8 @@ if __name__ == "__main__":
         case_host_files(sys.argv[2])
     elif name == "processes":
         case_processes(sys.argv[2])
+    elif name == "thrash":
+        case_thrash(sys.argv[2])
     elif name == "cmdline":
         case_cmdline(sys.argv[2])
     elif name == "budgets":
