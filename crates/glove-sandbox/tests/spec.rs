@@ -5,7 +5,9 @@
 use glove_sandbox::profile::{exec_spec, ExecRequest};
 use glove_sandbox::spec::{Bind, CopyIn, LaunchSpec};
 use glove_sandbox::SandboxError;
-use glove_types::codes::sandbox::{SANDBOX_MULTITHREADED, SANDBOX_SPEC_INVALID};
+use glove_types::codes::sandbox::{
+    SANDBOX_BIND_SHADOWED, SANDBOX_MULTITHREADED, SANDBOX_SPEC_INVALID,
+};
 use proptest::prelude::*;
 
 fn base() -> LaunchSpec {
@@ -42,7 +44,12 @@ fn rules() {
     invalid(|s| s.environment.push("NOEQUALS".into()));
     invalid(|s| s.read_only_binds.push(bind("/usr", "/proc/x")));
     invalid(|s| s.read_only_binds.push(bind("/usr", "/dev")));
-    invalid(|s| s.read_only_binds.push(bind("/usr", "/tmp")));
+    for target in ["/tmp", "/tmp/x", "/workspace/a/b", "/home/agent"] {
+        let mut s = base();
+        s.read_only_binds.push(bind("/usr", target));
+        let e = s.validate().expect_err("hidden by a writable directory");
+        assert_eq!(e.code(), SANDBOX_BIND_SHADOWED, "{target}: {e}");
+    }
     invalid(|s| s.writable_dirs.push("/oldroot".into()));
     invalid(|s| {
         s.copy_in.push(CopyIn {
