@@ -363,6 +363,74 @@ fn memory_thrash_is_a_memory_stop(who: As) {
     assert!(wall < 30_000, "ended only after {wall} ms: {v}");
 }
 
+/// Finding 3: a read-only bind that holds a listening Unix socket (an
+/// ssh-agent in a home directory, a user bus under /run/user) is refused,
+/// whatever the depth of the socket; the same directory without it binds.
+fn binds_holding_sockets_are_refused(who: As) {
+    use std::os::unix::fs::PermissionsExt;
+    let host = tempfile::tempdir().expect("tempdir");
+    std::fs::set_permissions(host.path(), std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    let deep = host.path().join("home/.ssh/agent");
+    std::fs::create_dir_all(&deep).expect("mkdir");
+    for d in ["home", "home/.ssh", "home/.ssh/agent"] {
+        std::fs::set_permissions(host.path().join(d), std::fs::Permissions::from_mode(0o755))
+            .expect("chmod");
+    }
+    std::fs::write(host.path().join("home/notes"), "x").expect("write");
+    let sock = deep.join("sock");
+    let listener = std::os::unix::net::UnixListener::bind(&sock).expect("listen");
+    std::fs::set_permissions(&sock, std::fs::Permissions::from_mode(0o777)).expect("chmod");
+    let home = host.path().join("home").display().to_string();
+    // The probe would reach the listener through the bind.
+    let bind = format!("{home}:/mnt/home");
+    let script = "import socket,sys; s=socket.socket(socket.AF_UNIX); s.connect('/mnt/home/.ssh/agent/sock'); print('CONNECTED')";
+    let out = glove(
+        who,
+        &[
+            "exec",
+            "--json",
+            "--ro-bind",
+            &bind,
+            "--",
+            "/usr/bin/python3",
+            "-c",
+            script,
+        ],
+        None,
+    );
+    let (v, text) = outcome(&out);
+    assert!(
+        !text.contains("CONNECTED"),
+        "the agent reached a host socket: {v}"
+    );
+    assert_eq!(out.status.code(), Some(125), "{v}");
+    assert_eq!(v["code"], "sandbox_socket_exposed", "{v}");
+    assert!(
+        v["message"]
+            .as_str()
+            .unwrap_or("")
+            .contains(".ssh/agent/sock"),
+        "{v}"
+    );
+    drop(listener);
+    std::fs::remove_file(&sock).expect("rm");
+    let out = glove(
+        who,
+        &[
+            "exec",
+            "--json",
+            "--ro-bind",
+            &bind,
+            "--",
+            "/bin/cat",
+            "/mnt/home/notes",
+        ],
+        None,
+    );
+    let (v, text) = outcome(&out);
+    assert_eq!(text, "x", "{v}");
+}
+
 fn battery(who: As) {
     if !sandbox_ok(who) || !python_ok() {
         return;
@@ -374,6 +442,7 @@ fn battery(who: As) {
     limits_hold_with_a_stalled_reader(who);
     escapes_neutralised(who);
     memory_thrash_is_a_memory_stop(who);
+    binds_holding_sockets_are_refused(who);
     if who == As::Caller && common::is_root() {
         rw_copy_swap_race();
     }

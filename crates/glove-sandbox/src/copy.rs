@@ -140,3 +140,78 @@ fn give(path: &str, owner: Option<(u32, u32)>, what: &str) -> Result<(), Step> {
         None => Ok(()),
     }
 }
+
+/// Entries a socket scan looks at, at most; a larger tree is refused.
+pub(crate) const SCAN_MAX_ENTRIES: u64 = 250_000;
+
+/// Looks for a Unix socket anywhere below the directory `root` (mounts
+/// below it included, links not followed); returns its relative path.
+/// Read-only binds cannot stop a `connect()` to a socket they expose, so a
+/// bind that holds one is refused. A tree of more than
+/// [`SCAN_MAX_ENTRIES`] entries or deeper than [`MAX_DEPTH`] is refused
+/// too (`EFBIG`, `ELOOP`): it cannot be checked in bounded time.
+pub(crate) fn find_socket(root: BorrowedFd<'_>) -> Result<Option<String>, Step> {
+    let mut count = 0u64;
+    scan_dir(root, "", 0, &mut count)
+}
+
+fn scan_dir(
+    root: BorrowedFd<'_>,
+    rel: &str,
+    depth: usize,
+    count: &mut u64,
+) -> Result<Option<String>, Step> {
+    if depth > MAX_DEPTH {
+        return Err(("directory nesting too deep".into(), Errno(libc::ELOOP)));
+    }
+    let here = if rel.is_empty() { "." } else { rel };
+    let dir = resolve::open_beneath_across_mounts(
+        root,
+        here,
+        libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NONBLOCK,
+    )
+    .map_err(|e| (here.to_owned(), e))?;
+    let io = |e: std::io::Error| {
+        (
+            here.to_owned(),
+            Errno(e.raw_os_error().unwrap_or(libc::EIO)),
+        )
+    };
+    let listing = std::fs::read_dir(resolve::proc_path(dir.as_fd())).map_err(io)?;
+    let mut subdirs = Vec::new();
+    for entry in listing {
+        let entry = entry.map_err(io)?;
+        *count += 1;
+        if *count > SCAN_MAX_ENTRIES {
+            return Err((
+                "too many entries to check for sockets".into(),
+                Errno(libc::EFBIG),
+            ));
+        }
+        // The listing's type (or an lstat of the entry where the file
+        // system gives none): a socket swapped in later is a new inode in
+        // a directory the agent cannot write (the bind is read-only), but
+        // the host may; see docs/sandbox.md.
+        let ft = entry.file_type().map_err(io)?;
+        let name = entry.file_name();
+        let name = name.to_string_lossy();
+        let child = if rel.is_empty() {
+            name.into_owned()
+        } else {
+            format!("{rel}/{name}")
+        };
+        if std::os::unix::fs::FileTypeExt::is_socket(&ft) {
+            return Ok(Some(child));
+        }
+        if ft.is_dir() {
+            subdirs.push(child);
+        }
+    }
+    drop(dir);
+    for d in subdirs {
+        if let Some(found) = scan_dir(root, &d, depth + 1, count)? {
+            return Ok(Some(found));
+        }
+    }
+    Ok(None)
+}

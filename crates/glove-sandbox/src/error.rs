@@ -50,6 +50,11 @@ pub enum SandboxError {
         /// The writable directory laid over it.
         by: String,
     },
+    /// A read-only bind or grant would expose a Unix socket.
+    SocketExposed {
+        /// Which bind and which socket.
+        detail: String,
+    },
     /// A path grant was refused.
     Grant {
         /// Which grant and why.
@@ -96,6 +101,7 @@ impl SandboxError {
             SandboxError::Setup { .. } => SANDBOX_SETUP_FAILED,
             SandboxError::Copy { .. } => SANDBOX_COPY_FAILED,
             SandboxError::BindShadowed { .. } => SANDBOX_BIND_SHADOWED,
+            SandboxError::SocketExposed { .. } => SANDBOX_SOCKET_EXPOSED,
             SandboxError::Grant { .. } => SANDBOX_GRANT_REFUSED,
             SandboxError::Bundle { .. } => SANDBOX_BUNDLE_REFUSED,
             SandboxError::Seccomp { .. } => SANDBOX_SECCOMP_FAILED,
@@ -131,6 +137,9 @@ impl fmt::Display for SandboxError {
                 f,
                 "the read-only bind {target} would be hidden by the writable directory {by}"
             ),
+            SandboxError::SocketExposed { detail } => {
+                write!(f, "a read-only mount would expose a socket: {detail}")
+            }
             SandboxError::Grant { detail } => write!(f, "path grant refused: {detail}"),
             SandboxError::Bundle { detail } => write!(f, "library bundle refused: {detail}"),
             SandboxError::Seccomp { detail } => write!(f, "seccomp: {detail}"),

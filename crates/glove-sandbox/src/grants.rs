@@ -124,6 +124,7 @@ pub(crate) fn apply_grants(
         mount::mkdir_all(&g.target, 0o755).map_err(|e| fail(what("mkdir target"), e))?;
         match (g.mode, &opened) {
             (GrantMode::ReadOnly, Some(fd)) => {
+                crate::launch::refuse_sockets(fd.as_fd(), &format!("grant {}", g.target))?;
                 mount::mount(
                     &resolve::proc_path(fd.as_fd()),
                     &g.target,

@@ -847,6 +847,10 @@ fn read_error_body(sync: &OwnedFd, exe: &str) -> SandboxError {
         SandboxError::Bundle {
             detail: format!("{step} ({detail})"),
         }
+    } else if step.starts_with("socket ") {
+        SandboxError::SocketExposed {
+            detail: format!("{step} ({detail})"),
+        }
     } else if step.starts_with("copy") {
         SandboxError::Copy {
             detail: format!("{step}: {detail}"),
@@ -1415,6 +1419,9 @@ fn setup_fs(
             .map_err(|e| (what("open"), e))?;
         let m = resolve::meta(src.as_fd()).map_err(|e| (what("stat"), e))?;
         if m.is_dir() {
+            if !crate::profile::is_system_tree(&b.source) {
+                refuse_sockets(src.as_fd(), &format!("bind {}", b.source))?;
+            }
             mount::mkdir_all(&b.target, 0o755).map_err(step(&format!("mkdir {}", b.target)))?;
         } else if m.is_file() {
             mount::mkdir_all(parent(&b.target), 0o755)
@@ -1612,6 +1619,19 @@ pub const USER_NS_LIMITS: &[(&str, &str)] = &[
     ("max_fanotify_groups", "8"),
     ("max_fanotify_marks", "8192"),
 ];
+
+/// Fails when a socket lies below `dir` (see [`crate::copy::find_socket`]);
+/// the step names `what` and the socket (its path below the source).
+pub(crate) fn refuse_sockets(dir: BorrowedFd<'_>, what: &str) -> Result<(), (String, Errno)> {
+    match crate::copy::find_socket(dir) {
+        Ok(None) => Ok(()),
+        Ok(Some(found)) => Err((
+            format!("socket {found} in {what} (a connect() would reach its listener)"),
+            Errno(libc::EACCES),
+        )),
+        Err((w, e)) => Err((format!("socket check of {what}: {w}"), e)),
+    }
+}
 
 fn inodes(bytes: u64) -> u64 {
     (bytes / 4096).clamp(1024, 1 << 20)

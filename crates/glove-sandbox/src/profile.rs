@@ -19,6 +19,15 @@ pub const SYSTEM_DIRS: &[&str] = &[
     "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32",
 ];
 
+/// Whether `path` lies in one of the operating system's trees
+/// ([`SYSTEM_DIRS`]): binds from there are not scanned for sockets (they
+/// are large, root's, and hold none on a normal system).
+pub fn is_system_tree(path: &str) -> bool {
+    SYSTEM_DIRS
+        .iter()
+        .any(|d| glove_types::paths::is_within(path, d))
+}
+
 /// Entries of the host's `/etc` exposed read-only when present.
 pub const ETC_ALLOWED: &[&str] = &[
     "/etc/alternatives",

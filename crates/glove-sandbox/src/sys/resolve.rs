@@ -215,3 +215,18 @@ pub(crate) fn create_new(path: &str, mode: libc::mode_t) -> SysResult<OwnedFd> {
     // SAFETY: a fresh descriptor from open.
     Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
+
+/// Opens `rel` beneath `root` without following any link and without a
+/// `..` escape, crossing mounts below it (for a walk of a recursive bind).
+pub(crate) fn open_beneath_across_mounts(
+    root: BorrowedFd<'_>,
+    rel: &str,
+    flags: i32,
+) -> SysResult<OwnedFd> {
+    openat2(
+        Some(root),
+        rel,
+        flags | libc::O_NOFOLLOW,
+        libc::RESOLVE_BENEATH | libc::RESOLVE_NO_SYMLINKS | libc::RESOLVE_NO_MAGICLINKS,
+    )
+}

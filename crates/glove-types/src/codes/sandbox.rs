@@ -12,6 +12,7 @@ define_codes! { Sandbox;
     SANDBOX_SECCOMP_FAILED = "sandbox_seccomp_failed": "the seccomp filter could not be built or installed",
     SANDBOX_EXEC_FAILED = "sandbox_exec_failed": "the command could not be executed inside the sandbox",
     SANDBOX_BIND_SHADOWED = "sandbox_bind_shadowed": "a read-only bind target lies at or below a writable directory that would hide it",
+    SANDBOX_SOCKET_EXPOSED = "sandbox_socket_exposed": "a read-only bind or grant holds a Unix socket, which a connect() inside would reach",
     SANDBOX_GRANT_REFUSED = "sandbox_grant_refused": "a path grant was refused at launch (link in the path, not a directory, exposes a protected path, missing)",
     SANDBOX_BUNDLE_REFUSED = "sandbox_bundle_refused": "a library bundle was refused (root or file mode, owner, link count, size, symlink, digest mismatch, changed while read)",
     SANDBOX_IO_FAILED = "sandbox_io_failed": "talking to the sandbox (pipes, terminal, status channel) failed",
