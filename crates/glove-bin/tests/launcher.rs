@@ -134,6 +134,12 @@ fn interactive_session_over_the_socket() {
             "cgroup removed before the socket closed"
         );
     }
+    // The init reports the end and then exits: it is gone soon after (a
+    // loaded machine may take a moment to run its exit).
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while info.init.still_matches() && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(5));
+    }
     assert!(
         !info.init.still_matches(),
         "the sandbox init is gone after the exit"

@@ -253,10 +253,8 @@ fn prepare_inner(spec: LaunchSpec, release_early: bool) -> Result<Prepared, Sand
     trace::init();
     trace::mark("prepare");
     spec.validate()?;
-    let threads = thread_count();
-    if threads != 1 {
-        return Err(SandboxError::Multithreaded { threads });
-    }
+    let single = process::SingleThreaded::check(thread_count())
+        .map_err(|threads| SandboxError::Multithreaded { threads })?;
     trace::mark("p:validated");
     let limits = spec.limits;
 
@@ -340,8 +338,11 @@ fn prepare_inner(spec: LaunchSpec, release_early: bool) -> Result<Prepared, Sand
     prepared.net_pooled = host_net.is_some();
 
     trace::mark("p:clone3");
-    let forked =
-        process::clone_into_namespaces(NS_FLAGS, cgroup_dir.as_ref().map(|f| f.as_raw_fd()));
+    let forked = process::clone_into_namespaces(
+        &single,
+        NS_FLAGS,
+        cgroup_dir.as_ref().map(|f| f.as_raw_fd()),
+    );
     // Back into this process's own network namespace. Failing that, this
     // process ends (fails closed): it must not go on in the sandbox's, and
     // nothing could take it back.
@@ -1247,13 +1248,16 @@ fn agent_main(
         let mut msg = [0u8; 8];
         msg[..4].copy_from_slice(&kind.to_le_bytes());
         msg[4..].copy_from_slice(&e.0.to_le_bytes());
-        let _ = fd::write_all(fd::borrow_raw(err_fd), &msg);
+        let _ = fd::write_all(err_fd.as_fd(), &msg);
         process::exit_now(127)
     };
     let report = |e: Errno| -> ! { report_as(AGENT_FAILED_EXEC, e) };
     let high = |f: RawFd| fd::dup_above(f, floor).unwrap_or_else(|e| report(e));
     // The status channel, for PREPARED and the release.
-    let sync = fd::borrow_raw(high(start.sync.as_raw_fd()));
+    // (Owned copies made here are closed by the `execve`, or left open by
+    // `exit_now`: none is dropped before either.)
+    let sync_high = high(start.sync.as_raw_fd());
+    let sync = sync_high.as_fd();
     let umask = start.umask;
     process::set_umask(umask);
     if let Err(e) = process::setsid() {
@@ -1273,7 +1277,7 @@ fn agent_main(
         high(stdio[1].as_raw_fd()),
         high(stdio[2].as_raw_fd()),
     ];
-    let staged: Vec<(RawFd, i32)> = spec
+    let staged: Vec<(OwnedFd, i32)> = spec
         .extra_fds
         .iter()
         .map(|(f, target)| (high(f.as_raw_fd()), *target))
@@ -1282,12 +1286,12 @@ fn agent_main(
         report(e);
     }
     for (i, s) in streams.iter().enumerate() {
-        if let Err(e) = fd::dup_to(*s, i as RawFd) {
+        if let Err(e) = fd::dup_to(s.as_raw_fd(), i as RawFd) {
             report(e);
         }
     }
     for (s, target) in &staged {
-        if let Err(e) = fd::dup_to(*s, *target) {
+        if let Err(e) = fd::dup_to(s.as_raw_fd(), *target) {
             report(e);
         }
     }

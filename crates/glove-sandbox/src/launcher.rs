@@ -128,12 +128,7 @@ fn wait_release(relay: &mut Relay) -> Result<Go, SandboxError> {
     }
 }
 
-/// Takes ownership of a descriptor inherited from the parent process (the
-/// launcher's socket). Call once, at start-up, for a descriptor nothing else
-/// owns.
-pub fn adopt_inherited_fd(fd: i32) -> OwnedFd {
-    fd::adopt(fd)
-}
+pub use crate::sys::fd::adopt_inherited_fd;
 
 /// Serves one session on `sock`; returns the process exit status.
 pub fn serve(sock: OwnedFd) -> i32 {

@@ -36,12 +36,12 @@ enum Target {
     /// A new non-blocking open file description (terminal, pipe).
     Reopened(OwnedFd),
     /// A socket: `send(MSG_DONTWAIT)`.
-    Socket(RawFd),
+    Socket(OwnedFd),
     /// A regular file: writes never wait for a reader.
-    File(RawFd),
+    File(OwnedFd),
     /// Anything else that cannot be reopened: writes of at most
     /// `PIPE_BUF` bytes after `poll` says there is room.
-    Plain(RawFd),
+    Plain(OwnedFd),
     /// Nothing to write to (closed, or a write failed for good).
     Gone,
 }
@@ -60,17 +60,21 @@ impl Sink {
     /// standard output or error), neutralising control sequences when
     /// `neutralize` is set.
     pub fn new(fd: BorrowedFd<'_>, neutralize: bool) -> Sink {
+        // A copy of the caller's descriptor (the same open file
+        // description), owned by the sink.
+        let own = || fd.try_clone_to_owned().ok();
         let target = match resolve::meta(fd) {
-            Err(_) => Target::Gone,
+            Err(_) => None,
             Ok(m) => match m.mode & libc::S_IFMT {
-                libc::S_IFSOCK => Target::Socket(fd.as_raw_fd()),
-                libc::S_IFREG => Target::File(fd.as_raw_fd()),
+                libc::S_IFSOCK => own().map(Target::Socket),
+                libc::S_IFREG => own().map(Target::File),
                 _ => match fd::reopen_write_nonblocking(fd) {
-                    Ok(o) => Target::Reopened(o),
-                    Err(_) => Target::Plain(fd.as_raw_fd()),
+                    Ok(o) => Some(Target::Reopened(o)),
+                    Err(_) => own().map(Target::Plain),
                 },
             },
-        };
+        }
+        .unwrap_or(Target::Gone);
         Sink {
             target,
             queue: Vec::new(),
@@ -104,8 +108,9 @@ impl Sink {
             return None;
         }
         match &self.target {
-            Target::Reopened(o) => Some(o.as_raw_fd()),
-            Target::Socket(f) | Target::File(f) | Target::Plain(f) => Some(*f),
+            Target::Reopened(f) | Target::Socket(f) | Target::File(f) | Target::Plain(f) => {
+                Some(f.as_raw_fd())
+            }
             Target::Gone => None,
         }
     }
@@ -115,11 +120,11 @@ impl Sink {
         while !self.queue.is_empty() {
             let r = match &self.target {
                 Target::Reopened(o) => fd::write_once(o.as_fd(), &self.queue),
-                Target::Socket(f) => fd::send_nonblocking(fd::borrow_raw(*f), &self.queue),
-                Target::File(f) => fd::write_once(fd::borrow_raw(*f), &self.queue),
+                Target::Socket(f) => fd::send_nonblocking(f.as_fd(), &self.queue),
+                Target::File(f) => fd::write_once(f.as_fd(), &self.queue),
                 Target::Plain(f) => {
                     let mut e = [PollEntry {
-                        fd: *f,
+                        fd: f.as_raw_fd(),
                         events: libc::POLLOUT,
                         revents: 0,
                     }];
@@ -127,7 +132,7 @@ impl Sink {
                         Ok(1) if e[0].revents & libc::POLLOUT != 0 => {
                             // Room for at least PIPE_BUF bytes: never blocks.
                             let n = self.queue.len().min(libc::PIPE_BUF);
-                            fd::write_once(fd::borrow_raw(*f), &self.queue[..n])
+                            fd::write_once(f.as_fd(), &self.queue[..n])
                         }
                         Ok(1) => Err(Errno(libc::EPIPE)),
                         _ => return,

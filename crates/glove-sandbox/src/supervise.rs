@@ -232,15 +232,41 @@ impl Running {
     ) -> Result<(Outcome, Remains), SandboxError> {
         let limits = self.limits;
         let wall = Duration::from_millis(limits.wall_time_ms);
-        let (out_fd, err_fd, mut in_fd): (RawFd, Option<RawFd>, Option<OwnedFd>) =
+        // Copies of the agent's output ends, owned here: the loop looks
+        // them up by number (poll reports numbers) without borrowing
+        // `self` for its whole length.
+        let dup = |f: BorrowedFd<'_>| {
+            f.try_clone_to_owned().map_err(|e| SandboxError::Io {
+                detail: format!("dup: {e}"),
+            })
+        };
+        let (out_own, err_own, mut in_fd): (OwnedFd, Option<OwnedFd>, Option<OwnedFd>) =
             match &mut self.streams {
                 Streams::Pipes {
                     stdin,
                     stdout,
                     stderr,
-                } => (stdout.as_raw_fd(), Some(stderr.as_raw_fd()), stdin.take()),
-                Streams::Pty { master, .. } => (master.as_raw_fd(), None, master.try_clone().ok()),
+                } => (
+                    dup(stdout.as_fd())?,
+                    Some(dup(stderr.as_fd())?),
+                    stdin.take(),
+                ),
+                Streams::Pty { master, .. } => {
+                    (dup(master.as_fd())?, None, master.try_clone().ok())
+                }
             };
+        let out_fd = out_own.as_raw_fd();
+        let err_fd = err_own.as_ref().map(|f| f.as_raw_fd());
+        let output_end = |n: RawFd| -> Option<BorrowedFd<'_>> {
+            if n == out_fd {
+                Some(out_own.as_fd())
+            } else {
+                err_own
+                    .as_ref()
+                    .filter(|e| e.as_raw_fd() == n)
+                    .map(|e| e.as_fd())
+            }
+        };
         let is_pty = matches!(self.streams, Streams::Pty { .. });
         // While the agent starts: what the watchdog and the end will read,
         // and (for a caller about to exit) the cgroup's remover.
@@ -250,9 +276,8 @@ impl Running {
                 cg.prepare_detached_removal(&self.net_refill);
             }
         }
-        for f in [Some(out_fd), err_fd].into_iter().flatten() {
-            // SAFETY-free: borrow the raw descriptors we own through `self.streams`.
-            let _ = fd::set_nonblocking(borrow(f));
+        for f in [Some(&out_own), err_own.as_ref()].into_iter().flatten() {
+            let _ = fd::set_nonblocking(f.as_fd());
         }
         if let Some(f) = &in_fd {
             let _ = fd::set_nonblocking(f.as_fd());
@@ -280,7 +305,7 @@ impl Running {
             if let (true, Some(size)) = (is_pty, io.window_size()) {
                 if last_size != Some(size) {
                     last_size = Some(size);
-                    let _ = pty::set_size(borrow(out_fd), size.0, size.1);
+                    let _ = pty::set_size(out_own.as_fd(), size.0, size.1);
                 }
             }
             let mut entries = vec![PollEntry {
@@ -349,7 +374,7 @@ impl Running {
                         Stream::Stderr
                     };
                     let idx = usize::from(stream == Stream::Stderr);
-                    match drain_once(e.fd, &mut buf) {
+                    match output_end(e.fd).map_or(Ok(0), |f| drain_once(f, &mut buf)) {
                         Ok(0) => outputs_open[idx] = false,
                         Ok(n) => {
                             let room = limits.terminal_output_bytes.saturating_sub(terminal_bytes);
@@ -365,7 +390,9 @@ impl Running {
                         Err(_) => outputs_open[idx] = false,
                     }
                 } else if Some(e.fd) == input_raw {
-                    match fd::read(borrow(e.fd), &mut buf[..PENDING_MAX - pending.len()]) {
+                    let room = PENDING_MAX - pending.len();
+                    let read = io.input().map_or(Ok(0), |i| fd::read(i, &mut buf[..room]));
+                    match read {
                         Ok(0) | Err(_) => {
                             input_open = false;
                             if io.input_end() == InputEnd::CloseAgentInput
@@ -385,7 +412,7 @@ impl Running {
                             }
                             Command::Resize(rows, cols) => {
                                 if is_pty {
-                                    let _ = pty::set_size(borrow(out_fd), rows, cols);
+                                    let _ = pty::set_size(out_own.as_fd(), rows, cols);
                                 }
                             }
                             Command::Signal(sig) => {
@@ -404,7 +431,7 @@ impl Running {
                 } else if let Some(f) = &in_fd {
                     if e.fd == f.as_raw_fd() {
                         // SAFETY-free write of what is pending; partial writes keep the rest.
-                        match write_some(f.as_raw_fd(), &pending) {
+                        match fd::write_once(f.as_fd(), &pending) {
                             Ok(n) => {
                                 pending.drain(..n);
                             }
@@ -469,7 +496,7 @@ impl Running {
             };
             let deadline = Instant::now() + Duration::from_millis(200);
             while Instant::now() < deadline {
-                match drain_once(f, &mut buf) {
+                match output_end(f).map_or(Ok(0), |f| drain_once(f, &mut buf)) {
                     Ok(0) => break,
                     Ok(n) => {
                         let room = limits.terminal_output_bytes.saturating_sub(terminal_bytes);
@@ -667,20 +694,12 @@ fn io_err(what: &str, e: Errno) -> SandboxError {
     }
 }
 
-fn borrow<'a>(fd: RawFd) -> BorrowedFd<'a> {
-    crate::sys::fd::borrow_raw(fd)
-}
-
-fn drain_once(fd: RawFd, buf: &mut [u8]) -> Result<usize, Errno> {
-    match fd::read(borrow(fd), buf) {
+fn drain_once(fd: BorrowedFd<'_>, buf: &mut [u8]) -> Result<usize, Errno> {
+    match fd::read(fd, buf) {
         // A terminal whose slave side is gone reads as EIO: that is EOF.
         Err(Errno(libc::EIO)) => Ok(0),
         other => other,
     }
-}
-
-fn write_some(fd: RawFd, bytes: &[u8]) -> Result<usize, Errno> {
-    crate::sys::fd::write_once(borrow(fd), bytes)
 }
 
 fn read_exit(sync: &OwnedFd) -> Result<Option<Inside>, Errno> {

@@ -2,8 +2,6 @@
 //! starts with one socket as its standard input (see
 //! `glove_sandbox::wire` for the frames). Not meant to be run by hand.
 
-use std::os::fd::OwnedFd;
-
 fn main() {
     let fd: i32 = std::env::var("GLOVE_LAUNCHER_FD")
         .ok()
@@ -17,12 +15,12 @@ fn main() {
         eprintln!("error[sandbox_io_failed]: glove-launcher expects a socket on descriptor {fd}; it is started by gloved");
         std::process::exit(glove_sandbox::launcher::EXIT_PROTOCOL);
     }
-    // The descriptor was inherited for exactly this purpose and nothing
-    // else in this process refers to it.
-    let sock = unsafe_free_owned(fd);
+    // The one use of `unsafe` outside glove-sandbox's `sys` module, allowed
+    // here on purpose: taking ownership of the inherited socket.
+    #[allow(unsafe_code)]
+    // SAFETY: the descriptor is open (checked above), was inherited from
+    // gloved for exactly this purpose, nothing else in this process refers
+    // to it, and it is adopted once.
+    let sock = unsafe { glove_sandbox::launcher::adopt_inherited_fd(fd) };
     std::process::exit(glove_sandbox::launcher::serve(sock));
-}
-
-fn unsafe_free_owned(fd: i32) -> OwnedFd {
-    glove_sandbox::launcher::adopt_inherited_fd(fd)
 }

@@ -101,9 +101,11 @@ pub(crate) fn cloexec_from(first: u32) -> SysResult<()> {
 
 /// `fcntl(F_DUPFD_CLOEXEC)`: a close-on-exec copy of `fd` at the lowest
 /// free number at or above `floor`.
-pub(crate) fn dup_above(fd: RawFd, floor: RawFd) -> SysResult<RawFd> {
+pub(crate) fn dup_above(fd: RawFd, floor: RawFd) -> SysResult<OwnedFd> {
     // SAFETY: F_DUPFD_CLOEXEC only adds a descriptor table entry.
-    check_int(unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, floor) })
+    let n = check_int(unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, floor) })?;
+    // SAFETY: a fresh descriptor, owned by nothing else.
+    Ok(unsafe { OwnedFd::from_raw_fd(n) })
 }
 
 /// Sets `O_NONBLOCK` on a descriptor.
@@ -227,14 +229,6 @@ pub(crate) fn recv_fds<const N: usize>(sock: BorrowedFd<'_>) -> SysResult<(u8, V
     Ok((byte[0], out))
 }
 
-/// Borrows a raw descriptor number the caller knows to be open for the
-/// borrow's lifetime.
-pub(crate) fn borrow_raw<'a>(fd: RawFd) -> BorrowedFd<'a> {
-    // SAFETY: callers pass descriptors they own elsewhere (in a struct that
-    // outlives every use of the borrow).
-    unsafe { BorrowedFd::borrow_raw(fd) }
-}
-
 /// One `write(2)`; returns how many bytes were written.
 pub(crate) fn write_once(fd: BorrowedFd<'_>, buf: &[u8]) -> SysResult<usize> {
     // SAFETY: `buf` is valid for `buf.len()` readable bytes.
@@ -242,10 +236,17 @@ pub(crate) fn write_once(fd: BorrowedFd<'_>, buf: &[u8]) -> SysResult<usize> {
     check(r as libc::c_long).map(|n| n as usize)
 }
 
-/// Takes ownership of an inherited descriptor number.
-pub(crate) fn adopt(fd: RawFd) -> OwnedFd {
-    // SAFETY: the caller (the launcher's start-up) guarantees `fd` is open,
-    // was inherited for this purpose and is owned by nothing else.
+/// Takes ownership of a descriptor inherited from the parent process
+/// (`glove-launcher`'s socket).
+///
+/// # Safety
+///
+/// `fd` must be open, inherited for this purpose, and owned by nothing
+/// else in this process (no other `OwnedFd`, `File` or raw use of it), and
+/// this must be called at most once for it: the returned `OwnedFd` closes
+/// it when dropped.
+pub unsafe fn adopt_inherited_fd(fd: RawFd) -> OwnedFd {
+    // SAFETY: the caller guarantees sole ownership of an open descriptor.
     unsafe { OwnedFd::from_raw_fd(fd) }
 }
 

@@ -39,10 +39,36 @@ pub(crate) enum Forked {
 /// `CLONE_INTO_CGROUP` (libc 0.2 truncates it to 0 on x86_64).
 pub(crate) const CLONE_INTO_CGROUP: u64 = 0x2_0000_0000;
 
+/// Evidence that this process had one thread when it was checked. It
+/// cannot leave the thread that made it (neither `Send` nor `Sync`), and
+/// nothing in the launch starts a thread between the check and the
+/// `clone3` that needs it.
+pub(crate) struct SingleThreaded(std::marker::PhantomData<*const ()>);
+
+impl SingleThreaded {
+    /// `Ok` when `threads` (this process's thread count, as
+    /// [`crate::launch::thread_count`] reads it) is exactly one; otherwise
+    /// the count.
+    pub(crate) fn check(threads: u32) -> Result<SingleThreaded, u32> {
+        if threads == 1 {
+            Ok(SingleThreaded(std::marker::PhantomData))
+        } else {
+            Err(threads)
+        }
+    }
+}
+
 /// `clone3` with the given namespace flags, fork-like (own stack copy), the
 /// child reporting `SIGCHLD` on exit. `cgroup_fd`, when given, places the
-/// child in that cgroup v2 directory atomically.
-pub(crate) fn clone_into_namespaces(flags: u64, cgroup_fd: Option<i32>) -> SysResult<Forked> {
+/// child in that cgroup v2 directory atomically. Only for a single-threaded
+/// process: the child then runs ordinary code (it allocates), which is
+/// sound only if no other thread held a lock or was midway through an
+/// allocation at the copy (a raw `clone3` runs no `atfork` handlers).
+pub(crate) fn clone_into_namespaces(
+    _one_thread: &SingleThreaded,
+    flags: u64,
+    cgroup_fd: Option<i32>,
+) -> SysResult<Forked> {
     let mut args = CloneArgs {
         flags,
         exit_signal: libc::SIGCHLD as u64,
@@ -53,8 +79,9 @@ pub(crate) fn clone_into_namespaces(flags: u64, cgroup_fd: Option<i32>) -> SysRe
         args.cgroup = fd as u64;
     }
     // SAFETY: without CLONE_VM the child gets its own copy of the address
-    // space and continues on its copy of this stack, like fork(); the caller
-    // guarantees the process is single-threaded (module docs).
+    // space and continues on its copy of this stack, like fork(); the
+    // process is single-threaded (the `SingleThreaded` evidence), so no
+    // other thread's half-done work is copied.
     let r = check(unsafe {
         libc::syscall(
             libc::SYS_clone3,
