@@ -107,7 +107,7 @@ pub(crate) fn exists(dir: &std::path::Path, journal_name: &OsStr) -> Result<bool
     let dirfd = placement::open_dir(dir)?;
     Ok(rustix::fs::statat(
         &dirfd,
-        &ack_name(journal_name),
+        ack_name(journal_name),
         rustix::fs::AtFlags::SYMLINK_NOFOLLOW,
     )
     .is_ok())
