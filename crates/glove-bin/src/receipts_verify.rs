@@ -64,8 +64,8 @@ pub fn run(a: &VerifyArgs) -> i32 {
             name.push(ext);
             PathBuf::from(name)
         };
-        let anchor_file = (!a.no_anchor_file)
-            .then(|| a.anchor_file.clone().unwrap_or_else(|| beside(".anchor")));
+        let anchor_file =
+            (!a.no_anchor_file).then(|| a.anchor_file.clone().unwrap_or_else(|| beside(".anchor")));
         let ack_file = a.ack_file.clone().unwrap_or_else(|| beside(".ack"));
         let files = EvidenceFiles {
             anchor_file: anchor_file.as_deref(),

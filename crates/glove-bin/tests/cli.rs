@@ -352,8 +352,8 @@ fn issue_14_receipts_verify_refuses_cut_rolled_back_and_replaced_journals() {
         .expect("chmod");
     let fresh = {
         let p = other_dir.path().join("receipts.journal");
-        let mut j = ReceiptJournal::create(&p, key, &head, ReceiptConfig::default())
-            .expect("create");
+        let mut j =
+            ReceiptJournal::create(&p, key, &head, ReceiptConfig::default()).expect("create");
         append(&mut j, 0);
         drop(j);
         std::fs::read(&p).expect("read")
@@ -364,13 +364,25 @@ fn issue_14_receipts_verify_refuses_cut_rolled_back_and_replaced_journals() {
     );
     let verify = || {
         let out = glove(&[
-            "receipts", "verify", "--file", f, "--key-file", k, "--anchor", &anchor, "--json",
+            "receipts",
+            "verify",
+            "--file",
+            f,
+            "--key-file",
+            k,
+            "--anchor",
+            &anchor,
+            "--json",
         ]);
         let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
         (out.status.code(), v)
     };
     let (status, v) = verify();
-    assert_eq!((status, &v["valid"]), (Some(0), &serde_json::json!(true)), "{v}");
+    assert_eq!(
+        (status, &v["valid"]),
+        (Some(0), &serde_json::json!(true)),
+        "{v}"
+    );
     let mut corrupted = full.clone();
     let n = corrupted.len();
     corrupted[n - 40] ^= 0x01;

@@ -129,12 +129,15 @@ pub fn decode(key: &ReceiptKey, domain: &[u8], b: &[u8]) -> Result<AnchorRecord,
     }
     let (body, mac) = b.split_at(BODY_LEN);
     let ok: bool = key.mac(domain, &[body]).ct_eq(mac).into();
-    if !ok || body.get(..8) != Some(&MAGIC[..]) || body.get(8..10) != Some(&VERSION.to_le_bytes())
-    {
+    if !ok || body.get(..8) != Some(&MAGIC[..]) || body.get(8..10) != Some(&VERSION.to_le_bytes()) {
         return Err(bad());
     }
     let slots = body.get(10..12).ok_or_else(bad)?;
-    let journal_id = body.get(12..28).ok_or_else(bad)?.try_into().map_err(|_| bad())?;
+    let journal_id = body
+        .get(12..28)
+        .ok_or_else(bad)?
+        .try_into()
+        .map_err(|_| bad())?;
     let slot0 = body.get(28..28 + SLOT_LEN).ok_or_else(bad)?;
     let slot1 = body.get(28 + SLOT_LEN..BODY_LEN).ok_or_else(bad)?;
     let current = get_slot(slot0).ok_or_else(bad)?;
@@ -193,12 +196,7 @@ impl AnchorFile {
 
     /// Whether something is at the anchor file's name.
     pub fn exists(&self) -> bool {
-        rustix::fs::statat(
-            &self.dir,
-            &self.name,
-            rustix::fs::AtFlags::SYMLINK_NOFOLLOW,
-        )
-        .is_ok()
+        rustix::fs::statat(&self.dir, &self.name, rustix::fs::AtFlags::SYMLINK_NOFOLLOW).is_ok()
     }
 
     /// Reads and verifies the anchor file; `None` when there is none.
@@ -286,7 +284,10 @@ mod tests {
             for bit in 0..b.len() * 8 {
                 let mut f = b.clone();
                 f[bit / 8] ^= 1 << (bit % 8);
-                assert!(decode(&key(), STORE_ANCHOR_DOMAIN, &f).is_err(), "bit {bit}");
+                assert!(
+                    decode(&key(), STORE_ANCHOR_DOMAIN, &f).is_err(),
+                    "bit {bit}"
+                );
             }
             for len in 0..b.len() {
                 assert!(decode(&key(), STORE_ANCHOR_DOMAIN, &b[..len]).is_err());

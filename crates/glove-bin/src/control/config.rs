@@ -17,8 +17,8 @@ use super::placement;
 use super::service::{Clock, Parts, Service};
 use crate::protected::{self, Requirements};
 use clap::{Parser, ValueEnum};
-use glove_journal::receipt::{ReceiptConfig, ReceiptHead, ReceiptKey};
 use glove_journal::anchor_file::{AnchorFile, STORE_ANCHOR_DOMAIN};
+use glove_journal::receipt::{ReceiptConfig, ReceiptHead, ReceiptKey};
 use glove_journal::{JournalError, ReceiptJournal, SessionStore};
 use glove_types::canon::{self, Form};
 use glove_types::codes::control::*;
@@ -418,8 +418,8 @@ pub fn start(s: &Settings) -> Result<Started, Rejection> {
         Some(p) => {
             placement::check_parent(p, "the session store")?;
             let what = "the session store";
-            let anchor_file = AnchorFile::beside(p, key.clone(), STORE_ANCHOR_DOMAIN)
-                .map_err(at(p, what))?;
+            let anchor_file =
+                AnchorFile::beside(p, key.clone(), STORE_ANCHOR_DOMAIN).map_err(at(p, what))?;
             let store = if exists(p) {
                 let (store, report) =
                     SessionStore::open_anchored(p, anchor_file).map_err(at(p, what))?;

@@ -522,17 +522,16 @@ impl ReceiptJournal {
         let mut announced = false;
         let (journal_id, current) = (self.journal.journal_id(), self.journal.anchor());
         let anchor_file = &self.anchor_file;
-        let new = self.journal.rewrite_announced(
-            payloads.iter().map(|(k, p)| (*k, &p[..])),
-            |next| {
-                announced = true;
-                anchor_file.store(&AnchorRecord {
-                    journal_id,
-                    current,
-                    next: Some(*next),
-                })
-            },
-        );
+        let new =
+            self.journal
+                .rewrite_announced(payloads.iter().map(|(k, p)| (*k, &p[..])), |next| {
+                    announced = true;
+                    anchor_file.store(&AnchorRecord {
+                        journal_id,
+                        current,
+                        next: Some(*next),
+                    })
+                });
         let new = match new {
             Ok(n) => n,
             Err(e) => {

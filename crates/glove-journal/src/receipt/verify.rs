@@ -17,10 +17,10 @@
 
 use super::ack;
 use super::envelope::{verify, EnvelopeProblem};
-use crate::anchor_file::{self, ANCHOR_FILE_LEN, RECEIPT_ANCHOR_DOMAIN};
 use super::mac::{ReceiptHead, ReceiptKey};
 use super::records::KINDS;
 use super::state::ReceiptState;
+use crate::anchor_file::{self, ANCHOR_FILE_LEN, RECEIPT_ANCHOR_DOMAIN};
 use crate::error::{CorruptKind, IoOp, JournalError};
 use crate::format::{JournalKind, HEADER_LEN};
 use crate::journal::RecordView;
@@ -105,7 +105,8 @@ pub fn verify_evidence(
         None => replay_bytes(bytes, &VERIFY_SPEC, None)?,
         Some(file) => {
             let rec = anchor_file::decode(key, RECEIPT_ANCHOR_DOMAIN, file)?;
-            let r = anchor_file::open_matching(&rec, |a| replay_bytes(bytes, &VERIFY_SPEC, Some(a)))?;
+            let r =
+                anchor_file::open_matching(&rec, |a| replay_bytes(bytes, &VERIFY_SPEC, Some(a)))?;
             if r.header.journal_id != rec.journal_id {
                 return Err(JournalError::corrupt(CorruptKind::AnchorMismatch, 0));
             }
@@ -189,7 +190,11 @@ fn read_journal(path: &Path) -> Result<Vec<u8>, JournalError> {
 
 /// Reads a small evidence file of exactly `len` bytes; `None` when there
 /// is none. A file of another size is `invalid`.
-fn read_small(path: &Path, len: usize, invalid: CorruptKind) -> Result<Option<Vec<u8>>, JournalError> {
+fn read_small(
+    path: &Path,
+    len: usize,
+    invalid: CorruptKind,
+) -> Result<Option<Vec<u8>>, JournalError> {
     let fd = match placement::open_readonly(path) {
         Ok(fd) => fd,
         Err(JournalError::NotFound) => return Ok(None),

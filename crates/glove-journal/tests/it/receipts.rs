@@ -367,8 +367,7 @@ mod issue_14_receipt_anchor {
         let ack = p.with_file_name("receipts.ack");
         let ack_bytes = std::fs::read(&ack).unwrap();
         std::fs::remove_file(&p).unwrap();
-        let e = ReceiptJournal::create(&p, key(), &anchor(), ReceiptConfig::default())
-            .unwrap_err();
+        let e = ReceiptJournal::create(&p, key(), &anchor(), ReceiptConfig::default()).unwrap_err();
         assert_eq!(e.code(), jc::JOURNAL_MISSING_BUT_ANCHORED, "{e:?}");
         assert_eq!(std::fs::read(&ack).unwrap(), ack_bytes, "the ack is kept");
         assert!(!p.exists(), "no journal was created");
