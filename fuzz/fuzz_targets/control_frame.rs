@@ -23,7 +23,6 @@ fn service() -> &'static Service {
         Service::new(Parts {
             policy: ValidatedPolicy::from_json(include_bytes!("../../docs/examples/policy.json")).ok(),
             store: None,
-            store_anchor: None,
             receipts: None,
             components: Components::default(),
             clock: Clock::Fixed(1_796_000_010_000),

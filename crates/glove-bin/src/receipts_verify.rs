@@ -1,12 +1,15 @@
 //! `glove receipts verify`: check a receipt journal offline — every record's
 //! HMAC chain from a trusted anchor, with the receipt key — without a
-//! running `gloved`.
+//! running `gloved`. The evidence `gloved` keeps beside the journal is
+//! checked too: the anchor file `<file>.anchor` (required; the journal must
+//! match it, so a cut, an older copy or a replaced journal is INVALID) and
+//! the acknowledged-head file `<file>.ack` (when present, it must verify
+//! and name a head on the chain).
 
 use crate::protected::{self, Requirements};
 use crate::report::{error_json, error_line, print_json, EXIT_OK, EXIT_REJECTED};
 use clap::Args;
-use glove_journal::receipt::{ReceiptHead, ReceiptKey};
-use glove_journal::verify_file;
+use glove_journal::receipt::{verify_file_with, EvidenceFiles, ReceiptHead, ReceiptKey};
 use glove_types::Rejection;
 use serde_json::json;
 use std::path::PathBuf;
@@ -24,6 +27,17 @@ pub struct VerifyArgs {
     /// acknowledged head, or `0:` and 64 zeros for a new journal).
     #[arg(long, value_name = "SEQ:HEX")]
     pub anchor: String,
+    /// The journal's anchor file [default: <FILE>.anchor]; it must exist.
+    #[arg(long, value_name = "FILE", conflicts_with = "no_anchor_file")]
+    pub anchor_file: Option<PathBuf>,
+    /// Do not check an anchor file (for a bare copy of a journal; a cut at
+    /// a record boundary or an older copy then goes unnoticed).
+    #[arg(long)]
+    pub no_anchor_file: bool,
+    /// The acknowledged-head file [default: <FILE>.ack]; checked when it
+    /// exists.
+    #[arg(long, value_name = "FILE")]
+    pub ack_file: Option<PathBuf>,
     /// Print one JSON object instead of text.
     #[arg(long)]
     pub json: bool,
@@ -45,7 +59,19 @@ pub fn run(a: &VerifyArgs) -> i32 {
         )?;
         let key = ReceiptKey::from_key_file(&key_bytes).map_err(|e| reject(&e, e.code()))?;
         let anchor = ReceiptHead::parse(&a.anchor).map_err(|e| reject(&e, e.code()))?;
-        verify_file(&a.file, &key, &anchor).map_err(|e| reject(&e, e.code()))
+        let beside = |ext: &str| {
+            let mut name = a.file.as_os_str().to_os_string();
+            name.push(ext);
+            PathBuf::from(name)
+        };
+        let anchor_file =
+            (!a.no_anchor_file).then(|| a.anchor_file.clone().unwrap_or_else(|| beside(".anchor")));
+        let ack_file = a.ack_file.clone().unwrap_or_else(|| beside(".ack"));
+        let files = EvidenceFiles {
+            anchor_file: anchor_file.as_deref(),
+            ack_file: Some(&ack_file),
+        };
+        verify_file_with(&a.file, &key, &anchor, &files).map_err(|e| reject(&e, e.code()))
     })();
     match result {
         Ok(r) => {
@@ -58,12 +84,20 @@ pub fn run(a: &VerifyArgs) -> i32 {
                     "head": r.head.to_string(),
                     "outstanding_reservations": r.outstanding_reservations,
                     "torn_tail_bytes": r.torn_tail_bytes,
+                    "anchor_file_checked": r.anchor_checked,
+                    "acknowledged": r.acknowledged.map(|h| h.to_string()),
                 }));
             } else {
                 println!(
                     "receipt journal verified: {} receipts ({} after the anchor), head {}",
                     r.receipts, r.receipts_after_anchor, r.head
                 );
+                if !r.anchor_checked {
+                    println!("note: no anchor file was checked; a cut at a record boundary or an older copy would not be noticed");
+                }
+                if let Some(h) = r.acknowledged {
+                    println!("acknowledged head {h}");
+                }
                 if let Some(t) = r.torn_tail_bytes {
                     println!("note: a torn tail of {t} bytes would be cut off by the next writer");
                 }

@@ -310,3 +310,91 @@ fn receipts_verify_offline() {
         text(&out.stderr)
     );
 }
+
+/// Issue 14, finding 3: `glove receipts verify` checks the journal against
+/// its anchor file (and the acknowledged-head file) beside it. Each case
+/// below was reported VALID before.
+#[test]
+fn issue_14_receipts_verify_refuses_cut_rolled_back_and_replaced_journals() {
+    use glove_journal::receipt::{ReceiptConfig, ReceiptHead, ReceiptKey, ReceiptKind};
+    use glove_journal::ReceiptJournal;
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o700)).expect("chmod");
+    let key_hex = "ab".repeat(32);
+    let key_file = dir.path().join("receipt.key");
+    std::fs::write(&key_file, format!("{key_hex}\n")).expect("write key");
+    std::fs::set_permissions(&key_file, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+    let key = ReceiptKey::from_key_file(key_hex.as_bytes()).expect("key");
+    let anchor = format!("0:{}", "00".repeat(32));
+    let head = ReceiptHead::parse(&anchor).expect("anchor");
+    let append = |j: &mut ReceiptJournal, i: u32| {
+        let sid = glove_types::ids::SessionId::new(format!("s{i}")).expect("id");
+        let r = j.reserve(&sid).expect("reserve");
+        let body = format!(r#"{{"receipt_kind":"resource_v1","session_id":"s{i}"}}"#);
+        j.append_receipt(&r, ReceiptKind::ResourceV1, body.as_bytes())
+            .expect("append");
+    };
+    let journal = dir.path().join("receipts.journal");
+    let (older, at_boundary) = {
+        let mut j = ReceiptJournal::create(&journal, key.clone(), &head, ReceiptConfig::default())
+            .expect("create");
+        append(&mut j, 0);
+        let older = std::fs::read(&journal).expect("read");
+        append(&mut j, 1);
+        let at_boundary = std::fs::read(&journal).expect("read");
+        append(&mut j, 2);
+        (older, at_boundary)
+    };
+    let full = std::fs::read(&journal).expect("read");
+    // A fresh journal made elsewhere, put in place of the real one.
+    let other_dir = tempfile::tempdir().expect("tempdir");
+    std::fs::set_permissions(other_dir.path(), std::fs::Permissions::from_mode(0o700))
+        .expect("chmod");
+    let fresh = {
+        let p = other_dir.path().join("receipts.journal");
+        let mut j =
+            ReceiptJournal::create(&p, key, &head, ReceiptConfig::default()).expect("create");
+        append(&mut j, 0);
+        drop(j);
+        std::fs::read(&p).expect("read")
+    };
+    let (f, k) = (
+        journal.to_str().expect("utf-8"),
+        key_file.to_str().expect("utf-8"),
+    );
+    let verify = || {
+        let out = glove(&[
+            "receipts",
+            "verify",
+            "--file",
+            f,
+            "--key-file",
+            k,
+            "--anchor",
+            &anchor,
+            "--json",
+        ]);
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+        (out.status.code(), v)
+    };
+    let (status, v) = verify();
+    assert_eq!(
+        (status, &v["valid"]),
+        (Some(0), &serde_json::json!(true)),
+        "{v}"
+    );
+    let mut corrupted = full.clone();
+    let n = corrupted.len();
+    corrupted[n - 40] ^= 0x01;
+    for (case, bytes) in [
+        ("a corrupted last record", &corrupted),
+        ("a cut at a record boundary", &at_boundary),
+        ("a rollback to an older copy", &older),
+        ("a replaced journal", &fresh),
+    ] {
+        std::fs::write(&journal, bytes).expect("write");
+        let (status, v) = verify();
+        assert_eq!(status, Some(1), "{case}: {v}");
+        assert_eq!(v["valid"], false, "{case}: {v}");
+    }
+}

@@ -101,6 +101,13 @@ pub(crate) struct State {
     cut: u64,
     /// Highest sequence number covered by a completed sync.
     synced: u64,
+    /// End offset and chained digest of record `synced`: with `synced`,
+    /// the anchor of what is durable.
+    synced_end: u64,
+    synced_head: [u8; 32],
+    /// End offset and chained digest of record `cut` (the batch in flight).
+    cut_end: u64,
+    cut_head: [u8; 32],
     /// Whether a thread is leading (gathering, writing or syncing).
     leader: bool,
     /// While the leader gathers: wake it once `written` reaches this.
@@ -167,6 +174,10 @@ impl Commit {
                 pending_offset: end,
                 cut: written,
                 synced: written,
+                synced_end: end,
+                synced_head: head,
+                cut_end: end,
+                cut_head: head,
                 leader: false,
                 gather_until: None,
                 carried: 0,
@@ -197,6 +208,13 @@ impl Commit {
         if st.gather_until.is_some_and(|until| st.written >= until) {
             self.gathered.notify_one();
         }
+    }
+
+    /// What a completed sync covered: `(records, end offset, head digest)`.
+    /// A record whose write or sync failed is never part of it.
+    pub(crate) fn durable(&self) -> Result<(u64, u64, [u8; 32]), JournalError> {
+        let st = self.state()?;
+        Ok((st.synced, st.synced_end, st.synced_head))
     }
 
     /// How batches were formed so far.
@@ -297,6 +315,8 @@ impl Commit {
         let mut batch = std::mem::replace(&mut st.pending, spare);
         st.pending_offset = offset + batch.len() as u64;
         st.cut = target;
+        st.cut_end = st.pending_offset;
+        st.cut_head = st.head;
         drop(st);
         let started = Instant::now();
         let result = write_sync(&batch, offset);
@@ -320,6 +340,8 @@ impl Commit {
             Ok(()) => {
                 let covered = target - st.synced;
                 st.synced = target;
+                st.synced_end = st.cut_end;
+                st.synced_head = st.cut_head;
                 self.synced.store(target, Ordering::Release);
                 st.released = covered;
                 st.carried = st.written - target;

@@ -166,6 +166,14 @@ pub enum CorruptKind {
     ReceiptAckFileInvalid,
     /// A compacted receipt journal has no acknowledged-head file.
     ReceiptAckMissing,
+    /// An anchor file is malformed, names another journal, or fails its
+    /// HMAC.
+    AnchorFileInvalid,
+    /// An anchor file required for the check is missing.
+    AnchorFileMissing,
+    /// The journal is missing while its anchor or acknowledged-head file
+    /// is still there.
+    MissingButAnchored,
 }
 
 impl CorruptKind {
@@ -195,6 +203,9 @@ impl CorruptKind {
             CorruptKind::ReceiptBehindAck => jc::RECEIPT_BEHIND_ACK,
             CorruptKind::ReceiptAckFileInvalid => jc::RECEIPT_ACK_FILE_INVALID,
             CorruptKind::ReceiptAckMissing => jc::RECEIPT_ACK_MISSING,
+            CorruptKind::AnchorFileInvalid => jc::JOURNAL_ANCHOR_FILE_INVALID,
+            CorruptKind::AnchorFileMissing => jc::JOURNAL_ANCHOR_FILE_MISSING,
+            CorruptKind::MissingButAnchored => jc::JOURNAL_MISSING_BUT_ANCHORED,
         }
     }
 }
@@ -482,6 +493,9 @@ mod tests {
             ReceiptBehindAck,
             ReceiptAckFileInvalid,
             ReceiptAckMissing,
+            AnchorFileInvalid,
+            AnchorFileMissing,
+            MissingButAnchored,
         ];
         let mut codes: Vec<_> = all.iter().map(|k| k.code().as_str()).collect();
         codes.sort_unstable();

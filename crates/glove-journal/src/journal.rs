@@ -65,6 +65,10 @@ pub struct TornRepair {
 pub struct OpenReport {
     /// The torn tail that was repaired, if any.
     pub torn: Option<TornRepair>,
+    /// Opened through an anchor file that did not exist (a journal from
+    /// before anchor files, or one whose anchor was removed): nothing could
+    /// be checked against it; a fresh anchor has been written.
+    pub unanchored: bool,
 }
 
 /// A record as seen after open.
@@ -322,14 +326,16 @@ impl Journal {
             && st.end + bytes <= self.spec.max_bytes
     }
 
-    /// The anchor of everything written so far. Take it when no append is
-    /// in flight (then everything written is durable).
+    /// The anchor of what is durable: the records a completed sync covered.
+    /// A record still queued, or one whose write or sync failed, is never
+    /// counted, so an anchor taken at any moment describes a prefix that is
+    /// on the disk.
     pub fn anchor(&self) -> Anchor {
-        match self.state() {
-            Ok(st) => Anchor {
-                records: st.written,
-                byte_len: st.end,
-                head: st.head,
+        match self.commit.durable() {
+            Ok((records, byte_len, head)) => Anchor {
+                records,
+                byte_len,
+                head,
             },
             Err(_) => Anchor {
                 records: 0,
@@ -379,11 +385,28 @@ impl Journal {
         &self,
         records: impl IntoIterator<Item = (u16, &'a [u8])>,
     ) -> Result<Journal, JournalError> {
+        self.rewrite_announced(records, |_| Ok(()))
+    }
+
+    /// [`rewrite`](Self::rewrite), calling `announce` with the new file's
+    /// anchor before anything is written, so an owner can record the anchor
+    /// the file is about to have (see [`crate::anchor_file`]). If `announce`
+    /// fails nothing is rewritten.
+    pub fn rewrite_announced<'a>(
+        &self,
+        records: impl IntoIterator<Item = (u16, &'a [u8])>,
+        announce: impl FnOnce(&Anchor) -> Result<(), JournalError>,
+    ) -> Result<Journal, JournalError> {
         if self.is_poisoned() {
             return Err(JournalError::Poisoned);
         }
         let header = Header::new(self.spec.kind, self.header.journal_id, placement::random()?);
         let (image, count, head) = build_image(&self.spec, &header, records)?;
+        announce(&Anchor {
+            records: count,
+            byte_len: image.len() as u64,
+            head,
+        })?;
         let dir = fs::openat(
             &self.dir,
             ".",
@@ -523,5 +546,24 @@ mod tests {
         drop(j);
         let o = Journal::open(&path, &SPEC, None).unwrap();
         assert_eq!(o.record_count(), 1);
+    }
+
+    /// Issue 14, finding 4: the anchor counts only what a completed sync
+    /// covered, never a record whose sync failed.
+    #[test]
+    fn issue_14_the_anchor_never_counts_a_record_whose_sync_failed() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o700)).unwrap();
+        let path = dir.path().join("j");
+        let j = Journal::create(&path, &SPEC).unwrap();
+        let _ = j.append(1, b"durable").unwrap();
+        let durable = j.anchor();
+        assert_eq!(durable.records, 1);
+        let (appended, st) = j.write(1, b"never synced").unwrap();
+        let fail = |_: &[u8], _: u64| Err((IoOp::Sync, rustix::io::Errno::IO));
+        let e = j.commit.wait_durable(st, appended.seq, &fail).unwrap_err();
+        assert_eq!(e.code(), glove_types::codes::journal::JOURNAL_SYNC_FAILED);
+        assert_eq!(j.anchor(), durable);
     }
 }

@@ -8,6 +8,10 @@
 //! * [`spec`] — [`JournalSpec`]: kind, byte and record bounds, record kinds;
 //! * [`anchor`] — [`Anchor`], a trusted (count, length, head digest) summary
 //!   a caller keeps to notice a journal cut at a record boundary;
+//! * [`anchor_file`] — [`anchor_file::AnchorFile`], the authenticated
+//!   `<journal>.anchor` beside a journal: the session store and the receipt
+//!   journal rewrite theirs after every durable append and refuse, on open,
+//!   a journal shorter than it or diverging from it;
 //! * [`replay`] — [`replay_bytes`], the pure, panic-free strict decoder that
 //!   classifies every failure as a torn tail or as corruption with a code and
 //!   a byte offset;
@@ -35,6 +39,7 @@
 #![forbid(unsafe_code)]
 
 pub mod anchor;
+pub mod anchor_file;
 mod commit;
 pub mod error;
 pub mod format;
@@ -47,6 +52,7 @@ pub mod session;
 pub mod spec;
 
 pub use anchor::Anchor;
+pub use anchor_file::AnchorFile;
 pub use commit::CommitStats;
 pub use error::JournalError;
 pub use format::JournalKind;

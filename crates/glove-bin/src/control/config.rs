@@ -15,9 +15,9 @@ use super::capabilities::{Components, RemoteBackendDiagnostic};
 use super::limits::Limits;
 use super::placement;
 use super::service::{Clock, Parts, Service};
-use super::store_anchor::StoreAnchor;
 use crate::protected::{self, Requirements};
 use clap::{Parser, ValueEnum};
+use glove_journal::anchor_file::{AnchorFile, STORE_ANCHOR_DOMAIN};
 use glove_journal::receipt::{ReceiptConfig, ReceiptHead, ReceiptKey};
 use glove_journal::{JournalError, ReceiptJournal, SessionStore};
 use glove_types::canon::{self, Form};
@@ -408,45 +408,34 @@ pub fn start(s: &Settings) -> Result<Started, Rejection> {
     )?;
     let key =
         ReceiptKey::from_key_file(&key_bytes).map_err(at(&s.receipt_key, "the receipt key"))?;
-    let key_raw = glove_types::Sha256Digest::parse(
-        core::str::from_utf8(key_bytes.strip_suffix(b"\n").unwrap_or(&key_bytes)).unwrap_or(""),
-    )
-    .map(|d| *d.as_bytes())
-    .map_err(|_| {
-        Rejection::new(
-            glove_types::codes::journal::RECEIPT_KEY_INVALID,
-            "the receipt key must be 64 lowercase hex characters",
-        )
-    })?;
-    let (store, store_anchor) = match &s.session_store {
-        None => (None, None),
+    // The store and the receipt journal each keep an anchor file beside
+    // them (`<file>.anchor`, keyed with the receipt key), rewritten after
+    // every durable append; opening checks the file against it, and a
+    // missing file whose anchor or ack is still there is refused, never
+    // recreated.
+    let store = match &s.session_store {
+        None => None,
         Some(p) => {
             placement::check_parent(p, "the session store")?;
             let what = "the session store";
-            let anchor_file = StoreAnchor::beside(p, key_raw)?;
-            let trusted = anchor_file.load(p)?;
+            let anchor_file =
+                AnchorFile::beside(p, key.clone(), STORE_ANCHOR_DOMAIN).map_err(at(p, what))?;
             let store = if exists(p) {
-                if trusted.is_none() {
-                    tracing::warn!(path = ?p, "the session store has no anchor file; a cut at a record boundary cannot be detected on this start");
-                }
                 let (store, report) =
-                    SessionStore::open(p, trusted.as_ref()).map_err(at(p, what))?;
+                    SessionStore::open_anchored(p, anchor_file).map_err(at(p, what))?;
+                if report.unanchored {
+                    tracing::warn!(path = ?p, "the session store had no anchor file; nothing could be checked against one on this start (one is kept from now on)");
+                }
                 if let Some(torn) = report.torn {
                     tracing::warn!(path = ?p, torn = ?torn, "session store had a torn tail; it was cut off and a copy kept");
                 }
                 tracing::info!(path = ?p, sessions = store.index().len(), "session store replayed");
                 store
-            } else if trusted.is_some() {
-                return Err(Rejection::new(
-                    CONTROL_STORE_ANCHOR_INVALID,
-                    format!("{what} {} is missing but its anchor exists", p.display()),
-                ));
             } else {
                 tracing::info!(path = ?p, "session store created");
-                SessionStore::create(p).map_err(at(p, what))?
+                SessionStore::create_anchored(p, anchor_file).map_err(at(p, what))?
             };
-            anchor_file.store(&store.anchor())?;
-            (Some(store), Some(anchor_file))
+            Some(store)
         }
     };
     let anchor = ReceiptHead::parse(&s.receipt_anchor).map_err(|e| {
@@ -460,6 +449,9 @@ pub fn start(s: &Settings) -> Result<Started, Rejection> {
     let receipts = if exists(rj) {
         let (j, report) = ReceiptJournal::open(rj, key, &anchor, ReceiptConfig::default())
             .map_err(at(rj, "the receipt journal"))?;
+        if report.unanchored {
+            tracing::warn!(path = ?rj, "the receipt journal had no anchor file; nothing could be checked against one on this start (one is kept from now on)");
+        }
         if let Some(torn) = report.torn {
             tracing::warn!(path = ?rj, torn = ?torn, "receipt journal had a torn tail; it was cut off and a copy kept");
         }
@@ -523,7 +515,6 @@ pub fn start(s: &Settings) -> Result<Started, Rejection> {
     let service = Service::new(Parts {
         policy,
         store,
-        store_anchor,
         receipts: Some(receipts),
         components: Components {
             library_bundle_store,

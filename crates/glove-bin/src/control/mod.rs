@@ -23,7 +23,6 @@
 //!   per-session transcript and stream, stop, terminal receipts, recovery;
 //! * [`ports`] — the lifecycle's `TransitionLog` and `ReceiptLog` over the
 //!   session store and receipt journal for the records after creation;
-//! * [`store_anchor`] — the session store's MAC'd trusted anchor beside it;
 //! * [`limits`] — the configured bounds;
 //! * [`config`] — `gloved`'s flags and config file, and startup, which
 //!   checks every path before anything is served;
@@ -51,4 +50,3 @@ pub mod protocol;
 pub mod remote;
 pub mod server;
 pub mod service;
-pub mod store_anchor;

@@ -12,7 +12,6 @@ use super::capabilities::{Capabilities, Components, Method};
 use super::managed::Runtime;
 use super::ports::Transitions;
 use super::protocol::{Request, RpcError, INTERNAL_ERROR, INVALID_PARAMS};
-use super::store_anchor::StoreAnchor;
 use glove_journal::receipt::ReceiptHead;
 use glove_journal::session::{NewSession, SessionRecord};
 use glove_journal::{JournalError, ReceiptJournal, SessionStore};
@@ -64,8 +63,6 @@ pub struct Parts {
     pub policy: Option<ValidatedPolicy>,
     /// The replayed session store.
     pub store: Option<SessionStore>,
-    /// Where the store's trusted anchor is kept (with the store).
-    pub store_anchor: Option<StoreAnchor>,
     /// The replayed receipt journal.
     pub receipts: Option<ReceiptJournal>,
     /// Everything else that shapes the capability document.
@@ -82,11 +79,9 @@ pub struct Service {
     /// Read once at startup and never replaced: the spec freezes the policy
     /// for the process lifetime.
     policy: Option<ValidatedPolicy>,
-    /// The one writer of the session store; requests take turns.
+    /// The one writer of the session store; requests take turns. The store
+    /// rewrites its anchor file after every durable append itself.
     store: Option<Arc<Mutex<SessionStore>>>,
-    /// Rewritten after every creation, under the store's lock, so a store
-    /// cut at a record boundary is noticed at the next start.
-    store_anchor: Option<StoreAnchor>,
     /// The one writer of the receipt journal; it also remembers the head of
     /// the last page served, which is the only head `receipts_ack` accepts.
     receipts: Option<Arc<Mutex<ReceiptJournal>>>,
@@ -119,7 +114,6 @@ impl Service {
             components: components.clone(),
             policy: parts.policy,
             store,
-            store_anchor: parts.store_anchor,
             receipts,
             runtime: None,
             caps: Capabilities::derive(&components),
@@ -299,31 +293,8 @@ impl Service {
         if let Some(rt) = &self.runtime {
             rt.shutdown(1_000, std::time::Duration::from_secs(5));
         }
-        if let (Some(store), Some(anchor)) = (&self.store, &self.store_anchor) {
-            if let Ok(store) = store.lock() {
-                if let Err(e) = anchor.store(&store.anchor()) {
-                    tracing::warn!(
-                        code = e.code().as_str(),
-                        "cannot write the session store anchor"
-                    );
-                }
-            }
-        }
         drop(self.store);
         drop(self.receipts);
-    }
-
-    fn refresh_anchor(&self, store: &SessionStore) {
-        if let Some(anchor) = &self.store_anchor {
-            // The creation is durable already; a stale anchor only means a
-            // later cut back to this length would go unnoticed.
-            if let Err(e) = anchor.store(&store.anchor()) {
-                tracing::warn!(
-                    code = e.code().as_str(),
-                    "cannot write the session store anchor"
-                );
-            }
-        }
     }
 
     fn policy(&self) -> Result<&ValidatedPolicy, RpcError> {
@@ -403,7 +374,6 @@ impl Service {
             Ok(Session::create(proof).map_err(|e| lifecycle(&e))?.park())
         })?;
         let record = store.get(session.id()).ok_or_else(internal)?.clone();
-        self.refresh_anchor(&store);
         tracing::info!(session_id = ?session.id().as_str(), "session created");
         Ok(session_result(&record, true))
     }

@@ -160,6 +160,41 @@ pub(crate) fn run_to_exit(args: &[String]) -> (ExitStatus, String) {
     )
 }
 
+/// Runs gloved expecting a start-up refusal; returns its status and stderr.
+/// A gloved that becomes ready instead is killed and the test fails (it
+/// would otherwise serve forever).
+pub(crate) fn run_expecting_refusal(args: &[String]) -> (ExitStatus, String) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_gloved"))
+        .args(args)
+        .env("GLOVE_TEST_NOW_MS", NOW_MS.to_string())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn gloved");
+    let stdout = child.stdout.take().expect("stdout");
+    let mut stderr = child.stderr.take().expect("stderr");
+    let err_thread = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = stderr.read_to_string(&mut s);
+        s
+    });
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let first = BufReader::new(stdout).lines().next().and_then(Result::ok);
+        let _ = tx.send(first);
+    });
+    let first = rx.recv_timeout(READY_TIMEOUT);
+    if let Ok(Some(line)) = &first {
+        let _ = child.kill();
+        let _ = child.wait();
+        let err = err_thread.join().unwrap_or_default();
+        panic!("gloved started ({line}) where it must refuse; stderr:\n{err}");
+    }
+    let status = child.wait().expect("wait");
+    (status, err_thread.join().unwrap_or_default())
+}
+
 impl Daemon {
     pub(crate) fn start(home: &Home, cfg: &Config) -> Daemon {
         Daemon::spawn(

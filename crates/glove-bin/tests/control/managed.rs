@@ -1089,3 +1089,50 @@ fn another_client_cannot_drive_or_attach_to_a_session() {
     let ended = until_ended(&mut owner, &mut Vec::new());
     assert_eq!(ended["stage"], "exited", "{ended}");
 }
+
+/// Issue 14, finding 4: the store anchor follows every durable transition.
+/// Before, it was written only at creation, start-up and clean shutdown, so
+/// after a crash the store cut back to the creation opened, the session was
+/// `created` again and its used authorization started it a second time.
+#[test]
+fn issue_14_a_store_cut_back_after_a_crash_is_refused() {
+    if !sandbox_ok() {
+        return;
+    }
+    let m = Managed::new(&ROOMY, None);
+    let mut d = m.start();
+    let mut c = created(&m, &d, &ROOMY, "cut-1");
+    let after_creation = std::fs::read(m.home.store()).expect("read store");
+    let auth = m.authorize("cut-1", NOW_MS);
+    c.call(
+        "start_session",
+        json!({"session_id": "cut-1", "authorization": auth}),
+    )
+    .expect("start");
+    d.child.kill().expect("SIGKILL gloved");
+    d.child.wait().expect("wait");
+    drop(c);
+    let full = std::fs::read(m.home.store()).expect("read store");
+    assert!(full.len() > after_creation.len());
+    std::fs::write(m.home.store(), &after_creation).expect("cut");
+    let (status, stderr) = run_expecting_refusal(&m.home.args(&m.config()));
+    assert_eq!(status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("error[journal_shorter_than_anchor]"),
+        "{stderr}"
+    );
+    // With the store put back, recovery fails the session and the used
+    // authorization stays used.
+    std::fs::write(m.home.store(), &full).expect("restore");
+    let d = m.start();
+    let mut c = d.client();
+    assert_eq!(
+        c.session_status("cut-1").expect("status")["stage"],
+        "failed"
+    );
+    let e = code(c.call(
+        "start_session",
+        json!({"session_id": "cut-1", "authorization": auth}),
+    ));
+    assert_eq!(e, "start_auth_replayed");
+}

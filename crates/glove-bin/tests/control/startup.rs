@@ -123,3 +123,29 @@ fn config_file_is_strict() {
         "json_unknown_field"
     );
 }
+
+/// Issue 14, finding 3: a deleted receipt journal is not recreated at
+/// start-up, and its acknowledged-head file (evidence) is not deleted.
+#[test]
+fn issue_14_a_deleted_receipt_journal_is_refused_and_its_ack_kept() {
+    let home = Home::new();
+    let d = Daemon::start(&home, &Config::base());
+    let mut c = d.client();
+    let page = c.receipts_page(0, None).expect("page");
+    c.receipts_ack(page["head"].as_str().expect("head"))
+        .expect("ack");
+    drop(c);
+    assert_eq!(d.stop().0.code(), Some(0));
+    let journal = home.state.join("receipts.journal");
+    let ack = home.state.join("receipts.journal.ack");
+    let ack_bytes = std::fs::read(&ack).expect("ack file");
+    std::fs::remove_file(&journal).expect("delete the journal");
+    let (status, stderr) = run_expecting_refusal(&home.args(&Config::base()));
+    assert_eq!(status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("error[journal_missing_but_anchored]"),
+        "{stderr}"
+    );
+    assert_eq!(std::fs::read(&ack).expect("ack kept"), ack_bytes);
+    assert!(!journal.exists());
+}

@@ -21,7 +21,7 @@ use std::ffi::{OsStr, OsString};
 use subtle::ConstantTimeEq;
 
 const MAGIC: &[u8; 8] = b"GLOVEACK";
-const LEN: usize = 98;
+pub(crate) const LEN: usize = 98;
 
 pub(crate) fn ack_name(journal_name: &OsStr) -> OsString {
     let mut s = journal_name.to_os_string();
@@ -101,9 +101,14 @@ pub(crate) fn write(
     )
 }
 
-/// Removes a stale ack file (after creating a new journal at the name).
-pub(crate) fn remove(dir: &std::path::Path, journal_name: &OsStr) -> Result<(), JournalError> {
+/// Whether something is at the ack file's name (evidence a new journal
+/// must not be created over).
+pub(crate) fn exists(dir: &std::path::Path, journal_name: &OsStr) -> Result<bool, JournalError> {
     let dirfd = placement::open_dir(dir)?;
-    placement::unlink_in(dirfd.as_fd(), &ack_name(journal_name));
-    placement::sync_dir(dirfd.as_fd())
+    Ok(rustix::fs::statat(
+        &dirfd,
+        ack_name(journal_name),
+        rustix::fs::AtFlags::SYMLINK_NOFOLLOW,
+    )
+    .is_ok())
 }

@@ -18,11 +18,27 @@
 //!   acknowledged-head file (see [`ack`](self::ack)), which is a second
 //!   anchor: on open, a journal shorter than it, or diverging from it, is
 //!   corrupt.
+//! * **Anchor file.** `<journal>.anchor` (see [`crate::anchor_file`])
+//!   holds the authenticated record count, byte length and head digest of
+//!   the durable journal; it is rewritten after every durable append
+//!   (reservation, receipt, release) before the call returns, and checked
+//!   on open: a journal shorter than it (a cut, even at a record boundary,
+//!   or an older copy put back), or diverging from it (a damaged record that
+//!   would otherwise be cut off as a torn tail), is corrupt. If the anchor
+//!   cannot be rewritten, that call fails and the handle refuses every later
+//!   write (`journal_poisoned`); reopening recovers.
+//! * **Evidence is never deleted.** [`ReceiptJournal::create`] refuses
+//!   (`journal_missing_but_anchored`) where an anchor or acknowledged-head
+//!   file is still present: the journal they vouch for is gone.
 //! * **Compaction.** [`ReceiptJournal::compact`] rewrites the file to start
 //!   at the acknowledged head, keeping outstanding reservations and unacked
 //!   receipts byte for byte, so the chain stays verifiable from that head.
+//!   The anchor file names both the old and the new file while the new one
+//!   is renamed in place, so a crash at any step opens.
 //! * **Verification.** [`verify_file`], [`verify_bytes`] and [`verify_page`]
-//!   check receipts offline with only the key and an anchor.
+//!   check receipts offline with only the key and a trusted head;
+//!   [`verify_file_with`] also checks the anchor and acknowledged-head
+//!   files.
 
 mod ack;
 pub mod envelope;
@@ -34,8 +50,12 @@ mod verify;
 pub use envelope::ReceiptKind;
 pub use mac::{ReceiptHead, ReceiptKey};
 pub use state::StoredReceipt;
-pub use verify::{verify_bytes, verify_file, verify_page, VerifyReport, VERIFY_MAX_BYTES};
+pub use verify::{
+    verify_bytes, verify_evidence, verify_file, verify_file_with, verify_page, Evidence,
+    EvidenceFiles, VerifyReport, VERIFY_MAX_BYTES,
+};
 
+use crate::anchor_file::{open_matching, AnchorFile, AnchorRecord, RECEIPT_ANCHOR_DOMAIN};
 use crate::error::{CorruptKind, JournalError, ReceiptRefusal};
 use crate::format::{record_len, JournalKind, HEADER_LEN};
 use crate::journal::{Journal, OpenReport};
@@ -142,24 +162,32 @@ pub struct ReceiptJournal {
     delivered: Option<ReceiptHead>,
     dir: PathBuf,
     name: OsString,
+    /// `<journal>.anchor`, rewritten after every durable append.
+    anchor_file: AnchorFile,
+    /// Set when the anchor file could not be rewritten: writes are refused.
+    anchor_failed: bool,
 }
 
 impl ReceiptJournal {
-    /// Creates a receipt journal whose chain starts at the trusted `anchor`.
-    /// Any acknowledged-head file left at the name by an earlier journal is
-    /// removed.
+    /// Creates a receipt journal whose chain starts at the trusted `anchor`,
+    /// with its anchor file. Refused with `journal_missing_but_anchored`
+    /// when an anchor file or an acknowledged-head file is already at the
+    /// name: nothing is deleted, the operator decides.
     pub fn create(
         path: &Path,
         key: ReceiptKey,
         anchor: &ReceiptHead,
         config: ReceiptConfig,
     ) -> Result<ReceiptJournal, JournalError> {
-        let base = encode_base(anchor);
-        let journal = Journal::create_with(path, &config.spec(), [(KIND_BASE, &base[..])])?;
+        let anchor_file = AnchorFile::beside(path, key.clone(), RECEIPT_ANCHOR_DOMAIN)?;
         let (dir, name) = placement::split(path);
         let name = name.to_os_string();
-        ack::remove(&dir, &name)?;
-        Ok(ReceiptJournal {
+        if anchor_file.exists() || ack::exists(&dir, &name)? {
+            return Err(JournalError::corrupt(CorruptKind::MissingButAnchored, 0));
+        }
+        let base = encode_base(anchor);
+        let journal = Journal::create_with(path, &config.spec(), [(KIND_BASE, &base[..])])?;
+        let mut j = ReceiptJournal {
             journal,
             key,
             config,
@@ -172,12 +200,41 @@ impl ReceiptJournal {
             delivered: None,
             dir,
             name,
-        })
+            anchor_file,
+            anchor_failed: false,
+        };
+        j.refresh_anchor(None)?;
+        Ok(j)
     }
 
-    /// Opens a receipt journal: strict replay (torn tail repaired), every
-    /// receipt MAC verified, the chain checked against the trusted `anchor`
-    /// and against the acknowledged head.
+    /// Rewrites the anchor file from the journal's durable state (plus the
+    /// anchor of a file about to replace it, during compaction).
+    fn refresh_anchor(&mut self, next: Option<crate::Anchor>) -> Result<(), JournalError> {
+        let rec = AnchorRecord {
+            journal_id: self.journal.journal_id(),
+            current: self.journal.anchor(),
+            next,
+        };
+        if let Err(e) = self.anchor_file.store(&rec) {
+            self.anchor_failed = true;
+            return Err(e);
+        }
+        Ok(())
+    }
+
+    fn writable(&self) -> Result<(), JournalError> {
+        if self.anchor_failed {
+            return Err(JournalError::Poisoned);
+        }
+        Ok(())
+    }
+
+    /// Opens a receipt journal: strict replay checked against the anchor
+    /// file (a torn tail past the anchored prefix repaired), every receipt
+    /// MAC verified, the chain checked against the trusted `anchor` and
+    /// against the acknowledged head. The anchor file is then rewritten from
+    /// what was opened. A missing anchor file is reported (`unanchored`) and
+    /// a fresh one written, so a journal from before anchor files opens.
     ///
     /// The anchor must be the file's base or a head on its chain; after
     /// compaction the base may lie past the anchor, which is accepted only
@@ -188,7 +245,23 @@ impl ReceiptJournal {
         anchor: &ReceiptHead,
         config: ReceiptConfig,
     ) -> Result<(ReceiptJournal, OpenReport), JournalError> {
-        let opened = Journal::open(path, &config.spec(), None)?;
+        let anchor_file = AnchorFile::beside(path, key.clone(), RECEIPT_ANCHOR_DOMAIN)?;
+        let spec = config.spec();
+        let mut opened = match anchor_file.load()? {
+            None => {
+                let mut o = Journal::open(path, &spec, None)?;
+                o.report.unanchored = true;
+                o
+            }
+            Some(rec) => {
+                let o = open_matching(&rec, |a| Journal::open(path, &spec, Some(a)))?;
+                if o.journal.journal_id() != rec.journal_id {
+                    return Err(JournalError::corrupt(CorruptKind::AnchorMismatch, 0));
+                }
+                o
+            }
+        };
+        let report = std::mem::take(&mut opened.report);
         let mut state = ReceiptState::default();
         for rec in opened.records() {
             state.apply(&key, &rec, config.max_envelope())?;
@@ -201,7 +274,7 @@ impl ReceiptJournal {
         let head = state.head().unwrap_or(base);
         let (dir, name) = placement::split(path);
         let name = name.to_os_string();
-        let journal = opened.journal;
+        let journal = opened.into_parts().0;
         let acked = ack::read(&dir, &name, &key, &journal.journal_id())?;
         let on_chain = |h: &ReceiptHead| state.head_at(h.seq).is_some_and(|x| x.ct_eq(h));
         if let Some(a) = &acked {
@@ -229,24 +302,26 @@ impl ReceiptJournal {
                 ));
             }
         }
-        Ok((
-            ReceiptJournal {
-                journal,
-                key,
-                config,
-                state,
-                base,
-                acked,
-                delivered: None,
-                dir,
-                name,
-            },
-            opened.report,
-        ))
+        let mut j = ReceiptJournal {
+            journal,
+            key,
+            config,
+            state,
+            base,
+            acked,
+            delivered: None,
+            dir,
+            name,
+            anchor_file,
+            anchor_failed: false,
+        };
+        j.refresh_anchor(None)?;
+        Ok((j, report))
     }
 
     /// Durably reserves room for `session`'s receipt.
     pub fn reserve(&mut self, session: &SessionId) -> Result<Reservation, JournalError> {
+        self.writable()?;
         if self.state.outstanding.contains(session) {
             return Err(JournalError::Receipt(ReceiptRefusal::ReservationExists {
                 session: session.clone(),
@@ -263,6 +338,7 @@ impl ReceiptJournal {
         }
         let _ = self.journal.append(KIND_RESERVE, &payload)?;
         self.state.outstanding.insert(session.clone());
+        self.refresh_anchor(None)?;
         Ok(Reservation {
             session: session.clone(),
         })
@@ -293,6 +369,7 @@ impl ReceiptJournal {
         kind: ReceiptKind,
         body: &[u8],
     ) -> Result<StoredReceipt, JournalError> {
+        self.writable()?;
         if !self.state.outstanding.contains(&reservation.session) {
             return Err(JournalError::Receipt(ReceiptRefusal::ReservationUnknown {
                 session: reservation.session.clone(),
@@ -316,11 +393,13 @@ impl ReceiptJournal {
             envelope: envelope.into(),
         };
         self.state.receipts.push(stored.clone());
+        self.refresh_anchor(None)?;
         Ok(stored)
     }
 
     /// Durably gives a reservation back.
     pub fn release(&mut self, reservation: Reservation) -> Result<(), JournalError> {
+        self.writable()?;
         if !self.state.outstanding.contains(&reservation.session) {
             return Err(JournalError::Receipt(ReceiptRefusal::ReservationUnknown {
                 session: reservation.session,
@@ -330,7 +409,7 @@ impl ReceiptJournal {
             .journal
             .append(KIND_RELEASE, &encode_id(Some(&reservation.session), &[]))?;
         self.state.outstanding.remove(&reservation.session);
-        Ok(())
+        self.refresh_anchor(None)
     }
 
     /// Receipts after `after_seq`: at most `max_records` of them and at most
@@ -410,6 +489,7 @@ impl ReceiptJournal {
     /// Drops acknowledged receipts by rewriting the file to start at the
     /// acknowledged head.
     pub fn compact(&mut self) -> Result<CompactReport, JournalError> {
+        self.writable()?;
         let Some(acked) = self.acked else {
             return Ok(CompactReport {
                 removed: 0,
@@ -437,13 +517,38 @@ impl ReceiptJournal {
             payloads.push((KIND_RECEIPT, encode_id(None, &r.envelope)));
         }
         let kept = keep.len() as u64;
-        let new = self
-            .journal
-            .rewrite(payloads.iter().map(|(k, p)| (*k, &p[..])))?;
+        // The anchor file names the old and the new file until the new one
+        // is in place, so a crash at any step leaves a match.
+        let mut announced = false;
+        let (journal_id, current) = (self.journal.journal_id(), self.journal.anchor());
+        let anchor_file = &self.anchor_file;
+        let new =
+            self.journal
+                .rewrite_announced(payloads.iter().map(|(k, p)| (*k, &p[..])), |next| {
+                    announced = true;
+                    anchor_file.store(&AnchorRecord {
+                        journal_id,
+                        current,
+                        next: Some(*next),
+                    })
+                });
+        let new = match new {
+            Ok(n) => n,
+            Err(e) => {
+                if announced {
+                    // The anchor may name a file that never came, or the
+                    // rename may have happened: refuse writes until a
+                    // reopen sorts it out.
+                    self.anchor_failed = true;
+                }
+                return Err(e);
+            }
+        };
         self.journal = new;
         self.state.receipts.retain(|r| r.seq > acked.seq);
         self.state.base = Some(acked);
         self.base = acked;
+        self.refresh_anchor(None)?;
         Ok(CompactReport { removed, kept })
     }
 

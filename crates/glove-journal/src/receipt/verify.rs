@@ -7,11 +7,20 @@
 //! compacted past the anchor cannot be checked against it and is refused.
 //! [`verify_page`] checks a delivered page the same way, starting from the
 //! head the consumer already trusts.
+//!
+//! [`verify_file_with`] (and [`verify_evidence`] on bytes) also checks the
+//! evidence kept beside the journal: the anchor file (the file must match
+//! it — not be shorter, cut at a boundary, an older copy, or another
+//! journal; a damaged record inside the anchored prefix is corruption, not
+//! a torn tail) and the acknowledged-head file (it must verify, belong to
+//! this journal and name a head on the verified chain).
 
+use super::ack;
 use super::envelope::{verify, EnvelopeProblem};
 use super::mac::{ReceiptHead, ReceiptKey};
 use super::records::KINDS;
 use super::state::ReceiptState;
+use crate::anchor_file::{self, ANCHOR_FILE_LEN, RECEIPT_ANCHOR_DOMAIN};
 use crate::error::{CorruptKind, IoOp, JournalError};
 use crate::format::{JournalKind, HEADER_LEN};
 use crate::journal::RecordView;
@@ -51,6 +60,28 @@ pub struct VerifyReport {
     pub outstanding_reservations: u64,
     /// Bytes of a torn tail that a writer would cut off on open.
     pub torn_tail_bytes: Option<u64>,
+    /// Whether the file was checked against an anchor file.
+    pub anchor_checked: bool,
+    /// The acknowledged head, when an acknowledged-head file was checked.
+    pub acknowledged: Option<ReceiptHead>,
+}
+
+/// The evidence kept beside a receipt journal, as bytes.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Evidence<'a> {
+    /// The anchor file; `None` skips the anchor check.
+    pub anchor_file: Option<&'a [u8]>,
+    /// The acknowledged-head file; `None` when there is none.
+    pub ack_file: Option<&'a [u8]>,
+}
+
+/// Where the evidence kept beside a receipt journal is.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct EvidenceFiles<'a> {
+    /// The anchor file, which must exist; `None` skips the anchor check.
+    pub anchor_file: Option<&'a Path>,
+    /// The acknowledged-head file; checked when it exists.
+    pub ack_file: Option<&'a Path>,
 }
 
 /// Verifies a whole receipt-journal image.
@@ -59,7 +90,29 @@ pub fn verify_bytes(
     key: &ReceiptKey,
     anchor: &ReceiptHead,
 ) -> Result<VerifyReport, JournalError> {
-    let replayed = replay_bytes(bytes, &VERIFY_SPEC, None)?;
+    verify_evidence(bytes, key, anchor, &Evidence::default())
+}
+
+/// Verifies a whole receipt-journal image and the evidence beside it (see
+/// the module docs).
+pub fn verify_evidence(
+    bytes: &[u8],
+    key: &ReceiptKey,
+    anchor: &ReceiptHead,
+    evidence: &Evidence<'_>,
+) -> Result<VerifyReport, JournalError> {
+    let replayed = match evidence.anchor_file {
+        None => replay_bytes(bytes, &VERIFY_SPEC, None)?,
+        Some(file) => {
+            let rec = anchor_file::decode(key, RECEIPT_ANCHOR_DOMAIN, file)?;
+            let r =
+                anchor_file::open_matching(&rec, |a| replay_bytes(bytes, &VERIFY_SPEC, Some(a)))?;
+            if r.header.journal_id != rec.journal_id {
+                return Err(JournalError::corrupt(CorruptKind::AnchorMismatch, 0));
+            }
+            r
+        }
+    };
     let mut state = ReceiptState::default();
     for m in &replayed.records {
         let view = RecordView {
@@ -82,7 +135,25 @@ pub fn verify_bytes(
             at_base,
         ));
     }
+    let acknowledged = match evidence.ack_file {
+        None => None,
+        Some(b) => {
+            let a = ack::decode(key, &replayed.header.journal_id, b)?;
+            if a.seq < base.seq {
+                return Err(JournalError::corrupt(CorruptKind::ReceiptAckFileInvalid, 0));
+            }
+            if !state.head_at(a.seq).is_some_and(|h| h.ct_eq(&a)) {
+                return Err(JournalError::corrupt(
+                    CorruptKind::ReceiptBehindAck,
+                    bytes.len() as u64,
+                ));
+            }
+            Some(a)
+        }
+    };
     Ok(VerifyReport {
+        anchor_checked: evidence.anchor_file.is_some(),
+        acknowledged,
         journal_id: replayed.header.journal_id,
         base,
         head,
@@ -99,6 +170,10 @@ pub fn verify_file(
     key: &ReceiptKey,
     anchor: &ReceiptHead,
 ) -> Result<VerifyReport, JournalError> {
+    verify_bytes(&read_journal(path)?, key, anchor)
+}
+
+fn read_journal(path: &Path) -> Result<Vec<u8>, JournalError> {
     let fd = placement::open_readonly(path)?;
     let size = rustix::fs::fstat(&fd)
         .map_err(JournalError::io(IoOp::Stat))?
@@ -110,8 +185,61 @@ pub fn verify_file(
             VERIFY_MAX_BYTES,
         ));
     }
-    let bytes = placement::read_exact(fd.as_fd(), size)?;
-    verify_bytes(&bytes, key, anchor)
+    placement::read_exact(fd.as_fd(), size)
+}
+
+/// Reads a small evidence file of exactly `len` bytes; `None` when there
+/// is none. A file of another size is `invalid`.
+fn read_small(
+    path: &Path,
+    len: usize,
+    invalid: CorruptKind,
+) -> Result<Option<Vec<u8>>, JournalError> {
+    let fd = match placement::open_readonly(path) {
+        Ok(fd) => fd,
+        Err(JournalError::NotFound) => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    let size = rustix::fs::fstat(&fd)
+        .map_err(JournalError::io(IoOp::Stat))?
+        .st_size;
+    if u64::try_from(size).ok() != Some(len as u64) {
+        return Err(JournalError::corrupt(invalid, 0));
+    }
+    placement::read_exact(fd.as_fd(), len as u64).map(Some)
+}
+
+/// Verifies the receipt-journal file at `path` and the evidence beside it
+/// (see the module docs). A named anchor file must exist
+/// (`journal_anchor_file_missing`); a named acknowledged-head file is
+/// checked when it exists.
+pub fn verify_file_with(
+    path: &Path,
+    key: &ReceiptKey,
+    anchor: &ReceiptHead,
+    files: &EvidenceFiles<'_>,
+) -> Result<VerifyReport, JournalError> {
+    let anchor_bytes = match files.anchor_file {
+        None => None,
+        Some(p) => Some(
+            read_small(p, ANCHOR_FILE_LEN, CorruptKind::AnchorFileInvalid)?
+                .ok_or(JournalError::corrupt(CorruptKind::AnchorFileMissing, 0))?,
+        ),
+    };
+    let ack_bytes = match files.ack_file {
+        None => None,
+        Some(p) => read_small(p, ack::LEN, CorruptKind::ReceiptAckFileInvalid)?,
+    };
+    let bytes = read_journal(path)?;
+    verify_evidence(
+        &bytes,
+        key,
+        anchor,
+        &Evidence {
+            anchor_file: anchor_bytes.as_deref(),
+            ack_file: ack_bytes.as_deref(),
+        },
+    )
 }
 
 /// Verifies the envelopes of a page, in order, starting after the trusted

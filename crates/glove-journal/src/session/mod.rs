@@ -19,6 +19,14 @@
 //! * Replay rebuilds every session's latest stage and fails closed on an
 //!   impossible sequence (a transition the graph forbids, a transition for
 //!   an unknown session, a duplicate creation).
+//! * Anchored ([`SessionStore::create_anchored`],
+//!   [`SessionStore::open_anchored`]): the store keeps its
+//!   [`AnchorFile`] and rewrites it after every durable append, from the
+//!   journal's durable state, before the append returns. So a store cut back
+//!   to any earlier point, or replaced by an older copy, is refused at the
+//!   next open, crash or not. If the anchor cannot be written the append's
+//!   record is durable but the store is poisoned: that call and every later
+//!   write fail, and a reopen (which rewrites the anchor) recovers.
 //!
 //! Content checks (canonical plan, bounds) run when a record is appended;
 //! replay trusts the plan bytes that the digest chain covers and does not
@@ -31,7 +39,8 @@ pub mod record;
 pub use index::{SessionIndex, SessionRecord, StoredTransition};
 
 use crate::anchor::Anchor;
-use crate::error::{ConflictReason, JournalError};
+use crate::anchor_file::{open_matching, AnchorFile, AnchorRecord};
+use crate::error::{ConflictReason, CorruptKind, JournalError};
 use crate::format::JournalKind;
 use crate::journal::{Journal, OpenReport};
 use crate::replay::replay_bytes;
@@ -108,6 +117,10 @@ pub struct Transitioned {
 pub struct SessionStore {
     journal: Journal,
     index: SessionIndex,
+    /// Rewritten after every durable append when present.
+    anchor_file: Option<AnchorFile>,
+    /// Set when the anchor could not be rewritten: the store refuses writes.
+    anchor_failed: bool,
 }
 
 impl SessionStore {
@@ -116,7 +129,23 @@ impl SessionStore {
         Ok(SessionStore {
             journal: Journal::create(path, &SESSION_STORE_SPEC)?,
             index: SessionIndex::default(),
+            anchor_file: None,
+            anchor_failed: false,
         })
+    }
+
+    /// Creates an empty store at `path` that keeps `anchor` (see the module
+    /// docs). Refused with `journal_missing_but_anchored` when an anchor
+    /// file is already there: the store it vouches for is gone, and that is
+    /// for an operator to look into, not to paper over.
+    pub fn create_anchored(path: &Path, anchor: AnchorFile) -> Result<SessionStore, JournalError> {
+        if anchor.exists() {
+            return Err(JournalError::corrupt(CorruptKind::MissingButAnchored, 0));
+        }
+        let mut store = SessionStore::create(path)?;
+        store.anchor_file = Some(anchor);
+        store.refresh_anchor()?;
+        Ok(store)
     }
 
     /// Opens the store, replays it strictly (torn tail repaired, anything
@@ -132,11 +161,73 @@ impl SessionStore {
         for rec in &records {
             index.apply(&image, rec)?;
         }
-        Ok((SessionStore { journal, index }, report))
+        Ok((
+            SessionStore {
+                journal,
+                index,
+                anchor_file: None,
+                anchor_failed: false,
+            },
+            report,
+        ))
+    }
+
+    /// Opens the store checked against the anchor file `anchor` (a store
+    /// shorter than it, or diverging from it, is corrupt; an anchor that
+    /// does not verify is `journal_anchor_file_invalid`), then rewrites the
+    /// anchor from what was opened and keeps it for every later append. A
+    /// missing anchor file is reported (`unanchored`), not refused, so a
+    /// store from before anchor files still opens.
+    pub fn open_anchored(
+        path: &Path,
+        anchor: AnchorFile,
+    ) -> Result<(SessionStore, OpenReport), JournalError> {
+        let (mut store, report) = match anchor.load()? {
+            None => {
+                let (s, mut r) = SessionStore::open(path, None)?;
+                r.unanchored = true;
+                (s, r)
+            }
+            Some(rec) => {
+                let (s, r) = open_matching(&rec, |a| SessionStore::open(path, Some(a)))?;
+                if s.journal.journal_id() != rec.journal_id {
+                    return Err(JournalError::corrupt(CorruptKind::AnchorMismatch, 0));
+                }
+                (s, r)
+            }
+        };
+        store.anchor_file = Some(anchor);
+        store.refresh_anchor()?;
+        Ok((store, report))
+    }
+
+    /// Rewrites the anchor file (if kept) from the journal's durable state.
+    fn refresh_anchor(&mut self) -> Result<(), JournalError> {
+        let Some(file) = &self.anchor_file else {
+            return Ok(());
+        };
+        let rec = AnchorRecord {
+            journal_id: self.journal.journal_id(),
+            current: self.journal.anchor(),
+            next: None,
+        };
+        if let Err(e) = file.store(&rec) {
+            self.anchor_failed = true;
+            return Err(e);
+        }
+        Ok(())
+    }
+
+    fn writable(&self) -> Result<(), JournalError> {
+        if self.anchor_failed {
+            return Err(JournalError::Poisoned);
+        }
+        Ok(())
     }
 
     /// Creates a session, or returns the original on a byte-identical retry.
     pub fn create_session(&mut self, req: NewSession<'_>) -> Result<Creation, JournalError> {
+        self.writable()?;
         if req.plan.len() > MAX_PLAN_BYTES {
             return Err(JournalError::PlanTooLarge {
                 len: req.plan.len() as u64,
@@ -184,6 +275,7 @@ impl SessionStore {
             index::SharedBytes::owned(req.plan),
             appended.seq,
         );
+        self.refresh_anchor()?;
         self.index
             .get(req.session_id)
             .cloned()
@@ -200,6 +292,7 @@ impl SessionStore {
         to: SessionStage,
         evidence: &[u8],
     ) -> Result<Transitioned, JournalError> {
+        self.writable()?;
         let current = self
             .index
             .get(id)
@@ -237,6 +330,7 @@ impl SessionStore {
             .append(KIND_TRANSITION, &encode_transition(id, to, evidence))?;
         self.index
             .set_stage(id, to, index::SharedBytes::owned(evidence), appended.seq);
+        self.refresh_anchor()?;
         let record = self
             .index
             .get(id)
@@ -271,7 +365,7 @@ impl SessionStore {
         &self.index
     }
 
-    /// The anchor of the store as it stands (every append has returned).
+    /// The anchor of what is durable in the store.
     pub fn anchor(&self) -> Anchor {
         self.journal.anchor()
     }

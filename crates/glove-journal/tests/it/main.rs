@@ -1,5 +1,7 @@
 //! The integration tests of glove-journal, in one binary.
 //!
+//! * `anchor_files` — the anchor-file decoder's properties, the anchored
+//!   session store, compaction's crash windows, a failed anchor write;
 //! * `basics` — create/open/append, placement checks, locking, anchors,
 //!   group commit, classification of crafted corruptions;
 //! * `sessions` and `receipts` — the two stores' behaviour;
@@ -10,6 +12,7 @@
 //!   reopen and crash steps;
 //! * `random_bytes` — replay of arbitrary bytes never panics.
 
+mod anchor_files;
 mod basics;
 mod common;
 mod crash;

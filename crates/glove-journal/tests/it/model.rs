@@ -3,7 +3,9 @@
 //! crash steps. A crash step performs an operation, then cuts the file at a
 //! random point inside the record it appended (the append was never
 //! acknowledged) and reopens: the store must come back exactly as the
-//! reference, which never saw the operation.
+//! reference, which never saw the operation. The receipt journal's anchor
+//! file is put back as it was before the operation (its rewrite follows the
+//! append), and every reopen checks the journal against it.
 
 use crate::common::{anchor, body, key, no_spawn, tempdir};
 use crate::sessions::{key as ikey, new_session, sid};
@@ -435,9 +437,17 @@ impl ReceiptSut {
                 None
             }
             ReceiptOp::Crash(inner, cut) => {
+                // The anchor file is rewritten only after the append is
+                // durable, so a crash inside the append finds the anchor
+                // from before it.
                 let before = self.journal.journal().len_bytes();
+                let anchor_file = self.path.with_file_name("receipts.anchor");
+                let anchor_before = std::fs::read(&anchor_file).unwrap();
                 let _ = self.run(inner);
-                self.reopen_after(|p| cut_inside_last_append(p, before, *cut));
+                self.reopen_after(|p| {
+                    cut_inside_last_append(p, before, *cut);
+                    std::fs::write(&anchor_file, &anchor_before).unwrap();
+                });
                 None
             }
         }

@@ -236,6 +236,11 @@ fn a_journal_shorter_than_its_acked_head_is_corrupt() {
     let last = r.records.last().unwrap().offset as usize;
     write_file(&p, &bytes[..last]);
     let e = ReceiptJournal::open(&p, key(), &anchor(), ReceiptConfig::default()).unwrap_err();
+    assert_eq!(e.code(), jc::JOURNAL_SHORTER_THAN_ANCHOR);
+    // Without the anchor file (a journal from before anchor files), the
+    // acknowledged head still catches the cut.
+    std::fs::remove_file(p.with_file_name("receipts.anchor")).unwrap();
+    let e = ReceiptJournal::open(&p, key(), &anchor(), ReceiptConfig::default()).unwrap_err();
     assert_eq!(e.code(), jc::RECEIPT_BEHIND_ACK);
     // The verifier alone cannot see the cut, but a head it trusts can.
     let e = verify_bytes(&bytes[..last], &key(), &page.head).unwrap_err();
@@ -250,9 +255,10 @@ fn tampering_is_detected() {
     drop(j);
     let cfg = ReceiptConfig::default();
     let other = ReceiptKey::from_bytes([1; 32]);
-    // Wrong key: the first receipt fails its MAC (the ack file too).
+    // Wrong key: the anchor file fails its MAC (checked first), the first
+    // receipt too (and the ack file).
     let e = ReceiptJournal::open(&p, other.clone(), &anchor(), cfg).unwrap_err();
-    assert_eq!(e.code(), jc::RECEIPT_MAC_MISMATCH);
+    assert_eq!(e.code(), jc::JOURNAL_ANCHOR_FILE_INVALID);
     assert_eq!(
         corrupt(verify_file(&p, &other, &anchor()).unwrap_err()),
         CorruptKind::ReceiptMacMismatch
@@ -293,4 +299,95 @@ fn tampering_is_detected() {
     )
     .unwrap_err();
     assert_eq!(corrupt(e), CorruptKind::ReceiptSequenceInvalid);
+}
+
+/// Issue 14, finding 3: the receipt journal is anchored like the store.
+/// Each case below opened cleanly before the anchor existed.
+mod issue_14_receipt_anchor {
+    use super::*;
+
+    fn open(p: &std::path::Path) -> Result<ReceiptJournal, JournalError> {
+        ReceiptJournal::open(p, key(), &anchor(), ReceiptConfig::default()).map(|(j, _)| j)
+    }
+
+    fn record_offsets(bytes: &[u8]) -> Vec<usize> {
+        let spec = ReceiptConfig::default().spec();
+        let r = replay_bytes(bytes, &spec, None).unwrap();
+        r.records.iter().map(|m| m.offset as usize).collect()
+    }
+
+    #[test]
+    fn a_corrupted_last_receipt_is_not_cut_as_a_torn_tail() {
+        let (_d, p, j) = filled(3);
+        drop(j);
+        let _g = crate::common::no_spawn();
+        let mut bytes = std::fs::read(&p).unwrap();
+        let n = bytes.len();
+        bytes[n - 40] ^= 0x01;
+        write_file(&p, &bytes);
+        let e = open(&p).unwrap_err();
+        assert_eq!(e.code(), jc::JOURNAL_ANCHOR_MISMATCH, "{e:?}");
+        // Nothing was repaired: the file is as it was left.
+        assert_eq!(std::fs::read(&p).unwrap(), bytes);
+    }
+
+    #[test]
+    fn a_cut_at_a_record_boundary_is_refused() {
+        let (_d, p, j) = filled(3);
+        drop(j);
+        let _g = crate::common::no_spawn();
+        let bytes = std::fs::read(&p).unwrap();
+        let last = *record_offsets(&bytes).last().unwrap();
+        write_file(&p, &bytes[..last]);
+        let e = open(&p).unwrap_err();
+        assert_eq!(e.code(), jc::JOURNAL_SHORTER_THAN_ANCHOR, "{e:?}");
+    }
+
+    #[test]
+    fn a_rollback_to_an_older_copy_is_refused() {
+        let (_d, p, mut j) = filled(2);
+        let older = std::fs::read(&p).unwrap();
+        let r = j.reserve(&sid("later")).unwrap();
+        j.append_receipt(&r, ReceiptKind::ResourceV1, &body(7))
+            .unwrap();
+        drop(j);
+        let _g = crate::common::no_spawn();
+        write_file(&p, &older);
+        let e = open(&p).unwrap_err();
+        assert_eq!(e.code(), jc::JOURNAL_SHORTER_THAN_ANCHOR, "{e:?}");
+    }
+
+    #[test]
+    fn a_deleted_journal_is_not_recreated_and_its_evidence_is_kept() {
+        let (_d, p, mut j) = filled(2);
+        let page = j.page(anchor().seq, 10, 1 << 20).unwrap();
+        j.ack(&page.head).unwrap();
+        drop(j);
+        let _g = crate::common::no_spawn();
+        let ack = p.with_file_name("receipts.ack");
+        let ack_bytes = std::fs::read(&ack).unwrap();
+        std::fs::remove_file(&p).unwrap();
+        let e = ReceiptJournal::create(&p, key(), &anchor(), ReceiptConfig::default()).unwrap_err();
+        assert_eq!(e.code(), jc::JOURNAL_MISSING_BUT_ANCHORED, "{e:?}");
+        assert_eq!(std::fs::read(&ack).unwrap(), ack_bytes, "the ack is kept");
+        assert!(!p.exists(), "no journal was created");
+    }
+
+    #[test]
+    fn a_crash_after_the_append_before_the_anchor_opens() {
+        // The anchor lags the journal by the records of one append at most:
+        // a journal longer than its anchor is fine.
+        let (_d, p, j) = filled(2);
+        let anchor_file = p.with_file_name("receipts.anchor");
+        let stale = std::fs::read(&anchor_file).unwrap();
+        let mut j = j;
+        let r = j.reserve(&sid("more")).unwrap();
+        j.append_receipt(&r, ReceiptKind::ResourceV1, &body(5))
+            .unwrap();
+        drop(j);
+        let _g = crate::common::no_spawn();
+        std::fs::write(&anchor_file, &stale).unwrap();
+        let j = open(&p).unwrap();
+        assert_eq!(j.receipts().len(), 3);
+    }
 }

@@ -26,7 +26,6 @@ define_codes! { Control;
     CONTROL_SECRET_IO = "control_secret_io": "the bootstrap secret file could not be written or removed",
     CONTROL_REMOTE_BACKEND_CONFLICT = "control_remote_backend_conflict": "a policy remote_backend is combined with a materialization root",
     CONTROL_REMOTE_ARTIFACT_IO = "control_remote_artifact_io": "the remote backend's SSH artifacts could not be written",
-    CONTROL_STORE_ANCHOR_INVALID = "control_store_anchor_invalid": "the session store's anchor file is malformed or fails its MAC",
     CONTROL_UNREACHABLE = "control_unreachable": "the client could not connect to the service socket",
     CONTROL_CONNECTION_CLOSED = "control_connection_closed": "the peer closed the connection or sent nothing in time",
     CONTROL_PROTOCOL_VIOLATION = "control_protocol_violation": "the peer sent a message that breaks the control protocol",
