@@ -435,13 +435,20 @@ fn prepare_inner(spec: LaunchSpec, release_early: bool) -> Result<Prepared, Sand
 
     // While the init builds the view: the v1 cgroup, or the fallback.
     let joined = match cgroup_v2 {
-        Some(cg) => Ok(cg),
+        Some(cg) => Ok((cg, Vec::new())),
+        // The agent moves itself in (no migration of another process,
+        // which would wait for an RCU grace period): it gets the `tasks`
+        // files, opened here, with JOINED.
         None => Cgroup::create_v1(&name, limits.memory_bytes, limits.pids).and_then(|cg| {
-            cg.add(pid)?;
-            Ok(cg)
+            let files = cg.self_join_files()?;
+            Ok((cg, files))
         }),
     };
-    trace::mark("cgroup joined");
+    trace::mark("cgroup made");
+    let (joined, join_files) = match joined {
+        Ok((cg, files)) => (Ok(cg), files),
+        Err(e) => (Err(e), Vec::new()),
+    };
     let mechanism = |m: Mechanism| Mechanisms {
         cpu_time: if m == Mechanism::Rlimit {
             Mechanism::Rlimit
@@ -478,7 +485,10 @@ fn prepare_inner(spec: LaunchSpec, release_early: bool) -> Result<Prepared, Sand
     // saving a round trip. If the init has already failed and gone, the
     // write fails; its error report is read below either way.
     let flags = if fallback { RELEASE_FALLBACK } else { 0 };
-    let _ = fd::write_all(sync_parent.as_fd(), &[TAG_JOINED, flags]);
+    let raw: Vec<RawFd> = join_files.iter().map(|f| f.as_raw_fd()).collect();
+    let _ = fd::send_fds(sync_parent.as_fd(), TAG_JOINED, &raw)
+        .and_then(|_| fd::write_all(sync_parent.as_fd(), &[flags]));
+    drop(join_files);
     let early = if release_early {
         send_release(&sync_parent, None).ok()
     } else {
@@ -533,15 +543,11 @@ fn prepare_inner(spec: LaunchSpec, release_early: bool) -> Result<Prepared, Sand
     };
 
     trace::mark("prepared received");
-    // The agent exists, born in the cgroup; with cgroup v1 the init leaves
-    // it (its parent may hold processes), so the cgroup holds exactly the
-    // agent's processes. If that fails the init stays, and the supervisor
-    // waits for its exit before removing the cgroup.
-    let init_outside_cgroup = match &cgroup {
-        Some(cg) if cg.version() == crate::cgroup::Version::V1 => cg.evict(pid).is_ok(),
-        _ => false,
-    };
-    trace::mark("init evicted");
+    // With cgroup v1 the init never joins: the agent moved itself in
+    // first thing (or the launch failed), so the cgroup holds exactly the
+    // agent's processes.
+    let init_outside_cgroup =
+        matches!(&cgroup, Some(cg) if cg.version() == crate::cgroup::Version::V1);
 
     let streams = match (streams_pipes, pty_fds) {
         (Some((stdin, stdout, stderr)), _) => Streams::Pipes {
@@ -848,6 +854,10 @@ fn read_error_body(sync: &OwnedFd, exe: &str) -> SandboxError {
         SandboxError::Bundle {
             detail: format!("{step} ({detail})"),
         }
+    } else if step == "cgroup join" {
+        SandboxError::Cgroup {
+            detail: format!("the agent could not join the session cgroup: {detail}"),
+        }
     } else if step.starts_with("socket ") {
         SandboxError::SocketExposed {
             detail: format!("{step} ({detail})"),
@@ -968,11 +978,17 @@ fn init_main(
 
     // The supervisor reports the cgroup join (or that there is none, and
     // the agent applies rlimits instead): the agent is born inside.
-    let mut joined = [0u8; 2];
-    if fd::read_full(sync.as_fd(), &mut joined) != Ok(2) || joined[0] != TAG_JOINED {
+    // With a v1 cgroup, JOINED carries its `tasks` files: the agent moves
+    // itself in with them before anything else.
+    let join_files = match fd::recv_fds::<3>(sync.as_fd()) {
+        Ok((TAG_JOINED, files)) => files,
+        _ => process::exit_now(1),
+    };
+    let mut flags = [0u8; 1];
+    if fd::read_full(sync.as_fd(), &mut flags) != Ok(1) {
         process::exit_now(1);
     }
-    let fallback = joined[1] & RELEASE_FALLBACK != 0;
+    let fallback = flags[0] & RELEASE_FALLBACK != 0;
     // What was built, sent by the agent once it is ready to `execve`.
     let body = serde_json::to_vec(&facts).unwrap_or_default();
     let mut prepared_msg = vec![TAG_PREPARED];
@@ -1021,6 +1037,7 @@ fn init_main(
                 sync: sync.as_fd(),
                 prepared: &prepared_msg,
                 exec_started: &exec_started,
+                join: &join_files,
             },
             &stdio,
             &err_w,
@@ -1036,6 +1053,9 @@ fn init_main(
         Err(e) => fail(&sync, "fork", e),
     };
     trace::mark("agent forked");
+    // The cgroup's files are the agent's business only (and gone with its
+    // execve): the init keeps nothing opened with the launcher's rights.
+    drop(join_files);
     drop(err_w);
     drop(stdio);
     let mut buf = [0u8; 8];
@@ -1053,6 +1073,7 @@ fn init_main(
             match kind {
                 AGENT_FAILED_EXEC => fail(&sync, "execve", errno),
                 AGENT_FAILED_COMMAND => fail(&sync, "release command", errno),
+                AGENT_FAILED_JOIN => fail(&sync, "cgroup join", errno),
                 // No release: the supervisor withdrew the launch.
                 _ => process::exit_now(1),
             }
@@ -1157,6 +1178,9 @@ struct AgentStart<'a> {
     /// Set right before the `execve` (the init reads it once the vfork
     /// wait ends).
     exec_started: &'a std::sync::atomic::AtomicBool,
+    /// The session cgroup's v1 `tasks` files: the agent moves itself in
+    /// first (closed by its `execve`).
+    join: &'a [OwnedFd],
 }
 
 /// What the agent writes on the exec-status pipe: right before its
@@ -1169,6 +1193,7 @@ const EXEC_FAILED: &[u8] = b"F";
 const AGENT_FAILED_EXEC: u32 = 0;
 const AGENT_FAILED_COMMAND: u32 = 1;
 const AGENT_NOT_RELEASED: u32 = 2;
+const AGENT_FAILED_JOIN: u32 = 3;
 
 /// The release the agent waits for: the command to run (`None`: the
 /// spec's) and the write end of the supervisor's exec-status pipe (closed
@@ -1218,6 +1243,20 @@ fn agent_main(
     old_mask: &libc::sigset_t,
 ) -> std::convert::Infallible {
     trace::mark("agent");
+    // Into the session cgroup before anything else, by moving this thread
+    // (the whole process: it has one) itself.
+    for f in start.join {
+        if let Err(e) = fd::write_all(f.as_fd(), b"0") {
+            let mut msg = [0u8; 8];
+            msg[..4].copy_from_slice(&AGENT_FAILED_JOIN.to_le_bytes());
+            msg[4..].copy_from_slice(&e.0.to_le_bytes());
+            let _ = fd::write_all(err_w.as_fd(), &msg);
+            process::exit_now(127);
+        }
+    }
+    if !start.join.is_empty() {
+        trace::mark("cgroup joined");
+    }
     if let Some(a) = start.affinity {
         a.apply_to(0);
         // The init (PID 1 here), pinned until this process leaves its

@@ -150,6 +150,9 @@ pub(crate) fn poll(entries: &mut [PollEntry], timeout_ms: i32) -> SysResult<usiz
 
 /// Sends descriptors with one tag byte of payload over a Unix socket.
 pub(crate) fn send_fds(sock: BorrowedFd<'_>, tag: u8, fds: &[RawFd]) -> SysResult<()> {
+    if fds.is_empty() {
+        return write_all(sock, &[tag]);
+    }
     let mut byte = [tag; 1];
     let mut iov = libc::iovec {
         iov_base: byte.as_mut_ptr().cast(),
