@@ -20,11 +20,13 @@ pub const SYSTEM_DIRS: &[&str] = &[
 ];
 
 /// Whether `path` lies in one of the operating system's trees
-/// ([`SYSTEM_DIRS`]): binds from there are not scanned for sockets (they
-/// are large, root's, and hold none on a normal system).
+/// ([`SYSTEM_DIRS`] and `/etc`): binds from there are not scanned for
+/// sockets (they are root's, large or read on every launch, and hold none
+/// on a normal system).
 pub fn is_system_tree(path: &str) -> bool {
     SYSTEM_DIRS
         .iter()
+        .chain(std::iter::once(&"/etc"))
         .any(|d| glove_types::paths::is_within(path, d))
 }
 
