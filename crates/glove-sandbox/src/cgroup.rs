@@ -235,7 +235,6 @@ impl Cgroup {
                 (0, "memory.events"),
                 (0, "pids.events"),
                 (0, "pids.peak"),
-                (0, "memory.stat"),
             ],
             Version::V1 => &[
                 (2, "cpuacct.usage"),
@@ -244,7 +243,6 @@ impl Cgroup {
                 (0, "memory.oom_control"),
                 (0, "memory.failcnt"),
                 (1, "pids.events"),
-                (0, "memory.stat"),
             ],
         };
         for (dir, name) in names {

@@ -299,7 +299,9 @@ impl Running {
         let mut hard_kill_at: Option<Instant> = None;
         let mut waits: Vec<RawFd> = Vec::new();
         let mut thrash = ThrashWatch::new(limits.memory_bytes);
-        let mut next_thrash_check = Instant::now();
+        // The first refault sample a quarter of a second in (a short
+        // session never pays for reading `memory.stat`).
+        let mut next_thrash_check = Instant::now() + Duration::from_millis(250);
 
         while sync_open {
             if let (true, Some(size)) = (is_pty, io.window_size()) {
