@@ -431,6 +431,86 @@ fn binds_holding_sockets_are_refused(who: As) {
     assert_eq!(text, "x", "{v}");
 }
 
+/// Review finding (high): a bind target inside an earlier bind whose host
+/// directory the attacker owns, where that directory holds a link to
+/// `/proc`. Resolved by name, the second bind landed on `/proc`, after which
+/// every `/proc/self/fd/N` the init used named the attacker's links, and a
+/// root-only host file was copied in. Every target is now reached without
+/// following links: the launch fails.
+fn nested_bind_target_through_a_link(who: As) {
+    use std::os::unix::fs::{symlink, PermissionsExt};
+    let perm = |p: &std::path::Path, m: u32| {
+        std::fs::set_permissions(p, std::fs::Permissions::from_mode(m)).expect("chmod")
+    };
+    let vault = tempfile::tempdir().expect("tempdir");
+    perm(vault.path(), 0o700);
+    let secret = vault.path().join("secret");
+    std::fs::write(&secret, "VAULT-NESTED-5523\n").expect("write");
+    perm(&secret, 0o600);
+    let att = tempfile::tempdir().expect("tempdir");
+    perm(att.path(), 0o755);
+    let a = att.path();
+    for d in ["outer", "fakeproc/self/fd", "fakeproc/self/ns", "src"] {
+        std::fs::create_dir_all(a.join(d)).expect("mkdir");
+    }
+    for d in [
+        "outer",
+        "fakeproc",
+        "fakeproc/self",
+        "fakeproc/self/fd",
+        "fakeproc/self/ns",
+        "src",
+    ] {
+        perm(&a.join(d), 0o755);
+    }
+    symlink("/proc", a.join("outer/inner")).expect("symlink");
+    std::fs::write(a.join("fakeproc/self/ns/net"), "x").expect("write");
+    std::fs::write(a.join("src/secret"), "decoy\n").expect("write");
+    let src_inside = format!("/oldroot{}", a.join("src").display());
+    let secret_inside = format!("/oldroot{}", secret.display());
+    for i in 3..300 {
+        let target = if i % 7 == 3 {
+            &secret_inside
+        } else {
+            &src_inside
+        };
+        symlink(target, a.join(format!("fakeproc/self/fd/{i}"))).expect("symlink");
+    }
+    let outer = format!("{}:/w", a.join("outer").display());
+    let inner = format!("{}:/w/inner", a.join("fakeproc").display());
+    let src = a.join("src").display().to_string();
+    let out = glove(
+        who,
+        &[
+            "exec",
+            "--json",
+            "--ro-bind",
+            &outer,
+            "--ro-bind",
+            &inner,
+            "--rw-copy",
+            &src,
+            "--",
+            "/bin/sh",
+            "-c",
+            "cat /workspace/* 2>/dev/null; true",
+        ],
+        None,
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        !text.contains("VAULT-NESTED"),
+        "a root-only host file reached the agent: {text}"
+    );
+    let (v, _) = outcome(&out);
+    assert_eq!(out.status.code(), Some(125), "{v}");
+    assert_eq!(v["code"], "sandbox_setup_failed", "{v}");
+    assert!(
+        v["message"].as_str().unwrap_or("").contains("/w/inner"),
+        "{v}"
+    );
+}
+
 fn battery(who: As) {
     if !sandbox_ok(who) || !python_ok() {
         return;
@@ -443,6 +523,7 @@ fn battery(who: As) {
     escapes_neutralised(who);
     memory_thrash_is_a_memory_stop(who);
     binds_holding_sockets_are_refused(who);
+    nested_bind_target_through_a_link(who);
     if who == As::Caller && common::is_root() {
         rw_copy_swap_race();
     }

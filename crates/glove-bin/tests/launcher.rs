@@ -654,3 +654,46 @@ fn a_bind_source_reached_through_a_link_is_refused_not_followed() {
     assert!(matches!(m, FromLauncher::Exited(_)), "{m:?}");
     assert_eq!(s.output, b"x");
 }
+
+#[test]
+fn a_copy_target_through_a_link_an_earlier_copy_made_is_refused() {
+    use glove_sandbox::spec::CopyIn;
+    if !common::sandbox_ok(common::As::Caller) {
+        return;
+    }
+    // The first copy recreates a link that points into the host's tree as
+    // the init sees it (under /oldroot); the second copy's target lies
+    // through that link. Followed by name, the second copy wrote into the
+    // host directory (as root, for a privileged launch).
+    let host = readable_tempdir();
+    let victim = host.path().join("victim");
+    std::fs::create_dir(&victim).expect("mkdir");
+    let a = host.path().join("a");
+    std::fs::create_dir(&a).expect("mkdir");
+    std::os::unix::fs::symlink(format!("/oldroot{}", victim.display()), a.join("l"))
+        .expect("symlink");
+    let b = host.path().join("b");
+    std::fs::create_dir(&b).expect("mkdir");
+    std::fs::write(b.join("planted"), "x").expect("write");
+    let (a_src, b_src) = (a.display().to_string(), b.display().to_string());
+    let mut s = start_with(&["/bin/true"], false, |w| {
+        w.copy_in = vec![
+            CopyIn {
+                source: a_src.clone(),
+                target: "/workspace/a".into(),
+            },
+            CopyIn {
+                source: b_src.clone(),
+                target: "/workspace/a/l/x".into(),
+            },
+        ];
+    });
+    let m = run_to_end(&mut s);
+    let text = failure_code(&m);
+    assert!(text.starts_with("sandbox_copy_failed"), "{text}");
+    assert_eq!(
+        std::fs::read_dir(&victim).expect("victim").count(),
+        0,
+        "the copy wrote into the host directory"
+    );
+}

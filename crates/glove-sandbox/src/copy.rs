@@ -10,10 +10,14 @@
 //! their descriptor (`O_NONBLOCK | O_NOCTTY`) and streamed in 64 KiB blocks
 //! (never held whole in memory), symbolic links recreated as links (never
 //! followed); anything else, or a mount point below the source, fails the
-//! copy. The destination's tmpfs quota bounds the bytes (`ENOSPC`).
+//! copy. The destination is reached through descriptors too
+//! ([`crate::sys::at`]): entries are made relative to held directories and
+//! an existing entry fails the copy. The destination's tmpfs quota bounds
+//! the bytes (`ENOSPC`).
 
+use crate::sys::at as sys_at;
 use crate::sys::resolve::{self, Meta};
-use crate::sys::{fd, mount, Errno};
+use crate::sys::{fd, Errno};
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 
 /// Deepest directory nesting copied.
@@ -37,11 +41,14 @@ pub(crate) fn open_source(host_path: &str) -> Result<OwnedFd, Errno> {
     Ok(fd)
 }
 
-/// Copies the tree below the directory `root` into the existing directory
-/// `dst`; every created entry is given to `owner` (uid, gid) when set.
+/// Copies the tree below the directory `root` into the directory `dst`
+/// (a descriptor: every entry is made relative to a held directory, never
+/// through a path, and an entry that already exists fails the copy, so a
+/// link the copy made itself is never written through); every created
+/// entry is given to `owner` (uid, gid) when set.
 pub(crate) fn copy_tree(
     root: BorrowedFd<'_>,
-    dst: &str,
+    dst: BorrowedFd<'_>,
     owner: Option<(u32, u32)>,
 ) -> Result<(), Step> {
     let mut count = 0u64;
@@ -52,7 +59,7 @@ pub(crate) fn copy_tree(
 fn copy_dir(
     root: BorrowedFd<'_>,
     rel: &str,
-    dst: &str,
+    dst: BorrowedFd<'_>,
     owner: Option<(u32, u32)>,
     depth: usize,
     count: &mut u64,
@@ -89,26 +96,29 @@ fn copy_dir(
         } else {
             format!("{rel}/{name}")
         };
-        let to = format!("{dst}/{name}");
         let at =
             resolve::open_beneath(root, &child, libc::O_PATH).map_err(|e| (child.clone(), e))?;
         let m = resolve::meta(at.as_fd()).map_err(|e| (child.clone(), e))?;
+        let fail = |e: Errno| (child.clone(), e);
         match m.mode & libc::S_IFMT {
             libc::S_IFDIR => {
-                mount::mkdir(&to, (m.mode & 0o777) | 0o700).map_err(|e| (child.clone(), e))?;
-                give(&to, owner, &child)?;
-                copy_dir(root, &child, &to, owner, depth + 1, count, buf)?;
+                sys_at::mkdir(dst, &name, (m.mode & 0o777) | 0o700).map_err(fail)?;
+                give(dst, &name, owner).map_err(fail)?;
+                let sub = sys_at::open_beneath(dst, &name, libc::O_PATH | libc::O_DIRECTORY)
+                    .map_err(fail)?;
+                copy_dir(root, &child, sub.as_fd(), owner, depth + 1, count, buf)?;
             }
             libc::S_IFREG => {
-                copy_file(at.as_fd(), &m, &to, buf).map_err(|e| (child.clone(), e))?;
-                give(&to, owner, &child)?;
+                let out = copy_file(at.as_fd(), &m, dst, &name, buf).map_err(fail)?;
+                if let Some((u, g)) = owner {
+                    sys_at::chown(out.as_fd(), "", u, g).map_err(fail)?;
+                }
             }
             libc::S_IFLNK => {
-                let target = resolve::read_link(at.as_fd()).map_err(|e| (child.clone(), e))?;
-                let t = std::str::from_utf8(&target)
-                    .map_err(|_| (child.clone(), Errno(libc::EILSEQ)))?;
-                mount::symlink(t, &to).map_err(|e| (child.clone(), e))?;
-                give(&to, owner, &child)?;
+                let target = resolve::read_link(at.as_fd()).map_err(fail)?;
+                let t = std::str::from_utf8(&target).map_err(|_| fail(Errno(libc::EILSEQ)))?;
+                sys_at::symlink(t, dst, &name).map_err(fail)?;
+                give(dst, &name, owner).map_err(fail)?;
             }
             _ => return Err((format!("{child} is a special file"), Errno(libc::EPERM))),
         }
@@ -117,26 +127,32 @@ fn copy_dir(
 }
 
 /// Streams the regular file `at` (an `O_PATH` descriptor whose `fstat` is
-/// `m`) into a new file `to`.
-fn copy_file(at: BorrowedFd<'_>, m: &Meta, to: &str, buf: &mut [u8]) -> Result<(), Errno> {
+/// `m`) into a new file `name` of `dst`; returns the new file.
+fn copy_file(
+    at: BorrowedFd<'_>,
+    m: &Meta,
+    dst: BorrowedFd<'_>,
+    name: &str,
+    buf: &mut [u8],
+) -> Result<OwnedFd, Errno> {
     let src = resolve::reopen(at, libc::O_RDONLY | libc::O_NONBLOCK | libc::O_NOCTTY)?;
     // The reopened descriptor is the same inode: check it is still a file.
     if !resolve::meta(src.as_fd())?.is_file() {
         return Err(Errno(libc::EPERM));
     }
-    let out = resolve::create_new(to, (m.mode & 0o777) as libc::mode_t)?;
+    let out = sys_at::create_file(dst, name, (m.mode & 0o777) as libc::mode_t)?;
     loop {
         let n = fd::read(src.as_fd(), buf)?;
         if n == 0 {
-            return Ok(());
+            return Ok(out);
         }
         fd::write_all(out.as_fd(), &buf[..n])?;
     }
 }
 
-fn give(path: &str, owner: Option<(u32, u32)>, what: &str) -> Result<(), Step> {
+fn give(dir: BorrowedFd<'_>, name: &str, owner: Option<(u32, u32)>) -> Result<(), Errno> {
     match owner {
-        Some((u, g)) => mount::lchown(path, u, g).map_err(|e| (format!("chown {what}"), e)),
+        Some((u, g)) => sys_at::chown(dir, name, u, g),
         None => Ok(()),
     }
 }

@@ -10,6 +10,7 @@
 
 use crate::launch::PreparedFacts;
 use crate::spec::{BundleMount, Grant, GrantMode, MAX_BUNDLE_BYTES};
+use crate::sys::at as sys_at;
 use crate::sys::resolve::{self, Meta};
 use crate::sys::{mount, Errno};
 use serde::{Deserialize, Serialize};
@@ -121,45 +122,43 @@ pub(crate) fn apply_grants(
                 ));
             }
         }
-        mount::mkdir_all(&g.target, 0o755).map_err(|e| fail(what("mkdir target"), e))?;
+        let target =
+            sys_at::target_dir(&g.target, 0o755).map_err(|e| fail(what("mount target"), e))?;
         match (g.mode, &opened) {
             (GrantMode::ReadOnly, Some(fd)) => {
                 crate::launch::refuse_sockets(fd.as_fd(), &format!("grant {}", g.target))?;
-                mount::mount(
-                    &resolve::proc_path(fd.as_fd()),
-                    &g.target,
-                    "",
-                    libc::MS_BIND | libc::MS_REC,
-                    "",
-                )
-                .map_err(|e| fail(what("bind"), e))?;
-                mount::set_attr_recursive(
-                    &g.target,
+                sys_at::bind_tree(
+                    fd.as_fd(),
+                    target.as_fd(),
                     mount::MOUNT_ATTR_RDONLY | mount::MOUNT_ATTR_NOSUID | mount::MOUNT_ATTR_NODEV,
                 )
-                .map_err(|e| fail(what("read-only"), e))?;
+                .map_err(|e| fail(what("bind"), e))?;
             }
             (GrantMode::ReadOnly, None) => return Err(fail(what("missing"), Errno(libc::ENOENT))),
             (GrantMode::EphemeralCopy { max_bytes }, _) => {
-                let opts = format!(
-                    "size={max_bytes},nr_inodes={},mode=0755",
-                    (max_bytes / 4096).clamp(1024, 1 << 20)
-                );
-                mount::mount(
-                    "tmpfs",
-                    &g.target,
-                    "tmpfs",
-                    libc::MS_NOSUID | libc::MS_NODEV,
-                    &opts,
+                // The copy is made into a detached tmpfs through its root
+                // descriptor, then attached.
+                let tmp = sys_at::tmpfs(
+                    &[
+                        ("size", max_bytes.to_string()),
+                        (
+                            "nr_inodes",
+                            (max_bytes / 4096).clamp(1024, 1 << 20).to_string(),
+                        ),
+                        ("mode", "0755".to_owned()),
+                    ],
+                    mount::MOUNT_ATTR_NOSUID | mount::MOUNT_ATTR_NODEV,
                 )
                 .map_err(|e| fail(what("mount copy tmpfs"), e))?;
                 if let Some((u, gid)) = owner {
-                    mount::lchown(&g.target, u, gid).map_err(|e| fail(what("chown"), e))?;
+                    sys_at::chown(tmp.as_fd(), "", u, gid).map_err(|e| fail(what("chown"), e))?;
                 }
                 if let Some(fd) = &opened {
-                    crate::copy::copy_tree(fd.as_fd(), &g.target, owner)
+                    crate::copy::copy_tree(fd.as_fd(), tmp.as_fd(), owner)
                         .map_err(|(w, e)| fail(what(&format!("copy {w}")), e))?;
                 }
+                sys_at::attach(tmp.as_fd(), target.as_fd())
+                    .map_err(|e| fail(what("attach copy tmpfs"), e))?;
             }
         }
         facts.grants.push(ResolvedGrant {
@@ -242,8 +241,11 @@ pub(crate) fn apply_bundles(
         // file on the sandbox's (later read-only) root, not the host inode,
         // so a later change on the host cannot reach it and the host file
         // may stay private to the service user.
-        mount::mkdir_all(parent(&b.target), 0o755).map_err(|e| fail(what("mkdir"), e))?;
-        mount::write_file(&b.target, &body, 0o444).map_err(|e| fail(what("write"), e))?;
+        let (dir, name) = sys_at::split(&b.target).map_err(|e| fail(what("target"), e))?;
+        let dir = sys_at::target_dir(dir, 0o755).map_err(|e| fail(what("mkdir"), e))?;
+        let out =
+            sys_at::create_file(dir.as_fd(), name, 0o444).map_err(|e| fail(what("write"), e))?;
+        crate::sys::fd::write_all(out.as_fd(), &body).map_err(|e| fail(what("write"), e))?;
         facts.bundles.push(ResolvedBundle {
             target: b.target.clone(),
             sha256: digest,
@@ -251,11 +253,4 @@ pub(crate) fn apply_bundles(
         });
     }
     Ok(())
-}
-
-fn parent(p: &str) -> &str {
-    match p.rfind('/') {
-        Some(0) | None => "/",
-        Some(i) => &p[..i],
-    }
 }

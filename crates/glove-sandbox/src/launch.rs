@@ -28,6 +28,7 @@ use crate::seccomp;
 use crate::spec::{
     AgentCommand, Enforcement, LaunchSpec, Terminal, MAX_HOST_FILES_TOTAL, MAX_HOST_FILE_BYTES,
 };
+use crate::sys::at;
 use crate::sys::process::{self, Exit, Forked};
 use crate::sys::{caps, fd, mount, pty, resolve, trace, Errno};
 use std::ffi::CString;
@@ -1461,31 +1462,25 @@ fn setup_fs(
         let src = resolve::open_no_links(&format!("/oldroot{}", b.source), libc::O_PATH)
             .map_err(|e| (what("open"), e))?;
         let m = resolve::meta(src.as_fd()).map_err(|e| (what("stat"), e))?;
-        if m.is_dir() {
+        // The target, too, is reached without following links: it may lie
+        // in an earlier bind whose host directory another user controls.
+        let target = if m.is_dir() {
             if !crate::profile::is_system_tree(&b.source) {
                 refuse_sockets(src.as_fd(), &format!("bind {}", b.source))?;
             }
-            mount::mkdir_all(&b.target, 0o755).map_err(step(&format!("mkdir {}", b.target)))?;
+            at::target_dir(&b.target, 0o755)
         } else if m.is_file() {
-            mount::mkdir_all(parent(&b.target), 0o755)
-                .map_err(step(&format!("mkdir {}", b.target)))?;
-            mount::touch(&b.target, 0o444).map_err(step(&format!("create {}", b.target)))?;
+            at::target_file(&b.target, 0o444)
         } else {
             return Err((what("not a directory or regular file"), Errno(libc::EPERM)));
         }
-        mount::mount(
-            &resolve::proc_path(src.as_fd()),
-            &b.target,
-            "",
-            libc::MS_BIND | libc::MS_REC,
-            "",
-        )
-        .map_err(step(&format!("bind {}", b.target)))?;
-        mount::set_attr_recursive(
-            &b.target,
+        .map_err(step(&format!("mount target {}", b.target)))?;
+        at::bind_tree(
+            src.as_fd(),
+            target.as_fd(),
             mount::MOUNT_ATTR_RDONLY | mount::MOUNT_ATTR_NOSUID | mount::MOUNT_ATTR_NODEV,
         )
-        .map_err(step(&format!("read-only {}", b.target)))?;
+        .map_err(step(&format!("bind {}", b.target)))?;
     }
     trace::mark("v:binds");
     // Grants and bundles, opened without following links and bound from
@@ -1532,37 +1527,61 @@ fn setup_fs(
         inodes(spec.limits.disk_bytes)
     );
     mount::mount("tmpfs", SCRATCH, "tmpfs", nodev_nosuid, &size).map_err(step("mount scratch"))?;
+    // Held from here on: the slices are made and bound through descriptors.
+    let scratch = resolve::open_no_links(SCRATCH, libc::O_PATH | libc::O_DIRECTORY)
+        .map_err(step("open scratch"))?;
     let slices = spec
         .writable_dirs
         .iter()
         .map(String::as_str)
         .chain(std::iter::once("/dev/shm"));
+    let mut slice_fds: Vec<(&str, OwnedFd)> = Vec::new();
     for (i, w) in slices.enumerate() {
-        let slice = format!("{SCRATCH}/{i}");
+        let name = i.to_string();
         let mode = if w == "/tmp" || w == "/dev/shm" {
             0o1777
         } else {
             0o755
         };
-        mount::mkdir(&slice, mode).map_err(step("mkdir scratch slice"))?;
+        at::mkdir(scratch.as_fd(), &name, mode).map_err(step("mkdir scratch slice"))?;
         if let Some((u, g)) = owner {
-            mount::lchown(&slice, u, g).map_err(step("chown scratch slice"))?;
+            at::chown(scratch.as_fd(), &name, u, g).map_err(step("chown scratch slice"))?;
         }
-        mount::mkdir_all(w, 0o755).map_err(step(&format!("mkdir {w}")))?;
-        mount::mount(&slice, w, "", libc::MS_BIND, "").map_err(step(&format!("bind {w}")))?;
+        let slice = at::open_beneath(scratch.as_fd(), &name, libc::O_PATH | libc::O_DIRECTORY)
+            .map_err(step("open scratch slice"))?;
+        let target = at::target_dir(w, 0o755).map_err(step(&format!("mount target {w}")))?;
+        at::bind_tree(
+            slice.as_fd(),
+            target.as_fd(),
+            mount::MOUNT_ATTR_NOSUID | mount::MOUNT_ATTR_NODEV,
+        )
+        .map_err(step(&format!("bind {w}")))?;
+        slice_fds.push((w, slice));
     }
     trace::mark("v:scratch");
     for c in &spec.copy_in {
         let what = |w: &str| format!("copy {}: {w}", c.source);
         let src = crate::copy::open_source(&c.source).map_err(|e| (what("open"), e))?;
         let m = resolve::meta(src.as_fd()).map_err(|e| (what("stat"), e))?;
-        mount::mkdir_all(&c.target, 0o755).map_err(|e| (what("mkdir"), e))?;
-        mount::chmod(&c.target, (m.mode & 0o777) | 0o700).map_err(|e| (what("chmod"), e))?;
+        // The target lies in a writable directory (checked by the spec):
+        // reached from that directory's slice, never by its path.
+        let (w, slice) = slice_fds
+            .iter()
+            .filter(|(w, _)| glove_types::paths::is_within(&c.target, w))
+            .max_by_key(|(w, _)| w.len())
+            .ok_or_else(|| (what("target"), Errno(libc::EINVAL)))?;
+        let rel = c.target[w.len()..].trim_start_matches('/');
+        let dst = at::dir_creating(slice.as_fd(), rel, 0o755).map_err(|e| (what("mkdir"), e))?;
+        let here = at::open_beneath(dst.as_fd(), ".", libc::O_RDONLY | libc::O_DIRECTORY)
+            .map_err(|e| (what("open target"), e))?;
+        at::chmod(here.as_fd(), (m.mode & 0o777) | 0o700).map_err(|e| (what("chmod"), e))?;
         if let Some((u, g)) = owner {
-            mount::lchown(&c.target, u, g).map_err(|e| (what("chown"), e))?;
+            at::chown(dst.as_fd(), "", u, g).map_err(|e| (what("chown"), e))?;
         }
-        crate::copy::copy_tree(src.as_fd(), &c.target, owner).map_err(|(w, e)| (what(&w), e))?;
+        crate::copy::copy_tree(src.as_fd(), dst.as_fd(), owner).map_err(|(w, e)| (what(&w), e))?;
     }
+    drop(slice_fds);
+    drop(scratch);
 
     trace::mark("v:copy+devro");
 
@@ -1599,19 +1618,27 @@ fn setup_fs(
     drop(old_root);
     trace::mark("v:host files read");
 
-    // Directories made for links and files so far (most files share /etc).
-    let mut made: Vec<String> = Vec::new();
-    let mut ensure_parent = |p: &str| -> Result<(), (String, Errno)> {
-        let dir = parent(p);
-        if !made.iter().any(|m| m == dir) {
-            mount::mkdir_all(dir, 0o755).map_err(step(&format!("mkdir {p}")))?;
-            made.push(dir.to_owned());
-        }
-        Ok(())
-    };
+    // Directories made for links and files so far (most files share /etc),
+    // held as descriptors: links and files are made relative to them.
+    let mut made: Vec<(String, OwnedFd)> = Vec::new();
+    fn parent_of(
+        made: &mut Vec<(String, OwnedFd)>,
+        p: &str,
+    ) -> Result<(usize, String), (String, Errno)> {
+        let (dir, name) = at::split(p).map_err(|e| (format!("path {p}"), e))?;
+        let i = match made.iter().position(|(m, _)| m == dir) {
+            Some(i) => i,
+            None => {
+                let fd = at::target_dir(dir, 0o755).map_err(|e| (format!("mkdir {p}"), e))?;
+                made.push((dir.to_owned(), fd));
+                made.len() - 1
+            }
+        };
+        Ok((i, name.to_owned()))
+    }
     for (link, target) in &spec.symlinks {
-        ensure_parent(link)?;
-        mount::symlink(target, link).map_err(step(&format!("symlink {link}")))?;
+        let (i, name) = parent_of(&mut made, link)?;
+        at::symlink(target, made[i].1.as_fd(), &name).map_err(step(&format!("symlink {link}")))?;
     }
     let generated = spec.files.iter().map(|(p, b)| (p.as_str(), b.as_slice()));
     let copied = spec
@@ -1620,8 +1647,10 @@ fn setup_fs(
         .zip(&host_bodies)
         .map(|(f, b)| (f.target.as_str(), b.as_slice()));
     for (path, body) in generated.chain(copied) {
-        ensure_parent(path)?;
-        mount::write_file(path, body, 0o444).map_err(step(&format!("write {path}")))?;
+        let (i, name) = parent_of(&mut made, path)?;
+        let f = at::create_file(made[i].1.as_fd(), &name, 0o444)
+            .map_err(step(&format!("write {path}")))?;
+        fd::write_all(f.as_fd(), body).map_err(step(&format!("write {path}")))?;
     }
     trace::mark("v:files");
     // Detaching waits for an RCU grace period; the helper is normally
@@ -1678,13 +1707,6 @@ pub(crate) fn refuse_sockets(dir: BorrowedFd<'_>, what: &str) -> Result<(), (Str
 
 fn inodes(bytes: u64) -> u64 {
     (bytes / 4096).clamp(1024, 1 << 20)
-}
-
-fn parent(p: &str) -> &str {
-    match p.rfind('/') {
-        Some(0) | None => "/",
-        Some(i) => &p[..i],
-    }
 }
 
 #[cfg(test)]

@@ -9,6 +9,7 @@
 //! unless documented, and report failure as an [`Errno`] value.
 #![allow(unsafe_code)]
 
+pub(crate) mod at;
 pub(crate) mod caps;
 pub(crate) mod fd;
 pub(crate) mod mount;

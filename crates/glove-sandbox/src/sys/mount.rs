@@ -44,46 +44,12 @@ pub(crate) fn pivot_root(new_root: &str, put_old: &str) -> SysResult<()> {
     Ok(())
 }
 
-#[repr(C)]
-struct MountAttr {
-    attr_set: u64,
-    attr_clr: u64,
-    propagation: u64,
-    userns_fd: u64,
-}
-
 /// `MOUNT_ATTR_RDONLY`.
 pub(crate) const MOUNT_ATTR_RDONLY: u64 = 0x1;
 /// `MOUNT_ATTR_NOSUID`.
 pub(crate) const MOUNT_ATTR_NOSUID: u64 = 0x2;
 /// `MOUNT_ATTR_NODEV`.
 pub(crate) const MOUNT_ATTR_NODEV: u64 = 0x4;
-
-/// `mount_setattr(AT_FDCWD, target, AT_RECURSIVE, {attr_set})`: applies
-/// attributes to a whole mount tree at once (old-API remounts are not
-/// recursive).
-pub(crate) fn set_attr_recursive(target: &str, attr_set: u64) -> SysResult<()> {
-    let t = cstr(target)?;
-    let attr = MountAttr {
-        attr_set,
-        attr_clr: 0,
-        propagation: 0,
-        userns_fd: 0,
-    };
-    // SAFETY: `t` is NUL-terminated and `attr` is a correctly laid out
-    // `struct mount_attr` whose size we pass; both outlive the call.
-    check(unsafe {
-        libc::syscall(
-            libc::SYS_mount_setattr,
-            libc::AT_FDCWD,
-            t.as_ptr(),
-            libc::AT_RECURSIVE as libc::c_uint,
-            &attr as *const MountAttr,
-            std::mem::size_of::<MountAttr>(),
-        )
-    })?;
-    Ok(())
-}
 
 /// `mkdir(2)`; an existing directory is fine.
 pub(crate) fn mkdir(path: &str, mode: libc::mode_t) -> SysResult<()> {
@@ -93,17 +59,6 @@ pub(crate) fn mkdir(path: &str, mode: libc::mode_t) -> SysResult<()> {
         Ok(_) | Err(Errno(libc::EEXIST)) => Ok(()),
         Err(e) => Err(e),
     }
-}
-
-/// Creates every missing directory of `path` (absolute).
-pub(crate) fn mkdir_all(path: &str, mode: libc::mode_t) -> SysResult<()> {
-    let mut cur = String::with_capacity(path.len());
-    for comp in path.split('/').filter(|c| !c.is_empty()) {
-        cur.push('/');
-        cur.push_str(comp);
-        mkdir(&cur, mode)?;
-    }
-    Ok(())
 }
 
 /// Creates an empty regular file to bind a file over.
@@ -120,16 +75,6 @@ pub(crate) fn touch(path: &str, mode: libc::mode_t) -> SysResult<()> {
     // SAFETY: `fd` was just returned by open and is owned here.
     unsafe { libc::close(fd) };
     Ok(())
-}
-
-/// Writes a small file (creating it with `mode`).
-pub(crate) fn write_file(path: &str, bytes: &[u8], mode: libc::mode_t) -> SysResult<()> {
-    write_with(
-        path,
-        bytes,
-        libc::O_CREAT | libc::O_TRUNC | libc::O_WRONLY | libc::O_CLOEXEC | libc::O_NOFOLLOW,
-        mode,
-    )
 }
 
 /// Writes `bytes` to a file that must exist (a kernel knob).
@@ -160,22 +105,6 @@ fn write_with(path: &str, bytes: &[u8], flags: i32, mode: libc::mode_t) -> SysRe
     // SAFETY: `fd` is owned here and closed once.
     unsafe { libc::close(fd) };
     result
-}
-
-/// `lchown(2)`: changes owner without following a final symlink.
-pub(crate) fn lchown(path: &str, uid: u32, gid: u32) -> SysResult<()> {
-    let p = cstr(path)?;
-    // SAFETY: `p` is NUL-terminated and alive for the call.
-    check_int(unsafe { libc::lchown(p.as_ptr(), uid, gid) })?;
-    Ok(())
-}
-
-/// `chmod(2)` of a path the init made itself.
-pub(crate) fn chmod(path: &str, mode: libc::mode_t) -> SysResult<()> {
-    let p = cstr(path)?;
-    // SAFETY: `p` is NUL-terminated and alive for the call.
-    check_int(unsafe { libc::chmod(p.as_ptr(), mode) })?;
-    Ok(())
 }
 
 /// `symlink(2)`.

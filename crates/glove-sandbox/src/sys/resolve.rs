@@ -200,22 +200,6 @@ pub(crate) fn read_link(fd: BorrowedFd<'_>) -> SysResult<Vec<u8>> {
     Ok(buf)
 }
 
-/// Creates `path` exclusively (never through a link) for writing.
-pub(crate) fn create_new(path: &str, mode: libc::mode_t) -> SysResult<OwnedFd> {
-    let p = cstr(path)?;
-    // SAFETY: `p` is NUL-terminated and alive for the call; the result is
-    // owned at once.
-    let fd = check_int(unsafe {
-        libc::open(
-            p.as_ptr(),
-            libc::O_CREAT | libc::O_EXCL | libc::O_WRONLY | libc::O_CLOEXEC | libc::O_NOFOLLOW,
-            mode as libc::c_uint,
-        )
-    })?;
-    // SAFETY: a fresh descriptor from open.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
-}
-
 /// Opens `rel` beneath `root` without following any link and without a
 /// `..` escape, crossing mounts below it (for a walk of a recursive bind).
 pub(crate) fn open_beneath_across_mounts(
