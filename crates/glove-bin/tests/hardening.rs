@@ -35,6 +35,15 @@ fn budgets(who: As) {
     contained(who, &["--pty"], &["budgets", "32", "1024", "64"]);
 }
 
+/// Review finding: launched by an ordinary user, the init and the agent
+/// share a user, so the agent could signal the init: its kill request ended
+/// the session, and signals queued to the init were counted against no
+/// sandbox limit. The init now obeys only senders outside the sandbox and
+/// has the sandbox's limits itself.
+fn init_signals(who: As) {
+    contained(who, &[], &["init_signals", "1024"]);
+}
+
 /// Finding 6: the caller's command line is not visible inside, the init
 /// is hidden, and procfs shows only processes.
 fn cmdline(who: As) {
@@ -516,6 +525,7 @@ fn battery(who: As) {
         return;
     }
     budgets(who);
+    init_signals(who);
     cmdline(who);
     shadowed_binds(who);
     usage_on_a_kill(who);

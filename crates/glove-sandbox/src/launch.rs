@@ -891,6 +891,14 @@ fn init_main(
 ) -> ! {
     trace::mark("init");
     let _ = process::set_parent_death_signal(libc::SIGKILL);
+    // The per-user budgets hold for the init too: signals queued to it are
+    // counted against its own limit (and, launched by an ordinary user,
+    // it shares its user with the agent).
+    for (res, v) in &prep.rlimits {
+        if process::set_rlimit(*res, *v).is_err() {
+            process::exit_now(1);
+        }
+    }
     // The init carries a copy of the supervisor's memory, including its
     // command line: `/proc/1/cmdline` must not show it inside.
     if process::clear_own_arguments(b"glove-init").is_err() {
@@ -1104,12 +1112,16 @@ fn supervise_inside(
     // to it (and to the supervisor) than spent on sampling.
     loop {
         match process::wait_signal(20) {
-            Ok(Some(KILL_REQUEST)) => {
+            // Only a sender outside the sandbox (the supervisor: pid 0 as
+            // seen here) is obeyed; what the agent sends the init (it can,
+            // when both run as the launching user) is dropped.
+            Ok(Some((_, from))) if from != 0 => {}
+            Ok(Some((KILL_REQUEST, _))) => {
                 // The supervisor ends the session: every process but this
                 // one; the agent's end is then reaped and reported below.
                 let _ = process::kill(-1, libc::SIGKILL);
             }
-            Ok(Some(sig)) if sig != libc::SIGCHLD => {
+            Ok(Some((sig, _))) if sig != libc::SIGCHLD => {
                 let _ = process::kill(-agent, sig);
                 let _ = process::kill(agent, sig);
             }

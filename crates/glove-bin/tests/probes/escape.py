@@ -452,6 +452,35 @@ def case_thrash(path):
             total += m[i]
 
 
+def case_init_signals(max_sigpending):
+    """The agent cannot end the sandbox through the init, nor fill the
+    launching user's queued-signal budget by queueing signals to it."""
+    import time
+    try:
+        os.kill(1, 40)  # the supervisor's kill request
+    except (PermissionError, ProcessLookupError):
+        pass
+    time.sleep(0.3)
+
+    class SigVal(ctypes.Union):
+        _fields_ = [("sival_int", ctypes.c_int), ("sival_ptr", ctypes.c_void_p)]
+    n = 0
+    while n < 200000:
+        if libc.sigqueue(1, 41, SigVal(1)) != 0:
+            break
+        n += 1
+    # The init drains its queue meanwhile; what counts is how many are
+    # outstanding for this user at most: SigQ counts them (and, launched by
+    # an ordinary user, the init's too).
+    if n >= 200000:
+        escaped("init_signals", "no limit on signals queued to the init")
+    status = open("/proc/self/status").read()
+    queued = int(status.split("SigQ:")[1].split("/")[0])
+    if queued > max_sigpending:
+        escaped("init_signals", f"{queued} signals outstanding")
+    contained("init_signals")
+
+
 CASES = {
     "denied_syscalls": case_denied_syscalls, "sockets": case_sockets, "network": case_network,
     "mount": case_mount, "namespaces": case_namespaces, "ptrace": case_ptrace,
@@ -467,6 +496,8 @@ if __name__ == "__main__":
         case_host_files(sys.argv[2])
     elif name == "processes":
         case_processes(sys.argv[2])
+    elif name == "init_signals":
+        case_init_signals(int(sys.argv[2]))
     elif name == "thrash":
         case_thrash(sys.argv[2])
     elif name == "cmdline":

@@ -252,8 +252,10 @@ pub(crate) fn reset_signal_dispositions() {
     }
 }
 
-/// Waits up to `timeout_ms` for a blocked signal; `Some(signo)` if one came.
-pub(crate) fn wait_signal(timeout_ms: u64) -> SysResult<Option<i32>> {
+/// Waits up to `timeout_ms` for a blocked signal; `Some((signo, pid))` if
+/// one came, with the sender's pid as this process's pid namespace sees it
+/// (0 for a sender outside the namespace, such as the supervisor).
+pub(crate) fn wait_signal(timeout_ms: u64) -> SysResult<Option<(i32, i32)>> {
     // SAFETY: sigset_t and siginfo_t are plain data filled by the kernel.
     unsafe {
         let mut all: libc::sigset_t = std::mem::zeroed();
@@ -264,7 +266,7 @@ pub(crate) fn wait_signal(timeout_ms: u64) -> SysResult<Option<i32>> {
         };
         let mut info: libc::siginfo_t = std::mem::zeroed();
         match check_int(libc::sigtimedwait(&all, &mut info, &ts)) {
-            Ok(sig) => Ok(Some(sig)),
+            Ok(sig) => Ok(Some((sig, info.si_pid()))),
             Err(Errno(libc::EAGAIN)) | Err(Errno(libc::EINTR)) => Ok(None),
             Err(e) => Err(e),
         }
