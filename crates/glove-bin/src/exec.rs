@@ -104,6 +104,19 @@ struct Stdio {
     pty: bool,
     out: Sink,
     err: Sink,
+    err_to_out: bool,
+}
+
+/// Whether both descriptors are the same terminal (a character device).
+fn same_terminal(a: BorrowedFd<'_>, b: BorrowedFd<'_>) -> bool {
+    use rustix::fs::FileType;
+    match (rustix::fs::fstat(a), rustix::fs::fstat(b)) {
+        (Ok(x), Ok(y)) => {
+            let chr = |m| FileType::from_raw_mode(m) == FileType::CharacterDevice;
+            chr(x.st_mode) && chr(y.st_mode) && x.st_rdev == y.st_rdev
+        }
+        _ => false,
+    }
 }
 
 impl StreamIo for Stdio {
@@ -119,6 +132,10 @@ impl StreamIo for Stdio {
                 }
                 self.out.push(bytes);
             }
+            // One terminal behind both streams: one queue and one
+            // neutraliser, so that the two streams' writes (partial ones
+            // included) can never interleave into a control sequence.
+            Stream::Stderr if self.err_to_out => self.out.push(bytes),
             Stream::Stderr => self.err.push(bytes),
         }
     }
@@ -280,6 +297,7 @@ pub fn run(a: ExecArgs) -> i32 {
         pty: a.pty,
         out: Sink::new(stdout.as_fd(), neutralize(stdout.as_fd())),
         err: Sink::new(stderr.as_fd(), neutralize(stderr.as_fd())),
+        err_to_out: same_terminal(stdout.as_fd(), stderr.as_fd()),
     };
     // The sandbox init has reported the end and is tearing its namespaces
     // down, and the session cgroup (empty, its counters read) is removed by

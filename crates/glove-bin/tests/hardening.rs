@@ -298,10 +298,10 @@ fn escapes_neutralised(who: As) {
     if !common::python_ok() {
         return;
     }
-    let on_tty = |extra: &[&str]| -> Vec<u8> {
+    let on_tty_with = |extra: &[&str], script: &str| -> Vec<u8> {
         let mut args = vec!["exec"];
         args.extend_from_slice(extra);
-        args.extend_from_slice(&["--", "/bin/sh", "-c", HOSTILE]);
+        args.extend_from_slice(&["--", "/bin/sh", "-c", script]);
         let script = "import os, pty, sys\n\
 pid, fd = pty.fork()\n\
 if pid == 0:\n    os.execv(sys.argv[1], sys.argv[1:])\n\
@@ -321,6 +321,12 @@ sys.stdout.write(out.hex())\n";
             .map(|i| u8::from_str_radix(&hex[2 * i..2 * i + 2], 16).unwrap_or(0))
             .collect()
     };
+    let on_tty = |extra: &[&str]| on_tty_with(extra, HOSTILE);
+    // A lead byte on one stream, its continuation on the other: on one
+    // terminal they must not meet as U+009B (CSI).
+    let split = r"printf '\302\033'; sleep 0.2; printf '\2336n' >&2";
+    let shown = on_tty_with(&[], split);
+    assert!(!shown.windows(2).any(|w| w == b"\xc2\x9b"), "{shown:?}");
     if who == As::Caller {
         let shown = on_tty(&[]);
         assert!(!shown.windows(2).any(|w| w == b"\x1b]"), "{shown:?}");

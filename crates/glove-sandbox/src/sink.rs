@@ -15,8 +15,13 @@
 //! SGR colour sequences (`ESC [ digits;… m`) pass; every other escape,
 //! C0 control (except tab, newline, carriage return and backspace), DEL
 //! and UTF-8-encoded C1 control becomes caret notation (`^[`, `^G`, `^?`,
-//! `M-^[`), so an OSC 52 clipboard write, a title change or a cursor
-//! report query never reaches the operator's terminal as one.
+//! `M-^[`), and every byte that is not part of a valid UTF-8 character
+//! (among them bare 8-bit C1 controls and a lead byte left dangling)
+//! becomes `\xNN`, so an OSC 52 clipboard write, a title change or a
+//! cursor report query never reaches the operator's terminal as one, and
+//! two neutralised streams interleaved cannot assemble one either. (A
+//! terminal in 8-bit, non-UTF-8 mode reads C1 controls inside valid UTF-8
+//! text; such terminals are not supported.)
 
 use crate::sys::fd::{self, PollEntry};
 use crate::sys::resolve;
@@ -39,8 +44,9 @@ enum Target {
     Socket(OwnedFd),
     /// A regular file: writes never wait for a reader.
     File(OwnedFd),
-    /// Anything else that cannot be reopened: writes of at most
-    /// `PIPE_BUF` bytes after `poll` says there is room.
+    /// Anything else that cannot be reopened (a terminal owned by another
+    /// user): each write is made with `O_NONBLOCK` set on the shared
+    /// description for that one call.
     Plain(OwnedFd),
     /// Nothing to write to (closed, or a write failed for good).
     Gone,
@@ -122,22 +128,9 @@ impl Sink {
                 Target::Reopened(o) => fd::write_once(o.as_fd(), &self.queue),
                 Target::Socket(f) => fd::send_nonblocking(f.as_fd(), &self.queue),
                 Target::File(f) => fd::write_once(f.as_fd(), &self.queue),
-                Target::Plain(f) => {
-                    let mut e = [PollEntry {
-                        fd: f.as_raw_fd(),
-                        events: libc::POLLOUT,
-                        revents: 0,
-                    }];
-                    match fd::poll(&mut e, 0) {
-                        Ok(1) if e[0].revents & libc::POLLOUT != 0 => {
-                            // Room for at least PIPE_BUF bytes: never blocks.
-                            let n = self.queue.len().min(libc::PIPE_BUF);
-                            fd::write_once(f.as_fd(), &self.queue[..n])
-                        }
-                        Ok(1) => Err(Errno(libc::EPIPE)),
-                        _ => return,
-                    }
-                }
+                // A description shared with the caller's parent that
+                // could not be reopened: non-blocking for each write only.
+                Target::Plain(f) => fd::write_once_nonblocking_shared(f.as_fd(), &self.queue),
                 Target::Gone => {
                     self.queue.clear();
                     return;
@@ -205,8 +198,8 @@ enum State {
     Escape,
     /// After `ESC [`, with the parameter bytes so far.
     Csi(Vec<u8>),
-    /// After a UTF-8 lead byte 0xC2 (a C1 control may follow).
-    LeadC2,
+    /// Inside a UTF-8 sequence: the bytes so far and how many are due.
+    Utf8 { bytes: [u8; 4], len: u8, need: u8 },
 }
 
 impl Neutralizer {
@@ -226,7 +219,7 @@ impl Neutralizer {
                 out.extend_from_slice(b"^[[");
                 out.extend_from_slice(&params);
             }
-            State::LeadC2 => out.push(0xC2),
+            State::Utf8 { bytes, len, .. } => hex(&bytes[..usize::from(len)], out),
         }
     }
 
@@ -255,12 +248,21 @@ impl Neutralizer {
                     self.text(b, out);
                 }
             }
-            State::LeadC2 => {
-                if (0x80..=0x9F).contains(&b) {
-                    out.extend_from_slice(b"M-^");
-                    out.push((b - 0x80) ^ 0x40);
+            State::Utf8 {
+                mut bytes,
+                len,
+                need,
+            } => {
+                if (0x80..=0xBF).contains(&b) {
+                    bytes[usize::from(len)] = b;
+                    let len = len + 1;
+                    if len < need {
+                        self.state = State::Utf8 { bytes, len, need };
+                    } else {
+                        utf8(&bytes[..usize::from(len)], out);
+                    }
                 } else {
-                    out.push(0xC2);
+                    hex(&bytes[..usize::from(len)], out);
                     self.text(b, out);
                 }
             }
@@ -268,17 +270,66 @@ impl Neutralizer {
     }
 
     fn text(&mut self, b: u8, out: &mut Vec<u8>) {
-        match b {
-            0x1B => self.state = State::Escape,
-            0xC2 => self.state = State::LeadC2,
-            b'\t' | b'\n' | b'\r' | 0x08 => out.push(b),
+        let need = match b {
+            0x1B => {
+                self.state = State::Escape;
+                return;
+            }
+            b'\t' | b'\n' | b'\r' | 0x08 => {
+                out.push(b);
+                return;
+            }
             0x00..=0x1F => {
                 out.push(b'^');
                 out.push(b ^ 0x40);
+                return;
             }
-            0x7F => out.extend_from_slice(b"^?"),
-            _ => out.push(b),
+            0x7F => {
+                out.extend_from_slice(b"^?");
+                return;
+            }
+            0x20..=0x7E => {
+                out.push(b);
+                return;
+            }
+            0xC2..=0xDF => 2,
+            0xE0..=0xEF => 3,
+            0xF0..=0xF4 => 4,
+            // A continuation byte alone, or a byte no UTF-8 has (and a bare
+            // 8-bit C1 control among them).
+            _ => {
+                hex(&[b], out);
+                return;
+            }
+        };
+        let mut bytes = [0u8; 4];
+        bytes[0] = b;
+        self.state = State::Utf8 {
+            bytes,
+            len: 1,
+            need,
+        };
+    }
+}
+
+/// A complete UTF-8 sequence: passed when it is a valid character that is
+/// not a C1 control; a C1 control in caret notation (`M-^[` for U+009B);
+/// anything invalid (overlong, surrogate) as hex.
+fn utf8(seq: &[u8], out: &mut Vec<u8>) {
+    match std::str::from_utf8(seq).ok().and_then(|s| s.chars().next()) {
+        Some(c) if ('\u{80}'..='\u{9f}').contains(&c) => {
+            out.extend_from_slice(b"M-^");
+            out.push(((c as u32 - 0x80) as u8) ^ 0x40);
         }
+        Some(_) => out.extend_from_slice(seq),
+        None => hex(seq, out),
+    }
+}
+
+/// Bytes that are not text, as `\xNN` each.
+fn hex(bytes: &[u8], out: &mut Vec<u8>) {
+    for b in bytes {
+        out.extend_from_slice(format!("\\x{b:02X}").as_bytes());
     }
 }
 
@@ -291,45 +342,48 @@ pub fn neutralize(input: &[u8]) -> Vec<u8> {
     out
 }
 
-/// For the fuzz target: neutralising never panics, and its output holds no
-/// escape but SGR and no control but tab, newline, return and backspace.
+/// For the fuzz target: neutralising never panics, and its output is
+/// valid UTF-8 with no escape but SGR and no control character but tab,
+/// newline, return and backspace (so two neutralised streams, interleaved
+/// anywhere, still hold none).
 pub fn fuzz_neutralize(input: &[u8]) {
     let out = neutralize(input);
     assert!(only_harmless(&out));
 }
 
-/// Whether `out` holds only text, the four harmless controls and SGR
-/// sequences.
+/// Whether `out` is valid UTF-8 holding only text, the four harmless
+/// controls and SGR sequences.
 pub fn only_harmless(out: &[u8]) -> bool {
+    let Ok(text) = std::str::from_utf8(out) else {
+        return false;
+    };
+    let bytes = text.as_bytes();
     let mut i = 0;
-    while i < out.len() {
-        match out[i] {
-            0x1B => {
-                // Must be ESC [ params m.
-                let rest = &out[i + 1..];
-                if rest.first() != Some(&b'[') {
-                    return false;
-                }
-                let Some(end) = rest.iter().position(|b| *b == b'm') else {
-                    return false;
-                };
-                if !rest[1..end]
-                    .iter()
-                    .all(|b| b.is_ascii_digit() || *b == b';' || *b == b':')
-                {
-                    return false;
-                }
-                i += end + 2;
-                continue;
+    while i < bytes.len() {
+        if bytes[i] == 0x1B {
+            // Must be ESC [ params m.
+            let rest = &bytes[i + 1..];
+            if rest.first() != Some(&b'[') {
+                return false;
             }
-            b'\t' | b'\n' | b'\r' | 0x08 => {}
-            0x00..=0x1F | 0x7F => return false,
-            0xC2 if out.get(i + 1).is_some_and(|n| (0x80..=0x9F).contains(n)) => return false,
-            _ => {}
+            let Some(end) = rest.iter().position(|b| *b == b'm') else {
+                return false;
+            };
+            if !rest[1..end]
+                .iter()
+                .all(|b| b.is_ascii_digit() || *b == b';' || *b == b':')
+            {
+                return false;
+            }
+            i += end + 2;
+            continue;
         }
         i += 1;
     }
-    true
+    text.chars().all(|c| {
+        matches!(c, '\t' | '\n' | '\r' | '\u{8}' | '\u{1b}')
+            || !(c.is_control() || ('\u{80}'..='\u{9f}').contains(&c))
+    })
 }
 
 #[cfg(test)]
@@ -347,6 +401,14 @@ mod tests {
         // C1 CSI (U+009B) and OSC (U+009D) in UTF-8.
         assert_eq!(neutralize(b"\xc2\x9b6n"), b"M-^[6n");
         assert_eq!(neutralize(b"\x7f\x00"), b"^?^@");
+        // Bare 8-bit C1 bytes and a lead byte left dangling (the review's
+        // cross-stream CSI: C2 on one stream, 9B on the other).
+        assert_eq!(neutralize(b"\x9b6n"), b"\\x9B6n");
+        assert_eq!(neutralize(b"\xc2\x1b"), b"\\xC2^[");
+        assert_eq!(neutralize(b"\xc2"), b"\\xC2");
+        // Overlong and surrogate encodings are not characters.
+        assert_eq!(neutralize(b"\xc0\xaf"), b"\\xC0\\xAF");
+        assert_eq!(neutralize(b"\xed\xa0\x80"), b"\\xED\\xA0\\x80");
     }
 
     #[test]
@@ -387,6 +449,41 @@ mod tests {
         #[test]
         fn harmless_text_is_unchanged(s in "[ -~\\t\\n]{0,200}") {
             prop_assert_eq!(neutralize(s.as_bytes()), s.as_bytes());
+        }
+
+        #[test]
+        fn unicode_text_is_unchanged(s in "\\PC{0,100}") {
+            // Printable characters of any script (no controls) pass as they are.
+            let printable: String = s.chars().filter(|c| !c.is_control()).collect();
+            prop_assert_eq!(neutralize(printable.as_bytes()), printable.as_bytes());
+        }
+
+        #[test]
+        fn two_streams_interleaved_stay_harmless(
+            a in prop::collection::vec(any::<u8>(), 0..128),
+            b in prop::collection::vec(any::<u8>(), 0..128),
+            cuts in prop::collection::vec(0usize..128, 0..8),
+        ) {
+            // Whole neutralised chunks of two streams, interleaved as two
+            // descriptors may reach one terminal.
+            let (na, nb) = (neutralize(&a), neutralize(&b));
+            let mut out = Vec::new();
+            let (mut ia, mut ib) = (0, 0);
+            for (k, c) in cuts.iter().enumerate() {
+                let (src, i) = if k % 2 == 0 { (&na, &mut ia) } else { (&nb, &mut ib) };
+                let end = (*i + c).min(src.len());
+                // Only at character boundaries: a write never splits one
+                // unless it is partial, and a partial one is continued
+                // before the other stream's next write on a terminal we
+                // own; this checks what the neutraliser promises.
+                let mut e = end;
+                while e < src.len() && (src[e] & 0xC0) == 0x80 { e += 1; }
+                out.extend_from_slice(&src[*i..e]);
+                *i = e;
+            }
+            out.extend_from_slice(&na[ia..]);
+            out.extend_from_slice(&nb[ib..]);
+            prop_assert!(only_harmless(&out));
         }
     }
 }

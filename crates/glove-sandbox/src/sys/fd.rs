@@ -321,3 +321,21 @@ pub(crate) fn send_nonblocking(fd: BorrowedFd<'_>, buf: &[u8]) -> SysResult<usiz
     };
     check(r as libc::c_long).map(|n| n as usize)
 }
+
+/// One write that never blocks on a descriptor whose open file description
+/// is shared and blocking (a terminal this process cannot reopen):
+/// `O_NONBLOCK` is set for the one call and the flags put back at once.
+pub(crate) fn write_once_nonblocking_shared(fd: BorrowedFd<'_>, buf: &[u8]) -> SysResult<usize> {
+    // SAFETY: fcntl flag manipulation has no memory effects.
+    let fl = check_int(unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_GETFL) })?;
+    if fl & libc::O_NONBLOCK == 0 {
+        // SAFETY: as above.
+        check_int(unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_SETFL, fl | libc::O_NONBLOCK) })?;
+    }
+    let r = write_once(fd, buf);
+    if fl & libc::O_NONBLOCK == 0 {
+        // SAFETY: as above.
+        let _ = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_SETFL, fl) };
+    }
+    r
+}
