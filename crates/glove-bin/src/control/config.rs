@@ -351,6 +351,28 @@ fn exists(path: &Path) -> bool {
     path.symlink_metadata().is_ok()
 }
 
+/// Every path the service holds, which no path grant may expose: the
+/// runtime directory, the materialization root, the keys, the policies,
+/// and the journals with the files kept beside them.
+pub fn held_paths(s: &Settings) -> super::held::HeldPaths {
+    let mut h = super::held::HeldPaths::new();
+    h.add(&s.runtime_dir).add(&s.receipt_key);
+    h.add_journal(&s.receipt_journal);
+    for p in [&s.materialization_root, &s.start_auth_key, &s.session_policy]
+        .into_iter()
+        .flatten()
+    {
+        h.add(p);
+    }
+    if let Some(store) = &s.session_store {
+        h.add_journal(store);
+    }
+    if let Some((policy, journal)) = &s.path_exposure {
+        h.add(policy).add_journal(journal);
+    }
+    h
+}
+
 /// Checks every configured path and builds the service (no socket yet).
 pub fn start(s: &Settings) -> Result<Started, Rejection> {
     let runtime_dir = placement::ensure_dir(&s.runtime_dir, "the runtime directory")?;
@@ -505,7 +527,8 @@ pub fn start(s: &Settings) -> Result<Started, Rejection> {
             let cfg = super::managed::RuntimeConfig {
                 launcher,
                 bundle_root: s.library_bundle_root.clone(),
-                protected_paths: vec![s.runtime_dir.display().to_string()],
+                runtime_dir: s.runtime_dir.clone(),
+                held: held_paths(s),
                 materialization_root: mat_root.clone(),
                 transcript_bytes: s.transcript_bytes,
             };

@@ -68,8 +68,10 @@ pub struct RuntimeConfig {
     pub launcher: PathBuf,
     /// The pinned library bundle root, if any.
     pub bundle_root: Option<PathBuf>,
-    /// Host paths no grant may expose (the runtime directory).
-    pub protected_paths: Vec<String>,
+    /// The runtime directory (the test hooks write there).
+    pub runtime_dir: PathBuf,
+    /// Every path the service holds; no grant may expose one.
+    pub held: super::held::HeldPaths,
     /// Transcript bytes per session.
     pub transcript_bytes: usize,
     /// The materialization root: one launcher record per started session.
@@ -349,6 +351,7 @@ pub fn build_spec(
                 .at("path_grants"))
             }
         };
+        cfg.held.check_grant(g.alias.as_str(), alias.host_path())?;
         if grants.is_empty() {
             working_directory = alias.target_path().to_owned();
         }
@@ -432,7 +435,7 @@ pub fn build_spec(
     wire.enforcement = Enforcement::Strict;
     wire.grants = grants;
     wire.bundles = bundles;
-    wire.protected_paths = cfg.protected_paths.clone();
+    wire.protected_paths = cfg.held.to_strings();
     wire.hold_for_release = true;
     Ok((wire, projections))
 }
@@ -1153,9 +1156,10 @@ impl Runtime {
         if std::env::var("GLOVE_TEST_PAUSE_AT").ok().as_deref() != Some(point) {
             return;
         }
-        if let Some(dir) = self.cfg.protected_paths.first() {
-            let _ = std::fs::write(Path::new(dir).join(format!("paused-{point}")), b"");
-        }
+        let _ = std::fs::write(
+            self.cfg.runtime_dir.join(format!("paused-{point}")),
+            b"",
+        );
         tracing::warn!(point, "test hook: paused");
         loop {
             std::thread::park();
