@@ -211,7 +211,38 @@ pub fn probe(launcher: &Path) -> Result<(), Rejection> {
     .map_err(|e| bad(format!("probe spec: {e}")))?;
     let mut wire = SpecWire::from_spec(&spec).ok_or_else(|| bad("probe spec".into()))?;
     wire.enforcement = Enforcement::Strict;
-    let (mut sock, _child) = spawn_launcher(launcher).map_err(|e| bad(e.message().into()))?;
+    let (sock, child) = spawn_launcher(launcher).map_err(|e| bad(e.message().into()))?;
+    let verdict = probe_over(sock, wire);
+    // The socket is closed by now, so the launcher finishes; it is reaped
+    // here and leaves no zombie behind for the service's lifetime.
+    reap_within(child, PROBE_REAP_TIMEOUT);
+    verdict
+}
+
+/// How long the probe's launcher gets to exit after its verdict before it
+/// is killed (and then reaped).
+const PROBE_REAP_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Waits for `child` for at most `timeout`, then kills it and waits.
+fn reap_within(mut child: std::process::Child, timeout: Duration) {
+    let deadline = std::time::Instant::now() + timeout;
+    loop {
+        match child.try_wait() {
+            Ok(Some(_)) | Err(_) => return,
+            Ok(None) if std::time::Instant::now() >= deadline => {
+                tracing::warn!(pid = child.id(), "the probe's launcher did not exit; killing it");
+                let _ = child.kill();
+                let _ = child.wait();
+                return;
+            }
+            Ok(None) => std::thread::sleep(Duration::from_millis(2)),
+        }
+    }
+}
+
+/// The probe's exchange with its launcher: the spec out, the verdict in.
+fn probe_over(mut sock: UnixStream, wire: SpecWire) -> Result<(), Rejection> {
+    let bad = |m: String| Rejection::new(SESSION_RUNTIME_UNAVAILABLE, m);
     sock.write_all(&ToLauncher::Spec(Box::new(wire)).encode())
         .map_err(|e| bad(format!("probe: {e}")))?;
     let mut dec = Decoder::default();
@@ -1086,20 +1117,25 @@ impl Runtime {
             "pid": ident.pid,
             "start_time_ticks": ident.start_time_ticks,
         });
-        let path = self.launcher_file(id);
-        let write = || -> std::io::Result<()> {
-            use std::os::unix::fs::OpenOptionsExt;
-            let mut f = std::fs::OpenOptions::new()
-                .write(true)
-                .create(true)
-                .truncate(true)
-                .mode(0o600)
-                .open(&path)?;
-            f.write_all(body.to_string().as_bytes())?;
-            f.sync_all()?;
-            std::fs::File::open(&self.cfg.materialization_root)?.sync_all()
-        };
-        write().map_err(|e| bad(format!("launcher record: {e}")))
+        let name = self
+            .launcher_file(id)
+            .file_name()
+            .map(std::ffi::OsStr::to_owned)
+            .ok_or_else(|| bad("launcher record name".into()))?;
+        let root = super::placement::open_dir(
+            &self.cfg.materialization_root,
+            "the materialization root",
+        )
+        .map_err(|r| {
+            tracing::warn!(code = r.code().as_str(), reason = r.message(), "launcher record");
+            bad("launcher record: cannot open the materialization root".into())
+        })?;
+        glove_journal::atomic::write_file(
+            rustix::fd::AsFd::as_fd(&root),
+            &name,
+            body.to_string().as_bytes(),
+        )
+        .map_err(|e| bad(format!("launcher record: {e}")))
     }
 
     fn forget_launcher(&self, id: &SessionId) {
