@@ -46,7 +46,10 @@ mod tests {
             .collect();
         assert_eq!(names, ["f"], "no sibling left behind");
         for bad in ["", ".", "..", "a/b"] {
-            assert!(write_file(dir.as_fd(), OsStr::new(bad), b"x").is_err(), "{bad:?}");
+            assert!(
+                write_file(dir.as_fd(), OsStr::new(bad), b"x").is_err(),
+                "{bad:?}"
+            );
         }
     }
 }

@@ -380,9 +380,13 @@ pub fn held_paths(s: &Settings) -> super::held::HeldPaths {
     let mut h = super::held::HeldPaths::new();
     h.add(&s.runtime_dir).add(&s.receipt_key);
     h.add_journal(&s.receipt_journal);
-    for p in [&s.materialization_root, &s.start_auth_key, &s.session_policy]
-        .into_iter()
-        .flatten()
+    for p in [
+        &s.materialization_root,
+        &s.start_auth_key,
+        &s.session_policy,
+    ]
+    .into_iter()
+    .flatten()
     {
         h.add(p);
     }

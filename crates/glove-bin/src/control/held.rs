@@ -151,7 +151,10 @@ mod tests {
         let dotted = format!("{}/../keys", s(&work));
         assert_eq!(code(held.check_grant("a", &dotted)), refused);
         assert_eq!(code(held.check_grant("a", &s(&work))), None);
-        assert_eq!(code(held.check_grant("a", &s(&t.path().join("gone")))), None);
+        assert_eq!(
+            code(held.check_grant("a", &s(&t.path().join("gone")))),
+            None
+        );
     }
 
     #[test]

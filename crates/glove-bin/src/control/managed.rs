@@ -230,7 +230,10 @@ fn reap_within(mut child: std::process::Child, timeout: Duration) {
         match child.try_wait() {
             Ok(Some(_)) | Err(_) => return,
             Ok(None) if std::time::Instant::now() >= deadline => {
-                tracing::warn!(pid = child.id(), "the probe's launcher did not exit; killing it");
+                tracing::warn!(
+                    pid = child.id(),
+                    "the probe's launcher did not exit; killing it"
+                );
                 let _ = child.kill();
                 let _ = child.wait();
                 return;
@@ -1122,14 +1125,16 @@ impl Runtime {
             .file_name()
             .map(std::ffi::OsStr::to_owned)
             .ok_or_else(|| bad("launcher record name".into()))?;
-        let root = super::placement::open_dir(
-            &self.cfg.materialization_root,
-            "the materialization root",
-        )
-        .map_err(|r| {
-            tracing::warn!(code = r.code().as_str(), reason = r.message(), "launcher record");
-            bad("launcher record: cannot open the materialization root".into())
-        })?;
+        let root =
+            super::placement::open_dir(&self.cfg.materialization_root, "the materialization root")
+                .map_err(|r| {
+                    tracing::warn!(
+                        code = r.code().as_str(),
+                        reason = r.message(),
+                        "launcher record"
+                    );
+                    bad("launcher record: cannot open the materialization root".into())
+                })?;
         glove_journal::atomic::write_file(
             rustix::fd::AsFd::as_fd(&root),
             &name,
@@ -1192,10 +1197,7 @@ impl Runtime {
         if std::env::var("GLOVE_TEST_PAUSE_AT").ok().as_deref() != Some(point) {
             return;
         }
-        let _ = std::fs::write(
-            self.cfg.runtime_dir.join(format!("paused-{point}")),
-            b"",
-        );
+        let _ = std::fs::write(self.cfg.runtime_dir.join(format!("paused-{point}")), b"");
         tracing::warn!(point, "test hook: paused");
         loop {
             std::thread::park();

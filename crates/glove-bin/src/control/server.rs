@@ -84,7 +84,10 @@ impl Shared {
     fn enter_handshake(&self) -> (u64, Arc<Notify>) {
         let id = self.next_pending.fetch_add(1, Ordering::Relaxed);
         let evict = Arc::new(Notify::new());
-        let mut p = self.pending.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut p = self
+            .pending
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         while p.len() >= self.limits.max_handshakes {
             match p.pop_front() {
                 // `notify_one` keeps the wake-up if the task is not waiting yet.
@@ -98,7 +101,10 @@ impl Shared {
 
     /// Leaves the handshake budget (done, failed or evicted).
     fn leave_handshake(&self, id: u64) {
-        let mut p = self.pending.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut p = self
+            .pending
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         p.retain(|(i, _)| *i != id);
     }
 }
