@@ -15,9 +15,10 @@ pub struct Limits {
     /// still in the handshake do not count here.
     pub max_connections: usize,
     /// Connections still in the handshake at once (default 16), a budget
-    /// of their own: one more closes the oldest of them with
-    /// `control_too_many_handshakes`, so silent sockets can delay the owner
-    /// by at most the handshake timeout and never lock it out.
+    /// of their own: one more waits until one leaves or the oldest has been
+    /// pending for a second, which is then closed with
+    /// `control_too_many_handshakes`; so silent sockets delay the owner by
+    /// about a second and never lock it out.
     pub max_handshakes: usize,
     /// Requests of one connection being processed at once (default 8); one
     /// more is answered with `control_busy`.

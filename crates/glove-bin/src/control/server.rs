@@ -6,7 +6,8 @@
 //! `hello` and the first frame must be a valid `authenticate` within the
 //! handshake timeout (anything else is answered with an `auth_*` error and
 //! the connection is closed). Two budgets: connections still in the
-//! handshake (`max_handshakes`; one more closes the oldest of them with
+//! handshake (`max_handshakes`; one more waits until one leaves or the
+//! oldest has been pending a second, which is then closed with
 //! `control_too_many_handshakes`) and authenticated connections
 //! (`max_connections`; a slot is taken when the handshake succeeds, and
 //! with none free the peer gets `control_too_many_connections`, at once if
@@ -51,6 +52,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::{UnixListener, UnixStream};
 use tokio::sync::{mpsc, watch, Notify, OwnedSemaphorePermit, Semaphore};
+use tokio::time::Instant;
 
 /// Longest socket path (`sun_path` holds 108 bytes with the NUL).
 pub const MAX_SOCKET_PATH: usize = 107;
@@ -70,33 +72,74 @@ struct Shared {
     /// Slots of authenticated connections (`max_connections`); a
     /// connection takes one when its handshake succeeds.
     connections: Arc<Semaphore>,
-    /// Connections still in the handshake, oldest first, each with the
-    /// signal that closes it when a newer one needs its place.
-    pending: Mutex<VecDeque<(u64, Arc<Notify>)>>,
+    /// Connections still in the handshake, oldest first, each with when it
+    /// entered and the signal that closes it when a newer one needs its
+    /// place.
+    pending: Mutex<VecDeque<(u64, Instant, Arc<Notify>)>>,
+    /// Woken when a connection leaves the handshake budget.
+    freed: Notify,
     /// Numbers the pending connections.
     next_pending: AtomicU64,
 }
 
+/// A pending connection older than this (or than the handshake timeout,
+/// if shorter) may be closed to admit a new one; a younger one is waited
+/// for, so a burst of real clients waits its turn instead of evicting
+/// itself.
+const EVICTABLE_AFTER: std::time::Duration = std::time::Duration::from_secs(1);
+
 impl Shared {
-    /// Enters a new connection into the handshake budget, closing the
-    /// oldest pending one when the budget is full; returns its number and
-    /// its eviction signal.
-    fn enter_handshake(&self) -> (u64, Arc<Notify>) {
+    /// Enters a new connection into the handshake budget. With the budget
+    /// full, the oldest pending connection is closed once it has waited
+    /// [`EVICTABLE_AFTER`]; until then the new one waits, for at most the
+    /// handshake timeout (then `None`). Returns its number and its eviction
+    /// signal.
+    async fn enter_handshake(&self) -> Option<(u64, Arc<Notify>)> {
         let id = self.next_pending.fetch_add(1, Ordering::Relaxed);
-        let evict = Arc::new(Notify::new());
-        let mut p = self
-            .pending
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        while p.len() >= self.limits.max_handshakes {
-            match p.pop_front() {
-                // `notify_one` keeps the wake-up if the task is not waiting yet.
-                Some((_, oldest)) => oldest.notify_one(),
-                None => break,
+        let evictable = EVICTABLE_AFTER.min(self.limits.handshake_timeout);
+        let deadline = Instant::now() + self.limits.handshake_timeout;
+        loop {
+            // Registered before the check, so a slot freed in between wakes it.
+            let freed = self.freed.notified();
+            tokio::pin!(freed);
+            freed.as_mut().enable();
+            let wait = {
+                let mut p = self
+                    .pending
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner);
+                let now = Instant::now();
+                let wait = match p.front() {
+                    Some((_, since, _)) if p.len() >= self.limits.max_handshakes => {
+                        let age = now.saturating_duration_since(*since);
+                        if age >= evictable {
+                            if let Some((_, _, oldest)) = p.pop_front() {
+                                // Kept if that task is not waiting on it yet.
+                                oldest.notify_one();
+                            }
+                            None
+                        } else {
+                            Some(evictable - age)
+                        }
+                    }
+                    _ => None,
+                };
+                if wait.is_none() {
+                    let evict = Arc::new(Notify::new());
+                    p.push_back((id, now, evict.clone()));
+                    return Some((id, evict));
+                }
+                wait.unwrap_or_default()
+            };
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return None;
+            }
+            tokio::select! {
+                () = &mut freed => {}
+                () = tokio::time::sleep(wait.min(left)) => {}
             }
         }
-        p.push_back((id, evict.clone()));
-        (id, evict)
     }
 
     /// Leaves the handshake budget (done, failed or evicted).
@@ -105,7 +148,9 @@ impl Shared {
             .pending
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        p.retain(|(i, _)| *i != id);
+        p.retain(|(i, _, _)| *i != id);
+        drop(p);
+        self.freed.notify_waiters();
     }
 }
 
@@ -206,6 +251,7 @@ pub async fn serve(
         uid: rustix::process::geteuid().as_raw(),
         connections: Arc::new(Semaphore::new(limits.max_connections)),
         pending: Mutex::new(VecDeque::new()),
+        freed: Notify::new(),
         next_pending: AtomicU64::new(0),
     });
     let connections = shared.connections.clone();
@@ -292,11 +338,10 @@ fn admit(stream: UnixStream, shared: &Arc<Shared>, shutdown: &watch::Receiver<bo
         });
         return;
     }
-    let (pending, evict) = shared.enter_handshake();
     let shared = shared.clone();
     let shutdown = shutdown.clone();
     tokio::spawn(async move {
-        connection(stream, shared, shutdown, pending, evict).await;
+        connection(stream, shared, shutdown).await;
     });
 }
 
@@ -490,13 +535,7 @@ async fn handshake(
     }
 }
 
-async fn connection(
-    stream: UnixStream,
-    shared: Arc<Shared>,
-    mut shutdown: watch::Receiver<bool>,
-    pending: u64,
-    evict: Arc<Notify>,
-) {
+async fn connection(stream: UnixStream, shared: Arc<Shared>, mut shutdown: watch::Receiver<bool>) {
     let limits = shared.limits;
     let max = limits.max_frame_bytes;
     let (rd, wr) = stream.into_split();
@@ -508,16 +547,29 @@ async fn connection(
     // Bounded: the reader waits when answers are not being written.
     let (tx, rx) = mpsc::channel(limits.max_in_flight + 2);
     let writer = tokio::spawn(write_loop(wr, rx, limits.write_timeout));
+    let too_many = || {
+        RpcError::new(
+            protocol::LIMIT_ERROR,
+            CONTROL_TOO_MANY_HANDSHAKES,
+            "too many connections are in the handshake; try again",
+        )
+        .to_response(None)
+    };
+    let Some((pending, evict)) = shared.enter_handshake().await else {
+        tracing::warn!(
+            code = CONTROL_TOO_MANY_HANDSHAKES.as_str(),
+            "connection refused: the handshake budget stayed full"
+        );
+        send(&tx, max, &too_many());
+        drop(tx);
+        finish_writer(writer, limits.write_timeout).await;
+        return;
+    };
     let authed = tokio::select! {
         a = handshake(&mut reader, &tx, &shared) => a,
         () = evict.notified() => {
             tracing::warn!(code = CONTROL_TOO_MANY_HANDSHAKES.as_str(), "the oldest unauthenticated connection closed");
-            let e = RpcError::new(
-                protocol::LIMIT_ERROR,
-                CONTROL_TOO_MANY_HANDSHAKES,
-                "too many connections are in the handshake; the oldest was closed",
-            );
-            send(&tx, max, &e.to_response(None));
+            send(&tx, max, &too_many());
             None
         }
     };
