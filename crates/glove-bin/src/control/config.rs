@@ -113,7 +113,7 @@ pub struct GlovedArgs {
     #[arg(long, value_name = "N")]
     pub max_connections: Option<usize>,
     /// Connections still in the handshake at once, counted apart from the
-    /// authenticated ones; one more closes the oldest [default: 16].
+    /// authenticated ones; one more waits, then closes the oldest [default: 16].
     #[arg(long, value_name = "N")]
     pub max_handshakes: Option<usize>,
     /// Requests in flight per connection [default: 8].
