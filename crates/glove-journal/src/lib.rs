@@ -15,6 +15,9 @@
 //! * [`replay`] — [`replay_bytes`], the pure, panic-free strict decoder that
 //!   classifies every failure as a torn tail or as corruption with a code and
 //!   a byte offset;
+//! * [`atomic`] — [`atomic::write_file`], the one helper for a small
+//!   durable file written whole (sibling, fsync, rename, fsync of the
+//!   directory);
 //! * `placement` — protected placement checks and the file operations
 //!   (private);
 //! * `commit` — group commit (private): appenders queue records, one leader
@@ -40,6 +43,7 @@
 
 pub mod anchor;
 pub mod anchor_file;
+pub mod atomic;
 mod commit;
 pub mod error;
 pub mod format;

@@ -109,9 +109,13 @@ pub struct GlovedArgs {
     /// Largest frame in bytes [default: 1048576].
     #[arg(long, value_name = "BYTES")]
     pub max_frame_bytes: Option<u32>,
-    /// Connections served at once [default: 64].
+    /// Authenticated connections served at once [default: 64].
     #[arg(long, value_name = "N")]
     pub max_connections: Option<usize>,
+    /// Connections still in the handshake at once, counted apart from the
+    /// authenticated ones; one more waits, then closes the oldest [default: 16].
+    #[arg(long, value_name = "N")]
+    pub max_handshakes: Option<usize>,
     /// Requests in flight per connection [default: 8].
     #[arg(long, value_name = "N")]
     pub max_in_flight: Option<usize>,
@@ -124,6 +128,10 @@ pub struct GlovedArgs {
     /// Time in-flight requests get on shutdown, in seconds [default: 10].
     #[arg(long, value_name = "SECS")]
     pub shutdown_grace_secs: Option<u64>,
+    /// A frame not written to its client within this long closes the
+    /// connection, in seconds [default: 30].
+    #[arg(long, value_name = "SECS")]
+    pub write_timeout_secs: Option<u64>,
 }
 
 /// The config file: the same settings as the flags, strictly decoded.
@@ -145,10 +153,12 @@ struct ConfigFile {
     log_format: Option<LogFormat>,
     max_frame_bytes: Option<u32>,
     max_connections: Option<usize>,
+    max_handshakes: Option<usize>,
     max_in_flight: Option<usize>,
     idle_timeout_secs: Option<u64>,
     handshake_timeout_secs: Option<u64>,
     shutdown_grace_secs: Option<u64>,
+    write_timeout_secs: Option<u64>,
 }
 
 /// Resolved settings.
@@ -243,6 +253,12 @@ impl GlovedArgs {
                 d.max_connections,
                 "max_connections",
             )?,
+            max_handshakes: count(
+                self.max_handshakes,
+                file.max_handshakes,
+                d.max_handshakes,
+                "max_handshakes",
+            )?,
             max_in_flight: count(
                 self.max_in_flight,
                 file.max_in_flight,
@@ -266,6 +282,12 @@ impl GlovedArgs {
                 file.shutdown_grace_secs,
                 d.shutdown_grace,
                 "shutdown_grace_secs",
+            )?,
+            write_timeout: secs(
+                self.write_timeout_secs,
+                file.write_timeout_secs,
+                d.write_timeout,
+                "write_timeout_secs",
             )?,
             replay_window: d.replay_window,
         };
@@ -349,6 +371,32 @@ fn at<'p>(path: &'p Path, what: &str) -> impl Fn(JournalError) -> Rejection + 'p
 
 fn exists(path: &Path) -> bool {
     path.symlink_metadata().is_ok()
+}
+
+/// Every path the service holds, which no path grant may expose: the
+/// runtime directory, the materialization root, the keys, the policies,
+/// and the journals with the files kept beside them.
+pub fn held_paths(s: &Settings) -> super::held::HeldPaths {
+    let mut h = super::held::HeldPaths::new();
+    h.add(&s.runtime_dir).add(&s.receipt_key);
+    h.add_journal(&s.receipt_journal);
+    for p in [
+        &s.materialization_root,
+        &s.start_auth_key,
+        &s.session_policy,
+    ]
+    .into_iter()
+    .flatten()
+    {
+        h.add(p);
+    }
+    if let Some(store) = &s.session_store {
+        h.add_journal(store);
+    }
+    if let Some((policy, journal)) = &s.path_exposure {
+        h.add(policy).add_journal(journal);
+    }
+    h
 }
 
 /// Checks every configured path and builds the service (no socket yet).
@@ -505,7 +553,8 @@ pub fn start(s: &Settings) -> Result<Started, Rejection> {
             let cfg = super::managed::RuntimeConfig {
                 launcher,
                 bundle_root: s.library_bundle_root.clone(),
-                protected_paths: vec![s.runtime_dir.display().to_string()],
+                runtime_dir: s.runtime_dir.clone(),
+                held: held_paths(s),
                 materialization_root: mat_root.clone(),
                 transcript_bytes: s.transcript_bytes,
             };

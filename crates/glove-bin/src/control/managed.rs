@@ -68,8 +68,10 @@ pub struct RuntimeConfig {
     pub launcher: PathBuf,
     /// The pinned library bundle root, if any.
     pub bundle_root: Option<PathBuf>,
-    /// Host paths no grant may expose (the runtime directory).
-    pub protected_paths: Vec<String>,
+    /// The runtime directory (the test hooks write there).
+    pub runtime_dir: PathBuf,
+    /// Every path the service holds; no grant may expose one.
+    pub held: super::held::HeldPaths,
     /// Transcript bytes per session.
     pub transcript_bytes: usize,
     /// The materialization root: one launcher record per started session.
@@ -209,7 +211,41 @@ pub fn probe(launcher: &Path) -> Result<(), Rejection> {
     .map_err(|e| bad(format!("probe spec: {e}")))?;
     let mut wire = SpecWire::from_spec(&spec).ok_or_else(|| bad("probe spec".into()))?;
     wire.enforcement = Enforcement::Strict;
-    let (mut sock, _child) = spawn_launcher(launcher).map_err(|e| bad(e.message().into()))?;
+    let (sock, child) = spawn_launcher(launcher).map_err(|e| bad(e.message().into()))?;
+    let verdict = probe_over(sock, wire);
+    // The socket is closed by now, so the launcher finishes; it is reaped
+    // here and leaves no zombie behind for the service's lifetime.
+    reap_within(child, PROBE_REAP_TIMEOUT);
+    verdict
+}
+
+/// How long the probe's launcher gets to exit after its verdict before it
+/// is killed (and then reaped).
+const PROBE_REAP_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Waits for `child` for at most `timeout`, then kills it and waits.
+fn reap_within(mut child: std::process::Child, timeout: Duration) {
+    let deadline = std::time::Instant::now() + timeout;
+    loop {
+        match child.try_wait() {
+            Ok(Some(_)) | Err(_) => return,
+            Ok(None) if std::time::Instant::now() >= deadline => {
+                tracing::warn!(
+                    pid = child.id(),
+                    "the probe's launcher did not exit; killing it"
+                );
+                let _ = child.kill();
+                let _ = child.wait();
+                return;
+            }
+            Ok(None) => std::thread::sleep(Duration::from_millis(2)),
+        }
+    }
+}
+
+/// The probe's exchange with its launcher: the spec out, the verdict in.
+fn probe_over(mut sock: UnixStream, wire: SpecWire) -> Result<(), Rejection> {
+    let bad = |m: String| Rejection::new(SESSION_RUNTIME_UNAVAILABLE, m);
     sock.write_all(&ToLauncher::Spec(Box::new(wire)).encode())
         .map_err(|e| bad(format!("probe: {e}")))?;
     let mut dec = Decoder::default();
@@ -349,6 +385,7 @@ pub fn build_spec(
                 .at("path_grants"))
             }
         };
+        cfg.held.check_grant(g.alias.as_str(), alias.host_path())?;
         if grants.is_empty() {
             working_directory = alias.target_path().to_owned();
         }
@@ -432,7 +469,7 @@ pub fn build_spec(
     wire.enforcement = Enforcement::Strict;
     wire.grants = grants;
     wire.bundles = bundles;
-    wire.protected_paths = cfg.protected_paths.clone();
+    wire.protected_paths = cfg.held.to_strings();
     wire.hold_for_release = true;
     Ok((wire, projections))
 }
@@ -1083,20 +1120,27 @@ impl Runtime {
             "pid": ident.pid,
             "start_time_ticks": ident.start_time_ticks,
         });
-        let path = self.launcher_file(id);
-        let write = || -> std::io::Result<()> {
-            use std::os::unix::fs::OpenOptionsExt;
-            let mut f = std::fs::OpenOptions::new()
-                .write(true)
-                .create(true)
-                .truncate(true)
-                .mode(0o600)
-                .open(&path)?;
-            f.write_all(body.to_string().as_bytes())?;
-            f.sync_all()?;
-            std::fs::File::open(&self.cfg.materialization_root)?.sync_all()
-        };
-        write().map_err(|e| bad(format!("launcher record: {e}")))
+        let name = self
+            .launcher_file(id)
+            .file_name()
+            .map(std::ffi::OsStr::to_owned)
+            .ok_or_else(|| bad("launcher record name".into()))?;
+        let root =
+            super::placement::open_dir(&self.cfg.materialization_root, "the materialization root")
+                .map_err(|r| {
+                    tracing::warn!(
+                        code = r.code().as_str(),
+                        reason = r.message(),
+                        "launcher record"
+                    );
+                    bad("launcher record: cannot open the materialization root".into())
+                })?;
+        glove_journal::atomic::write_file(
+            rustix::fd::AsFd::as_fd(&root),
+            &name,
+            body.to_string().as_bytes(),
+        )
+        .map_err(|e| bad(format!("launcher record: {e}")))
     }
 
     fn forget_launcher(&self, id: &SessionId) {
@@ -1153,9 +1197,7 @@ impl Runtime {
         if std::env::var("GLOVE_TEST_PAUSE_AT").ok().as_deref() != Some(point) {
             return;
         }
-        if let Some(dir) = self.cfg.protected_paths.first() {
-            let _ = std::fs::write(Path::new(dir).join(format!("paused-{point}")), b"");
-        }
+        let _ = std::fs::write(self.cfg.runtime_dir.join(format!("paused-{point}")), b"");
         tracing::warn!(point, "test hook: paused");
         loop {
             std::thread::park();

@@ -21,6 +21,8 @@
 //!   spec built from policy and plan, `start_session` through
 //!   `glove-launcher` (launch binding durable before release), the
 //!   per-session transcript and stream, stop, terminal receipts, recovery;
+//! * [`held`] — the paths the service holds and the refusal of a grant that
+//!   would expose one to the agent;
 //! * [`ports`] — the lifecycle's `TransitionLog` and `ReceiptLog` over the
 //!   session store and receipt journal for the records after creation;
 //! * [`limits`] — the configured bounds;
@@ -42,6 +44,7 @@ pub mod client;
 pub mod client_cli;
 pub mod config;
 pub mod frame;
+pub mod held;
 pub mod limits;
 pub mod managed;
 pub mod placement;

@@ -7,16 +7,16 @@
 //! an open descriptor (`O_DIRECTORY | O_NOFOLLOW`), and the descriptor is
 //! returned so a caller can pin the directory's identity.
 //!
-//! Files written here are created under a temporary name with `O_EXCL |
-//! O_NOFOLLOW` and mode 0600 relative to the directory descriptor, synced,
-//! renamed over the final name, and the directory is synced.
+//! Files written here go through `glove_journal::atomic::write_file`: a
+//! sibling created with `O_EXCL | O_NOFOLLOW` and mode 0600 relative to the
+//! directory descriptor, synced, renamed over the final name, and the
+//! directory synced.
 
 use glove_types::codes::control::*;
 use glove_types::Rejection;
 use rustix::fd::{AsFd, OwnedFd};
 use rustix::fs::{self, FileType, Mode, OFlags};
 use rustix::io::Errno;
-use std::io::Write;
 use std::path::Path;
 
 fn euid() -> u32 {
@@ -172,28 +172,11 @@ pub fn check_file(path: &Path, what: &str) -> Result<(), Rejection> {
 }
 
 /// Atomically writes `contents` as `name` (mode 0600) in the directory
-/// `dir`, synced (see the module docs).
+/// `dir`, synced: through [`glove_journal::atomic::write_file`], the one
+/// helper every durable file write of the service uses.
 pub fn write_private(dir: &OwnedFd, name: &str, contents: &[u8]) -> Result<(), Rejection> {
-    let io = |what: &str, e: std::io::Error| {
-        Rejection::new(CONTROL_SECRET_IO, format!("cannot {what} {name}: {e}"))
-    };
-    let tmp = format!(".{name}.tmp.{}", std::process::id());
-    let _ = fs::unlinkat(dir, tmp.as_str(), fs::AtFlags::empty());
-    let fd = fs::openat(
-        dir,
-        tmp.as_str(),
-        OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC,
-        Mode::from_raw_mode(0o600),
-    )
-    .map_err(|e| io("create", e.into()))?;
-    fs::fchmod(&fd, Mode::from_raw_mode(0o600)).map_err(|e| io("chmod", e.into()))?;
-    let mut file = std::fs::File::from(fd);
-    file.write_all(contents).map_err(|e| io("write", e))?;
-    file.sync_all().map_err(|e| io("sync", e))?;
-    drop(file);
-    fs::renameat(dir, tmp.as_str(), dir, name).map_err(|e| io("rename", e.into()))?;
-    fs::fsync(dir.as_fd()).map_err(|e| io("sync the directory of", e.into()))?;
-    Ok(())
+    glove_journal::atomic::write_file(dir.as_fd(), std::ffi::OsStr::new(name), contents)
+        .map_err(|e| Rejection::new(CONTROL_SECRET_IO, format!("cannot write {name}: {e}")))
 }
 
 /// Removes `name` from `dir`; a missing file is fine.

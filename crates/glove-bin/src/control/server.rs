@@ -2,11 +2,17 @@
 //! shut down gracefully.
 //!
 //! Per connection: the peer's `SO_PEERCRED` uid must be the service uid
-//! (else the connection is closed without a byte); past the connection
-//! bound the peer gets one `control_too_many_connections` error and is
-//! closed; the server sends `hello` and the first frame must be a valid
-//! `authenticate` within the handshake timeout (anything else is answered
-//! with an `auth_*` error and the connection is closed). After that, each
+//! (else the connection is closed without a byte); the server sends
+//! `hello` and the first frame must be a valid `authenticate` within the
+//! handshake timeout (anything else is answered with an `auth_*` error and
+//! the connection is closed). Two budgets: connections still in the
+//! handshake (`max_handshakes`; one more waits until one leaves or the
+//! oldest has been pending a second, which is then closed with
+//! `control_too_many_handshakes`) and authenticated connections
+//! (`max_connections`; a slot is taken when the handshake succeeds, and
+//! with none free the peer gets `control_too_many_connections`, at once if
+//! none is free when it connects). Silent sockets therefore never hold an
+//! authenticated slot, and cannot keep the owner out. After that, each
 //! request runs on the blocking pool, at most `max_in_flight` at once per
 //! connection (one more is answered `control_busy`); responses may come out
 //! of order and carry the request's id. A connection that sends nothing
@@ -16,9 +22,14 @@
 //! since the stream is out of step; any other bad message gets an error and
 //! the connection stays open.
 //!
+//! Every write to a client has a deadline (`write_timeout`): a peer that
+//! stops reading is closed, not waited for.
+//!
 //! On SIGTERM or SIGINT the listener is closed and the socket removed,
 //! connections stop reading, in-flight requests get `shutdown_grace` to
-//! finish, then the bootstrap secret is removed and the journals closed.
+//! finish; then the running sessions are stopped and their receipts
+//! written, whatever the connections are doing, the bootstrap secret is
+//! removed and the journals closed.
 
 use super::auth::{
     AuthenticateParams, Authenticated, BootstrapSecret, ReplayGuard, ServerHandshake, SECRET_FILE,
@@ -33,12 +44,15 @@ use glove_types::codes::control::*;
 use glove_types::digest::to_hex;
 use glove_types::Rejection;
 use rustix::fd::OwnedFd;
+use std::collections::VecDeque;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::{UnixListener, UnixStream};
-use tokio::sync::{mpsc, watch, Semaphore};
+use tokio::sync::{mpsc, watch, Notify, OwnedSemaphorePermit, Semaphore};
+use tokio::time::Instant;
 
 /// Longest socket path (`sun_path` holds 108 bytes with the NUL).
 pub const MAX_SOCKET_PATH: usize = 107;
@@ -55,6 +69,89 @@ struct Shared {
     limits: Limits,
     /// The service's uid, which every peer must have.
     uid: u32,
+    /// Slots of authenticated connections (`max_connections`); a
+    /// connection takes one when its handshake succeeds.
+    connections: Arc<Semaphore>,
+    /// Connections still in the handshake, oldest first, each with when it
+    /// entered and the signal that closes it when a newer one needs its
+    /// place.
+    pending: Mutex<VecDeque<(u64, Instant, Arc<Notify>)>>,
+    /// Woken when a connection leaves the handshake budget.
+    freed: Notify,
+    /// Numbers the pending connections.
+    next_pending: AtomicU64,
+}
+
+/// A pending connection older than this (or than the handshake timeout,
+/// if shorter) may be closed to admit a new one; a younger one is waited
+/// for, so a burst of real clients waits its turn instead of evicting
+/// itself.
+const EVICTABLE_AFTER: std::time::Duration = std::time::Duration::from_secs(1);
+
+impl Shared {
+    /// Enters a new connection into the handshake budget. With the budget
+    /// full, the oldest pending connection is closed once it has waited
+    /// [`EVICTABLE_AFTER`]; until then the new one waits, for at most the
+    /// handshake timeout (then `None`). Returns its number and its eviction
+    /// signal.
+    async fn enter_handshake(&self) -> Option<(u64, Arc<Notify>)> {
+        let id = self.next_pending.fetch_add(1, Ordering::Relaxed);
+        let evictable = EVICTABLE_AFTER.min(self.limits.handshake_timeout);
+        let deadline = Instant::now() + self.limits.handshake_timeout;
+        loop {
+            // Registered before the check, so a slot freed in between wakes it.
+            let freed = self.freed.notified();
+            tokio::pin!(freed);
+            freed.as_mut().enable();
+            let wait = {
+                let mut p = self
+                    .pending
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner);
+                let now = Instant::now();
+                let wait = match p.front() {
+                    Some((_, since, _)) if p.len() >= self.limits.max_handshakes => {
+                        let age = now.saturating_duration_since(*since);
+                        if age >= evictable {
+                            if let Some((_, _, oldest)) = p.pop_front() {
+                                // Kept if that task is not waiting on it yet.
+                                oldest.notify_one();
+                            }
+                            None
+                        } else {
+                            Some(evictable - age)
+                        }
+                    }
+                    _ => None,
+                };
+                if wait.is_none() {
+                    let evict = Arc::new(Notify::new());
+                    p.push_back((id, now, evict.clone()));
+                    return Some((id, evict));
+                }
+                wait.unwrap_or_default()
+            };
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return None;
+            }
+            tokio::select! {
+                () = &mut freed => {}
+                () = tokio::time::sleep(wait.min(left)) => {}
+            }
+        }
+    }
+
+    /// Leaves the handshake budget (done, failed or evicted).
+    fn leave_handshake(&self, id: u64) {
+        let mut p = self
+            .pending
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        p.retain(|(i, _, _)| *i != id);
+        drop(p);
+        self.freed.notify_waiters();
+    }
 }
 
 /// The socket and secret, bound and written.
@@ -152,15 +249,19 @@ pub async fn serve(
         replay: Mutex::new(ReplayGuard::new(limits.replay_window)),
         limits,
         uid: rustix::process::geteuid().as_raw(),
+        connections: Arc::new(Semaphore::new(limits.max_connections)),
+        pending: Mutex::new(VecDeque::new()),
+        freed: Notify::new(),
+        next_pending: AtomicU64::new(0),
     });
-    let connections = Arc::new(Semaphore::new(limits.max_connections));
+    let connections = shared.connections.clone();
     let (shutdown_tx, shutdown_rx) = watch::channel(false);
     tokio::pin!(stop);
     loop {
         tokio::select! {
             () = &mut stop => break,
             accepted = listener.accept() => match accepted {
-                Ok((stream, _)) => admit(stream, &shared, &connections, &shutdown_rx),
+                Ok((stream, _)) => admit(stream, &shared, &shutdown_rx),
                 Err(e) => {
                     tracing::warn!(error = %e, "accept failed");
                     tokio::task::yield_now().await;
@@ -179,6 +280,15 @@ pub async fn serve(
     {
         tracing::warn!("shutdown grace elapsed with connections still open");
     }
+    // The sessions are stopped and their receipts written whatever the
+    // connections do: none of it waits for a client.
+    let service = shared.service.clone();
+    if tokio::task::spawn_blocking(move || service.stop_sessions())
+        .await
+        .is_err()
+    {
+        tracing::error!("stopping the sessions failed inside the service");
+    }
     let secret_removed = placement::remove(&runtime_dir, SECRET_FILE);
     match Arc::try_unwrap(shared) {
         Ok(s) => match Arc::try_unwrap(s.service) {
@@ -195,12 +305,7 @@ pub async fn serve(
     socket_removed.and(secret_removed)
 }
 
-fn admit(
-    stream: UnixStream,
-    shared: &Arc<Shared>,
-    connections: &Arc<Semaphore>,
-    shutdown: &watch::Receiver<bool>,
-) {
+fn admit(stream: UnixStream, shared: &Arc<Shared>, shutdown: &watch::Receiver<bool>) {
     let uid = match stream.peer_cred() {
         Ok(c) => c.uid(),
         Err(e) => {
@@ -216,33 +321,36 @@ fn admit(
         );
         return;
     }
-    let max_frame = shared.limits.max_frame_bytes;
-    let Ok(permit) = connections.clone().try_acquire_owned() else {
+    if shared.connections.available_permits() == 0 {
+        // No slot could be taken after the handshake either: say so now.
         tracing::warn!(
             code = CONTROL_TOO_MANY_CONNECTIONS.as_str(),
             "connection refused"
         );
+        let max_frame = shared.limits.max_frame_bytes;
+        let deadline = shared.limits.write_timeout;
         tokio::spawn(async move {
-            let e = RpcError::new(
-                protocol::LIMIT_ERROR,
-                CONTROL_TOO_MANY_CONNECTIONS,
-                "the service already serves the maximum number of connections",
-            );
+            let e = too_many_connections();
             let mut stream = stream;
             if let Ok(f) = frame::encode(&protocol::to_bytes(&e.to_response(None)), max_frame) {
-                let _ =
-                    tokio::time::timeout(std::time::Duration::from_secs(1), stream.write_all(&f))
-                        .await;
+                let _ = tokio::time::timeout(deadline, stream.write_all(&f)).await;
             }
         });
         return;
-    };
+    }
     let shared = shared.clone();
     let shutdown = shutdown.clone();
     tokio::spawn(async move {
         connection(stream, shared, shutdown).await;
-        drop(permit);
     });
+}
+
+fn too_many_connections() -> RpcError {
+    RpcError::new(
+        protocol::LIMIT_ERROR,
+        CONTROL_TOO_MANY_CONNECTIONS,
+        "the service already serves the maximum number of connections",
+    )
 }
 
 /// Why reading a frame stopped.
@@ -313,15 +421,16 @@ async fn send_wait(tx: &mpsc::Sender<Vec<u8>>, max: u32, msg: &serde_json::Value
     }
 }
 
-/// Writes queued frames; a write that makes no progress for the idle
-/// timeout ends the connection (dropping the queue, which stops the reader).
+/// Writes queued frames; a frame not written within the write timeout
+/// ends the connection (dropping the queue, which stops the reader and
+/// every task that sends to it).
 async fn write_loop(
     mut wr: OwnedWriteHalf,
     mut rx: mpsc::Receiver<Vec<u8>>,
-    idle: std::time::Duration,
+    deadline: std::time::Duration,
 ) {
     while let Some(f) = rx.recv().await {
-        match tokio::time::timeout(idle, wr.write_all(&f)).await {
+        match tokio::time::timeout(deadline, wr.write_all(&f)).await {
             Ok(Ok(())) => {}
             Ok(Err(_)) => break,
             Err(_) => {
@@ -330,14 +439,26 @@ async fn write_loop(
             }
         }
     }
-    let _ = wr.shutdown().await;
+    let _ = tokio::time::timeout(deadline, wr.shutdown()).await;
 }
 
+/// Waits for the writer to flush what is queued, for at most `deadline`,
+/// then stops it (which closes the stream once the reader is gone too).
+async fn finish_writer(writer: tokio::task::JoinHandle<()>, deadline: std::time::Duration) {
+    let abort = writer.abort_handle();
+    if tokio::time::timeout(deadline, writer).await.is_err() {
+        tracing::debug!("peer does not read; dropping what is queued for it");
+        abort.abort();
+    }
+}
+
+/// The handshake; on success also the connection's authenticated slot,
+/// taken before the success is answered.
 async fn handshake(
     reader: &mut FrameReader,
     tx: &mpsc::Sender<Vec<u8>>,
     shared: &Shared,
-) -> Option<Authenticated> {
+) -> Option<(Authenticated, OwnedSemaphorePermit)> {
     let max = shared.limits.max_frame_bytes;
     let hs = match ServerHandshake::start() {
         Ok(h) => h,
@@ -392,6 +513,14 @@ async fn handshake(
         };
     match hs.verify(&shared.secret, &params, &shared.replay) {
         Ok((server_mac, auth)) => {
+            let Ok(slot) = shared.connections.clone().try_acquire_owned() else {
+                tracing::warn!(
+                    code = CONTROL_TOO_MANY_CONNECTIONS.as_str(),
+                    "authenticated connection refused"
+                );
+                send(tx, max, &too_many_connections().to_response(Some(id)));
+                return None;
+            };
             send(
                 tx,
                 max,
@@ -400,7 +529,7 @@ async fn handshake(
                     serde_json::json!({"server_mac": to_hex(&server_mac)}),
                 ),
             );
-            Some(auth)
+            Some((auth, slot))
         }
         Err(r) => refuse(Some(id), r),
     }
@@ -417,10 +546,37 @@ async fn connection(stream: UnixStream, shared: Arc<Shared>, mut shutdown: watch
     };
     // Bounded: the reader waits when answers are not being written.
     let (tx, rx) = mpsc::channel(limits.max_in_flight + 2);
-    let writer = tokio::spawn(write_loop(wr, rx, limits.idle_timeout));
-    let Some(auth) = handshake(&mut reader, &tx, &shared).await else {
+    let writer = tokio::spawn(write_loop(wr, rx, limits.write_timeout));
+    let too_many = || {
+        RpcError::new(
+            protocol::LIMIT_ERROR,
+            CONTROL_TOO_MANY_HANDSHAKES,
+            "too many connections are in the handshake; try again",
+        )
+        .to_response(None)
+    };
+    let Some((pending, evict)) = shared.enter_handshake().await else {
+        tracing::warn!(
+            code = CONTROL_TOO_MANY_HANDSHAKES.as_str(),
+            "connection refused: the handshake budget stayed full"
+        );
+        send(&tx, max, &too_many());
         drop(tx);
-        let _ = writer.await;
+        finish_writer(writer, limits.write_timeout).await;
+        return;
+    };
+    let authed = tokio::select! {
+        a = handshake(&mut reader, &tx, &shared) => a,
+        () = evict.notified() => {
+            tracing::warn!(code = CONTROL_TOO_MANY_HANDSHAKES.as_str(), "the oldest unauthenticated connection closed");
+            send(&tx, max, &too_many());
+            None
+        }
+    };
+    shared.leave_handshake(pending);
+    let Some((auth, slot)) = authed else {
+        drop(tx);
+        finish_writer(writer, limits.write_timeout).await;
         return;
     };
     tracing::debug!("connection authenticated");
@@ -523,10 +679,12 @@ async fn connection(stream: UnixStream, shared: Arc<Shared>, mut shutdown: watch
             CONTROL_SHUTTING_DOWN,
             "the service is shutting down",
         );
-        let _ = send_wait(&tx, max, &e.to_response(None)).await;
+        // Never waits: a peer that does not read misses it.
+        send(&tx, max, &e.to_response(None));
     }
     drop(tx);
-    let _ = writer.await;
+    finish_writer(writer, limits.write_timeout).await;
+    drop(slot);
 }
 
 /// `attach` and `detach`, which belong to the connection: attach answers

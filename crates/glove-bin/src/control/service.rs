@@ -286,13 +286,19 @@ impl Service {
         self.runtime.as_ref().ok_or_else(internal)
     }
 
-    /// Stops the running managed sessions (with receipts, bounded), then
-    /// releases the journals (their appends are already durable; dropping
-    /// the handles releases the writer locks).
-    pub fn close(self) {
+    /// Stops the running managed sessions with the reason
+    /// `service_shutdown` and waits (bounded) for their receipts. Shutdown
+    /// calls it whatever the connections are doing: it needs no client.
+    pub fn stop_sessions(&self) {
         if let Some(rt) = &self.runtime {
             rt.shutdown(1_000, std::time::Duration::from_secs(5));
         }
+    }
+
+    /// Releases the journals (their appends are already durable; dropping
+    /// the handles releases the writer locks). Sessions are stopped first
+    /// with [`Service::stop_sessions`].
+    pub fn close(self) {
         drop(self.store);
         drop(self.receipts);
     }

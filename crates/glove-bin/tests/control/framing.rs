@@ -182,6 +182,28 @@ fn connection_bound_is_enforced() {
 }
 
 #[test]
+fn issue_14_silent_connections_do_not_lock_the_owner_out() {
+    let home = Home::new();
+    let d = Daemon::start(&home, &Config::base());
+    // As many connections as the service serves, and more, each saying
+    // nothing after the hello; before the fix they held every slot.
+    let max = glove_bin::control::limits::Limits::default().max_connections;
+    let mut silent = Vec::new();
+    for _ in 0..max + 8 {
+        let mut s = std::os::unix::net::UnixStream::connect(d.socket()).expect("connect");
+        s.set_read_timeout(Some(std::time::Duration::from_secs(10)))
+            .expect("timeout");
+        // Each one is accepted (hello) or refused (an error), never ignored.
+        let _ = crate::auth::read_frame(&mut s);
+        silent.push(s);
+    }
+    let mut owner = d.client();
+    let caps = owner.capabilities().expect("the owner is served");
+    assert!(caps["methods"].is_array());
+    drop(silent);
+}
+
+#[test]
 fn idle_connections_are_closed() {
     let home = Home::new();
     let d = Daemon::start(&home, &Config::base().with(&["--idle-timeout-secs", "1"]));

@@ -16,6 +16,10 @@ use std::time::Duration;
 const KEY_HEX: &str = "cd";
 /// Stands for the service's home directory (the runtime dir's parent).
 const HOME_DIR: &str = "/nonexistent/home-of-the-service";
+/// Stands for a directory of its own holding the start-authorization key.
+const KEY_DIR: &str = "/nonexistent/dir-of-the-start-key";
+/// Stands for the directory of the session store and the receipt journal.
+const STATE_DIR: &str = "/nonexistent/dir-of-the-journals";
 
 pub(crate) struct Limits {
     pub(crate) wall_ms: u64,
@@ -64,7 +68,13 @@ fn launch() -> Value {
 impl Managed {
     pub(crate) fn new(limits: &Limits, alias_host: Option<&Path>) -> Managed {
         let home = Home::new();
-        let auth_key = home.dir.path().join("start.key");
+        let key_dir = home.dir.path().join("keys");
+        mkdir_mode(&key_dir, 0o700);
+        let auth_key = if alias_host == Some(Path::new(KEY_DIR)) {
+            key_dir.join("start.key")
+        } else {
+            home.dir.path().join("start.key")
+        };
         write_mode(
             &auth_key,
             format!("{}\n", KEY_HEX.repeat(32)).as_bytes(),
@@ -78,6 +88,8 @@ impl Managed {
         let host = match alias_host {
             None => workspace.clone(),
             Some(p) if p == Path::new(HOME_DIR) => home.dir.path().to_path_buf(),
+            Some(p) if p == Path::new(KEY_DIR) => key_dir.clone(),
+            Some(p) if p == Path::new(STATE_DIR) => home.state.clone(),
             Some(p) => p.to_path_buf(),
         };
         let mut policy: Value = serde_json::from_slice(&example("policy.json")).expect("policy");
@@ -611,21 +623,56 @@ fn an_alias_through_a_symlink_to_etc_is_refused() {
     );
 }
 
-#[test]
-fn a_grant_exposing_the_runtime_dir_is_refused() {
+/// Starts `session` on a fresh service of `m` and expects the grant to be
+/// refused before anything is launched: the code, and the session still
+/// `created` (nothing was prepared, no sandbox saw the host path).
+fn refused_as_exposing(m: &Managed, session: &str) {
     if !sandbox_ok() {
         return;
     }
-    // The alias host path is the directory holding the runtime directory.
-    let m = Managed::new(&ROOMY, Some(Path::new(HOME_DIR)));
-    let body = refused_start(&m, "exposing");
+    let d = m.start();
+    let mut c = created(m, &d, &ROOMY, session);
+    let auth = m.authorize(session, NOW_MS);
+    let e = c
+        .call(
+            "start_session",
+            json!({"session_id": session, "authorization": auth}),
+        )
+        .expect_err("the grant exposes a file the service holds");
+    assert_eq!(e.code(), "session_grant_exposes_protected_path", "{e:?}");
     assert!(
-        body["termination"]["message"]
-            .as_str()
-            .unwrap_or("")
-            .contains("sandbox_"),
-        "{body}"
+        !e.message().contains(&*m.home.dir.path().to_string_lossy()),
+        "the message names no host path: {}",
+        e.message()
     );
+    assert_eq!(
+        c.session_status(session).expect("status")["stage"],
+        "created"
+    );
+}
+
+#[test]
+fn issue_14_a_grant_of_the_directory_holding_the_start_key_is_refused() {
+    // The key's directory is no ancestor of the runtime directory: before
+    // the fix nothing but the runtime directory was protected, and the
+    // sandbox got a copy of the start-authorization key.
+    let m = Managed::new(&ROOMY, Some(Path::new(KEY_DIR)));
+    refused_as_exposing(&m, "key-dir");
+}
+
+#[test]
+fn issue_14_a_grant_of_the_journals_directory_is_refused() {
+    // The session store, the receipt journal, their anchors and the ack.
+    let m = Managed::new(&ROOMY, Some(Path::new(STATE_DIR)));
+    refused_as_exposing(&m, "state-dir");
+}
+
+#[test]
+fn issue_14_a_grant_of_the_operators_home_is_refused() {
+    // The directory holding the receipt key, the policy, the start key and
+    // (below it) the runtime directory.
+    let m = Managed::new(&ROOMY, Some(Path::new(HOME_DIR)));
+    refused_as_exposing(&m, "home-dir");
 }
 
 #[test]
@@ -977,6 +1024,100 @@ fn sigterm_stops_running_sessions_with_receipts() {
     let (body, _) = receipt_of(&mut c, "shutdown-1");
     assert_eq!(body["recovered"], false, "{body}");
     assert_eq!(body["termination"]["reason"], "stopped", "{body}");
+}
+
+#[test]
+fn issue_14_sigterm_stops_sessions_while_a_client_does_not_read() {
+    if !sandbox_ok() {
+        return;
+    }
+    // Room for far more output than the test produces, so only the stop
+    // can end the session.
+    const CHATTY: Limits = Limits {
+        output_bytes: 1 << 28,
+        ..ROOMY
+    };
+    let m = Managed::new(&CHATTY, None);
+    let mut d = m.start();
+    let mut c = created(&m, &d, &CHATTY, "stuck-1");
+    let started = start(&mut c, &m, "stuck-1");
+    let pid = started["init_pid"].as_i64().expect("pid") as i32;
+    let ident = glove_sandbox::identity::ProcessIdentity::of(pid).expect("identity");
+    c.call("attach", json!({"session_id": "stuck-1"}))
+        .expect("attach");
+    // Output starts after the answer; from then on this client reads
+    // nothing, so its socket buffer and the service's queue fill up.
+    c.call(
+        "write_stdin",
+        json!({"session_id": "stuck-1", "data": "sleep 1; while :; do head -c 65536 /dev/zero | tr '\\0' x; sleep 0.05; done\n"}),
+    )
+    .expect("stdin");
+    std::thread::sleep(Duration::from_secs(4));
+    assert!(ident.still_matches());
+    let gloved = rustix::process::Pid::from_raw(d.child.id() as i32).expect("pid");
+    rustix::process::kill_process(gloved, rustix::process::Signal::TERM).expect("SIGTERM");
+    // Bounded: the shutdown grace (10 s) plus the sessions' stop.
+    let deadline = std::time::Instant::now() + Duration::from_secs(40);
+    let status = loop {
+        if let Some(s) = d.child.try_wait().expect("try_wait") {
+            break s;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "gloved did not exit within 40 s of SIGTERM"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert!(status.success(), "{status:?}");
+    assert!(
+        !ident.still_matches(),
+        "the agent outlived the service it belongs to"
+    );
+    drop(c);
+    drop(d);
+    let d = m.start();
+    let mut c = d.client();
+    assert_eq!(
+        c.session_status("stuck-1").expect("status")["stage"],
+        "exited"
+    );
+    let (body, _) = receipt_of(&mut c, "stuck-1");
+    assert_eq!(body["recovered"], false, "{body}");
+    assert_eq!(body["termination"]["reason"], "stopped", "{body}");
+}
+
+/// A zombie child of `parent`, if there is one (from `/proc/<pid>/stat`).
+fn zombie_child_of(parent: u32) -> Option<String> {
+    for e in std::fs::read_dir("/proc").expect("/proc").flatten() {
+        let Ok(stat) = std::fs::read_to_string(e.path().join("stat")) else {
+            continue;
+        };
+        // `pid (comm) state ppid …`; the name may hold spaces and parens.
+        let Some((head, rest)) = stat.rsplit_once(')') else {
+            continue;
+        };
+        let mut f = rest.split_whitespace();
+        let (state, ppid) = (f.next(), f.next().and_then(|p| p.parse::<u32>().ok()));
+        if state == Some("Z") && ppid == Some(parent) {
+            return Some(head.to_owned());
+        }
+    }
+    None
+}
+
+#[test]
+fn issue_14_the_startup_probe_leaves_no_zombie() {
+    // The probe runs whether or not the sandbox works here; without the fix
+    // its launcher stayed a zombie for as long as the service ran.
+    let m = Managed::new(&ROOMY, None);
+    let d = m.start();
+    let gloved = d.child.id();
+    for _ in 0..20 {
+        if let Some(z) = zombie_child_of(gloved) {
+            panic!("gloved has a zombie child after start-up: {z})");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
 }
 
 #[test]
