@@ -647,6 +647,41 @@ impl Running {
     }
 }
 
+fn io_err(what: &str, e: Errno) -> SandboxError {
+    SandboxError::Io {
+        detail: format!("{what}: {e}"),
+    }
+}
+
+fn drain_once(fd: BorrowedFd<'_>, buf: &mut [u8]) -> Result<usize, Errno> {
+    match fd::read(fd, buf) {
+        // A terminal whose slave side is gone reads as EIO: that is EOF.
+        Err(Errno(libc::EIO)) => Ok(0),
+        other => other,
+    }
+}
+
+fn read_exit(sync: &OwnedFd) -> Result<Option<Inside>, Errno> {
+    let mut frame = [0u8; EXIT_FRAME];
+    if fd::read_full(sync.as_fd(), &mut frame)? < EXIT_FRAME || frame[0] != TAG_EXIT {
+        return Ok(None);
+    }
+    let value = i32::from_le_bytes([frame[2], frame[3], frame[4], frame[5]]);
+    let mut disk = [0u8; 8];
+    disk.copy_from_slice(&frame[6..14]);
+    let mut pids = [0u8; 8];
+    pids.copy_from_slice(&frame[14..22]);
+    Ok(Some(Inside {
+        exit: if frame[1] == 0 {
+            ExitStatus::Exited { code: value }
+        } else {
+            ExitStatus::Signaled { signal: value }
+        },
+        disk_peak: u64::from_le_bytes(disk),
+        pids_peak: u64::from_le_bytes(pids),
+    }))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -688,39 +723,4 @@ mod tests {
         }
         assert!(hit);
     }
-}
-
-fn io_err(what: &str, e: Errno) -> SandboxError {
-    SandboxError::Io {
-        detail: format!("{what}: {e}"),
-    }
-}
-
-fn drain_once(fd: BorrowedFd<'_>, buf: &mut [u8]) -> Result<usize, Errno> {
-    match fd::read(fd, buf) {
-        // A terminal whose slave side is gone reads as EIO: that is EOF.
-        Err(Errno(libc::EIO)) => Ok(0),
-        other => other,
-    }
-}
-
-fn read_exit(sync: &OwnedFd) -> Result<Option<Inside>, Errno> {
-    let mut frame = [0u8; EXIT_FRAME];
-    if fd::read_full(sync.as_fd(), &mut frame)? < EXIT_FRAME || frame[0] != TAG_EXIT {
-        return Ok(None);
-    }
-    let value = i32::from_le_bytes([frame[2], frame[3], frame[4], frame[5]]);
-    let mut disk = [0u8; 8];
-    disk.copy_from_slice(&frame[6..14]);
-    let mut pids = [0u8; 8];
-    pids.copy_from_slice(&frame[14..22]);
-    Ok(Some(Inside {
-        exit: if frame[1] == 0 {
-            ExitStatus::Exited { code: value }
-        } else {
-            ExitStatus::Signaled { signal: value }
-        },
-        disk_peak: u64::from_le_bytes(disk),
-        pids_peak: u64::from_le_bytes(pids),
-    }))
 }
