@@ -1562,10 +1562,15 @@ fn setup_fs(
         let slice = at::open_beneath(scratch.as_fd(), &name, libc::O_PATH | libc::O_DIRECTORY)
             .map_err(step("open scratch slice"))?;
         let target = at::target_dir(w, 0o755).map_err(step(&format!("mount target {w}")))?;
-        at::bind_tree(
-            slice.as_fd(),
-            target.as_fd(),
-            mount::MOUNT_ATTR_NOSUID | mount::MOUNT_ATTR_NODEV,
+        // A plain bind (it keeps the scratch's nosuid,nodev) from one held
+        // descriptor onto another, through this sandbox's own /proc (no
+        // target is ever on procfs, so nothing can be mounted over it).
+        mount::mount(
+            &resolve::proc_path(slice.as_fd()),
+            &resolve::proc_path(target.as_fd()),
+            "",
+            libc::MS_BIND,
+            "",
         )
         .map_err(step(&format!("bind {w}")))?;
         slice_fds.push((w, slice));
