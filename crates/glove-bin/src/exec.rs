@@ -107,14 +107,15 @@ struct Stdio {
     err_to_out: bool,
 }
 
-/// Whether both descriptors are the same terminal (a character device).
-fn same_terminal(a: BorrowedFd<'_>, b: BorrowedFd<'_>) -> bool {
-    use rustix::fs::FileType;
+/// Whether both descriptors may reach one reader: the same file (a pipe
+/// given as `2>&1`), or both terminals (they may be one terminal under two
+/// devices, such as a pty and `/dev/tty`).
+fn same_sink(a: BorrowedFd<'_>, b: BorrowedFd<'_>) -> bool {
+    if tty::is_tty(a) && tty::is_tty(b) {
+        return true;
+    }
     match (rustix::fs::fstat(a), rustix::fs::fstat(b)) {
-        (Ok(x), Ok(y)) => {
-            let chr = |m| FileType::from_raw_mode(m) == FileType::CharacterDevice;
-            chr(x.st_mode) && chr(y.st_mode) && x.st_rdev == y.st_rdev
-        }
+        (Ok(x), Ok(y)) => x.st_dev == y.st_dev && x.st_ino == y.st_ino,
         _ => false,
     }
 }
@@ -132,9 +133,10 @@ impl StreamIo for Stdio {
                 }
                 self.out.push(bytes);
             }
-            // One terminal behind both streams: one queue and one
-            // neutraliser, so that the two streams' writes (partial ones
-            // included) can never interleave into a control sequence.
+            // One reader behind both streams (a terminal, a pipe): one
+            // queue and one neutraliser, so that the two streams' writes
+            // (partial ones included) can never interleave into a control
+            // sequence.
             Stream::Stderr if self.err_to_out => self.out.push(bytes),
             Stream::Stderr => self.err.push(bytes),
         }
@@ -297,7 +299,7 @@ pub fn run(a: ExecArgs) -> i32 {
         pty: a.pty,
         out: Sink::new(stdout.as_fd(), neutralize(stdout.as_fd())),
         err: Sink::new(stderr.as_fd(), neutralize(stderr.as_fd())),
-        err_to_out: same_terminal(stdout.as_fd(), stderr.as_fd()),
+        err_to_out: same_sink(stdout.as_fd(), stderr.as_fd()),
     };
     // The sandbox init has reported the end and is tearing its namespaces
     // down, and the session cgroup (empty, its counters read) is removed by
@@ -346,5 +348,23 @@ pub fn exit_status(o: &Outcome) -> i32 {
         (Some(l), _) => limit_exit_status(l),
         (None, ExitStatus::Exited { code }) => code,
         (None, ExitStatus::Signaled { signal }) => 128 + signal,
+    }
+}
+
+#[cfg(test)]
+mod sink_tests {
+    use super::same_sink;
+    use std::os::fd::AsFd;
+
+    #[test]
+    fn streams_share_a_queue_only_when_they_reach_one_reader() {
+        let (r1, w1) = std::io::pipe().expect("pipe");
+        let (_r2, w2) = std::io::pipe().expect("pipe");
+        let w1b = w1.try_clone().expect("dup");
+        // `2>&1`: the same pipe.
+        assert!(same_sink(w1.as_fd(), w1b.as_fd()));
+        // Two different pipes.
+        assert!(!same_sink(w1.as_fd(), w2.as_fd()));
+        drop(r1);
     }
 }

@@ -15,7 +15,7 @@ use crate::sys::resolve::{self, Meta};
 use crate::sys::{mount, Errno};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
-use std::os::fd::{AsFd, OwnedFd};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 
 /// A grant as resolved: the identity of the directory that was opened.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -47,27 +47,31 @@ fn fail(what: String, e: Errno) -> Step {
     (what, e)
 }
 
-/// Identities (dev, ino) of `path` and every ancestor, under `/oldroot`.
-fn chain(path: &str) -> Vec<(u64, u64)> {
+/// Identities (dev, ino) of `path` and every ancestor, under `/oldroot`,
+/// each resolved as the host resolves it (links followed, confined to the
+/// old root): a protected path reached through a link (`/var/run` ->
+/// `/run`) is guarded where it really is. A path that does not exist has
+/// nothing to guard; any other failure refuses the launch.
+fn chain(old_root: BorrowedFd<'_>, path: &str) -> Result<Vec<(u64, u64)>, Errno> {
     let mut out = Vec::new();
-    let mut cur = String::from("/oldroot");
-    if let Ok(m) = std::fs::symlink_metadata(&cur) {
-        out.push(m_id(&m));
-    }
+    let mut cur = String::from("/");
+    let root = resolve::meta(old_root)?;
+    out.push((root.dev, root.ino));
     for comp in path.split('/').filter(|c| !c.is_empty()) {
-        cur.push('/');
+        if cur.len() > 1 {
+            cur.push('/');
+        }
         cur.push_str(comp);
-        match std::fs::symlink_metadata(&cur) {
-            Ok(m) => out.push(m_id(&m)),
-            Err(_) => break,
+        match resolve::open_in_root(old_root, &cur, libc::O_PATH) {
+            Ok(fd) => {
+                let m = resolve::meta(fd.as_fd())?;
+                out.push((m.dev, m.ino));
+            }
+            Err(Errno(libc::ENOENT)) => break,
+            Err(e) => return Err(e),
         }
     }
-    out
-}
-
-fn m_id(m: &std::fs::Metadata) -> (u64, u64) {
-    use std::os::unix::fs::MetadataExt;
-    (m.dev(), m.ino())
+    Ok(out)
 }
 
 /// Applies every grant. `owner` is given the copies (privileged launch).
@@ -77,7 +81,15 @@ pub(crate) fn apply_grants(
     owner: Option<(u32, u32)>,
     facts: &mut PreparedFacts,
 ) -> Result<(), Step> {
-    let guarded: Vec<(u64, u64)> = protected.iter().flat_map(|p| chain(p)).collect();
+    let old_root = resolve::open_no_links("/oldroot", libc::O_PATH | libc::O_DIRECTORY)
+        .map_err(|e| fail("open the old root".into(), e))?;
+    let mut guarded: Vec<(u64, u64)> = Vec::new();
+    for p in protected {
+        guarded.extend(
+            chain(old_root.as_fd(), p)
+                .map_err(|e| fail(format!("grant check: protected path {p}"), e))?,
+        );
+    }
     for g in grants {
         let what = |s: &str| format!("grant {}: {s}", g.target);
         let opened = match resolve::open_no_links(
@@ -202,12 +214,11 @@ pub(crate) fn apply_bundles(
                 Errno(libc::EACCES),
             ));
         }
-        let f = resolve::open_beneath(root.as_fd(), &b.sha256, libc::O_RDONLY).map_err(
-            |e| match e {
-                Errno(libc::ELOOP) => fail(what("the bundle is a symbolic link"), e),
-                other => fail(what("open the bundle"), other),
-            },
-        )?;
+        let f = resolve::open_beneath(root.as_fd(), &b.sha256, libc::O_RDONLY | libc::O_NONBLOCK)
+            .map_err(|e| match e {
+            Errno(libc::ELOOP) => fail(what("the bundle is a symbolic link"), e),
+            other => fail(what("open the bundle"), other),
+        })?;
         let m1 = resolve::meta(f.as_fd()).map_err(|e| fail(what("stat"), e))?;
         if !m1.is_file() {
             return Err(fail(what("not a regular file"), Errno(libc::EPERM)));

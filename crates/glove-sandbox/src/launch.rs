@@ -1112,16 +1112,18 @@ fn supervise_inside(
     // to it (and to the supervisor) than spent on sampling.
     loop {
         match process::wait_signal(20) {
-            // Only a sender outside the sandbox (the supervisor: pid 0 as
-            // seen here) is obeyed; what the agent sends the init (it can,
-            // when both run as the launching user) is dropped.
-            Ok(Some((_, from))) if from != 0 => {}
-            Ok(Some((KILL_REQUEST, _))) => {
+            // Only a `kill()` from outside the sandbox (the supervisor) is
+            // obeyed; what the agent sends the init (it can, when both run
+            // as the launching user), and anything queued with forged
+            // sender fields, is dropped.
+            Ok(Some(t)) if !t.from_outside => {}
+            Ok(Some(t)) if t.signo == KILL_REQUEST => {
                 // The supervisor ends the session: every process but this
                 // one; the agent's end is then reaped and reported below.
                 let _ = process::kill(-1, libc::SIGKILL);
             }
-            Ok(Some((sig, _))) if sig != libc::SIGCHLD => {
+            Ok(Some(t)) if t.signo != libc::SIGCHLD => {
+                let sig = t.signo;
                 let _ = process::kill(-agent, sig);
                 let _ = process::kill(agent, sig);
             }
@@ -1702,11 +1704,16 @@ pub const MEMLOCK_BYTES_MAX: u64 = 8 << 20;
 /// Terminals one sandbox's devpts instance may hand out.
 pub const PTY_MAX: u32 = 64;
 /// The sandbox user namespace's own limits (`/proc/sys/user/*`).
+///
+/// Each sandbox's counts are also charged to the user that created its
+/// user namespace (host root for a privileged launch), so these are kept
+/// small against the host's own per-user limits (128 inotify instances by
+/// default): several concurrent sandboxes together can still reach them.
 pub const USER_NS_LIMITS: &[(&str, &str)] = &[
-    ("max_inotify_instances", "32"),
-    ("max_inotify_watches", "65536"),
-    ("max_fanotify_groups", "8"),
-    ("max_fanotify_marks", "8192"),
+    ("max_inotify_instances", "16"),
+    ("max_inotify_watches", "16384"),
+    ("max_fanotify_groups", "2"),
+    ("max_fanotify_marks", "1024"),
 ];
 
 /// Fails when a socket lies below `dir` (see [`crate::copy::find_socket`]);

@@ -329,10 +329,18 @@ impl LaunchSpec {
         }
         // A read-only bind at or below a writable directory would be laid
         // over by that directory's scratch slice and silently hidden.
-        for b in &self.read_only_binds {
-            if let Some(w) = self.writable_dirs.iter().find(|w| is_within(&b.target, w)) {
+        // (Grants and bundles too: they are made before the writable
+        // directories are laid over the root.)
+        let shadowable = self
+            .read_only_binds
+            .iter()
+            .map(|b| &b.target)
+            .chain(self.grants.iter().map(|g| &g.target))
+            .chain(self.bundles.iter().map(|b| &b.target));
+        for t in shadowable {
+            if let Some(w) = self.writable_dirs.iter().find(|w| is_within(t, w)) {
                 return Err(SandboxError::BindShadowed {
-                    target: b.target.clone(),
+                    target: t.clone(),
                     by: w.clone(),
                 });
             }

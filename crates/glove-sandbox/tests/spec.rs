@@ -44,6 +44,24 @@ fn rules() {
     invalid(|s| s.environment.push("NOEQUALS".into()));
     invalid(|s| s.read_only_binds.push(bind("/usr", "/proc/x")));
     invalid(|s| s.read_only_binds.push(bind("/usr", "/dev")));
+    // Grants and bundles are made before the writable directories too.
+    let mut s = base();
+    s.grants.push(glove_sandbox::spec::Grant {
+        host_path: "/srv".into(),
+        target: "/workspace/data".into(),
+        mode: glove_sandbox::spec::GrantMode::ReadOnly,
+        create_if_missing: false,
+    });
+    let e = s.validate().expect_err("a grant below /workspace");
+    assert_eq!(e.code(), SANDBOX_BIND_SHADOWED, "{e}");
+    let mut s = base();
+    s.bundles.push(glove_sandbox::spec::BundleMount {
+        root: "/srv/bundles".into(),
+        sha256: "0".repeat(64),
+        target: "/tmp/lib.so".into(),
+    });
+    let e = s.validate().expect_err("a bundle below /tmp");
+    assert_eq!(e.code(), SANDBOX_BIND_SHADOWED, "{e}");
     for target in ["/tmp", "/tmp/x", "/workspace/a/b", "/home/agent"] {
         let mut s = base();
         s.read_only_binds.push(bind("/usr", target));

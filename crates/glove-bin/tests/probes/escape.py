@@ -455,11 +455,17 @@ def case_thrash(path):
 def case_init_signals(max_sigpending):
     """The agent cannot end the sandbox through the init, nor fill the
     launching user's queued-signal budget by queueing signals to it."""
+    import struct
     import time
     try:
         os.kill(1, 40)  # the supervisor's kill request
     except (PermissionError, ProcessLookupError):
         pass
+    # The same, queued with forged sender fields (si_pid 0, as a sender
+    # outside the namespace would read): si_signo, si_errno, si_code
+    # (SI_QUEUE), padding, si_pid, si_uid.
+    info = ctypes.create_string_buffer(struct.pack("iiiiii", 40, 0, -1, 0, 0, 0), 128)
+    sys_errno(129, 1, 40, info)  # rt_sigqueueinfo
     time.sleep(0.3)
 
     class SigVal(ctypes.Union):

@@ -252,10 +252,20 @@ pub(crate) fn reset_signal_dispositions() {
     }
 }
 
-/// Waits up to `timeout_ms` for a blocked signal; `Some((signo, pid))` if
-/// one came, with the sender's pid as this process's pid namespace sees it
-/// (0 for a sender outside the namespace, such as the supervisor).
-pub(crate) fn wait_signal(timeout_ms: u64) -> SysResult<Option<(i32, i32)>> {
+/// A signal taken by [`wait_signal`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Taken {
+    /// The signal number.
+    pub(crate) signo: i32,
+    /// Sent with `kill()` (`SI_USER`) by a process outside this process's
+    /// pid namespace (its pid reads as 0 here). `rt_sigqueueinfo` cannot
+    /// forge this: the kernel refuses a non-negative `si_code` from a
+    /// sender to another process.
+    pub(crate) from_outside: bool,
+}
+
+/// Waits up to `timeout_ms` for a blocked signal.
+pub(crate) fn wait_signal(timeout_ms: u64) -> SysResult<Option<Taken>> {
     // SAFETY: sigset_t and siginfo_t are plain data filled by the kernel.
     unsafe {
         let mut all: libc::sigset_t = std::mem::zeroed();
@@ -266,7 +276,10 @@ pub(crate) fn wait_signal(timeout_ms: u64) -> SysResult<Option<(i32, i32)>> {
         };
         let mut info: libc::siginfo_t = std::mem::zeroed();
         match check_int(libc::sigtimedwait(&all, &mut info, &ts)) {
-            Ok(sig) => Ok(Some((sig, info.si_pid()))),
+            Ok(sig) => Ok(Some(Taken {
+                signo: sig,
+                from_outside: info.si_code == libc::SI_USER && info.si_pid() == 0,
+            })),
             Err(Errno(libc::EAGAIN)) | Err(Errno(libc::EINTR)) => Ok(None),
             Err(e) => Err(e),
         }
