@@ -4,23 +4,7 @@
 
 mod common;
 
-use common::{glove, kit, outcome, python_ok, sandbox_ok, As};
-
-fn probe(
-    who: As,
-    limits: &[&str],
-    args: &[&str],
-) -> (serde_json::Value, String, std::process::Output) {
-    let k = kit();
-    let bind = format!("{}:/probe/escape.py", k.probe.display());
-    let mut a: Vec<&str> = vec!["exec", "--json", "--ro-bind", &bind];
-    a.extend_from_slice(limits);
-    a.extend_from_slice(&["--", "/usr/bin/python3", "/probe/escape.py"]);
-    a.extend_from_slice(args);
-    let out = glove(who, &a, None);
-    let (v, text) = outcome(&out);
-    (v, text, out)
-}
+use common::{glove, kit, outcome, probe, python_ok, sandbox_ok, As};
 
 fn contained(who: As, case: &str, extra: &[&str], limits: &[&str]) {
     let mut args = vec![case];

@@ -5,26 +5,15 @@
 
 mod common;
 
-use common::{glove, kit, outcome, python_ok, sandbox_ok, As};
-
-fn probe(who: As, extra: &[&str], args: &[&str]) -> (serde_json::Value, String, String) {
-    let k = kit();
-    let bind = format!("{}:/probe/escape.py", k.probe.display());
-    let mut a: Vec<&str> = vec!["exec", "--json", "--ro-bind", &bind];
-    a.extend_from_slice(extra);
-    a.extend_from_slice(&["--", "/usr/bin/python3", "/probe/escape.py"]);
-    a.extend_from_slice(args);
-    let out = glove(who, &a, None);
-    let (v, text) = outcome(&out);
-    (v, text, String::from_utf8_lossy(&out.stderr).into_owned())
-}
+use common::{glove, kit, outcome, probe, python_ok, sandbox_ok, As};
 
 fn contained(who: As, extra: &[&str], args: &[&str]) {
-    let (v, text, err) = probe(who, extra, args);
+    let (v, text, out) = probe(who, extra, args);
     assert!(
         text.contains(&format!("CONTAINED {}", args[0])),
-        "{who:?} {}: {text} / {err}",
-        args[0]
+        "{who:?} {}: {text} / {}",
+        args[0],
+        String::from_utf8_lossy(&out.stderr)
     );
     assert_eq!(v["exit"]["code"], 0, "{who:?} {}: {v}", args[0]);
 }
@@ -215,24 +204,8 @@ fn usage_on_a_kill(who: As) {
 /// wall limit ends the session on time while nobody reads its output.
 fn limits_hold_with_a_stalled_reader(who: As) {
     use std::io::Read;
-    use std::process::{Command, Stdio};
-    let k = kit();
-    let mut cmd = match who {
-        As::Caller => Command::new(&k.glove),
-        As::Nobody => {
-            let mut c = Command::new("/usr/bin/setpriv");
-            c.args([
-                "--reuid",
-                "65534",
-                "--regid",
-                "65534",
-                "--clear-groups",
-                "--",
-            ]);
-            c.arg(&k.glove);
-            c
-        }
-    };
+    use std::process::Stdio;
+    let mut cmd = common::command(who);
     let mut child = cmd
         .args([
             "exec",
@@ -244,7 +217,6 @@ fn limits_hold_with_a_stalled_reader(who: As) {
             "-c",
             "head -c 4000000 /dev/zero; sleep 30",
         ])
-        .current_dir(&k.root)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -367,7 +339,7 @@ fn memory_thrash_is_a_memory_stop(who: As) {
     if v["enforcement"]["memory"] == "rlimit" {
         return;
     }
-    assert_eq!(v["ended_by"], "memory", "{v} / {err}");
+    assert_eq!(v["ended_by"], "memory", "{v} / {:?}", err.stderr);
     assert!(
         v["limits_reached"]
             .as_array()

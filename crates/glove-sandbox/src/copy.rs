@@ -65,23 +65,8 @@ fn copy_dir(
     count: &mut u64,
     buf: &mut [u8],
 ) -> Result<(), Step> {
-    if depth > MAX_DEPTH {
-        return Err(("directory nesting too deep".into(), Errno(libc::ELOOP)));
-    }
-    let here = if rel.is_empty() { "." } else { rel };
-    let dir = resolve::open_beneath(
-        root,
-        here,
-        libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NONBLOCK,
-    )
-    .map_err(|e| (here.to_owned(), e))?;
-    let io = |e: std::io::Error| {
-        (
-            here.to_owned(),
-            Errno(e.raw_os_error().unwrap_or(libc::EIO)),
-        )
-    };
-    let listing = std::fs::read_dir(resolve::proc_path(dir.as_fd())).map_err(io)?;
+    let (here, _dir, listing) = list(root, rel, depth, false)?;
+    let io = |e: std::io::Error| (here.clone(), Errno(e.raw_os_error().unwrap_or(libc::EIO)));
     for entry in listing {
         let entry = entry.map_err(io)?;
         let Some(name) = entry.file_name().to_str().map(str::to_owned) else {
@@ -124,6 +109,31 @@ fn copy_dir(
         }
     }
     Ok(())
+}
+
+/// Opens the directory `rel` beneath `root` (no links; mounts below are
+/// crossed only when `across_mounts`) and lists it: its display name, the
+/// open directory (keep it while the listing is read) and the listing.
+fn list(
+    root: BorrowedFd<'_>,
+    rel: &str,
+    depth: usize,
+    across_mounts: bool,
+) -> Result<(String, OwnedFd, std::fs::ReadDir), Step> {
+    if depth > MAX_DEPTH {
+        return Err(("directory nesting too deep".into(), Errno(libc::ELOOP)));
+    }
+    let here = if rel.is_empty() { "." } else { rel }.to_owned();
+    let flags = libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NONBLOCK;
+    let dir = if across_mounts {
+        resolve::open_beneath_across_mounts(root, &here, flags)
+    } else {
+        resolve::open_beneath(root, &here, flags)
+    }
+    .map_err(|e| (here.clone(), e))?;
+    let listing = std::fs::read_dir(resolve::proc_path(dir.as_fd()))
+        .map_err(|e| (here.clone(), Errno(e.raw_os_error().unwrap_or(libc::EIO))))?;
+    Ok((here, dir, listing))
 }
 
 /// Streams the regular file `at` (an `O_PATH` descriptor whose `fstat` is
@@ -177,23 +187,8 @@ fn scan_dir(
     depth: usize,
     count: &mut u64,
 ) -> Result<Option<String>, Step> {
-    if depth > MAX_DEPTH {
-        return Err(("directory nesting too deep".into(), Errno(libc::ELOOP)));
-    }
-    let here = if rel.is_empty() { "." } else { rel };
-    let dir = resolve::open_beneath_across_mounts(
-        root,
-        here,
-        libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NONBLOCK,
-    )
-    .map_err(|e| (here.to_owned(), e))?;
-    let io = |e: std::io::Error| {
-        (
-            here.to_owned(),
-            Errno(e.raw_os_error().unwrap_or(libc::EIO)),
-        )
-    };
-    let listing = std::fs::read_dir(resolve::proc_path(dir.as_fd())).map_err(io)?;
+    let (here, dir, listing) = list(root, rel, depth, true)?;
+    let io = |e: std::io::Error| (here.clone(), Errno(e.raw_os_error().unwrap_or(libc::EIO)));
     let mut subdirs = Vec::new();
     for entry in listing {
         let entry = entry.map_err(io)?;

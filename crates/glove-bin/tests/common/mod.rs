@@ -140,6 +140,27 @@ pub(crate) fn glove_with_env(
     stdin: Option<&[u8]>,
     env: &[(&str, &std::ffi::OsStr)],
 ) -> Output {
+    let mut cmd = command(who);
+    cmd.args(args)
+        .envs(env.iter().copied())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    cmd.stdin(if stdin.is_some() {
+        Stdio::piped()
+    } else {
+        Stdio::null()
+    });
+    let mut child = cmd.spawn().expect("spawn glove");
+    if let (Some(input), Some(mut w)) = (stdin, child.stdin.take()) {
+        use std::io::Write;
+        let _ = w.write_all(input);
+    }
+    child.wait_with_output().expect("wait glove")
+}
+
+/// The kit's `glove` as `who`, run in the kit's directory (arguments to
+/// be added).
+pub(crate) fn command(who: As) -> Command {
     let k = kit();
     let mut cmd = match who {
         As::Caller => Command::new(&k.glove),
@@ -157,22 +178,23 @@ pub(crate) fn glove_with_env(
             c
         }
     };
-    cmd.args(args)
-        .envs(env.iter().copied())
-        .current_dir(&k.root)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    cmd.stdin(if stdin.is_some() {
-        Stdio::piped()
-    } else {
-        Stdio::null()
-    });
-    let mut child = cmd.spawn().expect("spawn glove");
-    if let (Some(input), Some(mut w)) = (stdin, child.stdin.take()) {
-        use std::io::Write;
-        let _ = w.write_all(input);
-    }
-    child.wait_with_output().expect("wait glove")
+    cmd.current_dir(&k.root);
+    cmd
+}
+
+/// Runs the escape probe (`tests/probes/escape.py`, bound read-only) as
+/// `who` with `glove exec --json`, `extra` options and the probe's `args`;
+/// returns the outcome record, the output before it and the process.
+pub(crate) fn probe(who: As, extra: &[&str], args: &[&str]) -> (serde_json::Value, String, Output) {
+    let k = kit();
+    let bind = format!("{}:/probe/escape.py", k.probe.display());
+    let mut a: Vec<&str> = vec!["exec", "--json", "--ro-bind", &bind];
+    a.extend_from_slice(extra);
+    a.extend_from_slice(&["--", "/usr/bin/python3", "/probe/escape.py"]);
+    a.extend_from_slice(args);
+    let out = glove(who, &a, None);
+    let (v, text) = outcome(&out);
+    (v, text, out)
 }
 
 /// The outcome record (last stdout line of `--json`) and everything before it.

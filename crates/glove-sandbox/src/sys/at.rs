@@ -20,13 +20,6 @@ const MOVE_MOUNT_T_EMPTY_PATH: u32 = 0x40;
 const PROC_SUPER_MAGIC: i64 = 0x9fa0;
 
 #[repr(C)]
-struct OpenHow {
-    flags: u64,
-    mode: u64,
-    resolve: u64,
-}
-
-#[repr(C)]
 struct MountAttr {
     attr_set: u64,
     attr_clr: u64,
@@ -44,32 +37,7 @@ fn own(fd: libc::c_long) -> OwnedFd {
 /// following any link and without leaving `dir`; mounts below may be
 /// crossed.
 pub(crate) fn open_beneath(dir: BorrowedFd<'_>, name: &str, flags: i32) -> SysResult<OwnedFd> {
-    let p = cstr(name)?;
-    let how = OpenHow {
-        flags: (flags | libc::O_CLOEXEC | libc::O_NOFOLLOW) as u64,
-        mode: 0,
-        resolve: libc::RESOLVE_BENEATH | libc::RESOLVE_NO_SYMLINKS | libc::RESOLVE_NO_MAGICLINKS,
-    };
-    let mut tries = 0;
-    loop {
-        tries += 1;
-        // SAFETY: `p` is NUL-terminated, `how` a valid open_how whose size
-        // is passed; both outlive the call.
-        let r = unsafe {
-            libc::syscall(
-                libc::SYS_openat2,
-                dir.as_raw_fd(),
-                p.as_ptr(),
-                &how as *const OpenHow,
-                std::mem::size_of::<OpenHow>(),
-            )
-        };
-        match check(r) {
-            Err(Errno(libc::EAGAIN)) | Err(Errno(libc::EINTR)) if tries < 64 => continue,
-            Err(e) => return Err(e),
-            Ok(fd) => return Ok(own(fd)),
-        }
-    }
+    super::resolve::open_beneath_across_mounts(dir, name, flags)
 }
 
 /// The current root, as an `O_PATH` descriptor.
