@@ -126,7 +126,8 @@ pub use ports::{BaselineCleanup, Clock, PortError, ReceiptLog, TransitionLog};
 pub use proof::{AppendReceipt, Durable, PendingRecord, Subject, SubjectKind};
 pub use record::{SessionEntry, SessionRecord};
 pub use recovery::{
-    recover_all, recover_session, replay_session, Recovered, RecoveryDecision, RecoveryReport,
+    recover_all, recover_session, recover_stored, replay_session, Recovered, RecoveryDecision,
+    RecoveryReport, Unreplayable,
 };
 pub use session::{Repeat, Session};
 pub use stage::{Created, Exited, Failed, Live, Preparing, Running, Stage, Starting, Stopping};

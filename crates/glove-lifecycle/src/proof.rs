@@ -298,6 +298,25 @@ pub(crate) fn append_and_mint<'id, R: Recordable, L: TransitionLog + ?Sized>(
     entered: R,
 ) -> Result<Durable<'id, R>, LifecycleError> {
     debug_assert_eq!(subject.kind(), R::KIND);
+    let digest = append_checked(log, subject, seq, bytes)?;
+    Ok(Durable {
+        brand,
+        subject: subject.key(),
+        seq,
+        prev,
+        digest,
+        entered,
+    })
+}
+
+/// Appends (or idempotently finds) `bytes` as record `seq` of `subject`,
+/// checking the log's acknowledgement; the record's digest.
+pub(crate) fn append_checked<L: TransitionLog + ?Sized>(
+    log: &mut L,
+    subject: Subject<'_>,
+    seq: u64,
+    bytes: &[u8],
+) -> Result<Sha256Digest, LifecycleError> {
     let digest = record_digest(subject.kind(), bytes);
     match log
         .lookup(subject, seq)
@@ -328,12 +347,5 @@ pub(crate) fn append_and_mint<'id, R: Recordable, L: TransitionLog + ?Sized>(
             }
         }
     }
-    Ok(Durable {
-        brand,
-        subject: subject.key(),
-        seq,
-        prev,
-        digest,
-        entered,
-    })
+    Ok(digest)
 }

@@ -23,11 +23,18 @@
 //! signalling on mismatch, clean up materializations, look for a terminal
 //! receipt) and then records `fail` with that code — or, for a stop whose
 //! receipt is found durable, `exit`.
+//!
+//! A stored session whose records do not replay is not skipped either:
+//! [`recover_stored`] returns it as [`Unreplayable`], and the runtime writes
+//! its receipt and records `fail` with `lifecycle_recovery_replay_failed`
+//! after the last stored record ([`Unreplayable::log_fail`]).
 
 use crate::any::AnySession;
 use crate::error::LifecycleError;
+use crate::evidence::TerminalReceiptRef;
 use crate::parked::ParkedSession;
-use crate::proof::{record_digest, SubjectKind};
+use crate::ports::{confirm_receipt, ReceiptLog, TransitionLog};
+use crate::proof::{append_checked, record_digest, Subject, SubjectKind};
 use crate::record::{SessionEntry, SessionRecord};
 use crate::stage::{Created, Exited, Failed, Preparing, Running, Starting, Stopping};
 use crate::start_auth::Nonce;
@@ -157,6 +164,107 @@ fn classify(s: AnySession) -> Recovered {
         AnySession::Exited(s) => Recovered::Exited(s),
         AnySession::Failed(s) => Recovered::Failed(s),
     }
+}
+
+/// A session whose records do not replay (an undecodable record, a broken
+/// chain, an illegal edge). It is never skipped: the runtime writes its
+/// terminal receipt and records `fail` with
+/// [`LIFECYCLE_RECOVERY_REPLAY_FAILED`](c::LIFECYCLE_RECOVERY_REPLAY_FAILED)
+/// through [`Unreplayable::log_fail`], the one door that appends past
+/// records that cannot be replayed. The failure record names the stage the
+/// store holds and chains to the last stored record, so the store ends
+/// terminal; a later replay still fails, and finds the session terminal
+/// with its receipt.
+#[derive(Debug)]
+pub struct Unreplayable {
+    id: SessionId,
+    error: LifecycleError,
+    stored_stage: SessionStage,
+    next_seq: u64,
+    prev: Option<Sha256Digest>,
+}
+
+impl Unreplayable {
+    /// The session id.
+    pub fn id(&self) -> &SessionId {
+        &self.id
+    }
+
+    /// Why replay failed.
+    pub fn error(&self) -> &LifecycleError {
+        &self.error
+    }
+
+    /// The stage the store holds for the session.
+    pub fn stored_stage(&self) -> SessionStage {
+        self.stored_stage
+    }
+
+    /// The code recorded when failing the session.
+    pub fn code(&self) -> ErrorCode {
+        c::LIFECYCLE_RECOVERY_REPLAY_FAILED
+    }
+
+    /// Confirms the durable terminal receipt, then appends the failure
+    /// record after the last stored record. Refused when the store holds the
+    /// session terminal already, or holds no record of it at all.
+    pub fn log_fail<R: ReceiptLog + ?Sized, L: TransitionLog + ?Sized>(
+        self,
+        receipt: TerminalReceiptRef,
+        receipts: &R,
+        log: &mut L,
+    ) -> Result<(), LifecycleError> {
+        let from = self.stored_stage;
+        if !from.can_transition(SessionStage::Failed) {
+            return Err(LifecycleError::IllegalTransition {
+                from,
+                to: SessionStage::Failed,
+            });
+        }
+        let Some(prev) = self.prev else {
+            return Err(LifecycleError::MissingCreation {
+                kind: SubjectKind::Session,
+            });
+        };
+        let subject = Subject::Session(&self.id);
+        confirm_receipt(receipts, subject, &receipt)?;
+        let entry = SessionEntry::Failed {
+            code: c::LIFECYCLE_RECOVERY_REPLAY_FAILED,
+            failed_in: from,
+            receipt,
+        };
+        let bytes = crate::record::encode(&self.id, self.next_seq, Some(prev), &entry)?;
+        append_checked(log, subject, self.next_seq, &bytes).map(|_| ())
+    }
+}
+
+/// Recovers one stored session: `records` are all its records in order
+/// and `stored_stage` the stage the store holds for it. A session that does
+/// not replay comes back as [`Unreplayable`], to be failed, never skipped.
+pub fn recover_stored<B: AsRef<[u8]>>(
+    id: &SessionId,
+    records: &[B],
+    stored_stage: SessionStage,
+) -> Result<Recovered, Unreplayable> {
+    let replayed = replay_session(records).and_then(|s| {
+        if s.id() == id {
+            Ok(s)
+        } else {
+            Err(LifecycleError::RecordForeign {
+                expected: id.as_str().to_owned(),
+                found: s.id().as_str().to_owned(),
+            })
+        }
+    });
+    replayed.map(classify).map_err(|error| Unreplayable {
+        id: id.clone(),
+        error,
+        stored_stage,
+        next_seq: records.len() as u64,
+        prev: records
+            .last()
+            .map(|b| record_digest(SubjectKind::Session, b.as_ref())),
+    })
 }
 
 /// The result of recovering a whole session store.

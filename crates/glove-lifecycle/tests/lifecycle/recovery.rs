@@ -229,3 +229,69 @@ fn an_unknown_failure_code_is_refused() {
     let e = replay_session(&[recs[0].clone(), text.into_bytes()]).unwrap_err();
     assert_eq!(e.code(), c::LIFECYCLE_FAILURE_CODE_UNKNOWN);
 }
+
+#[test]
+fn issue_14_a_session_that_does_not_replay_is_failed_not_skipped() {
+    let mut w = World::new();
+    let id = sid("r-garbled");
+    drop(w.running(&id));
+    let subject = Subject::Session(&id);
+    let n = w.log.records_of(subject).len() as u64;
+    // The running record is garbled: canonical JSON, no lifecycle record.
+    w.log
+        .tamper(subject, n - 1, br#"{"not":"a record"}"#.to_vec());
+    let recs = w.log.records_of(subject);
+    let Err(u) = recover_stored(&id, &recs, SessionStage::Running) else {
+        panic!("a garbled session must not replay");
+    };
+    assert_eq!(u.id(), &id);
+    assert_eq!(u.code(), c::LIFECYCLE_RECOVERY_REPLAY_FAILED);
+    assert_eq!(u.error().code(), c::LIFECYCLE_RECORD_INVALID);
+    assert_eq!(u.stored_stage(), SessionStage::Running);
+    // Without its durable receipt the failure is refused.
+    let r = receipt(7);
+    let Err(u2) = recover_stored(&id, &recs, SessionStage::Running) else {
+        unreachable!()
+    };
+    assert!(u2.log_fail(r, &w.receipts, &mut w.log).is_err());
+    assert_eq!(w.log.records_of(subject).len() as u64, n);
+    let r = w.with_receipt(&id, 7);
+    u.log_fail(r, &w.receipts, &mut w.log).expect("failed");
+    let after = w.log.records_of(subject);
+    assert_eq!(after.len() as u64, n + 1);
+    let last = SessionRecord::decode(after.last().unwrap()).expect("decodes");
+    assert_eq!(last.seq, n);
+    assert_eq!(
+        last.prev,
+        Some(Sha256Digest::of_domain(
+            "glove.lifecycle.session-record.v1",
+            br#"{"not":"a record"}"#
+        ))
+    );
+    match last.entry {
+        SessionEntry::Failed {
+            code, failed_in, ..
+        } => {
+            assert_eq!(code, c::LIFECYCLE_RECOVERY_REPLAY_FAILED);
+            assert_eq!(failed_in, SessionStage::Running);
+        }
+        other => panic!("{other:?}"),
+    }
+    // Held terminal by the store, it is not failed twice.
+    let Err(again) = recover_stored(&id, &after, SessionStage::Failed) else {
+        panic!("still does not replay");
+    };
+    assert!(again.log_fail(r, &w.receipts, &mut w.log).is_err());
+}
+
+#[test]
+fn a_stored_session_that_replays_is_classified() {
+    let mut w = World::new();
+    let id = sid("r-fine");
+    drop(w.running(&id));
+    let recs = w.log.records_of(Subject::Session(&id));
+    let got = recover_stored(&id, &recs, SessionStage::Running).expect("replays");
+    assert_eq!(got.stage(), SessionStage::Running);
+    // Records of another session under this id do not replay as it.
+    assert!(recover_stored(&sid("r-other"), &recs, SessionStage::Running).is_err());
+}

@@ -21,6 +21,7 @@ define_codes! { Lifecycle;
     LIFECYCLE_RECOVERY_STARTING_INTERRUPTED = "lifecycle_recovery_starting_interrupted": "recovery found a session whose launch had no recorded outcome",
     LIFECYCLE_RECOVERY_RUNNING_INTERRUPTED = "lifecycle_recovery_running_interrupted": "recovery found a session that was running when the service stopped",
     LIFECYCLE_RECOVERY_STOPPING_INTERRUPTED = "lifecycle_recovery_stopping_interrupted": "recovery found a session whose stop had no recorded outcome",
+    LIFECYCLE_RECOVERY_REPLAY_FAILED = "lifecycle_recovery_replay_failed": "recovery found a session whose records do not replay; it was failed, not skipped",
     START_AUTH_MALFORMED = "start_auth_malformed": "a start authorization is not well-formed",
     START_AUTH_KEY_INVALID = "start_auth_key_invalid": "the start-authorization service key is shorter than 32 bytes",
     START_AUTH_BAD_MAC = "start_auth_bad_mac": "a start authorization's MAC does not verify under the service key",
