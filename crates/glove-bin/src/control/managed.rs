@@ -149,7 +149,9 @@ struct Live {
 struct ReceiptFacts {
     digests: (String, String),
     binding: Option<String>,
-    limits: ResourceLimits,
+    /// `None` only at recovery, when the stored plan cannot be decoded: the
+    /// receipt then says `null`, never a made-up limit.
+    limits: Option<ResourceLimits>,
     projections: Vec<Value>,
 }
 
@@ -562,7 +564,7 @@ fn receipt_body(id: &SessionId, f: &ReceiptFacts, end: &Ending<'_>, recovered: b
         "plan_content_digest": f.digests.0,
         "controller_plan_digest": f.digests.1,
         "launch_binding_digest": f.binding,
-        "limits": limits_json(&f.limits),
+        "limits": f.limits.as_ref().map_or(Value::Null, limits_json),
         "projections": f.projections,
         "recovered": recovered,
     });
@@ -797,7 +799,7 @@ impl Runtime {
                     digests.controller_plan_digest().to_hex(),
                 ),
                 binding: None,
-                limits: *admitted.limits(),
+                limits: Some(*admitted.limits()),
                 projections,
             };
             // Preparing, then receipt capacity.
@@ -1424,12 +1426,30 @@ impl Runtime {
 
     /// Recovery at startup (see `docs/operations.md`).
     pub fn recover(&self) -> Vec<Value> {
-        let records = ports::all_records(&lock(&self.store));
-        let report = glove_lifecycle::recover_all(records);
+        // Every session the store holds, with its records and the stage the
+        // store holds for it: one whose records do not replay is failed
+        // with a code and a receipt, never skipped.
+        let stored: Vec<(SessionId, SessionStage, Vec<Vec<u8>>)> = {
+            let store = lock(&self.store);
+            store
+                .index()
+                .iter()
+                .map(|s| {
+                    let id = s.session_id().clone();
+                    let records = ports::session_records(&store, &id).unwrap_or_default();
+                    (id, s.stage(), records)
+                })
+                .collect()
+        };
         let mut out = Vec::new();
-        for (id, r) in report.sessions {
-            let Ok(glove_lifecycle::Recovered::Interrupted(d)) = r else {
-                continue;
+        for (id, stored_stage, records) in stored {
+            let d = match glove_lifecycle::recover_stored(&id, &records, stored_stage) {
+                Ok(glove_lifecycle::Recovered::Interrupted(d)) => d,
+                Ok(_) => continue,
+                Err(u) => {
+                    out.extend(self.fail_unreplayable(u));
+                    continue;
+                }
             };
             let code = d.code();
             let stage = d.stage();
@@ -1444,31 +1464,8 @@ impl Runtime {
                 glove_lifecycle::RecoveryDecision::FinishStop(_) => self.identity_of(&id),
                 _ => None,
             };
-            let matched = recorded.as_ref().is_some_and(identity_matches);
-            if let (true, Some(ident)) = (matched, &recorded) {
-                if let Some(pid) = rustix::process::Pid::from_raw(ident.pid() as i32) {
-                    let _ = rustix::process::kill_process(pid, rustix::process::Signal::KILL);
-                }
-                // Bounded wait for the init to be gone.
-                for _ in 0..500 {
-                    if !identity_matches(ident) {
-                        break;
-                    }
-                    std::thread::sleep(Duration::from_millis(10));
-                }
-            }
-            // With no init identity recorded (a crash between release and
-            // the running record), the launcher, if it is still the
-            // recorded process: the sandbox init dies with it (parent-death
-            // signal). A recorded identity that does not match means
-            // nothing is signalled at all.
-            let cgroups_removed = if recorded.is_none() {
-                self.kill_recorded_launcher(&id)
-            } else {
-                None
-            };
-            let launcher_killed = cgroups_removed.is_some();
-            let killed = matched || launcher_killed;
+            let rec = self.reconcile(&id, recorded.as_ref());
+            let matched = rec.matched;
             // A stop whose receipt is already durable only lacks its exit
             // record.
             if let glove_lifecycle::RecoveryDecision::FinishStop(_) = &d {
@@ -1507,14 +1504,7 @@ impl Runtime {
                     digests.controller_plan_digest().to_hex(),
                 ),
                 binding: None,
-                limits: self.limits_of(&id).unwrap_or(ResourceLimits {
-                    cpu_time_ms: 0,
-                    memory_bytes: 0,
-                    pids: 0,
-                    wall_time_ms: 0,
-                    disk_bytes: 0,
-                    terminal_output_bytes: 0,
-                }),
+                limits: self.limits_of(&id),
                 projections: vec![],
             };
             let facts = ReceiptFacts {
@@ -1529,24 +1519,12 @@ impl Runtime {
                     message: format!(
                         "gloved restarted with the session {}; identity {}",
                         stage.as_str(),
-                        if matched {
-                            "matched, sandbox killed"
-                        } else if launcher_killed {
-                            "not recorded or not matching; the recorded launcher was killed, and the sandbox with it"
-                        } else {
-                            "did not match, nothing signalled"
-                        }
+                        rec.describe()
                     ),
                 },
                 true,
             );
-            body["recovery"] = json!({
-                "stage": stage.as_str(),
-                "identity_matched": matched,
-                "launcher_killed": launcher_killed,
-                "cgroups_removed": cgroups_removed.unwrap_or(0),
-                "killed": killed,
-            });
+            body["recovery"] = rec.json(stage);
             // Replay again: the decision was consumed above.
             let any = match ports::replay(&lock(&self.store), &id) {
                 Some(Ok(a)) => a,
@@ -1561,6 +1539,42 @@ impl Runtime {
         }
         self.sweep_launcher_records();
         out
+    }
+
+    /// Ends what is left of a session's processes at recovery. With the
+    /// init's identity recorded, the init if it is still that process;
+    /// with none recorded (a crash between release and the running
+    /// record), the launcher if it is still the recorded one (the sandbox
+    /// init dies with it: parent-death signal). A recorded identity that
+    /// does not match means nothing is signalled at all.
+    fn reconcile(
+        &self,
+        id: &SessionId,
+        recorded: Option<&glove_lifecycle::ProcessIdentity>,
+    ) -> Reconciled {
+        let matched = recorded.is_some_and(identity_matches);
+        if let (true, Some(ident)) = (matched, recorded) {
+            if let Some(pid) = rustix::process::Pid::from_raw(ident.pid() as i32) {
+                let _ = rustix::process::kill_process(pid, rustix::process::Signal::KILL);
+            }
+            // Bounded wait for the init to be gone.
+            for _ in 0..500 {
+                if !identity_matches(ident) {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(10));
+            }
+        }
+        let cgroups_removed = if recorded.is_none() {
+            self.kill_recorded_launcher(id)
+        } else {
+            None
+        };
+        Reconciled {
+            matched,
+            launcher_killed: cgroups_removed.is_some(),
+            cgroups_removed: cgroups_removed.unwrap_or(0),
+        }
     }
 
     /// Removes launcher records of sessions that are terminal (a start
@@ -1604,20 +1618,81 @@ impl Runtime {
         })
     }
 
+    /// The limits the session was admitted with: the stored plan's, decoded
+    /// strictly (the plan is what admission checked the policy against and
+    /// what the launch spec took its limits from). `None` when the plan
+    /// cannot be decoded; nothing is defaulted.
     fn limits_of(&self, id: &SessionId) -> Option<ResourceLimits> {
         let store = lock(&self.store);
-        let plan = DecodedPlan::decode(store.get(id)?.plan()).ok()?;
-        let v: Value = serde_json::from_slice(plan.canonical_bytes()).ok()?;
-        let p = v.get("resource_profile")?;
-        let g = |k: &str| p.get(k).and_then(Value::as_u64).unwrap_or(0);
-        Some(ResourceLimits {
-            cpu_time_ms: g("cpu_time_ms"),
-            memory_bytes: g("memory_bytes"),
-            pids: g("pids"),
-            wall_time_ms: g("wall_time_ms"),
-            disk_bytes: g("disk_bytes"),
-            terminal_output_bytes: g("terminal_output_bytes"),
-        })
+        recorded_limits(store.get(id)?.plan())
+    }
+
+    /// Fails a session whose records do not replay: its processes are
+    /// reconciled as a running session's are (from the last identity that
+    /// still decodes, else the recorded launcher), then its receipt is
+    /// written and the failure record appended after the last stored one.
+    fn fail_unreplayable(&self, u: glove_lifecycle::Unreplayable) -> Option<Value> {
+        let id = u.id().clone();
+        let code = u.code();
+        let replay_error = u.error().code();
+        let stage = u.stored_stage();
+        if matches!(stage, SessionStage::Exited | SessionStage::Failed) {
+            // Failed at an earlier recovery (or terminal before the damage).
+            if self.terminal(&id).is_none() {
+                tracing::error!(session_id = ?id.as_str(), replay_error = replay_error.as_str(), "a terminal session does not replay and has no receipt");
+            }
+            return None;
+        }
+        let recorded = self.identity_of(&id);
+        let r = self.reconcile(&id, recorded.as_ref());
+        let digests = {
+            let store = lock(&self.store);
+            store.get(&id).map(|s| {
+                (
+                    s.plan_content_digest().to_hex(),
+                    s.controller_plan_digest().to_hex(),
+                )
+            })
+        }?;
+        let facts = ReceiptFacts {
+            digests,
+            binding: self.binding_of(&id),
+            limits: self.limits_of(&id),
+            projections: vec![],
+        };
+        let mut body = receipt_body(
+            &id,
+            &facts,
+            &Ending::Failure {
+                code: code.as_str().into(),
+                message: format!(
+                    "gloved restarted with the session {} and its records do not replay ({}); identity {}",
+                    stage.as_str(),
+                    replay_error.as_str(),
+                    r.describe()
+                ),
+            },
+            true,
+        );
+        body["recovery"] = r.json(stage);
+        body["recovery"]["replay_error"] = json!(replay_error.as_str());
+        let res = self.append_receipt(&id, &body).and_then(|receipt| {
+            let mut store = lock(&self.store);
+            let j = lock(&self.receipts);
+            u.log_fail(
+                receipt,
+                &ReceiptView::new(&j),
+                &mut Transitions::new(&mut store),
+            )
+            .map_err(|e| life(&e))
+        });
+        if res.is_ok() {
+            self.forget_launcher(&id);
+        }
+        tracing::error!(session_id = ?id.as_str(), code = code.as_str(), replay_error = replay_error.as_str(), ok = res.is_ok(), "a session whose records do not replay was failed");
+        Some(
+            json!({"session_id": id.as_str(), "code": code.as_str(), "replay_error": replay_error.as_str(), "identity_matched": r.matched}),
+        )
     }
 
     fn binding_of(&self, id: &SessionId) -> Option<String> {
@@ -1632,6 +1707,45 @@ impl Runtime {
             }
         })
     }
+}
+
+/// What recovery did to a session's processes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Reconciled {
+    /// The recorded init identity matched (and the init was killed).
+    matched: bool,
+    /// The recorded launcher was killed instead.
+    launcher_killed: bool,
+    /// Session cgroup directories removed after the launcher was killed.
+    cgroups_removed: usize,
+}
+
+impl Reconciled {
+    fn describe(&self) -> &'static str {
+        if self.matched {
+            "matched, sandbox killed"
+        } else if self.launcher_killed {
+            "not recorded or not matching; the recorded launcher was killed, and the sandbox with it"
+        } else {
+            "did not match, nothing signalled"
+        }
+    }
+
+    fn json(&self, stage: SessionStage) -> Value {
+        json!({
+            "stage": stage.as_str(),
+            "identity_matched": self.matched,
+            "launcher_killed": self.launcher_killed,
+            "cgroups_removed": self.cgroups_removed,
+            "killed": self.matched || self.launcher_killed,
+        })
+    }
+}
+
+/// The limits a stored plan asks for, decoded strictly; `None` when the
+/// bytes are no plan (never a limit defaulted to 0).
+fn recorded_limits(plan: &[u8]) -> Option<ResourceLimits> {
+    DecodedPlan::decode(plan).ok().map(|p| *p.limits())
 }
 
 fn reap(mut child: std::process::Child) {

@@ -1277,3 +1277,185 @@ fn issue_14_a_store_cut_back_after_a_crash_is_refused() {
     ));
     assert_eq!(e, "start_auth_replayed");
 }
+
+/// Appends one transition to `session` in the store of `m` (gloved
+/// stopped) with `evidence` that is canonical JSON but no lifecycle record:
+/// the store takes it, the lifecycle cannot replay it.
+fn append_undecodable_transition(m: &Managed, session: &str, to: glove_types::stage::SessionStage) {
+    let path = m.home.store();
+    let key = glove_journal::receipt::ReceiptKey::from_key_file(
+        &std::fs::read(&m.home.key).expect("key"),
+    )
+    .expect("receipt key");
+    let anchor = glove_journal::anchor_file::AnchorFile::beside(
+        &path,
+        key,
+        glove_journal::anchor_file::STORE_ANCHOR_DOMAIN,
+    )
+    .expect("anchor");
+    let (mut store, _) = glove_journal::SessionStore::open_anchored(&path, anchor).expect("open");
+    let id = glove_types::ids::SessionId::new(session).expect("id");
+    store
+        .transition(&id, to, br#"{"not":"a lifecycle record"}"#)
+        .expect("append");
+}
+
+fn receipts_naming(c: &mut Client, session: &str) -> usize {
+    let page = c.receipts_page(0, None).expect("page");
+    page["receipts"]
+        .as_array()
+        .expect("receipts")
+        .iter()
+        .filter(|r| {
+            serde_json::from_str::<Value>(r["envelope"].as_str().expect("envelope")).expect("json")
+                ["body"]["session_id"]
+                == session
+        })
+        .count()
+}
+
+#[test]
+fn issue_14_a_session_whose_records_do_not_replay_is_failed_with_a_receipt() {
+    // Before the fix recovery skipped the session: it stayed `preparing`
+    // for good, with no receipt and nothing in the log but a count.
+    if !sandbox_ok() {
+        return;
+    }
+    let m = Managed::new(&ROOMY, None);
+    let d = m.start();
+    let c = created(&m, &d, &ROOMY, "garbled");
+    drop(c);
+    let _ = d.stop();
+    append_undecodable_transition(&m, "garbled", glove_types::stage::SessionStage::Preparing);
+    let d = m.start();
+    let mut c = d.client();
+    let st = c.session_status("garbled").expect("status");
+    assert_eq!(st["stage"], "failed", "{st}");
+    let (body, _) = receipt_of(&mut c, "garbled");
+    assert_eq!(body["recovered"], true, "{body}");
+    assert_eq!(
+        body["termination"]["code"], "lifecycle_recovery_replay_failed",
+        "{body}"
+    );
+    assert_eq!(
+        body["recovery"]["replay_error"], "lifecycle_record_invalid",
+        "{body}"
+    );
+    // The limits are the plan's, not zeros.
+    assert_eq!(body["limits"]["wall_time_ms"], ROOMY.wall_ms, "{body}");
+    assert_eq!(
+        body["limits"]["terminal_output_bytes"], ROOMY.output_bytes,
+        "{body}"
+    );
+    assert_eq!(body["limits"]["pids"], ROOMY.pids, "{body}");
+    drop(c);
+    let _ = d.stop();
+    // A second restart finds it failed and writes no second receipt.
+    let d = m.start();
+    let mut c = d.client();
+    assert_eq!(
+        c.session_status("garbled").expect("status")["stage"],
+        "failed"
+    );
+    assert_eq!(receipts_naming(&mut c, "garbled"), 1);
+}
+
+#[test]
+fn issue_14_a_recovered_receipt_never_reports_made_up_limits() {
+    // A session whose stored plan bytes are canonical JSON but no plan,
+    // interrupted while preparing. Before the fix its recovered receipt
+    // said every limit was 0; now it says it does not know (`null`).
+    if !sandbox_ok() {
+        return;
+    }
+    let m = Managed::new(&ROOMY, None);
+    let d = m.start();
+    drop(d.client());
+    let _ = d.stop();
+    {
+        let path = m.home.store();
+        let key = glove_journal::receipt::ReceiptKey::from_key_file(
+            &std::fs::read(&m.home.key).expect("key"),
+        )
+        .expect("receipt key");
+        let anchor = glove_journal::anchor_file::AnchorFile::beside(
+            &path,
+            key,
+            glove_journal::anchor_file::STORE_ANCHOR_DOMAIN,
+        )
+        .expect("anchor");
+        let (mut store, _) =
+            glove_journal::SessionStore::open_anchored(&path, anchor).expect("open");
+        let id = glove_types::ids::SessionId::new("no-plan").expect("id");
+        let plan = br#"{"resource_profile":{"wall_time_ms":5}}"#;
+        store
+            .create_session(glove_journal::session::NewSession {
+                session_id: &id,
+                idempotency_key: &glove_types::ids::IdempotencyKey::new("key-no-plan")
+                    .expect("key"),
+                controller_plan_digest: glove_types::Blake3Digest::of(plan),
+                plan,
+            })
+            .expect("create");
+        let zero = glove_journal::lifecycle::creation_bytes(store.get(&id).expect("stored"))
+            .expect("record 0");
+        let preparing = glove_lifecycle::SessionRecord {
+            session_id: id.clone(),
+            seq: 1,
+            prev: Some(Sha256Digest::of_domain(
+                "glove.lifecycle.session-record.v1",
+                &zero,
+            )),
+            entry: glove_lifecycle::SessionEntry::Preparing,
+        }
+        .encode()
+        .expect("encode");
+        store
+            .transition(&id, glove_types::stage::SessionStage::Preparing, &preparing)
+            .expect("preparing");
+    }
+    let d = m.start();
+    let mut c = d.client();
+    assert_eq!(
+        c.session_status("no-plan").expect("status")["stage"],
+        "failed"
+    );
+    let (body, _) = receipt_of(&mut c, "no-plan");
+    assert_eq!(
+        body["termination"]["code"], "lifecycle_recovery_preparing_interrupted",
+        "{body}"
+    );
+    assert!(body["limits"].is_null(), "no limit is made up: {body}");
+}
+
+#[test]
+fn issue_14_a_recovered_running_session_carries_its_admitted_limits() {
+    if !sandbox_ok() {
+        return;
+    }
+    let m = Managed::new(&ROOMY, None);
+    let mut d = m.start();
+    let mut c = created(&m, &d, &ROOMY, "crash-limits");
+    let started = start(&mut c, &m, "crash-limits");
+    let pid = started["init_pid"].as_i64().expect("pid") as i32;
+    let ident = glove_sandbox::identity::ProcessIdentity::of(pid).expect("identity");
+    d.child.kill().expect("SIGKILL gloved");
+    d.child.wait().expect("wait");
+    drop(c);
+    let d = m.start();
+    let mut c = d.client();
+    assert!(!ident.still_matches(), "recovery killed the sandbox");
+    let (body, _) = receipt_of(&mut c, "crash-limits");
+    assert_eq!(
+        body["limits"],
+        json!({
+            "cpu_time_ms": ROOMY.cpu_ms,
+            "memory_bytes": ROOMY.memory,
+            "pids": ROOMY.pids,
+            "wall_time_ms": ROOMY.wall_ms,
+            "disk_bytes": ROOMY.disk,
+            "terminal_output_bytes": ROOMY.output_bytes,
+        }),
+        "{body}"
+    );
+}

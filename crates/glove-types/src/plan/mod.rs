@@ -270,6 +270,11 @@ impl DecodedPlan {
         })
     }
 
+    /// The resource limits the plan asks for (every field present: the
+    /// decoder refuses a plan missing one).
+    pub fn limits(&self) -> &ResourceLimits {
+        &self.limits
+    }
     /// The exact canonical bytes the plan arrived as.
     pub fn canonical_bytes(&self) -> &[u8] {
         &self.canonical
