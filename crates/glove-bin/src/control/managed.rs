@@ -17,6 +17,7 @@
 //! waiting on the launcher.
 
 use super::ports::{self, ReceiptView, Transitions};
+use super::process;
 use super::protocol::RpcError;
 use glove_journal::receipt::ReceiptKind;
 use glove_journal::{ReceiptJournal, SessionStore};
@@ -535,6 +536,14 @@ pub fn identity_matches(id: &glove_lifecycle::ProcessIdentity) -> bool {
     else {
         return false;
     };
+    init_matches(id, &now)
+}
+
+/// Whether `now` (read for the recorded pid) is the recorded init.
+fn init_matches(
+    id: &glove_lifecycle::ProcessIdentity,
+    now: &glove_sandbox::identity::ProcessIdentity,
+) -> bool {
     now.boot_id == id.boot_id()
         && now.start_time_ticks == id.start_time_ticks()
         && cgroup_inode(&now.cgroup) == Some(id.cgroup_id())
@@ -1165,23 +1174,20 @@ impl Runtime {
             .as_i64()
             .and_then(|p| i32::try_from(p).ok())
             .unwrap_or(0);
-        let Ok(now) = glove_sandbox::identity::ProcessIdentity::of(pid) else {
+        // Through a pidfd opened before the check (see `process`), with a
+        // bounded wait for it to be gone (the sandbox init dies with it).
+        let killed = process::kill_if_same(
+            &process::PidFds,
+            pid,
+            |now| {
+                v["session_id"] == id.as_str()
+                    && v["boot_id"] == now.boot_id.as_str()
+                    && v["start_time_ticks"].as_u64() == Some(now.start_time_ticks)
+            },
+            Duration::from_secs(1),
+        );
+        if !matches!(killed, process::Killed::Signalled { .. }) {
             return None;
-        };
-        if v["session_id"] != id.as_str()
-            || v["boot_id"] != now.boot_id.as_str()
-            || v["start_time_ticks"].as_u64() != Some(now.start_time_ticks)
-        {
-            return None;
-        }
-        let p = rustix::process::Pid::from_raw(pid)?;
-        rustix::process::kill_process(p, rustix::process::Signal::KILL).ok()?;
-        // Bounded wait for it to be gone (the sandbox init dies with it).
-        for _ in 0..500 {
-            if !now.still_matches() {
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(2));
         }
         Some(glove_sandbox::cgroup::remove_abandoned(
             pid,
@@ -1552,19 +1558,17 @@ impl Runtime {
         id: &SessionId,
         recorded: Option<&glove_lifecycle::ProcessIdentity>,
     ) -> Reconciled {
-        let matched = recorded.is_some_and(identity_matches);
-        if let (true, Some(ident)) = (matched, recorded) {
-            if let Some(pid) = rustix::process::Pid::from_raw(ident.pid() as i32) {
-                let _ = rustix::process::kill_process(pid, rustix::process::Signal::KILL);
-            }
-            // Bounded wait for the init to be gone.
-            for _ in 0..500 {
-                if !identity_matches(ident) {
-                    break;
-                }
-                std::thread::sleep(Duration::from_millis(10));
-            }
-        }
+        // The init is signalled through a pidfd opened and checked first
+        // (see `process`): never by raw pid after a check.
+        let matched = recorded.is_some_and(|ident| {
+            process::kill_if_same(
+                &process::PidFds,
+                i32::try_from(ident.pid()).unwrap_or(0),
+                |now| init_matches(ident, now),
+                Duration::from_secs(5),
+            )
+            .matched()
+        });
         let cgroups_removed = if recorded.is_none() {
             self.kill_recorded_launcher(id)
         } else {

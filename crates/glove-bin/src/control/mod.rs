@@ -49,6 +49,7 @@ pub mod limits;
 pub mod managed;
 pub mod placement;
 pub mod ports;
+pub mod process;
 pub mod protocol;
 pub mod remote;
 pub mod server;
