@@ -245,7 +245,7 @@ pub fn recover_stored<B: AsRef<[u8]>>(
     id: &SessionId,
     records: &[B],
     stored_stage: SessionStage,
-) -> Result<Recovered, Unreplayable> {
+) -> Result<Recovered, Box<Unreplayable>> {
     let replayed = replay_session(records).and_then(|s| {
         if s.id() == id {
             Ok(s)
@@ -256,14 +256,16 @@ pub fn recover_stored<B: AsRef<[u8]>>(
             })
         }
     });
-    replayed.map(classify).map_err(|error| Unreplayable {
-        id: id.clone(),
-        error,
-        stored_stage,
-        next_seq: records.len() as u64,
-        prev: records
-            .last()
-            .map(|b| record_digest(SubjectKind::Session, b.as_ref())),
+    replayed.map(classify).map_err(|error| {
+        Box::new(Unreplayable {
+            id: id.clone(),
+            error,
+            stored_stage,
+            next_seq: records.len() as u64,
+            prev: records
+                .last()
+                .map(|b| record_digest(SubjectKind::Session, b.as_ref())),
+        })
     })
 }
 

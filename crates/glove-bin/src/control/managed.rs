@@ -1635,7 +1635,7 @@ impl Runtime {
     /// reconciled as a running session's are (from the last identity that
     /// still decodes, else the recorded launcher), then its receipt is
     /// written and the failure record appended after the last stored one.
-    fn fail_unreplayable(&self, u: glove_lifecycle::Unreplayable) -> Option<Value> {
+    fn fail_unreplayable(&self, u: Box<glove_lifecycle::Unreplayable>) -> Option<Value> {
         let id = u.id().clone();
         let code = u.code();
         let replay_error = u.error().code();
@@ -1683,7 +1683,7 @@ impl Runtime {
         let res = self.append_receipt(&id, &body).and_then(|receipt| {
             let mut store = lock(&self.store);
             let j = lock(&self.receipts);
-            u.log_fail(
+            (*u).log_fail(
                 receipt,
                 &ReceiptView::new(&j),
                 &mut Transitions::new(&mut store),

@@ -253,10 +253,10 @@ fn issue_14_a_session_that_does_not_replay_is_failed_not_skipped() {
     let Err(u2) = recover_stored(&id, &recs, SessionStage::Running) else {
         unreachable!()
     };
-    assert!(u2.log_fail(r, &w.receipts, &mut w.log).is_err());
+    assert!((*u2).log_fail(r, &w.receipts, &mut w.log).is_err());
     assert_eq!(w.log.records_of(subject).len() as u64, n);
     let r = w.with_receipt(&id, 7);
-    u.log_fail(r, &w.receipts, &mut w.log).expect("failed");
+    (*u).log_fail(r, &w.receipts, &mut w.log).expect("failed");
     let after = w.log.records_of(subject);
     assert_eq!(after.len() as u64, n + 1);
     let last = SessionRecord::decode(after.last().unwrap()).expect("decodes");
@@ -281,7 +281,7 @@ fn issue_14_a_session_that_does_not_replay_is_failed_not_skipped() {
     let Err(again) = recover_stored(&id, &after, SessionStage::Failed) else {
         panic!("still does not replay");
     };
-    assert!(again.log_fail(r, &w.receipts, &mut w.log).is_err());
+    assert!((*again).log_fail(r, &w.receipts, &mut w.log).is_err());
 }
 
 #[test]
