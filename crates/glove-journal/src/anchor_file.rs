@@ -176,6 +176,26 @@ pub fn anchor_name(journal_name: &OsStr) -> OsString {
     s
 }
 
+/// Stores `rec` in `file`; a failure poisons the journal it anchors
+/// (`failed`), whose appends are then refused by [`refuse_if_poisoned`]: a
+/// record on disk that its anchor does not count must not be followed by
+/// more.
+pub(crate) fn store_or_poison(
+    file: &AnchorFile,
+    failed: &mut bool,
+    rec: &AnchorRecord,
+) -> Result<(), JournalError> {
+    file.store(rec).inspect_err(|_| *failed = true)
+}
+
+/// `journal_poisoned` once an anchor write has failed.
+pub(crate) fn refuse_if_poisoned(failed: bool) -> Result<(), JournalError> {
+    if failed {
+        return Err(JournalError::Poisoned);
+    }
+    Ok(())
+}
+
 impl AnchorFile {
     /// The anchor file `<journal>.anchor` beside `journal` (whose directory
     /// must pass the journal placement checks), keyed with `key` under

@@ -760,6 +760,13 @@ fn exec_outcome(exec_status: &OwnedFd) -> Result<bool, Errno> {
     Ok(&got[..n] == EXEC_STARTED)
 }
 
+/// For the fuzz target: bytes read as `/proc/self/stat` when the init
+/// looks for its argument area; never panics.
+#[doc(hidden)]
+pub fn fuzz_proc_stat(bytes: &[u8]) {
+    let _ = process::arg_area(bytes);
+}
+
 /// For the fuzz target: decodes a release command as the agent does and,
 /// when it decodes, checks that encoding the result gives the same bytes.
 /// Never panics on any input (the round trip holding is asserted).
@@ -1385,14 +1392,15 @@ fn agent_main(
         Err((kind, e)) => report_as(kind, e),
     };
     let cmd = given.as_ref().unwrap_or(&prep.cmd);
-    // Limits last: the release is read (and allocated) before a memory
-    // rlimit could make that fail.
+    // The fallback limits last: the release is read (and allocated)
+    // before a memory rlimit could make that fail. (`prep.rlimits` the
+    // init set on itself before anything else; the agent has them.)
     let extra: &[(libc::__rlimit_resource_t, u64)] = if start.fallback {
         &prep.fallback_rlimits
     } else {
         &[]
     };
-    for (res, v) in prep.rlimits.iter().chain(extra) {
+    for (res, v) in extra {
         if let Err(e) = process::set_rlimit(*res, *v) {
             let _ = fd::write_all(exec_w.as_fd(), EXEC_FAILED);
             report(e);

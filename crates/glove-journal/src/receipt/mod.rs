@@ -215,18 +215,11 @@ impl ReceiptJournal {
             current: self.journal.anchor(),
             next,
         };
-        if let Err(e) = self.anchor_file.store(&rec) {
-            self.anchor_failed = true;
-            return Err(e);
-        }
-        Ok(())
+        crate::anchor_file::store_or_poison(&self.anchor_file, &mut self.anchor_failed, &rec)
     }
 
     fn writable(&self) -> Result<(), JournalError> {
-        if self.anchor_failed {
-            return Err(JournalError::Poisoned);
-        }
-        Ok(())
+        crate::anchor_file::refuse_if_poisoned(self.anchor_failed)
     }
 
     /// Opens a receipt journal: strict replay checked against the anchor

@@ -211,18 +211,11 @@ impl SessionStore {
             current: self.journal.anchor(),
             next: None,
         };
-        if let Err(e) = file.store(&rec) {
-            self.anchor_failed = true;
-            return Err(e);
-        }
-        Ok(())
+        crate::anchor_file::store_or_poison(file, &mut self.anchor_failed, &rec)
     }
 
     fn writable(&self) -> Result<(), JournalError> {
-        if self.anchor_failed {
-            return Err(JournalError::Poisoned);
-        }
-        Ok(())
+        crate::anchor_file::refuse_if_poisoned(self.anchor_failed)
     }
 
     /// Creates a session, or returns the original on a byte-identical retry.

@@ -947,3 +947,29 @@ pub(crate) fn arg_area(stat: &[u8]) -> Option<(usize, usize)> {
     let end = fields.next()?.parse().ok()?;
     Some((start, end))
 }
+
+#[cfg(test)]
+mod arg_area_tests {
+    use super::arg_area;
+    use proptest::prelude::*;
+
+    #[test]
+    fn fields_48_and_49_after_the_last_parenthesis() {
+        // A command name with spaces and parentheses, as the kernel shows it.
+        let mut line = String::from("42 (a) b (c) S");
+        for i in 4..=52 {
+            line.push_str(&format!(" {i}"));
+        }
+        assert_eq!(arg_area(line.as_bytes()), Some((48, 49)));
+        assert_eq!(arg_area(b"42 (x) S 1 2"), None);
+        assert_eq!(arg_area(b"no parenthesis"), None);
+        assert_eq!(arg_area(b""), None);
+    }
+
+    proptest! {
+        #[test]
+        fn never_panics(bytes in prop::collection::vec(any::<u8>(), 0..512)) {
+            let _ = arg_area(&bytes);
+        }
+    }
+}
