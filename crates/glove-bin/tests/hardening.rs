@@ -498,6 +498,28 @@ fn nested_bind_target_through_a_link(who: As) {
     );
 }
 
+/// Review finding: a bind of a kernel file system (a `/proc/PID`, with
+/// its `root` and `fd` links, or sysfs) is refused as such.
+fn kernel_file_systems_are_not_bound(who: As) {
+    for source in ["/proc/self", "/sys/kernel", "/sys/fs/cgroup/pids"] {
+        let bind = format!("{source}:/mnt/k");
+        let out = glove(
+            who,
+            &["exec", "--json", "--ro-bind", &bind, "--", "/bin/true"],
+            None,
+        );
+        let (v, _) = outcome(&out);
+        assert_eq!(out.status.code(), Some(125), "{source}: {v}");
+        assert!(
+            v["message"]
+                .as_str()
+                .unwrap_or("")
+                .contains("kernel file system"),
+            "{source}: {v}"
+        );
+    }
+}
+
 fn battery(who: As) {
     if !sandbox_ok(who) || !python_ok() {
         return;
@@ -512,6 +534,7 @@ fn battery(who: As) {
     memory_thrash_is_a_memory_stop(who);
     binds_holding_sockets_are_refused(who);
     nested_bind_target_through_a_link(who);
+    kernel_file_systems_are_not_bound(who);
     if who == As::Caller && common::is_root() {
         rw_copy_swap_race();
     }

@@ -120,6 +120,14 @@ pub(crate) fn apply_grants(
             Some(fd) => Some(resolve::meta(fd.as_fd()).map_err(|e| fail(what("stat"), e))?),
             None => None,
         };
+        if let Some(fd) = &opened {
+            if sys_at::on_kernel_fs(fd.as_fd()).map_err(|e| fail(what("statfs"), e))? {
+                return Err(fail(
+                    what("the host path is on a kernel file system (proc, sys, cgroup)"),
+                    Errno(libc::EACCES),
+                ));
+            }
+        }
         if let Some(m) = &meta {
             if !m.is_dir() {
                 return Err(fail(

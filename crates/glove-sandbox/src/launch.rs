@@ -1484,6 +1484,12 @@ fn setup_fs(
         let src = resolve::open_no_links(&format!("/oldroot{}", b.source), libc::O_PATH)
             .map_err(|e| (what("open"), e))?;
         let m = resolve::meta(src.as_fd()).map_err(|e| (what("stat"), e))?;
+        if at::on_kernel_fs(src.as_fd()).map_err(|e| (what("statfs"), e))? {
+            return Err((
+                what("a kernel file system (proc, sys, cgroup)"),
+                Errno(libc::EACCES),
+            ));
+        }
         // The target, too, is reached without following links: it may lie
         // in an earlier bind whose host directory another user controls.
         let target = if m.is_dir() {

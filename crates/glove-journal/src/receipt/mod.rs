@@ -242,6 +242,14 @@ impl ReceiptJournal {
         let spec = config.spec();
         let mut opened = match anchor_file.load()? {
             None => {
+                // A journal that was ever acknowledged has been anchored
+                // since: its anchor file missing now is a deletion, not a
+                // journal from before anchors (that would reopen it to a
+                // rollback).
+                let (dir, name) = placement::split(path);
+                if ack::exists(&dir, &name.to_os_string())? {
+                    return Err(JournalError::corrupt(CorruptKind::AnchorFileMissing, 0));
+                }
                 let mut o = Journal::open(path, &spec, None)?;
                 o.report.unanchored = true;
                 o

@@ -207,6 +207,24 @@ pub(crate) fn fs_magic(fd: BorrowedFd<'_>) -> SysResult<i64> {
     Ok(st.f_type)
 }
 
+/// Whether `fd` lies on a kernel file system (procfs, sysfs, cgroupfs,
+/// debugfs, tracefs, securityfs, bpffs): never a bind or grant source,
+/// since its links (`/proc/PID/root`, `fd/*`) and knobs lead outside any
+/// read-only view.
+pub(crate) fn on_kernel_fs(fd: BorrowedFd<'_>) -> SysResult<bool> {
+    const KERNEL_FS: &[i64] = &[
+        PROC_SUPER_MAGIC,
+        0x6265_6572, // sysfs
+        0x0027_e0eb, // cgroup
+        0x6367_7270, // cgroup2
+        0x6462_6720, // debugfs
+        0x7472_6163, // tracefs
+        0x7363_6673, // securityfs
+        0xcafe_4a11, // bpf
+    ];
+    Ok(KERNEL_FS.contains(&fs_magic(fd)?))
+}
+
 /// Binds the tree at `src` (recursively) onto `target` with `attrs`
 /// (`MOUNT_ATTR_*`) set on every mount of the new tree, from descriptor
 /// to descriptor: the copy is made detached (`open_tree(OPEN_TREE_CLONE |
