@@ -247,7 +247,7 @@ impl ReceiptJournal {
                 // journal from before anchors (that would reopen it to a
                 // rollback).
                 let (dir, name) = placement::split(path);
-                if ack::exists(&dir, &name.to_os_string())? {
+                if ack::exists(&dir, name)? {
                     return Err(JournalError::corrupt(CorruptKind::AnchorFileMissing, 0));
                 }
                 let mut o = Journal::open(path, &spec, None)?;
