@@ -78,7 +78,7 @@ fuzz_target!(|data: &[u8]| {
             Err(b) => check_response(&b.to_response()),
             Ok(req) => {
                 let id = req.id.clone().unwrap_or(serde_json::Value::Null);
-                match service().dispatch(&auth, &req) {
+                match service().dispatch(auth.caller(), &req) {
                     Ok(result) => check_response(&protocol::result_response(&id, result)),
                     Err(e) => check_response(&e.to_response(Some(&id))),
                 }

@@ -20,6 +20,6 @@ pub mod control;
 pub mod demo;
 pub mod exec;
 pub mod explain;
-pub mod protected;
+pub use glove_control::protected;
 pub mod receipts_verify;
 pub mod report;

@@ -58,17 +58,7 @@ impl Drop for BootstrapSecret {
     }
 }
 
-/// Draws random bytes from the operating system.
-pub fn random_bytes<const N: usize>() -> Result<[u8; N], Rejection> {
-    let mut b = [0u8; N];
-    getrandom::fill(&mut b).map_err(|e| {
-        Rejection::new(
-            CONTROL_INTERNAL,
-            format!("the system random source failed: {e}"),
-        )
-    })?;
-    Ok(b)
-}
+pub use glove_control::random_bytes;
 
 impl BootstrapSecret {
     /// A fresh secret from the system random source.
@@ -175,7 +165,7 @@ impl ReplayGuard {
 /// [`ServerHandshake::verify`] makes one.
 #[derive(Debug)]
 pub struct Authenticated {
-    client: String,
+    client: glove_control::Caller,
 }
 
 /// The client label of connections that do not name one.
@@ -189,6 +179,11 @@ impl Authenticated {
     /// separates cooperating controllers; it is not a boundary against a
     /// hostile process of the same user.
     pub fn client_id(&self) -> &str {
+        self.client.client_id()
+    }
+
+    /// The caller the service's dispatch takes.
+    pub fn caller(&self) -> &glove_control::Caller {
         &self.client
     }
 }
@@ -277,7 +272,9 @@ impl ServerHandshake {
         }
         Ok((
             secret.server_mac(&self.server_nonce, &client_nonce),
-            Authenticated { client },
+            Authenticated {
+                client: glove_control::Caller::new(client),
+            },
         ))
     }
 }

@@ -39,18 +39,15 @@
 //! to run the service.
 
 pub mod auth;
-pub mod capabilities;
 pub mod client;
 pub mod client_cli;
 pub mod config;
 pub mod frame;
-pub mod held;
-pub mod limits;
-pub mod managed;
-pub mod placement;
-pub mod ports;
-pub mod process;
-pub mod protocol;
 pub mod remote;
 pub mod server;
-pub mod service;
+
+// The service logic lives in `glove-control`; these are its modules under
+// the names the server and the clients use.
+pub use glove_control::{
+    capabilities, held, limits, managed, placement, ports, process, protocol, service,
+};

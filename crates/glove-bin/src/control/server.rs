@@ -653,7 +653,7 @@ async fn connection(stream: UnixStream, shared: Arc<Shared>, mut shutdown: watch
         let (tx, shared, auth) = (tx.clone(), shared.clone(), auth.clone());
         tokio::spawn(async move {
             let service = shared.service.clone();
-            let outcome = tokio::task::spawn_blocking(move || service.dispatch(&auth, &req)).await;
+            let outcome = tokio::task::spawn_blocking(move || service.dispatch(auth.caller(), &req)).await;
             let msg = match outcome {
                 Ok(Ok(result)) => protocol::result_response(&id, result),
                 Ok(Err(e)) => e.to_response(Some(&id)),
@@ -717,7 +717,7 @@ async fn stream_request(
             serde_json::json!({"session_id": session, "detached": was}),
         );
     }
-    match shared.service.attach(auth, &req.params) {
+    match shared.service.attach(auth.caller(), &req.params) {
         Err(e) => e.to_response(Some(id)),
         Ok((result, rx)) => {
             if let Some(old) = attached.remove(&session) {

@@ -2,16 +2,16 @@
 //!
 //! [`Service`] holds what `gloved` constructed at startup — the frozen
 //! policy, the session store, the receipt journal — and the capability set
-//! derived from them. [`Service::dispatch`] takes an [`Authenticated`]
+//! derived from them. [`Service::dispatch`] takes an [`Caller`]
 //! proof and one parsed request and returns the result or a wire error; it
 //! is synchronous (journal appends sync to disk), so the server runs it on
 //! the blocking pool. The fuzz target drives it directly.
 
-use super::auth::Authenticated;
-use super::capabilities::{Capabilities, Components, Method};
-use super::managed::Runtime;
-use super::ports::Transitions;
-use super::protocol::{Request, RpcError, INTERNAL_ERROR, INVALID_PARAMS};
+use crate::Caller;
+use crate::capabilities::{Capabilities, Components, Method};
+use crate::managed::Runtime;
+use crate::ports::Transitions;
+use crate::protocol::{Request, RpcError, INTERNAL_ERROR, INVALID_PARAMS};
 use glove_journal::receipt::ReceiptHead;
 use glove_journal::session::{NewSession, SessionRecord};
 use glove_journal::{JournalError, ReceiptJournal, SessionStore};
@@ -128,7 +128,7 @@ impl Service {
     /// advertised only when the probe passed.
     pub fn with_runtime(
         mut self,
-        cfg: super::managed::RuntimeConfig,
+        cfg: crate::managed::RuntimeConfig,
         key: glove_lifecycle::ServiceKey,
         operational: bool,
     ) -> Service {
@@ -152,7 +152,7 @@ impl Service {
     }
 
     /// Answers one authenticated request.
-    pub fn dispatch(&self, auth: &Authenticated, req: &Request) -> Result<Value, RpcError> {
+    pub fn dispatch(&self, auth: &Caller, req: &Request) -> Result<Value, RpcError> {
         let Some(method) = self.caps.advertised(&req.method) else {
             return Err(RpcError::method_not_found(&req.method));
         };
@@ -182,7 +182,7 @@ impl Service {
                 let id = session_id(p.session_id)?;
                 let bytes = match (p.data, p.data_hex) {
                     (Some(d), None) => d.into_bytes(),
-                    (None, Some(h)) => super::managed::from_hex(&h).ok_or_else(|| {
+                    (None, Some(h)) => crate::managed::from_hex(&h).ok_or_else(|| {
                         invalid_params(
                             &Rejection::new(CONTROL_INVALID_PARAMS, "data_hex is not hex")
                                 .at("data_hex"),
@@ -206,7 +206,7 @@ impl Service {
             Method::Signal => {
                 let p: SignalParams = params(&req.params)?;
                 let id = session_id(p.session_id)?;
-                let n = super::managed::signal_number(&p.signal).ok_or_else(|| {
+                let n = crate::managed::signal_number(&p.signal).ok_or_else(|| {
                     invalid_params(
                         &Rejection::new(
                             CONTROL_INVALID_PARAMS,
@@ -224,7 +224,7 @@ impl Service {
                     auth.client_id(),
                     &id,
                     p.grace_ms
-                        .unwrap_or(super::managed::DEFAULT_STOP_GRACE_MS)
+                        .unwrap_or(crate::managed::DEFAULT_STOP_GRACE_MS)
                         .min(60_000),
                 )
             }
@@ -251,12 +251,12 @@ impl Service {
     /// its later events.
     pub fn attach(
         &self,
-        auth: &Authenticated,
+        auth: &Caller,
         p: &Map<String, Value>,
     ) -> Result<
         (
             Value,
-            Option<tokio::sync::broadcast::Receiver<super::managed::Event>>,
+            Option<tokio::sync::broadcast::Receiver<crate::managed::Event>>,
         ),
         RpcError,
     > {

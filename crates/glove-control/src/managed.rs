@@ -16,9 +16,9 @@
 //! receipt journal. The store and journal locks are never held while
 //! waiting on the launcher.
 
-use super::ports::{self, ReceiptView, Transitions};
-use super::process;
-use super::protocol::RpcError;
+use crate::ports::{self, ReceiptView, Transitions};
+use crate::process;
+use crate::protocol::RpcError;
 use glove_journal::receipt::ReceiptKind;
 use glove_journal::{ReceiptJournal, SessionStore};
 use glove_lifecycle::{
@@ -72,7 +72,7 @@ pub struct RuntimeConfig {
     /// The runtime directory (the test hooks write there).
     pub runtime_dir: PathBuf,
     /// Every path the service holds; no grant may expose one.
-    pub held: super::held::HeldPaths,
+    pub held: crate::held::HeldPaths,
     /// Transcript bytes per session.
     pub transcript_bytes: usize,
     /// The materialization root: one launcher record per started session.
@@ -92,11 +92,11 @@ impl Event {
     /// The notification sent to attached clients.
     pub fn notification(&self, session: &str) -> Value {
         match self {
-            Event::Output(seq, data) => super::protocol::notification(
+            Event::Output(seq, data) => crate::protocol::notification(
                 "output",
                 json!({"session_id": session, "seq": seq, "data_hex": to_hex(data)}),
             ),
-            Event::Ended(v) => super::protocol::notification("session_ended", v.clone()),
+            Event::Ended(v) => crate::protocol::notification("session_ended", v.clone()),
         }
     }
 }
@@ -166,7 +166,7 @@ pub struct Runtime {
     live: Mutex<HashMap<SessionId, Arc<Live>>>,
     /// Sessions with a `start_session` in progress (one at a time each).
     starting: Mutex<std::collections::HashSet<SessionId>>,
-    clock: super::service::Clock,
+    clock: crate::service::Clock,
 }
 
 impl core::fmt::Debug for Runtime {
@@ -175,7 +175,7 @@ impl core::fmt::Debug for Runtime {
     }
 }
 
-struct ClockPort(super::service::Clock);
+struct ClockPort(crate::service::Clock);
 impl glove_lifecycle::Clock for ClockPort {
     fn now_ms(&self) -> u64 {
         self.0.now_ms()
@@ -631,7 +631,7 @@ impl Runtime {
         key: ServiceKey,
         store: Arc<Mutex<SessionStore>>,
         receipts: Arc<Mutex<ReceiptJournal>>,
-        clock: super::service::Clock,
+        clock: crate::service::Clock,
     ) -> Runtime {
         let mut nonces = UsedNonces::new(NONCE_CAPACITY);
         let report = glove_lifecycle::recover_all(ports::all_records(&lock(&store)));
@@ -756,7 +756,7 @@ impl Runtime {
             let plan = rec.plan().to_vec();
             (
                 ports::replay(&store, id)
-                    .ok_or_else(super::service::internal)?
+                    .ok_or_else(crate::service::internal)?
                     .map_err(port)?,
                 plan,
             )
@@ -974,7 +974,7 @@ impl Runtime {
             };
             let running = starting.run(p).map_err(|e| life(e.error()))?;
             let _ = sock.set_read_timeout(None);
-            let writer = sock.try_clone().map_err(|_| super::service::internal())?;
+            let writer = sock.try_clone().map_err(|_| crate::service::internal())?;
             let (tx, _) = broadcast::channel(ATTACH_QUEUE);
             let live = Arc::new(Live {
                 id: id.clone(),
@@ -998,7 +998,7 @@ impl Runtime {
             std::thread::Builder::new()
                 .name(format!("session-{}", id.as_str()))
                 .spawn(move || rt.pump(&live, sock, dec, child))
-                .map_err(|_| super::service::internal())?;
+                .map_err(|_| crate::service::internal())?;
             tracing::info!(session_id = ?id.as_str(), init_pid = info.init.pid, "session running");
             Ok(json!({
                 "session_id": id.as_str(),
@@ -1056,7 +1056,7 @@ impl Runtime {
         end: Result<Box<Outcome>, (ErrorCode, String)>,
     ) -> Result<Value, RpcError> {
         let mut guard = lock(&live.session);
-        let any = guard.take().ok_or_else(super::service::internal)?;
+        let any = guard.take().ok_or_else(crate::service::internal)?;
         let id = live.id.clone();
         let result = match end {
             Ok(o) => {
@@ -1137,7 +1137,7 @@ impl Runtime {
             .map(std::ffi::OsStr::to_owned)
             .ok_or_else(|| bad("launcher record name".into()))?;
         let root =
-            super::placement::open_dir(&self.cfg.materialization_root, "the materialization root")
+            crate::placement::open_dir(&self.cfg.materialization_root, "the materialization root")
                 .map_err(|r| {
                     tracing::warn!(
                         code = r.code().as_str(),
@@ -1829,7 +1829,7 @@ pub fn issue_authorization(
             Sha256Digest::parse(plan_content_digest)?,
             glove_types::Blake3Digest::parse(controller_plan_digest)?,
         ),
-        nonce: glove_lifecycle::Nonce::from_bytes(super::auth::random_bytes::<16>()?),
+        nonce: glove_lifecycle::Nonce::from_bytes(crate::random_bytes::<16>()?),
         issued_at_ms: now_ms,
         expires_at_ms: now_ms.saturating_add(ttl_ms),
     };

@@ -17,7 +17,7 @@
 //! startup and adds no method by itself. Any method not in the
 //! list answers `method_not_found`, whatever objects exist.
 
-use super::protocol::PROTOCOL_VERSION;
+use crate::protocol::PROTOCOL_VERSION;
 use serde_json::{json, Value};
 use std::collections::BTreeSet;
 

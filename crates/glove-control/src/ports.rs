@@ -3,7 +3,7 @@
 //! The adapters themselves are `glove_journal::lifecycle` (shared with the
 //! model-based tests in `proptests/`, which check them against a model):
 //! lifecycle record 0 is the store's creation record (re-encoded on lookup;
-//! written by `create_session` in [`super::service`], which stages the plan
+//! written by `create_session` in [`crate::service`], which stages the plan
 //! first); lifecycle record `k ≥ 1` is the session's `k`-th store
 //! transition, with the record's stage and its bytes verbatim as the
 //! evidence. An append anywhere but the session's next position is refused

@@ -1,0 +1,76 @@
+//! `gloved`'s service logic as a library, without sockets or a command line.
+//!
+//! A tour:
+//!
+//! * [`service`] — the frozen policy, session store and receipt journal,
+//!   and synchronous dispatch of one request from an authenticated
+//!   [`Caller`]; `create_session` drives the lifecycle's `log_create`;
+//! * [`capabilities`] — the advertised methods and the capability document,
+//!   derived from what startup constructed;
+//! * [`protocol`] — the JSON-RPC 2.0 message model: strict request parsing,
+//!   responses, and the one mapping from an internal error to a wire error;
+//! * [`managed`] — the Linux managed runtime: launch spec, launch binding,
+//!   launcher client, receipts, recovery, the attach transcript;
+//! * [`held`] — the paths the service holds and the refusal of a grant that
+//!   would expose one;
+//! * [`ports`] — the lifecycle's logs over the session store and receipt
+//!   journal;
+//! * [`process`] — signalling a recorded process through a verified pidfd;
+//! * [`placement`] — directory checks and private atomic file writes;
+//! * [`protected`] — reading operator files as protected files;
+//! * [`limits`] — the configured bounds.
+//!
+//! The crate uses `glove-types`, `glove-lifecycle`, `glove-journal` and
+//! `glove-sandbox`; only `glove-bin` (the socket server, frames and the
+//! handshake, the clients, configuration parsing and the CLI) uses it.
+#![forbid(unsafe_code)]
+
+pub mod capabilities;
+pub mod held;
+pub mod limits;
+pub mod managed;
+pub mod placement;
+pub mod ports;
+pub mod process;
+pub mod protected;
+pub mod protocol;
+pub mod service;
+
+use glove_types::codes::control::CONTROL_INTERNAL;
+use glove_types::Rejection;
+
+/// An authenticated client, as request dispatch sees it: the label it
+/// presented at the handshake. The socket server makes one only after the
+/// mutual handshake succeeded (see `glove-bin`'s `auth`); the label
+/// separates cooperating controllers, it is not a boundary against a
+/// hostile process of the same user.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Caller {
+    client: String,
+}
+
+impl Caller {
+    /// The caller with this client label.
+    pub fn new(client: impl Into<String>) -> Caller {
+        Caller {
+            client: client.into(),
+        }
+    }
+
+    /// The client label.
+    pub fn client_id(&self) -> &str {
+        &self.client
+    }
+}
+
+/// Draws random bytes from the operating system.
+pub fn random_bytes<const N: usize>() -> Result<[u8; N], Rejection> {
+    let mut b = [0u8; N];
+    getrandom::fill(&mut b).map_err(|e| {
+        Rejection::new(
+            CONTROL_INTERNAL,
+            format!("the system random source failed: {e}"),
+        )
+    })?;
+    Ok(b)
+}
