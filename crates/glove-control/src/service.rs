@@ -7,11 +7,11 @@
 //! is synchronous (journal appends sync to disk), so the server runs it on
 //! the blocking pool. The fuzz target drives it directly.
 
-use crate::Caller;
 use crate::capabilities::{Capabilities, Components, Method};
 use crate::managed::Runtime;
 use crate::ports::Transitions;
 use crate::protocol::{Request, RpcError, INTERNAL_ERROR, INVALID_PARAMS};
+use crate::Caller;
 use glove_journal::receipt::ReceiptHead;
 use glove_journal::session::{NewSession, SessionRecord};
 use glove_journal::{JournalError, ReceiptJournal, SessionStore};

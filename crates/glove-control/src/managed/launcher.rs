@@ -1,0 +1,166 @@
+//! The launcher client: spawning `glove-launcher`, its frames, the startup probe.
+
+use glove_sandbox::outcome::ExitStatus;
+use glove_sandbox::spec::Enforcement;
+use glove_sandbox::wire::{Decoder, FromLauncher, SpecWire, ToLauncher};
+use glove_types::codes::control::*;
+use glove_types::{ErrorCode, Rejection};
+use std::io::{Read, Write};
+use std::os::unix::net::UnixStream;
+use std::path::Path;
+use std::time::Duration;
+
+/// How long the launcher may take to prepare or start a sandbox.
+pub(super) const LAUNCH_TIMEOUT: Duration = Duration::from_secs(60);
+/// Launches `/bin/true` under strict enforcement through the launcher and
+/// checks that it exits 0 with memory and pids in a cgroup and no limit
+/// left to an rlimit fallback.
+pub fn probe(launcher: &Path) -> Result<(), Rejection> {
+    let bad = |m: String| Rejection::new(SESSION_RUNTIME_UNAVAILABLE, m);
+    let spec = glove_sandbox::profile::exec_spec(glove_sandbox::profile::ExecRequest {
+        strict_limits: true,
+        ..glove_sandbox::profile::ExecRequest::new(vec!["/bin/true".into()])
+    })
+    .map_err(|e| bad(format!("probe spec: {e}")))?;
+    let mut wire = SpecWire::from_spec(&spec).ok_or_else(|| bad("probe spec".into()))?;
+    wire.enforcement = Enforcement::Strict;
+    let (sock, child) = spawn_launcher(launcher).map_err(|e| bad(e.message().into()))?;
+    let verdict = probe_over(sock, wire);
+    // The socket is closed by now, so the launcher finishes; it is reaped
+    // here and leaves no zombie behind for the service's lifetime.
+    reap_within(child, PROBE_REAP_TIMEOUT);
+    verdict
+}
+
+/// How long the probe's launcher gets to exit after its verdict before it
+/// is killed (and then reaped).
+pub(super) const PROBE_REAP_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Waits for `child` for at most `timeout`, then kills it and waits.
+pub(super) fn reap_within(mut child: std::process::Child, timeout: Duration) {
+    let deadline = std::time::Instant::now() + timeout;
+    loop {
+        match child.try_wait() {
+            Ok(Some(_)) | Err(_) => return,
+            Ok(None) if std::time::Instant::now() >= deadline => {
+                tracing::warn!(
+                    pid = child.id(),
+                    "the probe's launcher did not exit; killing it"
+                );
+                let _ = child.kill();
+                let _ = child.wait();
+                return;
+            }
+            Ok(None) => std::thread::sleep(Duration::from_millis(2)),
+        }
+    }
+}
+
+/// The probe's exchange with its launcher: the spec out, the verdict in.
+pub(super) fn probe_over(mut sock: UnixStream, wire: SpecWire) -> Result<(), Rejection> {
+    let bad = |m: String| Rejection::new(SESSION_RUNTIME_UNAVAILABLE, m);
+    sock.write_all(&ToLauncher::Spec(Box::new(wire)).encode())
+        .map_err(|e| bad(format!("probe: {e}")))?;
+    let mut dec = Decoder::default();
+    loop {
+        match read_frame(&mut sock, &mut dec).map_err(|e| bad(format!("probe: {e}")))? {
+            FromLauncher::Exited(o) => {
+                use glove_sandbox::outcome::Mechanism::*;
+                let e = o.enforcement;
+                let cg = |m| matches!(m, CgroupV2 | CgroupV1);
+                if o.exit != (ExitStatus::Exited { code: 0 }) {
+                    return Err(bad(format!("probe exited with {:?}", o.exit)));
+                }
+                let all = [
+                    e.cpu_time,
+                    e.memory,
+                    e.pids,
+                    e.wall_time,
+                    e.disk,
+                    e.terminal_output,
+                ];
+                // Strict means the launcher's strict: memory and pids in a
+                // cgroup, and no limit left to an rlimit fallback (CPU time
+                // may be a cgroup or the launcher's cgroup-accounted watchdog).
+                if !(cg(e.memory) && cg(e.pids)) || all.contains(&Rlimit) {
+                    return Err(bad(format!("limits not enforced by cgroups: {e:?}")));
+                }
+                return Ok(());
+            }
+            FromLauncher::Failed(f) => {
+                return Err(bad(format!("probe failed: {}: {}", f.code, f.message)))
+            }
+            _ => {}
+        }
+    }
+}
+
+/// A spawned launcher: our socket end, and the child (reaped by a thread).
+pub(super) fn spawn_launcher(
+    launcher: &Path,
+) -> Result<(UnixStream, std::process::Child), Rejection> {
+    let (mine, theirs) = UnixStream::pair()
+        .map_err(|e| Rejection::new(SESSION_LAUNCH_FAILED, format!("socketpair: {e}")))?;
+    let child = std::process::Command::new(launcher)
+        .stdin(std::process::Stdio::from(std::os::fd::OwnedFd::from(
+            theirs,
+        )))
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .map_err(|e| {
+            Rejection::new(
+                SESSION_LAUNCH_FAILED,
+                format!("cannot run {}: {e}", launcher.display()),
+            )
+        })?;
+    mine.set_read_timeout(Some(LAUNCH_TIMEOUT))
+        .map_err(|e| Rejection::new(SESSION_LAUNCH_FAILED, format!("socket: {e}")))?;
+    Ok((mine, child))
+}
+
+/// Reads frames until the launcher reports the end (or goes away).
+pub(super) fn read_until_end(sock: &mut UnixStream, dec: &mut Decoder) -> Result<(), String> {
+    loop {
+        match read_frame(sock, dec)? {
+            FromLauncher::Exited(_) | FromLauncher::Failed(_) => return Ok(()),
+            _ => {}
+        }
+    }
+}
+
+pub(super) fn read_frame(sock: &mut UnixStream, dec: &mut Decoder) -> Result<FromLauncher, String> {
+    let mut buf = [0u8; 16384];
+    loop {
+        if let Some(m) = dec.next_from_launcher().map_err(|e| e.to_string())? {
+            return Ok(m);
+        }
+        let n = sock.read(&mut buf).map_err(|e| e.to_string())?;
+        if n == 0 {
+            return Err("the launcher closed its socket".into());
+        }
+        dec.push(&buf[..n]);
+    }
+}
+
+pub(super) fn reap(mut child: std::process::Child) {
+    std::thread::spawn(move || {
+        let _ = child.wait();
+    });
+}
+
+/// A launcher's reply as the frame `want` accepts, or the failure to record:
+/// the launcher's own failure or an unexpected frame (`session_launch_failed`),
+/// or a lost launcher (`session_launcher_lost`).
+pub(super) fn expect_frame<T>(
+    reply: Result<FromLauncher, String>,
+    want: impl FnOnce(FromLauncher) -> Result<T, FromLauncher>,
+) -> Result<T, (ErrorCode, String)> {
+    match reply.map(want) {
+        Ok(Ok(v)) => Ok(v),
+        Ok(Err(FromLauncher::Failed(f))) => {
+            Err((SESSION_LAUNCH_FAILED, format!("{}: {}", f.code, f.message)))
+        }
+        Ok(Err(other)) => Err((SESSION_LAUNCH_FAILED, format!("unexpected frame {other:?}"))),
+        Err(e) => Err((SESSION_LAUNCHER_LOST, e)),
+    }
+}

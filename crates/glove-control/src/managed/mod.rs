@@ -1,0 +1,318 @@
+//! The Linux managed runtime: sandboxed sessions driven through
+//! `glove-launcher`, with launch bindings, terminal receipts, an attachable
+//! PTY transcript and crash recovery.
+//!
+//! One launcher process per session, spawned with one end of a socket pair
+//! as its standard input. `start_session` runs on the blocking pool:
+//! prepare → durable `preparing` → receipt capacity reserved → spec sent →
+//! `Prepared` facts → launch binding → durable `starting` → `Release` →
+//! `Started` → durable `running`. A reader thread per session then owns the
+//! launcher socket: output goes into the session's bounded transcript and
+//! to attached clients; `Exited`/`Failed` (or the launcher's socket closing)
+//! builds the terminal receipt, appends it durably, and only then records
+//! `exited`/`failed`.
+//!
+//! Lock order: the session's own state, then the session store, then the
+//! receipt journal. The store and journal locks are never held while
+//! waiting on the launcher.
+
+mod authorization;
+mod binding;
+mod identity;
+mod launcher;
+mod launcher_record;
+mod ops;
+mod receipt;
+mod recovery;
+mod spec;
+mod start;
+mod transcript;
+
+pub use authorization::{issue_authorization, read_key};
+pub use binding::{launch_binding, LAUNCH_DOCUMENT_TAG};
+pub use identity::identity_matches;
+pub use launcher::probe;
+pub use spec::build_spec;
+pub use transcript::Event;
+
+use self::receipt::ReceiptFacts;
+use self::transcript::Transcript;
+use crate::ports::{self, ReceiptView, Transitions};
+use crate::protocol::RpcError;
+use glove_journal::receipt::ReceiptKind;
+use glove_journal::{ReceiptJournal, SessionStore};
+use glove_lifecycle::{AnySession, PortError, ServiceKey, TerminalReceiptRef, UsedNonces};
+use glove_types::codes::control::*;
+use glove_types::ids::SessionId;
+use glove_types::stage::SessionStage;
+use glove_types::{canon, ErrorCode, Rejection, Sha256Digest};
+use serde_json::Value;
+use std::collections::HashMap;
+use std::os::unix::net::UnixStream;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, MutexGuard};
+use tokio::sync::broadcast;
+
+/// Default transcript size per session.
+pub const DEFAULT_TRANSCRIPT_BYTES: usize = 256 * 1024;
+/// Default grace between TERM and KILL for `stop_session`.
+pub const DEFAULT_STOP_GRACE_MS: u64 = 2_000;
+/// Used start-authorization nonces kept.
+const NONCE_CAPACITY: usize = 65_536;
+/// Attach notifications buffered per attacher before it is cut off.
+const ATTACH_QUEUE: usize = 1024;
+
+/// What the runtime is configured with.
+#[derive(Clone, Debug)]
+pub struct RuntimeConfig {
+    /// The `glove-launcher` executable.
+    pub launcher: PathBuf,
+    /// The pinned library bundle root, if any.
+    pub bundle_root: Option<PathBuf>,
+    /// The runtime directory (the test hooks write there).
+    pub runtime_dir: PathBuf,
+    /// Every path the service holds; no grant may expose one.
+    pub held: crate::held::HeldPaths,
+    /// Transcript bytes per session.
+    pub transcript_bytes: usize,
+    /// The materialization root: one launcher record per started session.
+    pub materialization_root: PathBuf,
+}
+
+/// A session with a launcher in this process.
+struct Live {
+    id: SessionId,
+    /// The client label that started the session; only it may attach,
+    /// write, resize, signal, stop or clean up.
+    owner: String,
+    /// Writes to the launcher.
+    writer: Mutex<UnixStream>,
+    /// Transcript and the event sender, together so a new attacher sees
+    /// each chunk exactly once (in the snapshot or the stream).
+    stream: Mutex<(Transcript, broadcast::Sender<Event>)>,
+    /// The typestate session (taken while a transition is in progress).
+    session: Mutex<Option<AnySession>>,
+    /// Set once the terminal record is durable.
+    ended: Mutex<Option<Value>>,
+    /// What the receipt needs besides the outcome.
+    facts: ReceiptFacts,
+}
+
+/// The managed runtime.
+pub struct Runtime {
+    cfg: RuntimeConfig,
+    key: ServiceKey,
+    store: Arc<Mutex<SessionStore>>,
+    receipts: Arc<Mutex<ReceiptJournal>>,
+    nonces: Mutex<UsedNonces>,
+    live: Mutex<HashMap<SessionId, Arc<Live>>>,
+    /// Sessions with a `start_session` in progress (one at a time each).
+    starting: Mutex<std::collections::HashSet<SessionId>>,
+    clock: crate::service::Clock,
+}
+
+impl core::fmt::Debug for Runtime {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Runtime").finish_non_exhaustive()
+    }
+}
+
+struct ClockPort(crate::service::Clock);
+impl glove_lifecycle::Clock for ClockPort {
+    fn now_ms(&self) -> u64 {
+        self.0.now_ms()
+    }
+}
+
+fn err(code: ErrorCode, msg: impl Into<String>) -> RpcError {
+    RpcError::from_rejection(&Rejection::new(code, msg))
+}
+
+fn auth_err(e: &glove_lifecycle::StartAuthError) -> RpcError {
+    RpcError::from_rejection(&Rejection::new(e.code(), e.to_string()).at("authorization"))
+}
+
+fn port(e: PortError) -> RpcError {
+    err(e.code(), e.code().meaning())
+}
+
+fn life(e: &glove_lifecycle::LifecycleError) -> RpcError {
+    err(e.code(), e.code().meaning())
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// A signal name accepted by `signal`.
+pub fn signal_number(name: &str) -> Option<i32> {
+    Some(match name {
+        "HUP" => 1,
+        "INT" => 2,
+        "QUIT" => 3,
+        "KILL" => 9,
+        "USR1" => 10,
+        "USR2" => 12,
+        "TERM" => 15,
+        "CONT" => 18,
+        "STOP" => 19,
+        "WINCH" => 28,
+        _ => return None,
+    })
+}
+
+/// Parses hex (for `write_stdin`'s `data_hex`).
+pub fn from_hex(s: &str) -> Option<Vec<u8>> {
+    if s.len() % 2 != 0 {
+        return None;
+    }
+    (0..s.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(s.get(i..i + 2)?, 16).ok())
+        .collect()
+}
+
+/// Whether a sha256 hex names a digest (re-export for the CLI).
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    Sha256Digest::of(bytes).to_hex()
+}
+
+impl Runtime {
+    /// Builds the runtime and rebuilds the used-nonce set from the store.
+    pub fn new(
+        cfg: RuntimeConfig,
+        key: ServiceKey,
+        store: Arc<Mutex<SessionStore>>,
+        receipts: Arc<Mutex<ReceiptJournal>>,
+        clock: crate::service::Clock,
+    ) -> Runtime {
+        let mut nonces = UsedNonces::new(NONCE_CAPACITY);
+        let report = glove_lifecycle::recover_all(ports::all_records(&lock(&store)));
+        for (n, exp) in report.used_nonces {
+            nonces.insert_recovered(n, exp);
+        }
+        Runtime {
+            cfg,
+            key,
+            store,
+            receipts,
+            nonces: Mutex::new(nonces),
+            live: Mutex::new(HashMap::new()),
+            starting: Mutex::new(std::collections::HashSet::new()),
+            clock,
+        }
+    }
+
+    /// Appends the terminal receipt of `id` (spending its reservation, or a
+    /// new one) unless one is durable already; returns its reference.
+    fn append_receipt(&self, id: &SessionId, body: &Value) -> Result<TerminalReceiptRef, RpcError> {
+        let mut j = lock(&self.receipts);
+        if let Some(r) = glove_lifecycle::ReceiptLog::terminal_receipt(
+            &ReceiptView::new(&j),
+            glove_lifecycle::Subject::Session(id),
+        )
+        .map_err(port)?
+        {
+            return Ok(r);
+        }
+        let bytes = canon::to_canonical(body).map_err(|r| RpcError::from_rejection(&r))?;
+        let res = match j.held_reservation(id) {
+            Some(r) => r,
+            None => j.reserve(id).map_err(|e| err(e.code(), e.to_string()))?,
+        };
+        let stored = j
+            .append_receipt(&res, ReceiptKind::ResourceV1, &bytes)
+            .map_err(|e| err(e.code(), e.to_string()))?;
+        Ok(ports::reference(&stored))
+    }
+
+    /// Fails a live session: receipt first, then the failure record.
+    fn fail_any(
+        &self,
+        any: AnySession,
+        code: ErrorCode,
+        body: &Value,
+    ) -> Result<AnySession, RpcError> {
+        let id = any.id().clone();
+        let r = self.append_receipt(&id, body)?;
+        let mut store = lock(&self.store);
+        let j = lock(&self.receipts);
+        let view = ReceiptView::new(&j);
+        let mut log = Transitions::new(&mut store);
+        // Each typed session is failed under a brand of its own.
+        macro_rules! fail {
+            ($s:expr) => {{
+                $s.enter(|s| -> Result<AnySession, RpcError> {
+                    let p = s.log_fail(code, r, &view, &mut log).map_err(|e| life(&e))?;
+                    Ok(AnySession::from(s.fail(p).map_err(|e| life(e.error()))?))
+                })?
+            }};
+        }
+        Ok(match any.stage() {
+            SessionStage::Created => {
+                fail!(any.try_into_created().map_err(|e| life(e.error()))?)
+            }
+            SessionStage::Preparing => {
+                fail!(any.try_into_preparing().map_err(|e| life(e.error()))?)
+            }
+            SessionStage::Starting => {
+                fail!(any.try_into_starting().map_err(|e| life(e.error()))?)
+            }
+            SessionStage::Running => {
+                fail!(any.try_into_running().map_err(|e| life(e.error()))?)
+            }
+            SessionStage::Stopping => {
+                fail!(any.try_into_stopping().map_err(|e| life(e.error()))?)
+            }
+            SessionStage::Exited | SessionStage::Failed => any,
+        })
+    }
+
+    /// A test hook (debug builds only): with `GLOVE_TEST_PAUSE_AT=<point>`,
+    /// reaching `point` writes `paused-<point>` in the runtime directory and
+    /// blocks this request for good, so a test can SIGKILL `gloved` there.
+    fn test_pause(&self, point: &str) {
+        if !cfg!(debug_assertions) {
+            return;
+        }
+        if std::env::var("GLOVE_TEST_PAUSE_AT").ok().as_deref() != Some(point) {
+            return;
+        }
+        let _ = std::fs::write(self.cfg.runtime_dir.join(format!("paused-{point}")), b"");
+        tracing::warn!(point, "test hook: paused");
+        loop {
+            std::thread::park();
+        }
+    }
+
+    fn terminal(&self, id: &SessionId) -> Option<TerminalReceiptRef> {
+        let j = lock(&self.receipts);
+        glove_lifecycle::ReceiptLog::terminal_receipt(
+            &ReceiptView::new(&j),
+            glove_lifecycle::Subject::Session(id),
+        )
+        .ok()
+        .flatten()
+    }
+
+    fn live(&self, id: &SessionId) -> Result<Arc<Live>, RpcError> {
+        lock(&self.live).get(id).cloned().ok_or_else(|| {
+            err(
+                SESSION_NOT_LIVE,
+                format!("session {} has no live sandbox here", id.as_str()),
+            )
+        })
+    }
+
+    /// The live session, if `caller` is the client that started it.
+    fn owned(&self, caller: &str, id: &SessionId) -> Result<Arc<Live>, RpcError> {
+        let live = self.live(id)?;
+        if live.owner != caller {
+            return Err(err(
+                SESSION_NOT_OWNED,
+                format!("session {} belongs to another client", id.as_str()),
+            ));
+        }
+        Ok(live)
+    }
+}

@@ -1,0 +1,206 @@
+//! Requests on a live session: input, resize, signal, stop, attach, cleanup, shutdown.
+
+use super::transcript::Event;
+use super::{err, life, lock, Live, Runtime};
+use crate::ports::Transitions;
+use crate::protocol::RpcError;
+use glove_lifecycle::{AnySession, StopReason};
+use glove_sandbox::wire::ToLauncher;
+use glove_types::codes::control::*;
+use glove_types::digest::to_hex;
+use glove_types::ids::SessionId;
+use glove_types::stage::SessionStage;
+use serde_json::{json, Value};
+use std::io::Write;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::broadcast;
+
+impl Runtime {
+    pub(super) fn send(&self, caller: &str, id: &SessionId, m: ToLauncher) -> Result<(), RpcError> {
+        let live = self.owned(caller, id)?;
+        if lock(&live.ended).is_some() {
+            return Err(err(
+                SESSION_NOT_LIVE,
+                format!("session {} has ended", id.as_str()),
+            ));
+        }
+        let r = lock(&live.writer).write_all(&m.encode());
+        r.map_err(|_| {
+            err(
+                SESSION_NOT_LIVE,
+                format!("session {} has ended", id.as_str()),
+            )
+        })
+    }
+
+    /// `write_stdin`.
+    pub fn write_stdin(
+        &self,
+        caller: &str,
+        id: &SessionId,
+        data: &[u8],
+    ) -> Result<Value, RpcError> {
+        self.send(caller, id, ToLauncher::Stdin(data.to_vec()))?;
+        Ok(json!({"written": data.len()}))
+    }
+
+    /// `resize`.
+    pub fn resize(
+        &self,
+        caller: &str,
+        id: &SessionId,
+        rows: u16,
+        cols: u16,
+    ) -> Result<Value, RpcError> {
+        self.send(caller, id, ToLauncher::Resize(rows, cols))?;
+        Ok(json!({"rows": rows, "cols": cols}))
+    }
+
+    /// `signal`.
+    pub fn signal(&self, caller: &str, id: &SessionId, signal: i32) -> Result<Value, RpcError> {
+        self.send(caller, id, ToLauncher::Signal(signal))?;
+        Ok(json!({"signalled": signal}))
+    }
+
+    /// `stop_session`: the stop intent is durable, then TERM, KILL after
+    /// the grace. The receipt follows when the launcher reports the exit.
+    pub fn stop(&self, caller: &str, id: &SessionId, grace_ms: u64) -> Result<Value, RpcError> {
+        self.owned(caller, id)?;
+        self.stop_for(id, grace_ms, StopReason::Requested)
+    }
+
+    pub(super) fn stop_for(
+        &self,
+        id: &SessionId,
+        grace_ms: u64,
+        reason: StopReason,
+    ) -> Result<Value, RpcError> {
+        let live = self.live(id)?;
+        {
+            let mut guard = lock(&live.session);
+            match guard.take() {
+                Some(any) if any.stage() == SessionStage::Running => {
+                    let running = any.try_into_running().map_err(|e| life(e.error()))?;
+                    let mut store = lock(&self.store);
+                    // The session goes back into the guard whatever happens.
+                    let (session, stopped) = running.enter(|running| {
+                        match running.log_stop(reason, &mut Transitions::new(&mut store)) {
+                            Ok(p) => match running.stop(p) {
+                                Ok(s) => (AnySession::from(s), Ok(())),
+                                Err(r) => {
+                                    let (s, e) = r.into_parts();
+                                    (AnySession::from(s), Err(life(&e)))
+                                }
+                            },
+                            Err(e) => (AnySession::from(running), Err(life(&e))),
+                        }
+                    });
+                    *guard = Some(session);
+                    stopped?;
+                }
+                Some(any) if any.stage() == SessionStage::Stopping => *guard = Some(any),
+                other => {
+                    let stage = other
+                        .as_ref()
+                        .map(|a| a.stage().as_str())
+                        .unwrap_or("ending");
+                    *guard = other;
+                    return Err(err(
+                        SESSION_NOT_LIVE,
+                        format!("session {} is {stage}", id.as_str()),
+                    ));
+                }
+            }
+        }
+        self.test_pause("after_stop_record");
+        let r = lock(&live.writer).write_all(&ToLauncher::Stop(grace_ms).encode());
+        r.map_err(|_| err(SESSION_NOT_LIVE, "the launcher is gone"))?;
+        Ok(json!({"session_id": id.as_str(), "stage": "stopping", "grace_ms": grace_ms}))
+    }
+
+    /// Graceful shutdown: every running session is stopped (TERM, KILL
+    /// after `grace_ms`) with the reason `service_shutdown`, and its receipt
+    /// awaited for at most `wait`. Sessions not finished by then are left
+    /// to recovery at the next start.
+    pub fn shutdown(&self, grace_ms: u64, wait: Duration) {
+        let live: Vec<Arc<Live>> = lock(&self.live).values().cloned().collect();
+        for l in &live {
+            if lock(&l.ended).is_none() {
+                if let Err(e) = self.stop_for(&l.id, grace_ms, StopReason::ServiceShutdown) {
+                    tracing::warn!(session_id = ?l.id.as_str(), code = e.code.as_str(), "cannot stop a session at shutdown");
+                }
+            }
+        }
+        let deadline = std::time::Instant::now() + wait;
+        for l in &live {
+            // Bounded wait for the session thread to record the end.
+            while lock(&l.ended).is_none() && std::time::Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+        }
+    }
+
+    /// `attach`: the transcript after `after_seq`, and the stream.
+    pub fn attach(
+        &self,
+        caller: &str,
+        id: &SessionId,
+        after_seq: u64,
+    ) -> Result<(Value, Option<broadcast::Receiver<Event>>), RpcError> {
+        let live = self.owned(caller, id)?;
+        let s = lock(&live.stream);
+        let chunks: Vec<Value> =
+            s.0.chunks
+                .iter()
+                .filter(|(seq, _)| *seq > after_seq)
+                .map(|(seq, d)| json!({"seq": seq, "data_hex": to_hex(d)}))
+                .collect();
+        let first = s.0.chunks.front().map_or(s.0.next_seq, |(q, _)| *q);
+        let ended = lock(&live.ended).clone();
+        let rx = ended.is_none().then(|| s.1.subscribe());
+        Ok((
+            json!({
+                "session_id": id.as_str(),
+                "transcript": chunks,
+                "first_seq": first,
+                "next_seq": s.0.next_seq,
+                "ended": ended,
+            }),
+            rx,
+        ))
+    }
+
+    /// `cleanup_session`: forgets the live state once the terminal receipt
+    /// is durable. The sandbox's own mounts, tmpfs copies and cgroup are
+    /// removed by the launcher when the sandbox ends.
+    pub fn cleanup(&self, caller: &str, id: &SessionId) -> Result<Value, RpcError> {
+        if let Some(live) = lock(&self.live).get(id).cloned() {
+            if live.owner != caller {
+                return Err(err(
+                    SESSION_NOT_OWNED,
+                    format!("session {} belongs to another client", id.as_str()),
+                ));
+            }
+        }
+        let stage = {
+            let store = lock(&self.store);
+            store.get(id).map(|r| r.stage()).ok_or_else(|| {
+                err(
+                    glove_types::codes::journal::STORE_SESSION_NOT_FOUND,
+                    format!("no session {}", id.as_str()),
+                )
+            })?
+        };
+        let terminal = matches!(stage, SessionStage::Exited | SessionStage::Failed);
+        let receipt = self.terminal(id);
+        if !terminal || receipt.is_none() {
+            return Err(err(
+                SESSION_NOT_TERMINAL,
+                format!("session {} is {}", id.as_str(), stage.as_str()),
+            ));
+        }
+        let removed = lock(&self.live).remove(id).is_some();
+        Ok(json!({"session_id": id.as_str(), "cleaned": true, "live_state_removed": removed}))
+    }
+}

@@ -1,0 +1,329 @@
+//! Recovery at startup: every interrupted session reconciled and failed with a receipt.
+
+use super::identity::init_matches;
+use super::receipt::{receipt_body, recorded_limits, Ending, ReceiptFacts};
+use super::{life, lock, Runtime};
+use crate::ports::{self, ReceiptView, Transitions};
+use crate::process;
+use glove_types::ids::SessionId;
+use glove_types::policy::ResourceLimits;
+use glove_types::stage::SessionStage;
+use serde_json::{json, Value};
+use std::time::Duration;
+
+/// What recovery did to a session's processes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct Reconciled {
+    /// The recorded init identity matched (and the init was killed).
+    pub(super) matched: bool,
+    /// The recorded launcher was killed instead.
+    pub(super) launcher_killed: bool,
+    /// Session cgroup directories removed after the launcher was killed.
+    pub(super) cgroups_removed: usize,
+}
+
+impl Reconciled {
+    fn describe(&self) -> &'static str {
+        if self.matched {
+            "matched, sandbox killed"
+        } else if self.launcher_killed {
+            "not recorded or not matching; the recorded launcher was killed, and the sandbox with it"
+        } else {
+            "did not match, nothing signalled"
+        }
+    }
+
+    fn json(&self, stage: SessionStage) -> Value {
+        json!({
+            "stage": stage.as_str(),
+            "identity_matched": self.matched,
+            "launcher_killed": self.launcher_killed,
+            "cgroups_removed": self.cgroups_removed,
+            "killed": self.matched || self.launcher_killed,
+        })
+    }
+}
+
+impl Runtime {
+    /// Recovery at startup (see `docs/operations.md`).
+    pub fn recover(&self) -> Vec<Value> {
+        // Every session the store holds, with its records and the stage the
+        // store holds for it: one whose records do not replay is failed
+        // with a code and a receipt, never skipped.
+        let stored: Vec<(SessionId, SessionStage, Vec<Vec<u8>>)> = {
+            let store = lock(&self.store);
+            store
+                .index()
+                .iter()
+                .map(|s| {
+                    let id = s.session_id().clone();
+                    let records = ports::session_records(&store, &id).unwrap_or_default();
+                    (id, s.stage(), records)
+                })
+                .collect()
+        };
+        let mut out = Vec::new();
+        for (id, stored_stage, records) in stored {
+            let d = match glove_lifecycle::recover_stored(&id, &records, stored_stage) {
+                Ok(glove_lifecycle::Recovered::Interrupted(d)) => d,
+                Ok(_) => continue,
+                Err(u) => {
+                    out.extend(self.fail_unreplayable(u));
+                    continue;
+                }
+            };
+            let code = d.code();
+            let stage = d.stage();
+            // Running and stopping sessions recorded the init's identity;
+            // a starting one did not (its launcher holds the sandbox for a
+            // release that never comes and tears it down when our end of
+            // the socket closes).
+            let recorded = match &d {
+                glove_lifecycle::RecoveryDecision::ReconcileProcess(s) => {
+                    Some(s.process_identity().clone())
+                }
+                glove_lifecycle::RecoveryDecision::FinishStop(_) => self.identity_of(&id),
+                _ => None,
+            };
+            let rec = self.reconcile(&id, recorded.as_ref());
+            let matched = rec.matched;
+            // A stop whose receipt is already durable only lacks its exit
+            // record.
+            if let glove_lifecycle::RecoveryDecision::FinishStop(_) = &d {
+                if let Some(r) = self.terminal(&id) {
+                    let any = d.into_any();
+                    let res = (|| {
+                        let stopping = any.try_into_stopping().map_err(|e| life(e.error()))?;
+                        let mut store = lock(&self.store);
+                        let j = lock(&self.receipts);
+                        stopping.enter(|stopping| {
+                            let p = stopping
+                                .log_exit(
+                                    r,
+                                    &ReceiptView::new(&j),
+                                    &mut Transitions::new(&mut store),
+                                )
+                                .map_err(|e| life(&e))?;
+                            stopping
+                                .exit(p)
+                                .map(glove_lifecycle::Session::park)
+                                .map_err(|e| life(e.error()))
+                        })
+                    })();
+                    tracing::warn!(session_id = ?id.as_str(), ok = res.is_ok(), "stop finished at recovery (receipt was durable)");
+                    if res.is_ok() {
+                        self.forget_launcher(&id);
+                    }
+                    out.push(json!({"session_id": id.as_str(), "stage": "exited", "identity_matched": matched}));
+                    continue;
+                }
+            }
+            let digests = *d.into_any().digests();
+            let facts = ReceiptFacts {
+                digests: (
+                    digests.plan_content_digest().to_hex(),
+                    digests.controller_plan_digest().to_hex(),
+                ),
+                binding: None,
+                limits: self.limits_of(&id),
+                projections: vec![],
+            };
+            let facts = ReceiptFacts {
+                binding: self.binding_of(&id),
+                ..facts
+            };
+            let mut body = receipt_body(
+                &id,
+                &facts,
+                &Ending::Failure {
+                    code: code.as_str().into(),
+                    message: format!(
+                        "gloved restarted with the session {}; identity {}",
+                        stage.as_str(),
+                        rec.describe()
+                    ),
+                },
+                true,
+            );
+            body["recovery"] = rec.json(stage);
+            // Replay again: the decision was consumed above.
+            let any = match ports::replay(&lock(&self.store), &id) {
+                Some(Ok(a)) => a,
+                _ => continue,
+            };
+            let res = self.fail_any(any, code, &body);
+            if res.is_ok() {
+                self.forget_launcher(&id);
+            }
+            tracing::warn!(session_id = ?id.as_str(), code = code.as_str(), matched, ok = res.is_ok(), "session recovered");
+            out.push(json!({"session_id": id.as_str(), "code": code.as_str(), "identity_matched": matched}));
+        }
+        self.sweep_launcher_records();
+        out
+    }
+
+    /// Ends what is left of a session's processes at recovery. With the
+    /// init's identity recorded, the init if it is still that process;
+    /// with none recorded (a crash between release and the running
+    /// record), the launcher if it is still the recorded one (the sandbox
+    /// init dies with it: parent-death signal). A recorded identity that
+    /// does not match means nothing is signalled at all.
+    pub(super) fn reconcile(
+        &self,
+        id: &SessionId,
+        recorded: Option<&glove_lifecycle::ProcessIdentity>,
+    ) -> Reconciled {
+        // The init is signalled through a pidfd opened and checked first
+        // (see `process`): never by raw pid after a check.
+        let matched = recorded.is_some_and(|ident| {
+            process::kill_if_same(
+                &process::PidFds,
+                i32::try_from(ident.pid()).unwrap_or(0),
+                |now| init_matches(ident, now),
+                Duration::from_secs(5),
+            )
+            .matched()
+        });
+        let cgroups_removed = if recorded.is_none() {
+            self.kill_recorded_launcher(id)
+        } else {
+            None
+        };
+        Reconciled {
+            matched,
+            launcher_killed: cgroups_removed.is_some(),
+            cgroups_removed: cgroups_removed.unwrap_or(0),
+        }
+    }
+
+    /// Removes launcher records of sessions that are terminal (a start
+    /// that failed after writing one, or a crash after the end).
+    pub(super) fn sweep_launcher_records(&self) {
+        let Ok(dir) = std::fs::read_dir(&self.cfg.materialization_root) else {
+            return;
+        };
+        for e in dir.flatten() {
+            let name = e.file_name();
+            let Some(name) = name.to_str() else { continue };
+            if !(name.starts_with("launcher-") && name.ends_with(".json")) {
+                continue;
+            }
+            let id = std::fs::read(e.path())
+                .ok()
+                .and_then(|b| serde_json::from_slice::<Value>(&b).ok())
+                .and_then(|v| v["session_id"].as_str().map(str::to_owned))
+                .and_then(|s| SessionId::new(s).ok());
+            let terminal = id.as_ref().is_none_or(|id| {
+                lock(&self.store).get(id).is_none_or(|r| {
+                    matches!(r.stage(), SessionStage::Exited | SessionStage::Failed)
+                })
+            });
+            if terminal {
+                let _ = std::fs::remove_file(e.path());
+            }
+        }
+    }
+
+    pub(super) fn identity_of(&self, id: &SessionId) -> Option<glove_lifecycle::ProcessIdentity> {
+        let store = lock(&self.store);
+        store.transitions(id)?.iter().find_map(|t| {
+            match glove_lifecycle::SessionRecord::decode(t.evidence())
+                .ok()?
+                .entry
+            {
+                glove_lifecycle::SessionEntry::Running { identity } => Some(identity),
+                _ => None,
+            }
+        })
+    }
+
+    /// The limits the session was admitted with: the stored plan's, decoded
+    /// strictly (the plan is what admission checked the policy against and
+    /// what the launch spec took its limits from). `None` when the plan
+    /// cannot be decoded; nothing is defaulted.
+    pub(super) fn limits_of(&self, id: &SessionId) -> Option<ResourceLimits> {
+        let store = lock(&self.store);
+        recorded_limits(store.get(id)?.plan())
+    }
+
+    /// Fails a session whose records do not replay: its processes are
+    /// reconciled as a running session's are (from the last identity that
+    /// still decodes, else the recorded launcher), then its receipt is
+    /// written and the failure record appended after the last stored one.
+    pub(super) fn fail_unreplayable(&self, u: Box<glove_lifecycle::Unreplayable>) -> Option<Value> {
+        let id = u.id().clone();
+        let code = u.code();
+        let replay_error = u.error().code();
+        let stage = u.stored_stage();
+        if matches!(stage, SessionStage::Exited | SessionStage::Failed) {
+            // Failed at an earlier recovery (or terminal before the damage).
+            if self.terminal(&id).is_none() {
+                tracing::error!(session_id = ?id.as_str(), replay_error = replay_error.as_str(), "a terminal session does not replay and has no receipt");
+            }
+            return None;
+        }
+        let recorded = self.identity_of(&id);
+        let r = self.reconcile(&id, recorded.as_ref());
+        let digests = {
+            let store = lock(&self.store);
+            store.get(&id).map(|s| {
+                (
+                    s.plan_content_digest().to_hex(),
+                    s.controller_plan_digest().to_hex(),
+                )
+            })
+        }?;
+        let facts = ReceiptFacts {
+            digests,
+            binding: self.binding_of(&id),
+            limits: self.limits_of(&id),
+            projections: vec![],
+        };
+        let mut body = receipt_body(
+            &id,
+            &facts,
+            &Ending::Failure {
+                code: code.as_str().into(),
+                message: format!(
+                    "gloved restarted with the session {} and its records do not replay ({}); identity {}",
+                    stage.as_str(),
+                    replay_error.as_str(),
+                    r.describe()
+                ),
+            },
+            true,
+        );
+        body["recovery"] = r.json(stage);
+        body["recovery"]["replay_error"] = json!(replay_error.as_str());
+        let res = self.append_receipt(&id, &body).and_then(|receipt| {
+            let mut store = lock(&self.store);
+            let j = lock(&self.receipts);
+            (*u).log_fail(
+                receipt,
+                &ReceiptView::new(&j),
+                &mut Transitions::new(&mut store),
+            )
+            .map_err(|e| life(&e))
+        });
+        if res.is_ok() {
+            self.forget_launcher(&id);
+        }
+        tracing::error!(session_id = ?id.as_str(), code = code.as_str(), replay_error = replay_error.as_str(), ok = res.is_ok(), "a session whose records do not replay was failed");
+        Some(
+            json!({"session_id": id.as_str(), "code": code.as_str(), "replay_error": replay_error.as_str(), "identity_matched": r.matched}),
+        )
+    }
+
+    pub(super) fn binding_of(&self, id: &SessionId) -> Option<String> {
+        let store = lock(&self.store);
+        store.transitions(id)?.iter().find_map(|t| {
+            let r = glove_lifecycle::SessionRecord::decode(t.evidence()).ok()?;
+            match r.entry {
+                glove_lifecycle::SessionEntry::Starting { binding, .. } => {
+                    Some(binding.digest().to_hex())
+                }
+                _ => None,
+            }
+        })
+    }
+}

@@ -1,0 +1,425 @@
+//! `start_session`: from a created session to a running sandbox, and the session thread to its end.
+
+use super::binding::launch_binding;
+use super::identity::lifecycle_identity;
+use super::launcher::{expect_frame, read_frame, read_until_end, reap, spawn_launcher};
+use super::receipt::{receipt_body, Ending, ReceiptFacts};
+use super::spec::build_spec;
+use super::transcript::{Event, Transcript};
+use super::{auth_err, err, life, lock, port, ClockPort, Live, Runtime, ATTACH_QUEUE};
+use crate::ports::{self, ReceiptView, Transitions};
+use crate::protocol::RpcError;
+use glove_lifecycle::{AnySession, StartAuthPolicy, StartAuthorization, StopReason};
+use glove_sandbox::outcome::Outcome;
+use glove_sandbox::wire::{Decoder, FromLauncher, ToLauncher};
+use glove_types::codes::control::*;
+use glove_types::ids::SessionId;
+use glove_types::plan::{admit, DecodedPlan};
+use glove_types::policy::ValidatedPolicy;
+use glove_types::stage::SessionStage;
+use glove_types::ErrorCode;
+use serde_json::{json, Value};
+use std::collections::VecDeque;
+use std::io::Write;
+use std::os::unix::net::UnixStream;
+use std::sync::{Arc, Mutex};
+use tokio::sync::broadcast;
+
+impl Runtime {
+    /// `start_session`; a concurrent start of the same session is refused
+    /// with `session_not_startable`.
+    pub fn start(
+        self: &Arc<Self>,
+        policy: &ValidatedPolicy,
+        owner: &str,
+        id: &SessionId,
+        authorization: &str,
+        size: (u16, u16),
+    ) -> Result<Value, RpcError> {
+        if !lock(&self.starting).insert(id.clone()) {
+            return Err(err(
+                SESSION_NOT_STARTABLE,
+                format!("session {} is being started", id.as_str()),
+            ));
+        }
+        let r = self.start_inner(policy, owner, id, authorization, size);
+        lock(&self.starting).remove(id);
+        r
+    }
+
+    pub(super) fn start_inner(
+        self: &Arc<Self>,
+        policy: &ValidatedPolicy,
+        owner: &str,
+        id: &SessionId,
+        authorization: &str,
+        size: (u16, u16),
+    ) -> Result<Value, RpcError> {
+        // The session, its plan, and the plan admitted again now.
+        let (any, plan_bytes) = {
+            let store = lock(&self.store);
+            let rec = store.get(id).ok_or_else(|| {
+                err(
+                    glove_types::codes::journal::STORE_SESSION_NOT_FOUND,
+                    format!("no session {}", id.as_str()),
+                )
+            })?;
+            let plan = rec.plan().to_vec();
+            (
+                ports::replay(&store, id)
+                    .ok_or_else(crate::service::internal)?
+                    .map_err(port)?,
+                plan,
+            )
+        };
+        // The authorization is checked (and its nonce spent) first, so a
+        // replayed one is refused as such whatever the session's stage.
+        let digests = *any.digests();
+        let auth =
+            StartAuthorization::decode(authorization.as_bytes()).map_err(|e| auth_err(&e))?;
+        let verified = {
+            let mut nonces = lock(&self.nonces);
+            auth.verify(
+                &self.key,
+                id,
+                &digests,
+                StartAuthPolicy::default(),
+                &ClockPort(self.clock),
+                &mut nonces,
+            )
+            .map_err(|e| auth_err(&e))?
+        };
+        if any.stage() != SessionStage::Created {
+            return Err(err(
+                SESSION_NOT_STARTABLE,
+                format!("session {} is {}", id.as_str(), any.stage().as_str()),
+            ));
+        }
+        let created = any.try_into_created().map_err(|e| life(e.error()))?;
+        // From here on the session is typed, under one brand; it leaves the
+        // scope only as an `AnySession` (the live registry, `fail_with`).
+        created.enter(|created| -> Result<Value, RpcError> {
+            let decoded =
+                DecodedPlan::decode(&plan_bytes).map_err(|r| RpcError::from_rejection(&r))?;
+            let admitted = admit(decoded, None, policy, self.clock.now_ms()).map_err(|r| {
+                err(
+                    SESSION_PLAN_NOT_ADMITTED,
+                    format!(
+                        "the stored plan is not admitted now: {}: {}",
+                        r.code().as_str(),
+                        r.message()
+                    ),
+                )
+            })?;
+            let (spec, projections) = build_spec(policy, &admitted, &self.cfg, size.0, size.1)
+                .map_err(|r| RpcError::from_rejection(&r))?;
+            let mut facts = ReceiptFacts {
+                digests: (
+                    digests.plan_content_digest().to_hex(),
+                    digests.controller_plan_digest().to_hex(),
+                ),
+                binding: None,
+                limits: Some(*admitted.limits()),
+                projections,
+            };
+            // Preparing, then receipt capacity.
+            let preparing = {
+                let mut store = lock(&self.store);
+                let p = created
+                    .log_prepare(&mut Transitions::new(&mut store))
+                    .map_err(|e| life(&e))?;
+                created.prepare(p).map_err(|e| life(e.error()))?
+            };
+            self.test_pause("after_prepare_record");
+            if let Err(e) = lock(&self.receipts).reserve(id) {
+                let code = e.code();
+                let body = receipt_body(
+                    id,
+                    &facts,
+                    &Ending::Failure {
+                        code: code.as_str().into(),
+                        message: e.to_string(),
+                    },
+                    false,
+                );
+                // Without capacity there may be no room for a receipt either;
+                // the failure record needs one, so try and report the first error.
+                let _ = self.fail_any(preparing.into(), code, &body);
+                return Err(err(code, e.to_string()));
+            }
+            let fail_with =
+                |any: AnySession, code: ErrorCode, reason: String, facts: &ReceiptFacts| {
+                    let body = receipt_body(
+                        id,
+                        facts,
+                        &Ending::Failure {
+                            code: code.as_str().into(),
+                            message: reason.clone(),
+                        },
+                        false,
+                    );
+                    match self.fail_any(any, code, &body) {
+                        Ok(_) => err(code, reason),
+                        Err(e) => e,
+                    }
+                };
+            let (mut sock, child) = match spawn_launcher(&self.cfg.launcher) {
+                Ok(x) => x,
+                Err(r) => {
+                    return Err(fail_with(
+                        preparing.into(),
+                        r.code(),
+                        r.message().into(),
+                        &facts,
+                    ))
+                }
+            };
+            let mut dec = Decoder::default();
+            let sent = sock.write_all(&ToLauncher::Spec(Box::new(spec.clone())).encode());
+            let reply = sent
+                .map_err(|e| e.to_string())
+                .and_then(|()| read_frame(&mut sock, &mut dec));
+            let prepared = match expect_frame(reply, |f| match f {
+                FromLauncher::Prepared(p) => Ok(p),
+                other => Err(other),
+            }) {
+                Ok(p) => p,
+                Err((code, message)) => {
+                    reap(child);
+                    return Err(fail_with(preparing.into(), code, message, &facts));
+                }
+            };
+            let binding = match launch_binding(&spec, &prepared) {
+                Ok(b) => b,
+                Err(r) => {
+                    reap(child);
+                    return Err(fail_with(
+                        preparing.into(),
+                        r.code(),
+                        r.message().into(),
+                        &facts,
+                    ));
+                }
+            };
+            facts.binding = Some(binding.digest().to_hex());
+            // The binding is durable before the agent may run.
+            let starting = {
+                let mut store = lock(&self.store);
+                let p =
+                    match preparing.log_start(binding, verified, &mut Transitions::new(&mut store))
+                    {
+                        Ok(p) => p,
+                        Err(e) => {
+                            drop(store);
+                            reap(child);
+                            return Err(fail_with(
+                                preparing.into(),
+                                e.code(),
+                                e.code().meaning().into(),
+                                &facts,
+                            ));
+                        }
+                    };
+                preparing.start(p).map_err(|e| life(e.error()))?
+            };
+            // Before the agent may run: where its launcher is, so recovery can
+            // end a sandbox whose running record never became durable (the
+            // sandbox init dies with its launcher).
+            if let Err(r) = self.record_launcher(id, child.id()) {
+                reap(child);
+                return Err(fail_with(
+                    starting.into(),
+                    r.code(),
+                    r.message().into(),
+                    &facts,
+                ));
+            }
+            self.test_pause("after_start_record");
+            let started = sock
+                .write_all(&ToLauncher::Release.encode())
+                .map_err(|e| e.to_string())
+                .and_then(|()| read_frame(&mut sock, &mut dec));
+            let info = match expect_frame(started, |f| match f {
+                FromLauncher::Started(s) => Ok(s),
+                other => Err(other),
+            }) {
+                Ok(s) => s,
+                Err((code, message)) => {
+                    reap(child);
+                    return Err(fail_with(starting.into(), code, message, &facts));
+                }
+            };
+            let identity = match lifecycle_identity(&info.init) {
+                Ok(i) => i,
+                Err(r) => {
+                    let _ = sock.write_all(&ToLauncher::Stop(0).encode());
+                    reap(child);
+                    return Err(fail_with(
+                        starting.into(),
+                        r.code(),
+                        r.message().into(),
+                        &facts,
+                    ));
+                }
+            };
+            self.test_pause("after_release");
+            let logged = {
+                let mut store = lock(&self.store);
+                starting.log_run(identity, &mut Transitions::new(&mut store))
+            };
+            let p = match logged {
+                Ok(p) => p,
+                Err(e) => {
+                    // The agent runs but its identity is not durable: end it
+                    // now rather than leave it to its limits.
+                    let _ = sock.write_all(&ToLauncher::Stop(0).encode());
+                    let _ = read_until_end(&mut sock, &mut dec);
+                    reap(child);
+                    return Err(fail_with(
+                        starting.into(),
+                        e.code(),
+                        e.code().meaning().into(),
+                        &facts,
+                    ));
+                }
+            };
+            let running = starting.run(p).map_err(|e| life(e.error()))?;
+            let _ = sock.set_read_timeout(None);
+            let writer = sock.try_clone().map_err(|_| crate::service::internal())?;
+            let (tx, _) = broadcast::channel(ATTACH_QUEUE);
+            let live = Arc::new(Live {
+                id: id.clone(),
+                owner: owner.to_owned(),
+                writer: Mutex::new(writer),
+                stream: Mutex::new((
+                    Transcript {
+                        chunks: VecDeque::new(),
+                        bytes: 0,
+                        cap: self.cfg.transcript_bytes,
+                        next_seq: 1,
+                    },
+                    tx,
+                )),
+                session: Mutex::new(Some(running.into())),
+                ended: Mutex::new(None),
+                facts,
+            });
+            lock(&self.live).insert(id.clone(), live.clone());
+            let rt = self.clone();
+            std::thread::Builder::new()
+                .name(format!("session-{}", id.as_str()))
+                .spawn(move || rt.pump(&live, sock, dec, child))
+                .map_err(|_| crate::service::internal())?;
+            tracing::info!(session_id = ?id.as_str(), init_pid = info.init.pid, "session running");
+            Ok(json!({
+                "session_id": id.as_str(),
+                "stage": "running",
+                "launch_binding_digest": binding.digest().to_hex(),
+                "init_pid": info.init.pid,
+            }))
+        })
+    }
+
+    /// The session thread: output, then the ending.
+    pub(super) fn pump(
+        &self,
+        live: &Live,
+        mut sock: UnixStream,
+        mut dec: Decoder,
+        child: std::process::Child,
+    ) {
+        let end = loop {
+            match read_frame(&mut sock, &mut dec) {
+                Ok(FromLauncher::Output(b)) => {
+                    let mut s = lock(&live.stream);
+                    let data: Arc<[u8]> = b.into();
+                    let seq = s.0.push(data.clone());
+                    let _ = s.1.send(Event::Output(seq, data));
+                }
+                Ok(FromLauncher::Exited(o)) => break Ok(o),
+                Ok(FromLauncher::Failed(f)) => {
+                    break Err((SESSION_LAUNCH_FAILED, format!("{}: {}", f.code, f.message)))
+                }
+                Ok(_) => {}
+                Err(e) => break Err((SESSION_LAUNCHER_LOST, e)),
+            }
+        };
+        reap(child);
+        let result = self.finish(live, end);
+        if result.is_ok() {
+            self.forget_launcher(&live.id);
+        }
+        let ended = match result {
+            Ok(v) => v,
+            Err(e) => {
+                tracing::error!(session_id = ?live.id.as_str(), code = e.code.as_str(), "cannot record the session's end");
+                json!({"session_id": live.id.as_str(), "stage": "unrecorded", "code": e.code.as_str()})
+            }
+        };
+        *lock(&live.ended) = Some(ended.clone());
+        let s = lock(&live.stream);
+        let _ = s.1.send(Event::Ended(ended));
+    }
+
+    pub(super) fn finish(
+        &self,
+        live: &Live,
+        end: Result<Box<Outcome>, (ErrorCode, String)>,
+    ) -> Result<Value, RpcError> {
+        let mut guard = lock(&live.session);
+        let any = guard.take().ok_or_else(crate::service::internal)?;
+        let id = live.id.clone();
+        let result = match end {
+            Ok(o) => {
+                let reason = if o.ended_by.is_some() {
+                    StopReason::LimitReached
+                } else {
+                    StopReason::AgentExited
+                };
+                let stopping = match any.stage() {
+                    SessionStage::Running => {
+                        let running = any.try_into_running().map_err(|e| life(e.error()))?;
+                        let mut store = lock(&self.store);
+                        running.enter(|running| -> Result<_, RpcError> {
+                            let p = running
+                                .log_stop(reason, &mut Transitions::new(&mut store))
+                                .map_err(|e| life(&e))?;
+                            Ok(running.stop(p).map_err(|e| life(e.error()))?.park())
+                        })?
+                    }
+                    _ => any.try_into_stopping().map_err(|e| life(e.error()))?,
+                };
+                let body = receipt_body(&id, &live.facts, &Ending::Outcome(&o), false);
+                let r = self.append_receipt(&id, &body)?;
+                let mut store = lock(&self.store);
+                let j = lock(&self.receipts);
+                let exited = stopping.enter(|stopping| -> Result<_, RpcError> {
+                    let p = stopping
+                        .log_exit(r, &ReceiptView::new(&j), &mut Transitions::new(&mut store))
+                        .map_err(|e| life(&e))?;
+                    Ok(stopping.exit(p).map_err(|e| life(e.error()))?.park())
+                })?;
+                let v = json!({"session_id": id.as_str(), "stage": "exited", "receipt_seq": r.receipt_seq()});
+                *guard = Some(exited.into());
+                v
+            }
+            Err((code, message)) => {
+                let body = receipt_body(
+                    &id,
+                    &live.facts,
+                    &Ending::Failure {
+                        code: code.as_str().into(),
+                        message,
+                    },
+                    false,
+                );
+                let failed = self.fail_any(any, code, &body)?;
+                let seq = self.terminal(&id).map(|r| r.receipt_seq());
+                *guard = Some(failed);
+                json!({"session_id": id.as_str(), "stage": "failed", "code": code.as_str(), "receipt_seq": seq})
+            }
+        };
+        tracing::info!(session_id = ?id.as_str(), result = %result, "session ended");
+        Ok(result)
+    }
+}
