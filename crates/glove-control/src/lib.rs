@@ -5,6 +5,8 @@
 //! * [`service`] — the frozen policy, session store and receipt journal,
 //!   and synchronous dispatch of one request from an authenticated
 //!   [`Caller`]; `create_session` drives the lifecycle's `log_create`;
+//! * [`error`] — [`ControlError`](error::ControlError), the one internal
+//!   error, mapped to the wire once at dispatch, and the lock policy;
 //! * [`capabilities`] — the advertised methods and the capability document,
 //!   derived from what startup constructed;
 //! * [`protocol`] — the JSON-RPC 2.0 message model: strict request parsing,
@@ -26,6 +28,7 @@
 #![forbid(unsafe_code)]
 
 pub mod capabilities;
+pub mod error;
 pub mod held;
 pub mod limits;
 pub mod managed;

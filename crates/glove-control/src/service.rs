@@ -8,16 +8,17 @@
 //! the blocking pool. The fuzz target drives it directly.
 
 use crate::capabilities::{Capabilities, Components, Method};
+use crate::error::{lock, ControlError};
 use crate::managed::Runtime;
 use crate::ports::Transitions;
-use crate::protocol::{Request, RpcError, INTERNAL_ERROR, INVALID_PARAMS};
+use crate::protocol::{Request, RpcError};
 use crate::Caller;
 use glove_journal::receipt::ReceiptHead;
 use glove_journal::session::{NewSession, SessionRecord};
 use glove_journal::{JournalError, ReceiptJournal, SessionStore};
 use glove_lifecycle::{with_brand, PlanDigests, Session};
 use glove_types::canon;
-use glove_types::codes::control::{CONTROL_INTERNAL, CONTROL_INVALID_PARAMS};
+use glove_types::codes::control::CONTROL_INVALID_PARAMS;
 use glove_types::digest::to_hex;
 use glove_types::ids::SessionId;
 use glove_types::plan::{admit, DecodedPlan};
@@ -26,7 +27,14 @@ use glove_types::{Blake3Digest, Rejection};
 use serde::de::DeserializeOwned;
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
+
+/// What `attach` returns: the transcript document and, while the session
+/// runs, a receiver of its later events.
+pub type Attached = (
+    Value,
+    Option<tokio::sync::broadcast::Receiver<crate::managed::Event>>,
+);
 
 /// Default number of receipts in one page.
 pub const DEFAULT_PAGE_RECORDS: u64 = 64;
@@ -151,10 +159,15 @@ impl Service {
         &self.caps
     }
 
-    /// Answers one authenticated request.
+    /// Answers one authenticated request. Internal errors become wire
+    /// errors here, once ([`ControlError::to_wire`]).
     pub fn dispatch(&self, auth: &Caller, req: &Request) -> Result<Value, RpcError> {
+        self.answer(auth, req).map_err(|e| e.to_wire())
+    }
+
+    fn answer(&self, auth: &Caller, req: &Request) -> Result<Value, ControlError> {
         let Some(method) = self.caps.advertised(&req.method) else {
-            return Err(RpcError::method_not_found(&req.method));
+            return Err(ControlError::MethodNotFound(req.method.clone()));
         };
         match method {
             Method::Capabilities => {
@@ -236,7 +249,7 @@ impl Service {
             // The server answers these itself (they hold the connection's
             // stream); reached only without a server.
             Method::Attach => {
-                let (v, _) = self.attach(auth, &req.params)?;
+                let (v, _) = self.attach_inner(auth, &req.params)?;
                 Ok(v)
             }
             Method::Detach => {
@@ -249,17 +262,15 @@ impl Service {
 
     /// `attach`: the transcript and, while the session runs, a receiver of
     /// its later events.
-    pub fn attach(
+    pub fn attach(&self, auth: &Caller, p: &Map<String, Value>) -> Result<Attached, RpcError> {
+        self.attach_inner(auth, p).map_err(|e| e.to_wire())
+    }
+
+    fn attach_inner(
         &self,
         auth: &Caller,
         p: &Map<String, Value>,
-    ) -> Result<
-        (
-            Value,
-            Option<tokio::sync::broadcast::Receiver<crate::managed::Event>>,
-        ),
-        RpcError,
-    > {
+    ) -> Result<Attached, ControlError> {
         let p: AttachParams = params(p)?;
         let id = session_id(p.session_id)?;
         self.runtime()?
@@ -268,8 +279,8 @@ impl Service {
 
     /// Checks `detach`'s parameters.
     pub fn attach_check(&self, p: &Map<String, Value>) -> Result<(), RpcError> {
-        let p: StatusParams = params(p)?;
-        session_id(p.session_id)?;
+        let p: StatusParams = params(p).map_err(|e| e.to_wire())?;
+        session_id(p.session_id).map_err(|e| e.to_wire())?;
         Ok(())
     }
 
@@ -282,7 +293,7 @@ impl Service {
             .unwrap_or_default()
     }
 
-    fn runtime(&self) -> Result<&Arc<Runtime>, RpcError> {
+    fn runtime(&self) -> Result<&Arc<Runtime>, ControlError> {
         self.runtime.as_ref().ok_or_else(internal)
     }
 
@@ -303,18 +314,18 @@ impl Service {
         drop(self.receipts);
     }
 
-    fn policy(&self) -> Result<&ValidatedPolicy, RpcError> {
+    fn policy(&self) -> Result<&ValidatedPolicy, ControlError> {
         self.policy.as_ref().ok_or_else(internal)
     }
 
-    fn admit(&self, p: &PlanParams) -> Result<glove_types::plan::AdmittedPlan, RpcError> {
+    fn admit(&self, p: &PlanParams) -> Result<glove_types::plan::AdmittedPlan, ControlError> {
         let policy = self.policy()?;
         let supplied = supplied_digest(p)?;
         let plan = DecodedPlan::decode(p.plan.as_bytes()).map_err(|r| reject(&r.at("plan")))?;
         admit(plan, supplied.as_ref(), policy, self.clock.now_ms()).map_err(|r| reject(&r))
     }
 
-    fn validate_plan(&self, p: PlanParams) -> Result<Value, RpcError> {
+    fn validate_plan(&self, p: PlanParams) -> Result<Value, ControlError> {
         let a = self.admit(&p)?;
         tracing::debug!(session_id = ?a.plan().session_id().as_str(), "plan validated");
         Ok(json!({
@@ -328,7 +339,7 @@ impl Service {
         }))
     }
 
-    fn create_session(&self, p: PlanParams) -> Result<Value, RpcError> {
+    fn create_session(&self, p: PlanParams) -> Result<Value, ControlError> {
         let store = self.store.as_ref().ok_or_else(internal)?;
         let supplied = supplied_digest(&p)?;
         let plan = DecodedPlan::decode(p.plan.as_bytes()).map_err(|r| reject(&r.at("plan")))?;
@@ -353,7 +364,7 @@ impl Service {
                 controller_plan_digest: plan.controller_plan_digest(),
                 plan: plan.canonical_bytes(),
             };
-            let creation = store.create_session(req).map_err(|e| journal(&e))?;
+            let creation = store.create_session(req).map_err(ControlError::Journal)?;
             tracing::info!(session_id = ?plan.session_id().as_str(), "create_session retry returned the original");
             return Ok(session_result(creation.record(), false));
         }
@@ -374,7 +385,7 @@ impl Service {
             plan.idempotency_key().clone(),
             plan.canonical_bytes().to_vec(),
         );
-        let session = with_brand(|brand| -> Result<_, RpcError> {
+        let session = with_brand(|brand| -> Result<_, ControlError> {
             let proof = Session::log_create(brand, plan.session_id(), digests, &mut log)
                 .map_err(|e| lifecycle(&e))?;
             Ok(Session::create(proof).map_err(|e| lifecycle(&e))?.park())
@@ -384,18 +395,18 @@ impl Service {
         Ok(session_result(&record, true))
     }
 
-    fn session_status(&self, p: StatusParams) -> Result<Value, RpcError> {
+    fn session_status(&self, p: StatusParams) -> Result<Value, ControlError> {
         let id = SessionId::new(p.session_id).map_err(|r| invalid_params(&r.at("session_id")))?;
         let store = lock(self.store.as_ref().ok_or_else(internal)?)?;
         let record = store.get(&id).ok_or_else(|| {
-            journal(&JournalError::SessionNotFound {
+            ControlError::Journal(JournalError::SessionNotFound {
                 session: id.clone(),
             })
         })?;
         Ok(status_json(record))
     }
 
-    fn receipts_page(&self, p: PageParams) -> Result<Value, RpcError> {
+    fn receipts_page(&self, p: PageParams) -> Result<Value, ControlError> {
         let max_records = p.max_records.unwrap_or(DEFAULT_PAGE_RECORDS);
         if max_records == 0 || max_records > MAX_PAGE_RECORDS {
             return Err(invalid_params(
@@ -423,7 +434,7 @@ impl Service {
                 usize::try_from(max_records).unwrap_or(usize::MAX),
                 max_bytes,
             )
-            .map_err(|e| journal(&e))?;
+            .map_err(ControlError::Journal)?;
         let items: Vec<Value> = page
             .receipts
             .iter()
@@ -439,14 +450,12 @@ impl Service {
         Ok(json!({"receipts": items, "head": page.head.to_string()}))
     }
 
-    fn receipts_ack(&self, p: AckParams) -> Result<Value, RpcError> {
+    fn receipts_ack(&self, p: AckParams) -> Result<Value, ControlError> {
         let head = ReceiptHead::parse(&p.head).map_err(|e| {
-            let mut r = journal(&e);
-            r.location = "head".into();
-            r
+            ControlError::Refused(Rejection::new(e.code(), e.to_string()).at("head"))
         })?;
         let mut receipts = lock(self.receipts.as_ref().ok_or_else(internal)?)?;
-        receipts.ack(&head).map_err(|e| journal(&e))?;
+        receipts.ack(&head).map_err(ControlError::Journal)?;
         tracing::info!(seq = head.seq, "receipts acknowledged");
         Ok(json!({"acknowledged": head.to_string()}))
     }
@@ -508,7 +517,7 @@ struct AttachParams {
     after_seq: Option<u64>,
 }
 
-fn session_id(s: String) -> Result<SessionId, RpcError> {
+fn session_id(s: String) -> Result<SessionId, ControlError> {
     SessionId::new(s).map_err(|r| invalid_params(&r.at("session_id")))
 }
 
@@ -542,11 +551,11 @@ struct AckParams {
     head: String,
 }
 
-fn params<T: DeserializeOwned>(p: &Map<String, Value>) -> Result<T, RpcError> {
+fn params<T: DeserializeOwned>(p: &Map<String, Value>) -> Result<T, ControlError> {
     canon::from_value(Value::Object(p.clone())).map_err(|r| invalid_params(&r))
 }
 
-fn supplied_digest(p: &PlanParams) -> Result<Option<Blake3Digest>, RpcError> {
+fn supplied_digest(p: &PlanParams) -> Result<Option<Blake3Digest>, ControlError> {
     p.controller_plan_digest
         .as_deref()
         .map(Blake3Digest::parse)
@@ -554,35 +563,20 @@ fn supplied_digest(p: &PlanParams) -> Result<Option<Blake3Digest>, RpcError> {
         .map_err(|r| invalid_params(&r.at("controller_plan_digest")))
 }
 
-fn invalid_params(r: &Rejection) -> RpcError {
-    let mut e = RpcError::from_rejection(r);
-    e.rpc_code = INVALID_PARAMS;
-    e
+fn invalid_params(r: &Rejection) -> ControlError {
+    ControlError::InvalidParams(r.clone())
 }
 
-fn reject(r: &Rejection) -> RpcError {
-    RpcError::from_rejection(r)
+fn reject(r: &Rejection) -> ControlError {
+    ControlError::Refused(r.clone())
 }
 
-pub(crate) fn internal() -> RpcError {
-    RpcError::new(
-        INTERNAL_ERROR,
-        CONTROL_INTERNAL,
-        "the service could not complete the request",
-    )
+fn internal() -> ControlError {
+    ControlError::Internal("a service component is missing")
 }
 
-fn journal(e: &JournalError) -> RpcError {
-    // Journal messages name sessions and numbers, never paths.
-    RpcError::from_rejection(&Rejection::new(e.code(), e.to_string()))
-}
-
-fn lifecycle(e: &glove_lifecycle::LifecycleError) -> RpcError {
-    RpcError::from_rejection(&Rejection::new(e.code(), e.code().meaning()))
-}
-
-fn lock<T>(m: &Mutex<T>) -> Result<MutexGuard<'_, T>, RpcError> {
-    m.lock().map_err(|_| internal())
+fn lifecycle(e: &glove_lifecycle::LifecycleError) -> ControlError {
+    ControlError::Lifecycle(e.clone())
 }
 
 fn status_json(r: &SessionRecord) -> Value {

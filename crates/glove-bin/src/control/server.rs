@@ -653,7 +653,8 @@ async fn connection(stream: UnixStream, shared: Arc<Shared>, mut shutdown: watch
         let (tx, shared, auth) = (tx.clone(), shared.clone(), auth.clone());
         tokio::spawn(async move {
             let service = shared.service.clone();
-            let outcome = tokio::task::spawn_blocking(move || service.dispatch(auth.caller(), &req)).await;
+            let outcome =
+                tokio::task::spawn_blocking(move || service.dispatch(auth.caller(), &req)).await;
             let msg = match outcome {
                 Ok(Ok(result)) => protocol::result_response(&id, result),
                 Ok(Err(e)) => e.to_response(Some(&id)),

@@ -37,20 +37,20 @@ pub use transcript::Event;
 
 use self::receipt::ReceiptFacts;
 use self::transcript::Transcript;
+use crate::error::ControlError;
 use crate::ports::{self, ReceiptView, Transitions};
-use crate::protocol::RpcError;
 use glove_journal::receipt::ReceiptKind;
 use glove_journal::{ReceiptJournal, SessionStore};
 use glove_lifecycle::{AnySession, PortError, ServiceKey, TerminalReceiptRef, UsedNonces};
 use glove_types::codes::control::*;
 use glove_types::ids::SessionId;
 use glove_types::stage::SessionStage;
-use glove_types::{canon, ErrorCode, Rejection, Sha256Digest};
+use glove_types::{canon, ErrorCode, Sha256Digest};
 use serde_json::Value;
 use std::collections::HashMap;
 use std::os::unix::net::UnixStream;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 use tokio::sync::broadcast;
 
 /// Default transcript size per session.
@@ -124,25 +124,23 @@ impl glove_lifecycle::Clock for ClockPort {
     }
 }
 
-fn err(code: ErrorCode, msg: impl Into<String>) -> RpcError {
-    RpcError::from_rejection(&Rejection::new(code, msg))
+fn err(code: ErrorCode, msg: impl Into<String>) -> ControlError {
+    ControlError::refused(code, msg)
 }
 
-fn auth_err(e: &glove_lifecycle::StartAuthError) -> RpcError {
-    RpcError::from_rejection(&Rejection::new(e.code(), e.to_string()).at("authorization"))
+fn auth_err(e: glove_lifecycle::StartAuthError) -> ControlError {
+    ControlError::Authorization(e)
 }
 
-fn port(e: PortError) -> RpcError {
-    err(e.code(), e.code().meaning())
+fn port(e: PortError) -> ControlError {
+    ControlError::Port(e)
 }
 
-fn life(e: &glove_lifecycle::LifecycleError) -> RpcError {
-    err(e.code(), e.code().meaning())
+fn life(e: &glove_lifecycle::LifecycleError) -> ControlError {
+    ControlError::Lifecycle(e.clone())
 }
 
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
-}
+use crate::error::{lock, mem};
 
 /// A signal name accepted by `signal`.
 pub fn signal_number(name: &str) -> Option<i32> {
@@ -187,7 +185,11 @@ impl Runtime {
         clock: crate::service::Clock,
     ) -> Runtime {
         let mut nonces = UsedNonces::new(NONCE_CAPACITY);
-        let report = glove_lifecycle::recover_all(ports::all_records(&lock(&store)));
+        let records = match lock(&store) {
+            Ok(s) => ports::all_records(&s),
+            Err(_) => Vec::new(),
+        };
+        let report = glove_lifecycle::recover_all(records);
         for (n, exp) in report.used_nonces {
             nonces.insert_recovered(n, exp);
         }
@@ -205,8 +207,12 @@ impl Runtime {
 
     /// Appends the terminal receipt of `id` (spending its reservation, or a
     /// new one) unless one is durable already; returns its reference.
-    fn append_receipt(&self, id: &SessionId, body: &Value) -> Result<TerminalReceiptRef, RpcError> {
-        let mut j = lock(&self.receipts);
+    fn append_receipt(
+        &self,
+        id: &SessionId,
+        body: &Value,
+    ) -> Result<TerminalReceiptRef, ControlError> {
+        let mut j = lock(&self.receipts)?;
         if let Some(r) = glove_lifecycle::ReceiptLog::terminal_receipt(
             &ReceiptView::new(&j),
             glove_lifecycle::Subject::Session(id),
@@ -215,7 +221,7 @@ impl Runtime {
         {
             return Ok(r);
         }
-        let bytes = canon::to_canonical(body).map_err(|r| RpcError::from_rejection(&r))?;
+        let bytes = canon::to_canonical(body).map_err(ControlError::from)?;
         let res = match j.held_reservation(id) {
             Some(r) => r,
             None => j.reserve(id).map_err(|e| err(e.code(), e.to_string()))?,
@@ -232,17 +238,17 @@ impl Runtime {
         any: AnySession,
         code: ErrorCode,
         body: &Value,
-    ) -> Result<AnySession, RpcError> {
+    ) -> Result<AnySession, ControlError> {
         let id = any.id().clone();
         let r = self.append_receipt(&id, body)?;
-        let mut store = lock(&self.store);
-        let j = lock(&self.receipts);
+        let mut store = lock(&self.store)?;
+        let j = lock(&self.receipts)?;
         let view = ReceiptView::new(&j);
         let mut log = Transitions::new(&mut store);
         // Each typed session is failed under a brand of its own.
         macro_rules! fail {
             ($s:expr) => {{
-                $s.enter(|s| -> Result<AnySession, RpcError> {
+                $s.enter(|s| -> Result<AnySession, ControlError> {
                     let p = s.log_fail(code, r, &view, &mut log).map_err(|e| life(&e))?;
                     Ok(AnySession::from(s.fail(p).map_err(|e| life(e.error()))?))
                 })?
@@ -286,7 +292,7 @@ impl Runtime {
     }
 
     fn terminal(&self, id: &SessionId) -> Option<TerminalReceiptRef> {
-        let j = lock(&self.receipts);
+        let j = lock(&self.receipts).ok()?;
         glove_lifecycle::ReceiptLog::terminal_receipt(
             &ReceiptView::new(&j),
             glove_lifecycle::Subject::Session(id),
@@ -295,8 +301,8 @@ impl Runtime {
         .flatten()
     }
 
-    fn live(&self, id: &SessionId) -> Result<Arc<Live>, RpcError> {
-        lock(&self.live).get(id).cloned().ok_or_else(|| {
+    fn live(&self, id: &SessionId) -> Result<Arc<Live>, ControlError> {
+        mem(&self.live).get(id).cloned().ok_or_else(|| {
             err(
                 SESSION_NOT_LIVE,
                 format!("session {} has no live sandbox here", id.as_str()),
@@ -305,7 +311,7 @@ impl Runtime {
     }
 
     /// The live session, if `caller` is the client that started it.
-    fn owned(&self, caller: &str, id: &SessionId) -> Result<Arc<Live>, RpcError> {
+    fn owned(&self, caller: &str, id: &SessionId) -> Result<Arc<Live>, ControlError> {
         let live = self.live(id)?;
         if live.owner != caller {
             return Err(err(

@@ -1,9 +1,9 @@
 //! Requests on a live session: input, resize, signal, stop, attach, cleanup, shutdown.
 
 use super::transcript::Event;
-use super::{err, life, lock, Live, Runtime};
+use super::{err, life, lock, mem, Live, Runtime};
+use crate::error::ControlError;
 use crate::ports::Transitions;
-use crate::protocol::RpcError;
 use glove_lifecycle::{AnySession, StopReason};
 use glove_sandbox::wire::ToLauncher;
 use glove_types::codes::control::*;
@@ -17,15 +17,20 @@ use std::time::Duration;
 use tokio::sync::broadcast;
 
 impl Runtime {
-    pub(super) fn send(&self, caller: &str, id: &SessionId, m: ToLauncher) -> Result<(), RpcError> {
+    pub(super) fn send(
+        &self,
+        caller: &str,
+        id: &SessionId,
+        m: ToLauncher,
+    ) -> Result<(), ControlError> {
         let live = self.owned(caller, id)?;
-        if lock(&live.ended).is_some() {
+        if mem(&live.ended).is_some() {
             return Err(err(
                 SESSION_NOT_LIVE,
                 format!("session {} has ended", id.as_str()),
             ));
         }
-        let r = lock(&live.writer).write_all(&m.encode());
+        let r = mem(&live.writer).write_all(&m.encode());
         r.map_err(|_| {
             err(
                 SESSION_NOT_LIVE,
@@ -40,7 +45,7 @@ impl Runtime {
         caller: &str,
         id: &SessionId,
         data: &[u8],
-    ) -> Result<Value, RpcError> {
+    ) -> Result<Value, ControlError> {
         self.send(caller, id, ToLauncher::Stdin(data.to_vec()))?;
         Ok(json!({"written": data.len()}))
     }
@@ -52,20 +57,20 @@ impl Runtime {
         id: &SessionId,
         rows: u16,
         cols: u16,
-    ) -> Result<Value, RpcError> {
+    ) -> Result<Value, ControlError> {
         self.send(caller, id, ToLauncher::Resize(rows, cols))?;
         Ok(json!({"rows": rows, "cols": cols}))
     }
 
     /// `signal`.
-    pub fn signal(&self, caller: &str, id: &SessionId, signal: i32) -> Result<Value, RpcError> {
+    pub fn signal(&self, caller: &str, id: &SessionId, signal: i32) -> Result<Value, ControlError> {
         self.send(caller, id, ToLauncher::Signal(signal))?;
         Ok(json!({"signalled": signal}))
     }
 
     /// `stop_session`: the stop intent is durable, then TERM, KILL after
     /// the grace. The receipt follows when the launcher reports the exit.
-    pub fn stop(&self, caller: &str, id: &SessionId, grace_ms: u64) -> Result<Value, RpcError> {
+    pub fn stop(&self, caller: &str, id: &SessionId, grace_ms: u64) -> Result<Value, ControlError> {
         self.owned(caller, id)?;
         self.stop_for(id, grace_ms, StopReason::Requested)
     }
@@ -75,14 +80,14 @@ impl Runtime {
         id: &SessionId,
         grace_ms: u64,
         reason: StopReason,
-    ) -> Result<Value, RpcError> {
+    ) -> Result<Value, ControlError> {
         let live = self.live(id)?;
         {
-            let mut guard = lock(&live.session);
+            let mut guard = mem(&live.session);
             match guard.take() {
                 Some(any) if any.stage() == SessionStage::Running => {
                     let running = any.try_into_running().map_err(|e| life(e.error()))?;
-                    let mut store = lock(&self.store);
+                    let mut store = lock(&self.store)?;
                     // The session goes back into the guard whatever happens.
                     let (session, stopped) = running.enter(|running| {
                         match running.log_stop(reason, &mut Transitions::new(&mut store)) {
@@ -114,7 +119,7 @@ impl Runtime {
             }
         }
         self.test_pause("after_stop_record");
-        let r = lock(&live.writer).write_all(&ToLauncher::Stop(grace_ms).encode());
+        let r = mem(&live.writer).write_all(&ToLauncher::Stop(grace_ms).encode());
         r.map_err(|_| err(SESSION_NOT_LIVE, "the launcher is gone"))?;
         Ok(json!({"session_id": id.as_str(), "stage": "stopping", "grace_ms": grace_ms}))
     }
@@ -124,18 +129,18 @@ impl Runtime {
     /// awaited for at most `wait`. Sessions not finished by then are left
     /// to recovery at the next start.
     pub fn shutdown(&self, grace_ms: u64, wait: Duration) {
-        let live: Vec<Arc<Live>> = lock(&self.live).values().cloned().collect();
+        let live: Vec<Arc<Live>> = mem(&self.live).values().cloned().collect();
         for l in &live {
-            if lock(&l.ended).is_none() {
+            if mem(&l.ended).is_none() {
                 if let Err(e) = self.stop_for(&l.id, grace_ms, StopReason::ServiceShutdown) {
-                    tracing::warn!(session_id = ?l.id.as_str(), code = e.code.as_str(), "cannot stop a session at shutdown");
+                    tracing::warn!(session_id = ?l.id.as_str(), code = e.code().as_str(), "cannot stop a session at shutdown");
                 }
             }
         }
         let deadline = std::time::Instant::now() + wait;
         for l in &live {
             // Bounded wait for the session thread to record the end.
-            while lock(&l.ended).is_none() && std::time::Instant::now() < deadline {
+            while mem(&l.ended).is_none() && std::time::Instant::now() < deadline {
                 std::thread::sleep(Duration::from_millis(10));
             }
         }
@@ -147,9 +152,9 @@ impl Runtime {
         caller: &str,
         id: &SessionId,
         after_seq: u64,
-    ) -> Result<(Value, Option<broadcast::Receiver<Event>>), RpcError> {
+    ) -> Result<(Value, Option<broadcast::Receiver<Event>>), ControlError> {
         let live = self.owned(caller, id)?;
-        let s = lock(&live.stream);
+        let s = mem(&live.stream);
         let chunks: Vec<Value> =
             s.0.chunks
                 .iter()
@@ -157,7 +162,7 @@ impl Runtime {
                 .map(|(seq, d)| json!({"seq": seq, "data_hex": to_hex(d)}))
                 .collect();
         let first = s.0.chunks.front().map_or(s.0.next_seq, |(q, _)| *q);
-        let ended = lock(&live.ended).clone();
+        let ended = mem(&live.ended).clone();
         let rx = ended.is_none().then(|| s.1.subscribe());
         Ok((
             json!({
@@ -174,8 +179,8 @@ impl Runtime {
     /// `cleanup_session`: forgets the live state once the terminal receipt
     /// is durable. The sandbox's own mounts, tmpfs copies and cgroup are
     /// removed by the launcher when the sandbox ends.
-    pub fn cleanup(&self, caller: &str, id: &SessionId) -> Result<Value, RpcError> {
-        if let Some(live) = lock(&self.live).get(id).cloned() {
+    pub fn cleanup(&self, caller: &str, id: &SessionId) -> Result<Value, ControlError> {
+        if let Some(live) = mem(&self.live).get(id).cloned() {
             if live.owner != caller {
                 return Err(err(
                     SESSION_NOT_OWNED,
@@ -184,7 +189,7 @@ impl Runtime {
             }
         }
         let stage = {
-            let store = lock(&self.store);
+            let store = lock(&self.store)?;
             store.get(id).map(|r| r.stage()).ok_or_else(|| {
                 err(
                     glove_types::codes::journal::STORE_SESSION_NOT_FOUND,
@@ -200,7 +205,7 @@ impl Runtime {
                 format!("session {} is {}", id.as_str(), stage.as_str()),
             ));
         }
-        let removed = lock(&self.live).remove(id).is_some();
+        let removed = mem(&self.live).remove(id).is_some();
         Ok(json!({"session_id": id.as_str(), "cleaned": true, "live_state_removed": removed}))
     }
 }

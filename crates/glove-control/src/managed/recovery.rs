@@ -3,6 +3,7 @@
 use super::identity::init_matches;
 use super::receipt::{receipt_body, recorded_limits, Ending, ReceiptFacts};
 use super::{life, lock, Runtime};
+use crate::error::ControlError;
 use crate::ports::{self, ReceiptView, Transitions};
 use crate::process;
 use glove_types::ids::SessionId;
@@ -47,11 +48,20 @@ impl Reconciled {
 impl Runtime {
     /// Recovery at startup (see `docs/operations.md`).
     pub fn recover(&self) -> Vec<Value> {
+        let mut out = Vec::new();
+        if let Err(e) = self.recover_into(&mut out) {
+            tracing::error!(code = e.code().as_str(), "recovery stopped: {e}");
+        }
+        self.sweep_launcher_records();
+        out
+    }
+
+    fn recover_into(&self, out: &mut Vec<Value>) -> Result<(), ControlError> {
         // Every session the store holds, with its records and the stage the
         // store holds for it: one whose records do not replay is failed
         // with a code and a receipt, never skipped.
         let stored: Vec<(SessionId, SessionStage, Vec<Vec<u8>>)> = {
-            let store = lock(&self.store);
+            let store = lock(&self.store)?;
             store
                 .index()
                 .iter()
@@ -62,7 +72,6 @@ impl Runtime {
                 })
                 .collect()
         };
-        let mut out = Vec::new();
         for (id, stored_stage, records) in stored {
             let d = match glove_lifecycle::recover_stored(&id, &records, stored_stage) {
                 Ok(glove_lifecycle::Recovered::Interrupted(d)) => d,
@@ -94,8 +103,8 @@ impl Runtime {
                     let any = d.into_any();
                     let res = (|| {
                         let stopping = any.try_into_stopping().map_err(|e| life(e.error()))?;
-                        let mut store = lock(&self.store);
-                        let j = lock(&self.receipts);
+                        let mut store = lock(&self.store)?;
+                        let j = lock(&self.receipts)?;
                         stopping.enter(|stopping| {
                             let p = stopping
                                 .log_exit(
@@ -147,7 +156,7 @@ impl Runtime {
             );
             body["recovery"] = rec.json(stage);
             // Replay again: the decision was consumed above.
-            let any = match ports::replay(&lock(&self.store), &id) {
+            let any = match ports::replay(&*lock(&self.store)?, &id) {
                 Some(Ok(a)) => a,
                 _ => continue,
             };
@@ -158,8 +167,7 @@ impl Runtime {
             tracing::warn!(session_id = ?id.as_str(), code = code.as_str(), matched, ok = res.is_ok(), "session recovered");
             out.push(json!({"session_id": id.as_str(), "code": code.as_str(), "identity_matched": matched}));
         }
-        self.sweep_launcher_records();
-        out
+        Ok(())
     }
 
     /// Ends what is left of a session's processes at recovery. With the
@@ -214,8 +222,11 @@ impl Runtime {
                 .and_then(|v| v["session_id"].as_str().map(str::to_owned))
                 .and_then(|s| SessionId::new(s).ok());
             let terminal = id.as_ref().is_none_or(|id| {
-                lock(&self.store).get(id).is_none_or(|r| {
-                    matches!(r.stage(), SessionStage::Exited | SessionStage::Failed)
+                // A poisoned store keeps the record (fail safe).
+                lock(&self.store).is_ok_and(|store| {
+                    store.get(id).is_none_or(|r| {
+                        matches!(r.stage(), SessionStage::Exited | SessionStage::Failed)
+                    })
                 })
             });
             if terminal {
@@ -225,7 +236,7 @@ impl Runtime {
     }
 
     pub(super) fn identity_of(&self, id: &SessionId) -> Option<glove_lifecycle::ProcessIdentity> {
-        let store = lock(&self.store);
+        let store = lock(&self.store).ok()?;
         store.transitions(id)?.iter().find_map(|t| {
             match glove_lifecycle::SessionRecord::decode(t.evidence())
                 .ok()?
@@ -242,7 +253,7 @@ impl Runtime {
     /// what the launch spec took its limits from). `None` when the plan
     /// cannot be decoded; nothing is defaulted.
     pub(super) fn limits_of(&self, id: &SessionId) -> Option<ResourceLimits> {
-        let store = lock(&self.store);
+        let store = lock(&self.store).ok()?;
         recorded_limits(store.get(id)?.plan())
     }
 
@@ -265,7 +276,7 @@ impl Runtime {
         let recorded = self.identity_of(&id);
         let r = self.reconcile(&id, recorded.as_ref());
         let digests = {
-            let store = lock(&self.store);
+            let store = lock(&self.store).ok()?;
             store.get(&id).map(|s| {
                 (
                     s.plan_content_digest().to_hex(),
@@ -296,8 +307,8 @@ impl Runtime {
         body["recovery"] = r.json(stage);
         body["recovery"]["replay_error"] = json!(replay_error.as_str());
         let res = self.append_receipt(&id, &body).and_then(|receipt| {
-            let mut store = lock(&self.store);
-            let j = lock(&self.receipts);
+            let mut store = lock(&self.store)?;
+            let j = lock(&self.receipts)?;
             (*u).log_fail(
                 receipt,
                 &ReceiptView::new(&j),
@@ -315,7 +326,7 @@ impl Runtime {
     }
 
     pub(super) fn binding_of(&self, id: &SessionId) -> Option<String> {
-        let store = lock(&self.store);
+        let store = lock(&self.store).ok()?;
         store.transitions(id)?.iter().find_map(|t| {
             let r = glove_lifecycle::SessionRecord::decode(t.evidence()).ok()?;
             match r.entry {

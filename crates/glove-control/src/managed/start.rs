@@ -6,9 +6,9 @@ use super::launcher::{expect_frame, read_frame, read_until_end, reap, spawn_laun
 use super::receipt::{receipt_body, Ending, ReceiptFacts};
 use super::spec::build_spec;
 use super::transcript::{Event, Transcript};
-use super::{auth_err, err, life, lock, port, ClockPort, Live, Runtime, ATTACH_QUEUE};
+use super::{auth_err, err, life, lock, mem, port, ClockPort, Live, Runtime, ATTACH_QUEUE};
+use crate::error::ControlError;
 use crate::ports::{self, ReceiptView, Transitions};
-use crate::protocol::RpcError;
 use glove_lifecycle::{AnySession, StartAuthPolicy, StartAuthorization, StopReason};
 use glove_sandbox::outcome::Outcome;
 use glove_sandbox::wire::{Decoder, FromLauncher, ToLauncher};
@@ -35,15 +35,15 @@ impl Runtime {
         id: &SessionId,
         authorization: &str,
         size: (u16, u16),
-    ) -> Result<Value, RpcError> {
-        if !lock(&self.starting).insert(id.clone()) {
+    ) -> Result<Value, ControlError> {
+        if !mem(&self.starting).insert(id.clone()) {
             return Err(err(
                 SESSION_NOT_STARTABLE,
                 format!("session {} is being started", id.as_str()),
             ));
         }
         let r = self.start_inner(policy, owner, id, authorization, size);
-        lock(&self.starting).remove(id);
+        mem(&self.starting).remove(id);
         r
     }
 
@@ -54,10 +54,10 @@ impl Runtime {
         id: &SessionId,
         authorization: &str,
         size: (u16, u16),
-    ) -> Result<Value, RpcError> {
+    ) -> Result<Value, ControlError> {
         // The session, its plan, and the plan admitted again now.
         let (any, plan_bytes) = {
-            let store = lock(&self.store);
+            let store = lock(&self.store)?;
             let rec = store.get(id).ok_or_else(|| {
                 err(
                     glove_types::codes::journal::STORE_SESSION_NOT_FOUND,
@@ -67,7 +67,7 @@ impl Runtime {
             let plan = rec.plan().to_vec();
             (
                 ports::replay(&store, id)
-                    .ok_or_else(crate::service::internal)?
+                    .ok_or(ControlError::Internal("session state"))?
                     .map_err(port)?,
                 plan,
             )
@@ -75,10 +75,9 @@ impl Runtime {
         // The authorization is checked (and its nonce spent) first, so a
         // replayed one is refused as such whatever the session's stage.
         let digests = *any.digests();
-        let auth =
-            StartAuthorization::decode(authorization.as_bytes()).map_err(|e| auth_err(&e))?;
+        let auth = StartAuthorization::decode(authorization.as_bytes()).map_err(auth_err)?;
         let verified = {
-            let mut nonces = lock(&self.nonces);
+            let mut nonces = lock(&self.nonces)?;
             auth.verify(
                 &self.key,
                 id,
@@ -87,7 +86,7 @@ impl Runtime {
                 &ClockPort(self.clock),
                 &mut nonces,
             )
-            .map_err(|e| auth_err(&e))?
+            .map_err(auth_err)?
         };
         if any.stage() != SessionStage::Created {
             return Err(err(
@@ -98,9 +97,8 @@ impl Runtime {
         let created = any.try_into_created().map_err(|e| life(e.error()))?;
         // From here on the session is typed, under one brand; it leaves the
         // scope only as an `AnySession` (the live registry, `fail_with`).
-        created.enter(|created| -> Result<Value, RpcError> {
-            let decoded =
-                DecodedPlan::decode(&plan_bytes).map_err(|r| RpcError::from_rejection(&r))?;
+        created.enter(|created| -> Result<Value, ControlError> {
+            let decoded = DecodedPlan::decode(&plan_bytes).map_err(ControlError::from)?;
             let admitted = admit(decoded, None, policy, self.clock.now_ms()).map_err(|r| {
                 err(
                     SESSION_PLAN_NOT_ADMITTED,
@@ -112,7 +110,7 @@ impl Runtime {
                 )
             })?;
             let (spec, projections) = build_spec(policy, &admitted, &self.cfg, size.0, size.1)
-                .map_err(|r| RpcError::from_rejection(&r))?;
+                .map_err(ControlError::from)?;
             let mut facts = ReceiptFacts {
                 digests: (
                     digests.plan_content_digest().to_hex(),
@@ -124,14 +122,14 @@ impl Runtime {
             };
             // Preparing, then receipt capacity.
             let preparing = {
-                let mut store = lock(&self.store);
+                let mut store = lock(&self.store)?;
                 let p = created
                     .log_prepare(&mut Transitions::new(&mut store))
                     .map_err(|e| life(&e))?;
                 created.prepare(p).map_err(|e| life(e.error()))?
             };
             self.test_pause("after_prepare_record");
-            if let Err(e) = lock(&self.receipts).reserve(id) {
+            if let Err(e) = lock(&self.receipts)?.reserve(id) {
                 let code = e.code();
                 let body = receipt_body(
                     id,
@@ -204,7 +202,7 @@ impl Runtime {
             facts.binding = Some(binding.digest().to_hex());
             // The binding is durable before the agent may run.
             let starting = {
-                let mut store = lock(&self.store);
+                let mut store = lock(&self.store)?;
                 let p =
                     match preparing.log_start(binding, verified, &mut Transitions::new(&mut store))
                     {
@@ -264,7 +262,7 @@ impl Runtime {
             };
             self.test_pause("after_release");
             let logged = {
-                let mut store = lock(&self.store);
+                let mut store = lock(&self.store)?;
                 starting.log_run(identity, &mut Transitions::new(&mut store))
             };
             let p = match logged {
@@ -285,7 +283,9 @@ impl Runtime {
             };
             let running = starting.run(p).map_err(|e| life(e.error()))?;
             let _ = sock.set_read_timeout(None);
-            let writer = sock.try_clone().map_err(|_| crate::service::internal())?;
+            let writer = sock
+                .try_clone()
+                .map_err(|_| ControlError::Internal("session state"))?;
             let (tx, _) = broadcast::channel(ATTACH_QUEUE);
             let live = Arc::new(Live {
                 id: id.clone(),
@@ -304,12 +304,12 @@ impl Runtime {
                 ended: Mutex::new(None),
                 facts,
             });
-            lock(&self.live).insert(id.clone(), live.clone());
+            mem(&self.live).insert(id.clone(), live.clone());
             let rt = self.clone();
             std::thread::Builder::new()
                 .name(format!("session-{}", id.as_str()))
                 .spawn(move || rt.pump(&live, sock, dec, child))
-                .map_err(|_| crate::service::internal())?;
+                .map_err(|_| ControlError::Internal("session state"))?;
             tracing::info!(session_id = ?id.as_str(), init_pid = info.init.pid, "session running");
             Ok(json!({
                 "session_id": id.as_str(),
@@ -331,7 +331,7 @@ impl Runtime {
         let end = loop {
             match read_frame(&mut sock, &mut dec) {
                 Ok(FromLauncher::Output(b)) => {
-                    let mut s = lock(&live.stream);
+                    let mut s = mem(&live.stream);
                     let data: Arc<[u8]> = b.into();
                     let seq = s.0.push(data.clone());
                     let _ = s.1.send(Event::Output(seq, data));
@@ -352,12 +352,12 @@ impl Runtime {
         let ended = match result {
             Ok(v) => v,
             Err(e) => {
-                tracing::error!(session_id = ?live.id.as_str(), code = e.code.as_str(), "cannot record the session's end");
-                json!({"session_id": live.id.as_str(), "stage": "unrecorded", "code": e.code.as_str()})
+                tracing::error!(session_id = ?live.id.as_str(), code = e.code().as_str(), "cannot record the session's end");
+                json!({"session_id": live.id.as_str(), "stage": "unrecorded", "code": e.code().as_str()})
             }
         };
-        *lock(&live.ended) = Some(ended.clone());
-        let s = lock(&live.stream);
+        *mem(&live.ended) = Some(ended.clone());
+        let s = mem(&live.stream);
         let _ = s.1.send(Event::Ended(ended));
     }
 
@@ -365,9 +365,11 @@ impl Runtime {
         &self,
         live: &Live,
         end: Result<Box<Outcome>, (ErrorCode, String)>,
-    ) -> Result<Value, RpcError> {
-        let mut guard = lock(&live.session);
-        let any = guard.take().ok_or_else(crate::service::internal)?;
+    ) -> Result<Value, ControlError> {
+        let mut guard = mem(&live.session);
+        let any = guard
+            .take()
+            .ok_or(ControlError::Internal("session state"))?;
         let id = live.id.clone();
         let result = match end {
             Ok(o) => {
@@ -379,8 +381,8 @@ impl Runtime {
                 let stopping = match any.stage() {
                     SessionStage::Running => {
                         let running = any.try_into_running().map_err(|e| life(e.error()))?;
-                        let mut store = lock(&self.store);
-                        running.enter(|running| -> Result<_, RpcError> {
+                        let mut store = lock(&self.store)?;
+                        running.enter(|running| -> Result<_, ControlError> {
                             let p = running
                                 .log_stop(reason, &mut Transitions::new(&mut store))
                                 .map_err(|e| life(&e))?;
@@ -391,9 +393,9 @@ impl Runtime {
                 };
                 let body = receipt_body(&id, &live.facts, &Ending::Outcome(&o), false);
                 let r = self.append_receipt(&id, &body)?;
-                let mut store = lock(&self.store);
-                let j = lock(&self.receipts);
-                let exited = stopping.enter(|stopping| -> Result<_, RpcError> {
+                let mut store = lock(&self.store)?;
+                let j = lock(&self.receipts)?;
+                let exited = stopping.enter(|stopping| -> Result<_, ControlError> {
                     let p = stopping
                         .log_exit(r, &ReceiptView::new(&j), &mut Transitions::new(&mut store))
                         .map_err(|e| life(&e))?;
