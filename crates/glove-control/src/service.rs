@@ -135,18 +135,32 @@ impl Service {
     /// the service's store and journal; the lifecycle methods are
     /// advertised only when the probe passed.
     pub fn with_runtime(
-        mut self,
+        self,
         cfg: crate::managed::RuntimeConfig,
         key: glove_lifecycle::ServiceKey,
         operational: bool,
     ) -> Service {
+        let launcher = Arc::new(crate::managed::ProcessLauncher::new(&cfg.launcher));
+        self.with_runtime_on(cfg, key, operational, launcher)
+    }
+
+    /// [`Service::with_runtime`] with launchers from `launcher` (a test's
+    /// recording fake, for one).
+    pub fn with_runtime_on(
+        mut self,
+        cfg: crate::managed::RuntimeConfig,
+        key: glove_lifecycle::ServiceKey,
+        operational: bool,
+        launcher: Arc<dyn crate::managed::Launcher>,
+    ) -> Service {
         if let (Some(s), Some(r), Some(_)) = (&self.store, &self.receipts, &self.policy) {
-            self.runtime = Some(Arc::new(Runtime::new(
+            self.runtime = Some(Arc::new(Runtime::with_launcher(
                 cfg,
                 key,
                 s.clone(),
                 r.clone(),
                 self.clock,
+                launcher,
             )));
             self.components.managed_runtime_operational = operational;
             self.caps = Capabilities::derive(&self.components);

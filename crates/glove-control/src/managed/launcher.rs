@@ -1,4 +1,9 @@
-//! The launcher client: spawning `glove-launcher`, its frames, the startup probe.
+//! The launcher client: the [`Launcher`] port, the real `glove-launcher`
+//! behind it ([`ProcessLauncher`]), its frames, and the startup probe.
+//!
+//! The runtime reaches launchers only through [`Launcher`] and
+//! [`LauncherLink`], so its start, stop and failure logic is tested against
+//! a recording fake as well as against the real sandbox.
 
 use glove_sandbox::outcome::ExitStatus;
 use glove_sandbox::spec::Enforcement;
@@ -9,6 +14,117 @@ use std::io::{Read, Write};
 use std::os::unix::net::UnixStream;
 use std::path::Path;
 use std::time::Duration;
+
+/// Starts launchers: one per session.
+pub trait Launcher: Send + Sync {
+    /// Starts the launcher of one session.
+    fn spawn(&self) -> Result<Box<dyn LauncherLink>, Rejection>;
+}
+
+/// The runtime's end of one launcher: frames out and in, and the process.
+pub trait LauncherLink: Send {
+    /// Sends one frame.
+    fn send(&mut self, m: &ToLauncher) -> Result<(), String>;
+    /// The next frame; an error when the launcher is gone or the read
+    /// deadline (while preparing and starting) passed.
+    fn recv(&mut self) -> Result<FromLauncher, String>;
+    /// A second sending handle, for requests while the session thread
+    /// reads.
+    fn writer(&self) -> Result<Box<dyn LauncherWriter>, String>;
+    /// The launcher's process id (recorded for recovery).
+    fn pid(&self) -> u32;
+    /// No read deadline from now on: the session runs as long as its
+    /// limits let it.
+    fn unbounded(&mut self);
+    /// Closes the channel and reaps the launcher process in the background.
+    fn close(self: Box<Self>);
+}
+
+/// A sending handle of a [`LauncherLink`].
+pub trait LauncherWriter: Send {
+    /// Sends one frame.
+    fn send(&mut self, m: &ToLauncher) -> Result<(), String>;
+}
+
+/// The real launcher: the `glove-launcher` executable, one process per
+/// session, spoken to over one end of a socket pair (its standard input).
+#[derive(Clone, Debug)]
+pub struct ProcessLauncher {
+    path: std::path::PathBuf,
+}
+
+impl ProcessLauncher {
+    /// The launcher at `path`.
+    pub fn new(path: &Path) -> ProcessLauncher {
+        ProcessLauncher {
+            path: path.to_owned(),
+        }
+    }
+}
+
+impl Launcher for ProcessLauncher {
+    fn spawn(&self) -> Result<Box<dyn LauncherLink>, Rejection> {
+        let (sock, child) = spawn_launcher(&self.path)?;
+        Ok(Box::new(ProcessLink {
+            sock,
+            dec: Decoder::default(),
+            child,
+        }))
+    }
+}
+
+struct ProcessLink {
+    sock: UnixStream,
+    dec: Decoder,
+    child: std::process::Child,
+}
+
+impl LauncherLink for ProcessLink {
+    fn send(&mut self, m: &ToLauncher) -> Result<(), String> {
+        self.sock.write_all(&m.encode()).map_err(|e| e.to_string())
+    }
+
+    fn recv(&mut self) -> Result<FromLauncher, String> {
+        read_frame(&mut self.sock, &mut self.dec)
+    }
+
+    fn writer(&self) -> Result<Box<dyn LauncherWriter>, String> {
+        let s = self.sock.try_clone().map_err(|e| e.to_string())?;
+        Ok(Box::new(SocketWriter(s)))
+    }
+
+    fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    fn unbounded(&mut self) {
+        let _ = self.sock.set_read_timeout(None);
+    }
+
+    fn close(self: Box<Self>) {
+        let ProcessLink { sock, child, .. } = *self;
+        drop(sock);
+        reap(child);
+    }
+}
+
+struct SocketWriter(UnixStream);
+
+impl LauncherWriter for SocketWriter {
+    fn send(&mut self, m: &ToLauncher) -> Result<(), String> {
+        self.0.write_all(&m.encode()).map_err(|e| e.to_string())
+    }
+}
+
+/// Reads frames until the launcher reports the end (or goes away).
+pub(super) fn drain_until_end(link: &mut dyn LauncherLink) -> Result<(), String> {
+    loop {
+        match link.recv()? {
+            FromLauncher::Exited(_) | FromLauncher::Failed(_) => return Ok(()),
+            _ => {}
+        }
+    }
+}
 
 /// How long the launcher may take to prepare or start a sandbox.
 pub(super) const LAUNCH_TIMEOUT: Duration = Duration::from_secs(60);
@@ -116,16 +232,6 @@ pub(super) fn spawn_launcher(
     mine.set_read_timeout(Some(LAUNCH_TIMEOUT))
         .map_err(|e| Rejection::new(SESSION_LAUNCH_FAILED, format!("socket: {e}")))?;
     Ok((mine, child))
-}
-
-/// Reads frames until the launcher reports the end (or goes away).
-pub(super) fn read_until_end(sock: &mut UnixStream, dec: &mut Decoder) -> Result<(), String> {
-    loop {
-        match read_frame(sock, dec)? {
-            FromLauncher::Exited(_) | FromLauncher::Failed(_) => return Ok(()),
-            _ => {}
-        }
-    }
 }
 
 pub(super) fn read_frame(sock: &mut UnixStream, dec: &mut Decoder) -> Result<FromLauncher, String> {

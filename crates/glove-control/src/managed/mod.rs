@@ -2,12 +2,14 @@
 //! `glove-launcher`, with launch bindings, terminal receipts, an attachable
 //! PTY transcript and crash recovery.
 //!
-//! One launcher process per session, spawned with one end of a socket pair
-//! as its standard input. `start_session` runs on the blocking pool:
+//! One launcher per session, reached through the [`Launcher`] port (the real
+//! one, [`ProcessLauncher`], spawns `glove-launcher` with one end of a
+//! socket pair as its standard input). `start_session` runs on the blocking
+//! pool:
 //! prepare → durable `preparing` → receipt capacity reserved → spec sent →
 //! `Prepared` facts → launch binding → durable `starting` → `Release` →
 //! `Started` → durable `running`. A reader thread per session then owns the
-//! launcher socket: output goes into the session's bounded transcript and
+//! launcher link: output goes into the session's bounded transcript and
 //! to attached clients; `Exited`/`Failed` (or the launcher's socket closing)
 //! builds the terminal receipt, appends it durably, and only then records
 //! `exited`/`failed`.
@@ -31,7 +33,7 @@ mod transcript;
 pub use authorization::{issue_authorization, read_key};
 pub use binding::{launch_binding, LAUNCH_DOCUMENT_TAG};
 pub use identity::identity_matches;
-pub use launcher::probe;
+pub use launcher::{probe, Launcher, LauncherLink, LauncherWriter, ProcessLauncher};
 pub use spec::build_spec;
 pub use transcript::Event;
 
@@ -48,7 +50,6 @@ use glove_types::stage::SessionStage;
 use glove_types::{canon, ErrorCode, Sha256Digest};
 use serde_json::Value;
 use std::collections::HashMap;
-use std::os::unix::net::UnixStream;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use tokio::sync::broadcast;
@@ -86,7 +87,7 @@ struct Live {
     /// write, resize, signal, stop or clean up.
     owner: String,
     /// Writes to the launcher.
-    writer: Mutex<UnixStream>,
+    writer: Mutex<Box<dyn LauncherWriter>>,
     /// Transcript and the event sender, together so a new attacher sees
     /// each chunk exactly once (in the snapshot or the stream).
     stream: Mutex<(Transcript, broadcast::Sender<Event>)>,
@@ -109,6 +110,8 @@ pub struct Runtime {
     /// Sessions with a `start_session` in progress (one at a time each).
     starting: Mutex<std::collections::HashSet<SessionId>>,
     clock: crate::service::Clock,
+    /// Where launchers come from (the real `glove-launcher`, or a test's).
+    launcher: Arc<dyn Launcher>,
 }
 
 impl core::fmt::Debug for Runtime {
@@ -184,6 +187,20 @@ impl Runtime {
         receipts: Arc<Mutex<ReceiptJournal>>,
         clock: crate::service::Clock,
     ) -> Runtime {
+        let launcher = Arc::new(ProcessLauncher::new(&cfg.launcher));
+        Runtime::with_launcher(cfg, key, store, receipts, clock, launcher)
+    }
+
+    /// [`Runtime::new`] with launchers from `launcher` instead of the
+    /// configured executable.
+    pub fn with_launcher(
+        cfg: RuntimeConfig,
+        key: ServiceKey,
+        store: Arc<Mutex<SessionStore>>,
+        receipts: Arc<Mutex<ReceiptJournal>>,
+        clock: crate::service::Clock,
+        launcher: Arc<dyn Launcher>,
+    ) -> Runtime {
         let mut nonces = UsedNonces::new(NONCE_CAPACITY);
         let records = match lock(&store) {
             Ok(s) => ports::all_records(&s),
@@ -202,6 +219,7 @@ impl Runtime {
             live: Mutex::new(HashMap::new()),
             starting: Mutex::new(std::collections::HashSet::new()),
             clock,
+            launcher,
         }
     }
 

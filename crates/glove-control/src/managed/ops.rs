@@ -11,7 +11,6 @@ use glove_types::digest::to_hex;
 use glove_types::ids::SessionId;
 use glove_types::stage::SessionStage;
 use serde_json::{json, Value};
-use std::io::Write;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::broadcast;
@@ -30,7 +29,7 @@ impl Runtime {
                 format!("session {} has ended", id.as_str()),
             ));
         }
-        let r = mem(&live.writer).write_all(&m.encode());
+        let r = mem(&live.writer).send(&m);
         r.map_err(|_| {
             err(
                 SESSION_NOT_LIVE,
@@ -119,7 +118,7 @@ impl Runtime {
             }
         }
         self.test_pause("after_stop_record");
-        let r = mem(&live.writer).write_all(&ToLauncher::Stop(grace_ms).encode());
+        let r = mem(&live.writer).send(&ToLauncher::Stop(grace_ms));
         r.map_err(|_| err(SESSION_NOT_LIVE, "the launcher is gone"))?;
         Ok(json!({"session_id": id.as_str(), "stage": "stopping", "grace_ms": grace_ms}))
     }

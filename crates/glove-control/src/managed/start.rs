@@ -2,7 +2,7 @@
 
 use super::binding::launch_binding;
 use super::identity::lifecycle_identity;
-use super::launcher::{expect_frame, read_frame, read_until_end, reap, spawn_launcher};
+use super::launcher::{drain_until_end, expect_frame, LauncherLink};
 use super::receipt::{receipt_body, Ending, ReceiptFacts};
 use super::spec::build_spec;
 use super::transcript::{Event, Transcript};
@@ -11,7 +11,7 @@ use crate::error::ControlError;
 use crate::ports::{self, ReceiptView, Transitions};
 use glove_lifecycle::{AnySession, StartAuthPolicy, StartAuthorization, StopReason};
 use glove_sandbox::outcome::Outcome;
-use glove_sandbox::wire::{Decoder, FromLauncher, ToLauncher};
+use glove_sandbox::wire::{FromLauncher, ToLauncher};
 use glove_types::codes::control::*;
 use glove_types::ids::SessionId;
 use glove_types::plan::{admit, DecodedPlan};
@@ -20,8 +20,6 @@ use glove_types::stage::SessionStage;
 use glove_types::ErrorCode;
 use serde_json::{json, Value};
 use std::collections::VecDeque;
-use std::io::Write;
-use std::os::unix::net::UnixStream;
 use std::sync::{Arc, Mutex};
 use tokio::sync::broadcast;
 
@@ -161,7 +159,7 @@ impl Runtime {
                         Err(e) => e,
                     }
                 };
-            let (mut sock, child) = match spawn_launcher(&self.cfg.launcher) {
+            let mut link = match self.launcher.spawn() {
                 Ok(x) => x,
                 Err(r) => {
                     return Err(fail_with(
@@ -172,25 +170,22 @@ impl Runtime {
                     ))
                 }
             };
-            let mut dec = Decoder::default();
-            let sent = sock.write_all(&ToLauncher::Spec(Box::new(spec.clone())).encode());
-            let reply = sent
-                .map_err(|e| e.to_string())
-                .and_then(|()| read_frame(&mut sock, &mut dec));
+            let sent = link.send(&ToLauncher::Spec(Box::new(spec.clone())));
+            let reply = sent.and_then(|()| link.recv());
             let prepared = match expect_frame(reply, |f| match f {
                 FromLauncher::Prepared(p) => Ok(p),
                 other => Err(other),
             }) {
                 Ok(p) => p,
                 Err((code, message)) => {
-                    reap(child);
+                    link.close();
                     return Err(fail_with(preparing.into(), code, message, &facts));
                 }
             };
             let binding = match launch_binding(&spec, &prepared) {
                 Ok(b) => b,
                 Err(r) => {
-                    reap(child);
+                    link.close();
                     return Err(fail_with(
                         preparing.into(),
                         r.code(),
@@ -209,7 +204,7 @@ impl Runtime {
                         Ok(p) => p,
                         Err(e) => {
                             drop(store);
-                            reap(child);
+                            link.close();
                             return Err(fail_with(
                                 preparing.into(),
                                 e.code(),
@@ -223,8 +218,8 @@ impl Runtime {
             // Before the agent may run: where its launcher is, so recovery can
             // end a sandbox whose running record never became durable (the
             // sandbox init dies with its launcher).
-            if let Err(r) = self.record_launcher(id, child.id()) {
-                reap(child);
+            if let Err(r) = self.record_launcher(id, link.pid()) {
+                link.close();
                 return Err(fail_with(
                     starting.into(),
                     r.code(),
@@ -233,25 +228,22 @@ impl Runtime {
                 ));
             }
             self.test_pause("after_start_record");
-            let started = sock
-                .write_all(&ToLauncher::Release.encode())
-                .map_err(|e| e.to_string())
-                .and_then(|()| read_frame(&mut sock, &mut dec));
+            let started = link.send(&ToLauncher::Release).and_then(|()| link.recv());
             let info = match expect_frame(started, |f| match f {
                 FromLauncher::Started(s) => Ok(s),
                 other => Err(other),
             }) {
                 Ok(s) => s,
                 Err((code, message)) => {
-                    reap(child);
+                    link.close();
                     return Err(fail_with(starting.into(), code, message, &facts));
                 }
             };
             let identity = match lifecycle_identity(&info.init) {
                 Ok(i) => i,
                 Err(r) => {
-                    let _ = sock.write_all(&ToLauncher::Stop(0).encode());
-                    reap(child);
+                    let _ = link.send(&ToLauncher::Stop(0));
+                    link.close();
                     return Err(fail_with(
                         starting.into(),
                         r.code(),
@@ -270,9 +262,9 @@ impl Runtime {
                 Err(e) => {
                     // The agent runs but its identity is not durable: end it
                     // now rather than leave it to its limits.
-                    let _ = sock.write_all(&ToLauncher::Stop(0).encode());
-                    let _ = read_until_end(&mut sock, &mut dec);
-                    reap(child);
+                    let _ = link.send(&ToLauncher::Stop(0));
+                    let _ = drain_until_end(link.as_mut());
+                    link.close();
                     return Err(fail_with(
                         starting.into(),
                         e.code(),
@@ -282,10 +274,21 @@ impl Runtime {
                 }
             };
             let running = starting.run(p).map_err(|e| life(e.error()))?;
-            let _ = sock.set_read_timeout(None);
-            let writer = sock
-                .try_clone()
-                .map_err(|_| ControlError::Internal("session state"))?;
+            link.unbounded();
+            let writer = match link.writer() {
+                Ok(w) => w,
+                Err(e) => {
+                    // Without a writer the session could not be stopped:
+                    // end it now.
+                    let _ = link.send(&ToLauncher::Stop(0));
+                    let _ = drain_until_end(link.as_mut());
+                    link.close();
+                    return Err(ControlError::refused(
+                        SESSION_LAUNCH_FAILED,
+                        format!("the launcher channel: {e}"),
+                    ));
+                }
+            };
             let (tx, _) = broadcast::channel(ATTACH_QUEUE);
             let live = Arc::new(Live {
                 id: id.clone(),
@@ -308,7 +311,7 @@ impl Runtime {
             let rt = self.clone();
             std::thread::Builder::new()
                 .name(format!("session-{}", id.as_str()))
-                .spawn(move || rt.pump(&live, sock, dec, child))
+                .spawn(move || rt.pump(&live, link))
                 .map_err(|_| ControlError::Internal("session state"))?;
             tracing::info!(session_id = ?id.as_str(), init_pid = info.init.pid, "session running");
             Ok(json!({
@@ -321,15 +324,9 @@ impl Runtime {
     }
 
     /// The session thread: output, then the ending.
-    pub(super) fn pump(
-        &self,
-        live: &Live,
-        mut sock: UnixStream,
-        mut dec: Decoder,
-        child: std::process::Child,
-    ) {
+    pub(super) fn pump(&self, live: &Live, mut link: Box<dyn LauncherLink>) {
         let end = loop {
-            match read_frame(&mut sock, &mut dec) {
+            match link.recv() {
                 Ok(FromLauncher::Output(b)) => {
                     let mut s = mem(&live.stream);
                     let data: Arc<[u8]> = b.into();
@@ -344,7 +341,7 @@ impl Runtime {
                 Err(e) => break Err((SESSION_LAUNCHER_LOST, e)),
             }
         };
-        reap(child);
+        link.close();
         let result = self.finish(live, end);
         if result.is_ok() {
             self.forget_launcher(&live.id);
