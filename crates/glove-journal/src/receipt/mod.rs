@@ -44,6 +44,7 @@ mod ack;
 pub mod envelope;
 pub mod mac;
 pub mod records;
+pub mod scan;
 mod state;
 mod verify;
 
@@ -64,7 +65,7 @@ use crate::spec::JournalSpec;
 use envelope::{seal, ENVELOPE_OVERHEAD};
 use glove_types::ids::SessionId;
 use records::{encode_base, encode_id, KINDS, KIND_BASE, KIND_RECEIPT, KIND_RELEASE, KIND_RESERVE};
-use state::ReceiptState;
+use state::{Check, ReceiptState};
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
@@ -265,7 +266,7 @@ impl ReceiptJournal {
         let report = std::mem::take(&mut opened.report);
         let mut state = ReceiptState::default();
         for rec in opened.records() {
-            state.apply(&key, &rec, config.max_envelope())?;
+            state.apply(&key, &rec, config.max_envelope(), Check::Stored)?;
         }
         let at_base = HEADER_LEN as u64;
         let base = state.base.ok_or(JournalError::corrupt(
