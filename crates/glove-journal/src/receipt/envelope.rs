@@ -76,8 +76,11 @@ fn body_kind(body: &Value) -> Option<ReceiptKind> {
     ReceiptKind::parse(body.as_object()?.get("receipt_kind")?.as_str()?)
 }
 
-/// Checks a body and seals it into an envelope after `prev`.
-pub(crate) fn seal(
+/// Checks a body and seals it into an envelope after `prev`: the envelope
+/// bytes and the head after it. (Public for tools and benchmarks that build
+/// journal images; [`super::ReceiptJournal::append_receipt`] is the way to
+/// add a receipt.)
+pub fn seal(
     key: &ReceiptKey,
     prev: &ReceiptHead,
     kind: ReceiptKind,
@@ -247,6 +250,35 @@ pub fn cheap_check_agrees(
         Some(v) => full == Ok(v),
         None => verify_stored(key, prev, envelope, max_envelope) == full,
     }
+}
+
+/// For the fuzz target and tests: an envelope frame around arbitrary
+/// `body` bytes, kind text and sequence text, with both MACs computed by
+/// `key` over exactly those bytes — what a writer holding the key but
+/// ignoring the canonical rules could store. Only the canonical-form checks
+/// stand between such bytes and acceptance.
+#[doc(hidden)]
+pub fn forge_envelope(
+    key: &ReceiptKey,
+    prev: &ReceiptHead,
+    body: &[u8],
+    kind: &[u8],
+    seq: &[u8],
+) -> Vec<u8> {
+    let body_mac = to_hex(&key.mac(BODY_DOMAIN, &[body]));
+    let mut head = b"{\"body\":".to_vec();
+    head.extend_from_slice(body);
+    head.extend_from_slice(format!(",\"body_mac\":\"{body_mac}\",").as_bytes());
+    let mut tail = b"\"receipt_kind\":\"".to_vec();
+    tail.extend_from_slice(kind);
+    tail.extend_from_slice(b"\",\"seq\":");
+    tail.extend_from_slice(seq);
+    tail.push(b'}');
+    let chain = to_hex(&key.mac(ENVELOPE_DOMAIN, &[&prev.chain, &head, &tail]));
+    let mut env = head;
+    env.extend_from_slice(format!("\"chain\":\"{chain}\",").as_bytes());
+    env.extend_from_slice(&tail);
+    env
 }
 
 #[cfg(test)]
@@ -421,15 +453,7 @@ mod tests {
             } else {
                 "resource_v1"
             };
-            let body_mac = to_hex(&key.mac(BODY_DOMAIN, &[&body]));
-            let mut head = b"{\"body\":".to_vec();
-            head.extend_from_slice(&body);
-            head.extend_from_slice(format!(",\"body_mac\":\"{body_mac}\",").as_bytes());
-            let tail = format!("\"receipt_kind\":\"{kind}\",\"seq\":{seq_text}}}");
-            let chain = to_hex(&key.mac(ENVELOPE_DOMAIN, &[&prev.chain, &head, tail.as_bytes()]));
-            let mut env = head;
-            env.extend_from_slice(format!("\"chain\":\"{chain}\",").as_bytes());
-            env.extend_from_slice(tail.as_bytes());
+            let env = forge_envelope(&key, &prev, &body, kind.as_bytes(), seq_text.as_bytes());
             prop_assert!(cheap_check_agrees(&key, &prev, &env, 1 << 17));
             let full = verify(&key, &prev, &env, 1 << 17);
             prop_assert_eq!(verify_stored(&key, &prev, &env, 1 << 17), full);

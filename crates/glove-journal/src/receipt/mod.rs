@@ -35,6 +35,12 @@
 //!   receipts byte for byte, so the chain stays verifiable from that head.
 //!   The anchor file names both the old and the new file while the new one
 //!   is renamed in place, so a crash at any step opens.
+//!   [`ReceiptJournal::needs_compaction`] is the policy (call it after each
+//!   ack); [`ReceiptJournal::reclaimable`] says what compaction would drop.
+//! * **Open is cheap.** Replay checks each stored envelope over its stored
+//!   canonical bytes (see [`scan`]) and falls back to the full parse only
+//!   when that check does not accept, so the result — and every error code
+//!   — is the full check's.
 //! * **Verification.** [`verify_file`], [`verify_bytes`] and [`verify_page`]
 //!   check receipts offline with only the key and a trusted head;
 //!   [`verify_file_with`] also checks the anchor and acknowledged-head

@@ -4,8 +4,8 @@ use crate::common::{anchor, body, key, no_spawn, tempdir, write_file};
 use crate::sessions::sid;
 use glove_journal::error::{CorruptKind, JournalError};
 use glove_journal::receipt::{
-    verify_bytes, verify_file, verify_page, Reclaimable, ReceiptConfig, ReceiptHead, ReceiptJournal,
-    ReceiptKey, ReceiptKind,
+    verify_bytes, verify_file, verify_page, ReceiptConfig, ReceiptHead, ReceiptJournal, ReceiptKey,
+    ReceiptKind, Reclaimable,
 };
 use glove_journal::replay_bytes;
 use glove_types::codes::journal as jc;
