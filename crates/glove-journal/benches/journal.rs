@@ -17,12 +17,20 @@
 //!    record comes from its own waiting thread;
 //! 3. strict replay (open) of a full 64 MiB session store vs reading the same
 //!    file and hashing it with SHA-256 once (goal >= 0.7x);
-//! 4. open of a receipt journal with 10,000 receipts (every body and chain
-//!    HMAC verified) vs reading the file and one HMAC-SHA-256 pass over it.
+//! 4. open of a receipt journal with 10,000 and with 100,000 unacknowledged
+//!    receipts (every body and chain HMAC verified, the cheap check of the
+//!    stored canonical bytes) vs reading the file and one HMAC-SHA-256 pass
+//!    over it; for 100,000 also the offline verifier (full JSON parse), and
+//!    open after acknowledging all but 1,000 and compacting.
 //!
-//! Run: `cargo bench -p glove-journal --bench journal`.
+//! Run: `cargo bench -p glove-journal --bench journal` (`-- receipts` for
+//! the receipt figures only).
 
 use glove_journal::format::JournalKind;
+use glove_journal::receipt::envelope::seal;
+use glove_journal::receipt::records::{
+    encode_base, encode_id, KIND_BASE, KIND_RECEIPT, KIND_RESERVE,
+};
 use glove_journal::receipt::{ReceiptConfig, ReceiptHead, ReceiptJournal, ReceiptKey, ReceiptKind};
 use glove_journal::session::NewSession;
 use glove_journal::{Journal, JournalSpec, SessionStore};
@@ -395,50 +403,134 @@ fn session_replay(dir: &Path) {
     );
 }
 
-fn receipt_replay(dir: &Path) {
-    let path = dir.join("receipts");
+/// A receipt body of about 150 bytes, like a resource receipt.
+fn receipt_body(i: u32) -> String {
+    format!(
+        r#"{{"cpu_ms":{i},"disk_bytes":123456,"memory_bytes":987654,"pids":12,"receipt_kind":"resource_v1","session_id":"s{i}","wall_ms":{i}}}"#
+    )
+}
+
+/// Read + one HMAC-SHA-256 pass over the file: the least any open that
+/// authenticates every byte must do.
+fn read_and_hmac(path: &Path) -> Duration {
+    best_of(5, || {
+        let bytes = std::fs::read(path).expect("read");
+        let mut m = <Hmac<Sha256> as Mac>::new_from_slice(&[0x42; 32]).expect("key");
+        m.update(&bytes);
+        m.finalize().into_bytes()
+    })
+}
+
+fn receipt_replay(dir: &Path, n: u32) {
+    let path = dir.join(format!("receipts-{n}"));
     let key = ReceiptKey::from_bytes([0x42; 32]);
     let anchor = ReceiptHead {
         seq: 0,
         chain: [0; 32],
     };
-    let config = ReceiptConfig::default();
-    let mut j = ReceiptJournal::create(&path, key.clone(), &anchor, config).expect("create");
-    for i in 0..10_000u32 {
+    // Room for n receipts and their n reservations.
+    let config = ReceiptConfig {
+        max_records: (2 * u64::from(n) + 16).max(ReceiptConfig::default().max_records),
+        ..ReceiptConfig::default()
+    };
+    // The image a journal of n reservations and receipts has, written in
+    // one go (appending them one by one costs four synced writes each).
+    let mut payloads = vec![(KIND_BASE, encode_base(&anchor))];
+    let mut prev = anchor;
+    for i in 0..n {
         let s = SessionId::new(format!("s{i}")).expect("id");
-        let r = j.reserve(&s).expect("reserve");
-        let body = format!(
-            r#"{{"cpu_ms":{i},"disk_bytes":123456,"memory_bytes":987654,"pids":12,"receipt_kind":"resource_v1","session_id":"s{i}","wall_ms":{i}}}"#
-        );
-        j.append_receipt(&r, ReceiptKind::ResourceV1, body.as_bytes())
-            .expect("receipt");
+        let (env, head) = seal(
+            &key,
+            &prev,
+            ReceiptKind::ResourceV1,
+            receipt_body(i).as_bytes(),
+            config.max_body_bytes as usize,
+        )
+        .expect("seal");
+        prev = head;
+        payloads.push((KIND_RESERVE, encode_id(Some(&s), &[])));
+        payloads.push((KIND_RECEIPT, encode_id(Some(&s), &env)));
     }
+    let j = Journal::create_with(
+        &path,
+        &config.spec(),
+        payloads.iter().map(|(k, p)| (*k, &p[..])),
+    )
+    .expect("create");
+    let size = j.len_bytes();
     drop(j);
-    let base = best_of(5, || {
-        let bytes = std::fs::read(&path).expect("read");
-        let mut m = <Hmac<Sha256> as Mac>::new_from_slice(&[0x42; 32]).expect("key");
-        m.update(&bytes);
-        m.finalize().into_bytes()
-    });
-    let ours = best_of(5, || {
-        ReceiptJournal::open(&path, key.clone(), &anchor, config)
+    // The first open writes the anchor file.
+    let (j, report) = ReceiptJournal::open(&path, key.clone(), &anchor, config).expect("open");
+    assert!(report.unanchored && j.head() == prev);
+    drop(j);
+    let open = |path: &Path| {
+        ReceiptJournal::open(path, key.clone(), &anchor, config)
             .expect("open")
             .0
             .receipts()
             .len()
-    });
+    };
+    let base = read_and_hmac(&path);
+    let ours = best_of(5, || open(&path));
+    let mib = size as f64 / (1024.0 * 1024.0);
     line(
-        "receipt replay, 10,000 receipts, HMAC checked",
-        per_sec(10_000, ours),
-        per_sec(10_000, base),
+        &format!("receipt open, {n} unacked, {mib:.1} MiB"),
+        per_sec(n as usize, ours),
+        per_sec(n as usize, base),
         "rcpt/s",
         None,
     );
     println!(
         "{:<44} {:>12.1} ms  baseline {:>12.1} ms (read + one HMAC pass)",
-        "receipt replay time",
+        "  open time",
         ours.as_secs_f64() * 1e3,
         base.as_secs_f64() * 1e3
+    );
+    if n < 100_000 {
+        return;
+    }
+    // The offline verifier keeps the full parse: the old cost, for scale.
+    let full = best_of(1, || {
+        glove_journal::receipt::verify_file(&path, &key, &anchor)
+            .expect("verify")
+            .receipts
+    });
+    println!(
+        "{:<44} {:>12.1} ms  (verify_file, full JSON parse of every envelope)",
+        "  offline verify time",
+        full.as_secs_f64() * 1e3
+    );
+    // Acknowledge all but the newest 1,000 and compact, as gloved would.
+    let (mut j, _) = ReceiptJournal::open(&path, key.clone(), &anchor, config).expect("open");
+    let keep = 1_000u64;
+    let mut after = anchor.seq;
+    while after + keep < u64::from(n) {
+        let want = usize::try_from(u64::from(n) - keep - after).unwrap_or(usize::MAX);
+        let page = j.page(after, want.min(10_000), 64 << 20).expect("page");
+        j.ack(&page.head).expect("ack");
+        after = page.head.seq;
+    }
+    let needs = j.needs_compaction();
+    let t = Instant::now();
+    let report = j.compact().expect("compact");
+    let compact_time = t.elapsed();
+    let size = j.journal().len_bytes();
+    drop(j);
+    let base = read_and_hmac(&path);
+    let ours = best_of(5, || open(&path));
+    println!(
+        "{:<44} {:>12.1} ms  ({} removed, {} kept, needs_compaction was {needs})",
+        "  compaction time",
+        compact_time.as_secs_f64() * 1e3,
+        report.removed,
+        report.kept
+    );
+    println!(
+        "{:<44} {:>12.1} ms  baseline {:>12.1} ms (read + one HMAC pass, {:.2} MiB)",
+        "  open time after compaction",
+        ours.as_secs_f64() * 1e3,
+        base.as_secs_f64() * 1e3,
+        size as f64 / (1024.0 * 1024.0)
     );
 }
 
@@ -446,21 +538,26 @@ fn main() {
     if std::env::args().any(|a| a == "--list") {
         return;
     }
+    // `-- receipts` runs only the receipt figures.
+    let only_receipts = std::env::args().skip(1).any(|a| a == "receipts");
     let d = bench_dir();
     println!(
         "journal benchmarks in {} (256-byte records)",
         d.path().display()
     );
-    single_appends(d.path(), 1_000);
-    println!(
-        "group commit: N threads each append records in a loop, waiting for each to be durable; \
-         a leader writes every queued record with one pwrite and one fdatasync, first waiting \
-         (at most half a sync) for the records it expects when recent gathered batches cost less \
-         per record than batches cut at once. \
-         Baseline: one thread, batches of N records of the same on-disk size, fresh file, same directory."
-    );
-    group_commit(d.path(), 8, 250);
-    group_commit(d.path(), 64, 50);
-    session_replay(d.path());
-    receipt_replay(d.path());
+    if !only_receipts {
+        single_appends(d.path(), 1_000);
+        println!(
+            "group commit: N threads each append records in a loop, waiting for each to be durable; \
+             a leader writes every queued record with one pwrite and one fdatasync, first waiting \
+             (at most half a sync) for the records it expects when recent gathered batches cost less \
+             per record than batches cut at once. \
+             Baseline: one thread, batches of N records of the same on-disk size, fresh file, same directory."
+        );
+        group_commit(d.path(), 8, 250);
+        group_commit(d.path(), 64, 50);
+        session_replay(d.path());
+    }
+    receipt_replay(d.path(), 10_000);
+    receipt_replay(d.path(), 100_000);
 }

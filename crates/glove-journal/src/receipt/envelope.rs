@@ -15,6 +15,7 @@
 //!   kind shares this one sequence and chain.
 
 use super::mac::{ReceiptHead, ReceiptKey, BODY_DOMAIN, ENVELOPE_DOMAIN};
+use super::scan::scan_envelope;
 use crate::error::{JournalError, ReceiptRefusal};
 use glove_types::canon::{parse_canonical, to_canonical, MAX_SAFE_INTEGER};
 use glove_types::digest::to_hex;
@@ -75,8 +76,11 @@ fn body_kind(body: &Value) -> Option<ReceiptKind> {
     ReceiptKind::parse(body.as_object()?.get("receipt_kind")?.as_str()?)
 }
 
-/// Checks a body and seals it into an envelope after `prev`.
-pub(crate) fn seal(
+/// Checks a body and seals it into an envelope after `prev`: the envelope
+/// bytes and the head after it. (Public for tools and benchmarks that build
+/// journal images; [`super::ReceiptJournal::append_receipt`] is the way to
+/// add a receipt.)
+pub fn seal(
     key: &ReceiptKey,
     prev: &ReceiptHead,
     kind: ReceiptKind,
@@ -173,9 +177,114 @@ pub(crate) fn verify(
     })
 }
 
+/// The cheap check alone: `Some` only when the stored bytes are certainly
+/// a canonical envelope following `prev` whose two MACs verify; `None`
+/// whenever anything is off or unsure (the caller then runs [`verify`]).
+///
+/// No JSON tree is built: [`scan_envelope`] locates the fields in the bytes
+/// and checks the body is a canonical object; the body MAC is computed over
+/// the body's bytes as stored and the chain MAC over the stored bytes with
+/// the `chain` field cut out (two slices). Those are exactly the bytes
+/// [`verify`] re-encodes, because the envelope is canonical.
+pub(crate) fn verify_cheap(
+    key: &ReceiptKey,
+    prev: &ReceiptHead,
+    envelope: &[u8],
+    max_envelope: usize,
+) -> Option<Verified> {
+    if envelope.len() > max_envelope {
+        return None;
+    }
+    let s = scan_envelope(envelope)?;
+    let hex = |b: &[u8]| {
+        let d = glove_types::Sha256Digest::parse(core::str::from_utf8(b).ok()?).ok()?;
+        Some(*d.as_bytes())
+    };
+    let body_mac = hex(s.body_mac)?;
+    let chain = hex(s.chain)?;
+    if prev.seq.checked_add(1) != Some(s.seq) {
+        return None;
+    }
+    let want_body: bool = key.mac(BODY_DOMAIN, &[s.body]).ct_eq(&body_mac).into();
+    let want_chain: bool = key
+        .mac(
+            ENVELOPE_DOMAIN,
+            &[&prev.chain, s.unsigned_head, s.unsigned_tail],
+        )
+        .ct_eq(&chain)
+        .into();
+    (want_body & want_chain).then_some(Verified {
+        kind: s.kind,
+        head: ReceiptHead { seq: s.seq, chain },
+    })
+}
+
+/// Verifies a stored envelope: the cheap check, and the full [`verify`]
+/// whenever the cheap check does not accept. The result is [`verify`]'s for
+/// every input (the cheap check accepts only what [`verify`] accepts, with
+/// the same fields, and every refusal and its reason come from [`verify`]).
+pub(crate) fn verify_stored(
+    key: &ReceiptKey,
+    prev: &ReceiptHead,
+    envelope: &[u8],
+    max_envelope: usize,
+) -> Result<Verified, EnvelopeProblem> {
+    match verify_cheap(key, prev, envelope, max_envelope) {
+        Some(v) => Ok(v),
+        None => verify(key, prev, envelope, max_envelope),
+    }
+}
+
+/// For the fuzz target and tests: whether the cheap check agrees with the
+/// full check on `envelope` after `prev` — it accepts only what the full
+/// check accepts, with the same kind and head. Never panics.
+#[doc(hidden)]
+pub fn cheap_check_agrees(
+    key: &ReceiptKey,
+    prev: &ReceiptHead,
+    envelope: &[u8],
+    max_envelope: usize,
+) -> bool {
+    let full = verify(key, prev, envelope, max_envelope);
+    match verify_cheap(key, prev, envelope, max_envelope) {
+        Some(v) => full == Ok(v),
+        None => verify_stored(key, prev, envelope, max_envelope) == full,
+    }
+}
+
+/// For the fuzz target and tests: an envelope frame around arbitrary
+/// `body` bytes, kind text and sequence text, with both MACs computed by
+/// `key` over exactly those bytes — what a writer holding the key but
+/// ignoring the canonical rules could store. Only the canonical-form checks
+/// stand between such bytes and acceptance.
+#[doc(hidden)]
+pub fn forge_envelope(
+    key: &ReceiptKey,
+    prev: &ReceiptHead,
+    body: &[u8],
+    kind: &[u8],
+    seq: &[u8],
+) -> Vec<u8> {
+    let body_mac = to_hex(&key.mac(BODY_DOMAIN, &[body]));
+    let mut head = b"{\"body\":".to_vec();
+    head.extend_from_slice(body);
+    head.extend_from_slice(format!(",\"body_mac\":\"{body_mac}\",").as_bytes());
+    let mut tail = b"\"receipt_kind\":\"".to_vec();
+    tail.extend_from_slice(kind);
+    tail.extend_from_slice(b"\",\"seq\":");
+    tail.extend_from_slice(seq);
+    tail.push(b'}');
+    let chain = to_hex(&key.mac(ENVELOPE_DOMAIN, &[&prev.chain, &head, &tail]));
+    let mut env = head;
+    env.extend_from_slice(format!("\"chain\":\"{chain}\",").as_bytes());
+    env.extend_from_slice(&tail);
+    env
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
 
     #[test]
     fn seal_then_verify() {
@@ -215,5 +324,148 @@ mod tests {
                 .as_str(),
             "receipt_kind_mismatch"
         );
+    }
+
+    fn sealed(body: &[u8], prev_seq: u64) -> (ReceiptKey, ReceiptHead, Vec<u8>) {
+        let key = ReceiptKey::from_bytes([3; 32]);
+        let prev = ReceiptHead {
+            seq: prev_seq,
+            chain: [4; 32],
+        };
+        let (env, _) = seal(&key, &prev, ReceiptKind::ResourceV1, body, 1 << 16).unwrap();
+        (key, prev, env)
+    }
+
+    #[test]
+    fn cheap_check_accepts_what_seal_writes() {
+        for prev_seq in [0, 9, 10, 99, MAX_SAFE_INTEGER - 1] {
+            let (key, prev, env) = sealed(
+                br#"{"a":"\u0000\"\\","receipt_kind":"resource_v1","z":[]}"#,
+                prev_seq,
+            );
+            let cheap = verify_cheap(&key, &prev, &env, 4096);
+            assert!(cheap.is_some(), "{}", String::from_utf8_lossy(&env));
+            assert_eq!(cheap.map(Ok), Some(verify(&key, &prev, &env, 4096)));
+            // Over the size bound: left to the full check, which refuses.
+            assert_eq!(verify_cheap(&key, &prev, &env, env.len() - 1), None);
+            assert_eq!(
+                verify_stored(&key, &prev, &env, env.len() - 1),
+                Err(EnvelopeProblem::Malformed)
+            );
+        }
+    }
+
+    fn body_strategy() -> impl Strategy<Value = Vec<u8>> {
+        (
+            prop::collection::btree_map(
+                "[a-z_\u{e9}\u{1f600}]{1,5}",
+                prop_oneof![
+                    (-1000i64..1000).prop_map(serde_json::Value::from),
+                    "[a-z\\\\\"\x00-\x1f\u{e9}]{0,5}".prop_map(serde_json::Value::String),
+                    Just(serde_json::json!([1, {"k": null}, true])),
+                ],
+                0..5,
+            ),
+            prop_oneof![Just("resource_v1"), Just("refinement_v1")],
+        )
+            .prop_map(|(m, k)| {
+                let mut m: Map<String, Value> = m.into_iter().collect();
+                m.insert("receipt_kind".into(), Value::String(k.into()));
+                to_canonical(&Value::Object(m)).unwrap()
+            })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(1500))]
+
+        /// The cheap check against the full check on sealed envelopes and
+        /// on every kind of mutation of them (byte changes, insertions,
+        /// deletions, wrong key, wrong previous head): it accepts exactly the
+        /// sealed ones, and `verify_stored` returns the full check's result
+        /// (same problem, hence the same error code) for all of them.
+        #[test]
+        fn cheap_check_is_the_full_check(
+            body in body_strategy(),
+            prev_seq in prop_oneof![0u64..20, Just(MAX_SAFE_INTEGER - 1)],
+            muts in prop::collection::vec((any::<usize>(), 0u8..4, any::<u8>()), 0..3),
+            wrong_prev in any::<bool>(),
+            wrong_key in any::<bool>(),
+        ) {
+            let key = ReceiptKey::from_bytes([3; 32]);
+            let prev = ReceiptHead { seq: prev_seq, chain: [4; 32] };
+            let kind = if body.windows(13).any(|w| w == b"refinement_v1") {
+                ReceiptKind::RefinementV1
+            } else {
+                ReceiptKind::ResourceV1
+            };
+            let (mut env, _) = seal(&key, &prev, kind, &body, 1 << 16).unwrap();
+            let check_key = if wrong_key { ReceiptKey::from_bytes([5; 32]) } else { key.clone() };
+            let check_prev = if wrong_prev {
+                ReceiptHead { seq: prev_seq.saturating_sub(1), chain: [4; 32] }
+            } else {
+                prev
+            };
+            const ALPHABET: &[u8] = b"{}[]\",:\\-0159abcdef.eu \x00\x7f";
+            for (at, how, byte) in &muts {
+                let at = at % (env.len() + 1);
+                let b = if byte & 1 == 0 { ALPHABET[usize::from(*byte) % ALPHABET.len()] } else { *byte };
+                match how {
+                    0 if at < env.len() => env[at] = b,
+                    1 => env.insert(at, b),
+                    2 if at < env.len() => { env.remove(at); }
+                    _ => env.truncate(at),
+                }
+            }
+            prop_assert!(cheap_check_agrees(&check_key, &check_prev, &env, 1 << 17));
+            let full = verify(&check_key, &check_prev, &env, 1 << 17);
+            prop_assert_eq!(verify_stored(&check_key, &check_prev, &env, 1 << 17), full);
+            let cheap = verify_cheap(&check_key, &check_prev, &env, 1 << 17);
+            prop_assert_eq!(cheap.is_some(), full.is_ok());
+        }
+
+        /// Envelopes forged with the key around any body bytes (a mutated
+        /// canonical body, MACs computed over exactly those bytes): the MACs
+        /// verify, so only the canonical-form checks stand between such a
+        /// record and acceptance. The cheap check must refuse every one the
+        /// full check refuses.
+        #[test]
+        fn cheap_check_refuses_forged_non_canonical_bodies(
+            body in body_strategy(),
+            muts in prop::collection::vec((any::<usize>(), 0u8..3, any::<u8>()), 0..3),
+            seq_text in prop_oneof![Just("1".to_owned()), Just("01".to_owned()), "[0-9]{1,17}"],
+        ) {
+            let key = ReceiptKey::from_bytes([3; 32]);
+            let prev = ReceiptHead { seq: 0, chain: [4; 32] };
+            let mut body = body;
+            const ALPHABET: &[u8] = b"{}[]\",:\\-0159abcdef.eu \x00\x1f\x7f";
+            for (at, how, byte) in &muts {
+                let at = at % (body.len() + 1);
+                let b = if byte & 1 == 0 { ALPHABET[usize::from(*byte) % ALPHABET.len()] } else { *byte };
+                match how {
+                    0 if at < body.len() => body[at] = b,
+                    1 => body.insert(at, b),
+                    _ if at < body.len() => { body.remove(at); }
+                    _ => body.push(b),
+                }
+            }
+            let kind = if body.windows(13).any(|w| w == b"refinement_v1") {
+                "refinement_v1"
+            } else {
+                "resource_v1"
+            };
+            let env = forge_envelope(&key, &prev, &body, kind.as_bytes(), seq_text.as_bytes());
+            prop_assert!(cheap_check_agrees(&key, &prev, &env, 1 << 17));
+            let full = verify(&key, &prev, &env, 1 << 17);
+            prop_assert_eq!(verify_stored(&key, &prev, &env, 1 << 17), full);
+            prop_assert_eq!(verify_cheap(&key, &prev, &env, 1 << 17).is_some(), full.is_ok());
+        }
+
+        /// Arbitrary bytes never panic either check.
+        #[test]
+        fn stored_check_never_panics(b in prop::collection::vec(any::<u8>(), 0..400)) {
+            let key = ReceiptKey::from_bytes([3; 32]);
+            let prev = ReceiptHead { seq: 1, chain: [4; 32] };
+            prop_assert!(cheap_check_agrees(&key, &prev, &b, 1 << 10));
+        }
     }
 }

@@ -35,6 +35,12 @@
 //!   receipts byte for byte, so the chain stays verifiable from that head.
 //!   The anchor file names both the old and the new file while the new one
 //!   is renamed in place, so a crash at any step opens.
+//!   [`ReceiptJournal::needs_compaction`] is the policy (call it after each
+//!   ack); [`ReceiptJournal::reclaimable`] says what compaction would drop.
+//! * **Open is cheap.** Replay checks each stored envelope over its stored
+//!   canonical bytes (see [`scan`]) and falls back to the full parse only
+//!   when that check does not accept, so the result — and every error code
+//!   — is the full check's.
 //! * **Verification.** [`verify_file`], [`verify_bytes`] and [`verify_page`]
 //!   check receipts offline with only the key and a trusted head;
 //!   [`verify_file_with`] also checks the anchor and acknowledged-head
@@ -44,6 +50,7 @@ mod ack;
 pub mod envelope;
 pub mod mac;
 pub mod records;
+pub mod scan;
 mod state;
 mod verify;
 
@@ -64,7 +71,7 @@ use crate::spec::JournalSpec;
 use envelope::{seal, ENVELOPE_OVERHEAD};
 use glove_types::ids::SessionId;
 use records::{encode_base, encode_id, KINDS, KIND_BASE, KIND_RECEIPT, KIND_RELEASE, KIND_RESERVE};
-use state::ReceiptState;
+use state::{Check, ReceiptState};
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
@@ -112,6 +119,11 @@ impl ReceiptConfig {
     }
 }
 
+/// The size of a receipt's record in a compacted file (no session id).
+fn kept_receipt_len(envelope: &[u8]) -> u64 {
+    record_len(1 + envelope.len()) as u64
+}
+
 /// A held reservation for one session's receipt. Spend it with
 /// [`ReceiptJournal::append_receipt`] or give it back with
 /// [`ReceiptJournal::release`]. Not `Clone`: one token per reservation.
@@ -147,6 +159,30 @@ pub struct CompactReport {
     pub kept: u64,
 }
 
+/// What [`ReceiptJournal::compact`] would reclaim now (see
+/// [`ReceiptJournal::reclaimable`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Reclaimable {
+    /// Acknowledged receipts still in the file.
+    pub receipts: u64,
+    /// Records compaction would drop (those receipts, spent and released
+    /// reservations).
+    pub records: u64,
+    /// Bytes compaction would drop.
+    pub bytes: u64,
+}
+
+/// [`ReceiptJournal::needs_compaction`] says yes once this many
+/// acknowledged receipts are in the file, whatever the budget: each costs
+/// open time (a few microseconds) and nothing else.
+pub const COMPACT_AFTER_RECEIPTS: u64 = 10_000;
+
+/// ... or once what compaction would drop is at least this fraction
+/// (1/`COMPACT_BUDGET_DIVISOR`) of the byte or record budget, so
+/// reservations are not refused for want of room that compaction would
+/// give back.
+pub const COMPACT_BUDGET_DIVISOR: u64 = 4;
+
 /// The durable receipt journal (see the module docs).
 #[derive(Debug)]
 pub struct ReceiptJournal {
@@ -160,6 +196,9 @@ pub struct ReceiptJournal {
     acked: Option<ReceiptHead>,
     /// The head of the last page served (in memory only).
     delivered: Option<ReceiptHead>,
+    /// Bytes the unacknowledged receipts would take in a compacted file
+    /// (kept up to date on append and ack, for [`Self::reclaimable`]).
+    unacked_bytes: u64,
     dir: PathBuf,
     name: OsString,
     /// `<journal>.anchor`, rewritten after every durable append.
@@ -198,6 +237,7 @@ impl ReceiptJournal {
             base: *anchor,
             acked: None,
             delivered: None,
+            unacked_bytes: 0,
             dir,
             name,
             anchor_file,
@@ -265,7 +305,7 @@ impl ReceiptJournal {
         let report = std::mem::take(&mut opened.report);
         let mut state = ReceiptState::default();
         for rec in opened.records() {
-            state.apply(&key, &rec, config.max_envelope())?;
+            state.apply(&key, &rec, config.max_envelope(), Check::Stored)?;
         }
         let at_base = HEADER_LEN as u64;
         let base = state.base.ok_or(JournalError::corrupt(
@@ -303,6 +343,13 @@ impl ReceiptJournal {
                 ));
             }
         }
+        let acked_seq = acked.map_or(base.seq, |a| a.seq);
+        let unacked_bytes = state
+            .receipts
+            .iter()
+            .filter(|r| r.seq > acked_seq)
+            .map(|r| kept_receipt_len(&r.envelope))
+            .sum();
         let mut j = ReceiptJournal {
             journal,
             key,
@@ -311,6 +358,7 @@ impl ReceiptJournal {
             base,
             acked,
             delivered: None,
+            unacked_bytes,
             dir,
             name,
             anchor_file,
@@ -387,6 +435,7 @@ impl ReceiptJournal {
         let payload = encode_id(Some(&reservation.session), &envelope);
         let _ = self.journal.append(KIND_RECEIPT, &payload)?;
         self.state.outstanding.remove(&reservation.session);
+        self.unacked_bytes += kept_receipt_len(&envelope);
         let stored = StoredReceipt {
             seq: head.seq,
             kind,
@@ -483,8 +532,63 @@ impl ReceiptJournal {
             &self.journal.journal_id(),
             head,
         )?;
+        let from = self.acked.map_or(self.base.seq, |a| a.seq);
+        let skip = usize::try_from(from.saturating_sub(self.base.seq)).unwrap_or(usize::MAX);
+        let take = usize::try_from(head.seq.saturating_sub(from)).unwrap_or(usize::MAX);
+        let newly: u64 = self
+            .state
+            .receipts
+            .iter()
+            .skip(skip)
+            .take(take)
+            .map(|r| kept_receipt_len(&r.envelope))
+            .sum();
+        self.unacked_bytes = self.unacked_bytes.saturating_sub(newly);
         self.acked = Some(*head);
         Ok(())
+    }
+
+    /// What [`compact`](Self::compact) would drop now: acknowledged
+    /// receipts, and the records and bytes the file would shrink by. Cheap
+    /// (no I/O; linear only in the outstanding reservations).
+    pub fn reclaimable(&self) -> Reclaimable {
+        let Some(acked) = self.acked else {
+            return Reclaimable::default();
+        };
+        let receipts = acked.seq.saturating_sub(self.base.seq);
+        if receipts == 0 {
+            return Reclaimable::default();
+        }
+        let unacked = self.head().seq.saturating_sub(acked.seq);
+        let kept_records = 1 + self.state.outstanding.len() as u64 + unacked;
+        let kept_bytes = HEADER_LEN as u64
+            + record_len(40) as u64
+            + self
+                .state
+                .outstanding
+                .iter()
+                .map(|s| record_len(1 + s.as_str().len()) as u64)
+                .sum::<u64>()
+            + self.unacked_bytes;
+        Reclaimable {
+            receipts,
+            records: self.journal.record_count().saturating_sub(kept_records),
+            bytes: self.journal.len_bytes().saturating_sub(kept_bytes),
+        }
+    }
+
+    /// The compaction policy: whether [`compact`](Self::compact) is due.
+    /// Yes when there are acknowledged receipts to drop and either there
+    /// are at least [`COMPACT_AFTER_RECEIPTS`] of them (open time grows with
+    /// every receipt kept) or compaction would give back at least
+    /// 1/[`COMPACT_BUDGET_DIVISOR`] of the byte or record budget. Cheap
+    /// enough to call after every [`ack`](Self::ack).
+    pub fn needs_compaction(&self) -> bool {
+        let r = self.reclaimable();
+        r.receipts > 0
+            && (r.receipts >= COMPACT_AFTER_RECEIPTS
+                || r.bytes.saturating_mul(COMPACT_BUDGET_DIVISOR) >= self.config.max_bytes
+                || r.records.saturating_mul(COMPACT_BUDGET_DIVISOR) >= self.config.max_records)
     }
 
     /// Drops acknowledged receipts by rewriting the file to start at the

@@ -26,7 +26,8 @@ pub const KIND_RECEIPT: u16 = 4;
 /// Every kind the receipt journal carries.
 pub const KINDS: &[u16] = &[KIND_BASE, KIND_RESERVE, KIND_RELEASE, KIND_RECEIPT];
 
-pub(crate) fn encode_base(head: &ReceiptHead) -> Vec<u8> {
+/// The payload of a base record.
+pub fn encode_base(head: &ReceiptHead) -> Vec<u8> {
     let mut out = Vec::with_capacity(40);
     out.extend_from_slice(&head.seq.to_le_bytes());
     out.extend_from_slice(&head.chain);
@@ -42,7 +43,10 @@ pub(crate) fn decode_base(b: &[u8]) -> Option<ReceiptHead> {
     Some(ReceiptHead { seq, chain })
 }
 
-pub(crate) fn encode_id(id: Option<&SessionId>, rest: &[u8]) -> Vec<u8> {
+/// The payload of a reserve or release record (`rest` empty) or of a
+/// receipt record (`rest` the envelope); `None` for a receipt carried over
+/// by compaction.
+pub fn encode_id(id: Option<&SessionId>, rest: &[u8]) -> Vec<u8> {
     let s = id.map_or("", |i| i.as_str());
     let mut out = Vec::with_capacity(1 + s.len() + rest.len());
     // Validated identifiers are at most 64 bytes.

@@ -19,7 +19,7 @@ use super::ack;
 use super::envelope::{verify, EnvelopeProblem};
 use super::mac::{ReceiptHead, ReceiptKey};
 use super::records::KINDS;
-use super::state::ReceiptState;
+use super::state::{Check, ReceiptState};
 use crate::anchor_file::{self, ANCHOR_FILE_LEN, RECEIPT_ANCHOR_DOMAIN};
 use crate::error::{CorruptKind, IoOp, JournalError};
 use crate::format::{JournalKind, HEADER_LEN};
@@ -121,7 +121,7 @@ pub fn verify_evidence(
             offset: m.offset,
             payload: bytes.get(m.payload.clone()).unwrap_or(&[]),
         };
-        state.apply(key, &view, VERIFY_MAX_ENVELOPE)?;
+        state.apply(key, &view, VERIFY_MAX_ENVELOPE, Check::Full)?;
     }
     let at_base = HEADER_LEN as u64;
     let base = state.base.ok_or(JournalError::corrupt(

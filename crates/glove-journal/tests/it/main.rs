@@ -8,6 +8,8 @@
 //! * `exhaustive` — every truncation and every bit flip of small journals
 //!   of each kind;
 //! * `crash` — a child process killed with SIGKILL while appending;
+//! * `compaction_crash` — a child killed with SIGKILL around and inside
+//!   receipt compactions;
 //! * `model` — proptest-state-machine models of both stores with
 //!   reopen and crash steps;
 //! * `random_bytes` — replay of arbitrary bytes never panics.
@@ -15,6 +17,7 @@
 mod anchor_files;
 mod basics;
 mod common;
+mod compaction_crash;
 mod crash;
 mod exhaustive;
 mod model;

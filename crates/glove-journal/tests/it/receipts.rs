@@ -1,11 +1,11 @@
 //! The receipt journal and the offline verifier.
 
-use crate::common::{anchor, body, key, tempdir, write_file};
+use crate::common::{anchor, body, key, no_spawn, tempdir, write_file};
 use crate::sessions::sid;
 use glove_journal::error::{CorruptKind, JournalError};
 use glove_journal::receipt::{
     verify_bytes, verify_file, verify_page, ReceiptConfig, ReceiptHead, ReceiptJournal, ReceiptKey,
-    ReceiptKind,
+    ReceiptKind, Reclaimable,
 };
 use glove_journal::replay_bytes;
 use glove_types::codes::journal as jc;
@@ -221,6 +221,53 @@ fn compaction_keeps_the_chain_verifiable_from_the_acked_head() {
     std::fs::remove_file(p.with_file_name("receipts.ack")).unwrap();
     let e = ReceiptJournal::open(&p, key(), &anchor(), ReceiptConfig::default()).unwrap_err();
     assert_eq!(e.code(), jc::RECEIPT_ACK_MISSING);
+}
+
+/// The compaction policy's numbers are exactly what compaction drops, stay
+/// right across reopen, and the policy fires on a fraction of the budget.
+#[test]
+fn reclaimable_is_what_compaction_drops() {
+    let d = tempdir();
+    let p = d.path().join("receipts");
+    // A budget small enough that a handful of receipts is a quarter of it.
+    let cfg = ReceiptConfig {
+        max_records: 36,
+        ..ReceiptConfig::default()
+    };
+    let mut j = ReceiptJournal::create(&p, key(), &anchor(), cfg).unwrap();
+    assert_eq!(j.reclaimable(), Reclaimable::default());
+    for i in 0..4 {
+        let r = j.reserve(&sid(&format!("s{i}"))).unwrap();
+        j.append_receipt(&r, ReceiptKind::ResourceV1, &body(i))
+            .unwrap();
+    }
+    let released = j.reserve(&sid("gone")).unwrap();
+    j.release(released).unwrap();
+    let _held = j.reserve(&sid("live")).unwrap();
+    assert!(!j.needs_compaction(), "nothing acknowledged");
+    let page = j.page(anchor().seq, 2, 1 << 20).unwrap();
+    j.ack(&page.head).unwrap();
+    let r = j.reclaimable();
+    assert_eq!(r.receipts, 2);
+    // 2 receipts, 4 spent reservations, a reservation and its release.
+    assert_eq!(r.records, 8);
+    assert!(!j.needs_compaction(), "8 of 36 records is under a quarter");
+    let page = j.page(page.head.seq, 1, 1 << 20).unwrap();
+    j.ack(&page.head).unwrap();
+    let r = j.reclaimable();
+    assert_eq!((r.receipts, r.records), (3, 9));
+    assert!(j.needs_compaction(), "9 of 36 records is a quarter");
+    drop(j);
+    let _g = no_spawn();
+    let (mut j, _) = ReceiptJournal::open(&p, key(), &anchor(), cfg).unwrap();
+    assert_eq!(j.reclaimable(), r, "the same after reopen");
+    let (len, records) = (j.journal().len_bytes(), j.journal().record_count());
+    let report = j.compact().unwrap();
+    assert_eq!((report.removed, report.kept), (3, 1));
+    assert_eq!(j.journal().len_bytes(), len - r.bytes);
+    assert_eq!(j.journal().record_count(), records - r.records);
+    assert_eq!(j.reclaimable(), Reclaimable::default());
+    assert!(!j.needs_compaction());
 }
 
 #[test]
