@@ -33,3 +33,49 @@ pub fn replay(store: &SessionStore, id: &SessionId) -> Option<Result<AnySession,
     let records = session_records(store, id)?;
     Some(glove_lifecycle::replay_session(&records).map_err(|e| PortError::new(e.code())))
 }
+
+/// Compacts the receipt journal when acknowledged receipts take enough of
+/// its budget ([`ReceiptJournal::needs_compaction`]): called after every
+/// acknowledgement and at startup. A failed compaction leaves the handle
+/// refusing writes (`journal_poisoned`) until `gloved` restarts; it is
+/// logged and reported, never hidden.
+pub fn compact_if_due(j: &mut ReceiptJournal) -> Result<u64, glove_journal::JournalError> {
+    if !j.needs_compaction() {
+        return Ok(0);
+    }
+    match j.compact() {
+        Ok(r) => {
+            tracing::info!(
+                removed = r.removed,
+                kept = r.kept,
+                "receipt journal compacted"
+            );
+            Ok(r.removed)
+        }
+        Err(e) => {
+            tracing::error!(
+                code = e.code().as_str(),
+                "receipt journal compaction failed: {e}"
+            );
+            Err(e)
+        }
+    }
+}
+
+/// Reserves receipt room for `id`; when the journal is full but holds
+/// acknowledged receipts, compacts them away and tries once more.
+pub fn reserve(
+    j: &mut ReceiptJournal,
+    id: &SessionId,
+) -> Result<glove_journal::receipt::Reservation, glove_journal::JournalError> {
+    match j.reserve(id) {
+        Err(e)
+            if e.code() == glove_types::codes::journal::RECEIPT_RESERVATION_REFUSED
+                && j.reclaimable().records > 0 =>
+        {
+            j.compact()?;
+            j.reserve(id)
+        }
+        r => r,
+    }
+}

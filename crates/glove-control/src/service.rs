@@ -471,7 +471,10 @@ impl Service {
         let mut receipts = lock(self.receipts.as_ref().ok_or_else(internal)?)?;
         receipts.ack(&head).map_err(ControlError::Journal)?;
         tracing::info!(seq = head.seq, "receipts acknowledged");
-        Ok(json!({"acknowledged": head.to_string()}))
+        // The acknowledgement is durable whatever compaction does; a failed
+        // compaction is logged and leaves the journal refusing writes.
+        let compacted = crate::ports::compact_if_due(&mut receipts).ok();
+        Ok(json!({"acknowledged": head.to_string(), "compacted": compacted}))
     }
 }
 

@@ -320,6 +320,10 @@ const START_KEY: [u8; 32] = [0x5a; 32];
 
 impl Rig {
     fn new(script: Script) -> Rig {
+        Rig::build(script, ReceiptConfig::default())
+    }
+
+    fn build(script: Script, receipt_config: ReceiptConfig) -> Rig {
         let dir = tempfile::tempdir().expect("tempdir");
         let workspace = dir.path().join("project");
         std::fs::create_dir_all(&workspace).expect("mkdir");
@@ -343,7 +347,7 @@ impl Rig {
                 seq: 0,
                 chain: [0; 32],
             },
-            ReceiptConfig::default(),
+            receipt_config,
         )
         .expect("receipts");
         let mat = state.join("mat");
@@ -641,7 +645,7 @@ fn stop_sends_the_grace_after_the_stop_record_and_the_receipt_says_stopped() {
     let at = log.iter().position(|l| l == "stop:250").expect("stop sent");
     assert_eq!(
         log[at - 1],
-        "stop@stopping",
+        "stop:250@stopping",
         "the stop intent was durable first"
     );
     assert_eq!(rig.receipt("s-stop")["termination"]["reason"], "stopped");
@@ -682,4 +686,38 @@ fn another_client_cannot_drive_a_session() {
     assert!(!rig.fake.log().iter().any(|l| l.starts_with("stdin")));
     rig.fake.exit(0);
     rig.wait_stage("s-owned", "exited");
+}
+
+#[test]
+fn acknowledged_receipts_are_compacted_so_sessions_outlive_the_receipt_budget() {
+    // Room for about a dozen records: without compaction after the
+    // acknowledgements the fifth or so session's reservation is refused.
+    let rig = Rig::build(
+        Script::FailPrepare,
+        ReceiptConfig {
+            max_bytes: 256 * 1024,
+            max_records: 16,
+            max_body_bytes: 8192,
+        },
+    );
+    let mut compactions = 0;
+    let mut acked = 0;
+    for i in 0..40 {
+        let id = format!("s-budget-{i}");
+        let auth = rig.created(&id);
+        let e = rig.start(&id, &auth).expect_err("the fake refuses");
+        assert_eq!(e.code.as_str(), "session_launch_failed", "session {i}");
+        let page = rig
+            .call("receipts_page", json!({"after_seq": acked}))
+            .expect("page");
+        let head = page["head"].as_str().expect("head").to_owned();
+        acked = ReceiptHead::parse(&head).expect("head").seq;
+        let ack = rig
+            .call("receipts_ack", json!({"head": head}))
+            .expect("ack");
+        if ack["compacted"].as_u64().unwrap_or(0) > 0 {
+            compactions += 1;
+        }
+    }
+    assert!(compactions > 0, "the journal was compacted");
 }

@@ -495,7 +495,7 @@ pub fn start(s: &Settings) -> Result<Started, Rejection> {
     let rj = &s.receipt_journal;
     placement::check_parent(rj, "the receipt journal")?;
     let receipts = if exists(rj) {
-        let (j, report) = ReceiptJournal::open(rj, key, &anchor, ReceiptConfig::default())
+        let (mut j, report) = ReceiptJournal::open(rj, key, &anchor, ReceiptConfig::default())
             .map_err(at(rj, "the receipt journal"))?;
         if report.unanchored {
             tracing::warn!(path = ?rj, "the receipt journal had no anchor file; nothing could be checked against one on this start (one is kept from now on)");
@@ -504,6 +504,9 @@ pub fn start(s: &Settings) -> Result<Started, Rejection> {
             tracing::warn!(path = ?rj, torn = ?torn, "receipt journal had a torn tail; it was cut off and a copy kept");
         }
         tracing::info!(path = ?rj, head_seq = j.head().seq, "receipt journal replayed");
+        // Acknowledged receipts a previous run left are compacted away now,
+        // so start-up stays bounded by what is unacknowledged.
+        glove_control::ports::compact_if_due(&mut j).map_err(at(rj, "the receipt journal"))?;
         j
     } else {
         tracing::info!(path = ?rj, "receipt journal created");

@@ -242,7 +242,7 @@ impl Runtime {
         let bytes = canon::to_canonical(body).map_err(ControlError::from)?;
         let res = match j.held_reservation(id) {
             Some(r) => r,
-            None => j.reserve(id).map_err(|e| err(e.code(), e.to_string()))?,
+            None => ports::reserve(&mut j, id).map_err(|e| err(e.code(), e.to_string()))?,
         };
         let stored = j
             .append_receipt(&res, ReceiptKind::ResourceV1, &bytes)

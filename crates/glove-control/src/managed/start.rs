@@ -127,7 +127,7 @@ impl Runtime {
                 created.prepare(p).map_err(|e| life(e.error()))?
             };
             self.test_pause("after_prepare_record");
-            if let Err(e) = lock(&self.receipts)?.reserve(id) {
+            if let Err(e) = ports::reserve(&mut *lock(&self.receipts)?, id) {
                 let code = e.code();
                 let body = receipt_body(
                     id,
