@@ -487,6 +487,9 @@ impl Rig {
             let env: Value =
                 serde_json::from_str(r["envelope"].as_str().expect("envelope")).expect("json");
             if env["body"]["session_id"] == session {
+                // Every body the runtime writes is a valid typed receipt.
+                let bytes = glove_types::canon::to_canonical(&env["body"]).expect("canonical");
+                glove_types::receipt::ResourceReceiptV1::decode(&bytes).expect("typed receipt");
                 return env["body"].clone();
             }
         }

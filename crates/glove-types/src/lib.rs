@@ -13,7 +13,9 @@
 //! * [`policy`] — the operator's session policy, decoded into a
 //!   [`policy::ValidatedPolicy`] that cannot exist unless every rule held;
 //! * [`plan`] — the controller's identifier-only plan and
-//!   [`plan::admit`], which yields an [`plan::AdmittedPlan`].
+//!   [`plan::admit`], which yields an [`plan::AdmittedPlan`];
+//! * [`receipt`] — the typed `resource_v1` receipt body, its canonical
+//!   encoding and strict decoder.
 //!
 //! The crate does no I/O and contains no `unsafe` code.
 #![forbid(unsafe_code)]
@@ -26,6 +28,7 @@ pub mod ids;
 pub mod paths;
 pub mod plan;
 pub mod policy;
+pub mod receipt;
 pub mod stage;
 
 pub use codes::ErrorCode;

@@ -230,6 +230,9 @@ pub(crate) fn receipt_of(c: &mut Client, session: &str) -> (Value, String) {
         let env: Value =
             serde_json::from_str(r["envelope"].as_str().expect("envelope")).expect("json");
         if env["body"]["session_id"] == session {
+            // Every body gloved writes is a valid typed receipt.
+            let bytes = glove_types::canon::to_canonical(&env["body"]).expect("canonical");
+            glove_types::receipt::ResourceReceiptV1::decode(&bytes).expect("typed receipt");
             return (env["body"].clone(), head);
         }
     }

@@ -47,7 +47,7 @@ use glove_lifecycle::{AnySession, PortError, ServiceKey, TerminalReceiptRef, Use
 use glove_types::codes::control::*;
 use glove_types::ids::SessionId;
 use glove_types::stage::SessionStage;
-use glove_types::{canon, ErrorCode, Sha256Digest};
+use glove_types::{ErrorCode, Sha256Digest};
 use serde_json::Value;
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -228,7 +228,7 @@ impl Runtime {
     fn append_receipt(
         &self,
         id: &SessionId,
-        body: &Value,
+        body: &glove_types::receipt::ResourceReceiptV1,
     ) -> Result<TerminalReceiptRef, ControlError> {
         let mut j = lock(&self.receipts)?;
         if let Some(r) = glove_lifecycle::ReceiptLog::terminal_receipt(
@@ -239,7 +239,7 @@ impl Runtime {
         {
             return Ok(r);
         }
-        let bytes = canon::to_canonical(body).map_err(ControlError::from)?;
+        let bytes = body.encode().map_err(ControlError::from)?;
         let res = match j.held_reservation(id) {
             Some(r) => r,
             None => ports::reserve(&mut j, id).map_err(|e| err(e.code(), e.to_string()))?,
@@ -255,7 +255,7 @@ impl Runtime {
         &self,
         any: AnySession,
         code: ErrorCode,
-        body: &Value,
+        body: &glove_types::receipt::ResourceReceiptV1,
     ) -> Result<AnySession, ControlError> {
         let id = any.id().clone();
         let r = self.append_receipt(&id, body)?;

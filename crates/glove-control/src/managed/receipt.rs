@@ -1,31 +1,26 @@
-//! A session's terminal receipt: the facts it repeats and its body.
+//! A session's terminal receipt: the facts it repeats and its typed
+//! `resource_v1` body ([`glove_types::receipt::ResourceReceiptV1`], whose
+//! canonical encoding is what the receipt journal seals).
 
-use glove_sandbox::outcome::{ExitStatus, Outcome};
+use glove_lifecycle::PlanDigests;
+use glove_sandbox::outcome::{ExitStatus, Limit, Outcome};
 use glove_types::ids::SessionId;
 use glove_types::plan::DecodedPlan;
 use glove_types::policy::ResourceLimits;
-use serde_json::{json, Value};
+use glove_types::receipt::{
+    Exit, LimitName, Projection, Recovery, ResourceReceiptV1, Termination, Usage,
+};
+use glove_types::Sha256Digest;
 
 /// The launch facts a receipt repeats.
 #[derive(Clone, Debug)]
 pub(super) struct ReceiptFacts {
-    pub(super) digests: (String, String),
-    pub(super) binding: Option<String>,
+    pub(super) digests: PlanDigests,
+    pub(super) binding: Option<Sha256Digest>,
     /// `None` only at recovery, when the stored plan cannot be decoded: the
     /// receipt then says `null`, never a made-up limit.
     pub(super) limits: Option<ResourceLimits>,
-    pub(super) projections: Vec<Value>,
-}
-
-pub(super) fn limits_json(l: &ResourceLimits) -> Value {
-    json!({
-        "cpu_time_ms": l.cpu_time_ms,
-        "memory_bytes": l.memory_bytes,
-        "pids": l.pids,
-        "wall_time_ms": l.wall_time_ms,
-        "disk_bytes": l.disk_bytes,
-        "terminal_output_bytes": l.terminal_output_bytes,
-    })
+    pub(super) projections: Vec<Projection>,
 }
 
 /// How a session ended, for its receipt.
@@ -34,71 +29,168 @@ pub(super) enum Ending<'a> {
     Failure { code: String, message: String },
 }
 
+fn limit_name(l: Limit) -> LimitName {
+    match l {
+        Limit::CpuTime => LimitName::CpuTime,
+        Limit::Memory => LimitName::Memory,
+        Limit::Pids => LimitName::Pids,
+        Limit::WallTime => LimitName::WallTime,
+        Limit::Disk => LimitName::Disk,
+        Limit::TerminalOutput => LimitName::TerminalOutput,
+    }
+}
+
+/// The receipt body; `recovery` is set when recovery writes it.
 pub(super) fn receipt_body(
     id: &SessionId,
     f: &ReceiptFacts,
     end: &Ending<'_>,
-    recovered: bool,
-) -> Value {
-    let mut body = json!({
-        "receipt_kind": "resource_v1",
-        "session_id": id.as_str(),
-        "plan_content_digest": f.digests.0,
-        "controller_plan_digest": f.digests.1,
-        "launch_binding_digest": f.binding,
-        "limits": f.limits.as_ref().map_or(Value::Null, limits_json),
-        "projections": f.projections,
-        "recovered": recovered,
-    });
-    let m = body.as_object_mut().expect("object");
-    match end {
+    recovery: Option<Recovery>,
+) -> ResourceReceiptV1 {
+    let (usage, termination) = match end {
         Ending::Outcome(o) => {
             let u = &o.usage;
-            m.insert(
-                "usage".into(),
-                json!({
-                    "cpu_time_ms": u.cpu_time_ms,
-                    "peak_memory_bytes": u.peak_memory_bytes,
-                    "pids_peak": u.pids_peak,
-                    "wall_time_ms": u.wall_time_ms,
-                    "disk_bytes": u.disk_bytes,
-                    "terminal_bytes": u.terminal_bytes,
-                }),
-            );
-            let (reason, limit) = match (o.ended_by, o.stopped) {
-                (Some(l), _) => ("limit", Some(l.as_str())),
-                (None, true) => ("stopped", None),
-                (None, false) => match o.exit {
-                    ExitStatus::Exited { .. } => ("exited", None),
-                    ExitStatus::Signaled { .. } => ("signaled", None),
+            let exit = match o.exit {
+                ExitStatus::Exited { code } => Exit::Exited { code },
+                ExitStatus::Signaled { signal } => Exit::Signaled { signal },
+            };
+            let mut limits_reached: Vec<LimitName> =
+                o.limits_reached.iter().map(|l| limit_name(*l)).collect();
+            let termination = match (o.ended_by, o.stopped, exit) {
+                (Some(l), _, exit) => {
+                    let limit = limit_name(l);
+                    if !limits_reached.contains(&limit) {
+                        limits_reached.push(limit);
+                    }
+                    Termination::Limit {
+                        limit,
+                        exit,
+                        limits_reached,
+                    }
+                }
+                (None, true, exit) => Termination::Stopped {
+                    exit,
+                    limits_reached,
+                },
+                (None, false, Exit::Exited { code }) => Termination::Exited {
+                    code,
+                    limits_reached,
+                },
+                (None, false, Exit::Signaled { signal }) => Termination::Signaled {
+                    signal,
+                    limits_reached,
                 },
             };
-            m.insert(
-                "termination".into(),
-                json!({
-                    "reason": reason,
-                    "limit": limit,
-                    "limits_reached": o.limits_reached.iter().map(|l| l.as_str()).collect::<Vec<_>>(),
-                    "exit": match o.exit {
-                        ExitStatus::Exited { code } => json!({"kind": "exited", "code": code}),
-                        ExitStatus::Signaled { signal } => json!({"kind": "signaled", "signal": signal}),
-                    },
-                }),
-            );
+            let usage = Usage {
+                cpu_time_ms: u.cpu_time_ms,
+                peak_memory_bytes: u.peak_memory_bytes,
+                pids_peak: u.pids_peak,
+                wall_time_ms: u.wall_time_ms,
+                disk_bytes: u.disk_bytes,
+                terminal_bytes: u.terminal_bytes,
+            };
+            (Some(usage), termination)
         }
-        Ending::Failure { code, message } => {
-            m.insert("usage".into(), Value::Null);
-            m.insert(
-                "termination".into(),
-                json!({"reason": "failed", "code": code, "message": message, "limit": null, "limits_reached": [], "exit": null}),
-            );
-        }
+        Ending::Failure { code, message } => (
+            None,
+            Termination::Failed {
+                code: code.clone(),
+                message: bounded(message),
+            },
+        ),
+    };
+    ResourceReceiptV1 {
+        session_id: id.clone(),
+        plan_content_digest: f.digests.plan_content_digest(),
+        controller_plan_digest: f.digests.controller_plan_digest(),
+        launch_binding_digest: f.binding,
+        limits: f.limits,
+        projections: f.projections.clone(),
+        usage,
+        termination,
+        recovery,
     }
-    body
+}
+
+/// A failure message cut to the receipt's bound, on a character boundary.
+fn bounded(m: &str) -> String {
+    let max = glove_types::receipt::MAX_MESSAGE_BYTES;
+    if m.len() <= max {
+        return m.to_owned();
+    }
+    let mut end = max;
+    while !m.is_char_boundary(end) {
+        end -= 1;
+    }
+    m[..end].to_owned()
 }
 
 /// The limits a stored plan asks for, decoded strictly; `None` when the
 /// bytes are no plan (never a limit defaulted to 0).
 pub(super) fn recorded_limits(plan: &[u8]) -> Option<ResourceLimits> {
     DecodedPlan::decode(plan).ok().map(|p| *p.limits())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use glove_sandbox::outcome::{Enforcement, Mechanism};
+    use glove_types::Blake3Digest;
+
+    fn facts() -> ReceiptFacts {
+        ReceiptFacts {
+            digests: PlanDigests::new(Sha256Digest::of(b"p"), Blake3Digest::of(b"p")),
+            binding: Some(Sha256Digest::of(b"b")),
+            limits: None,
+            projections: vec![],
+        }
+    }
+
+    fn outcome(ended_by: Option<Limit>, stopped: bool, exit: ExitStatus) -> Outcome {
+        let m = Mechanism::CgroupV2;
+        Outcome {
+            exit,
+            ended_by,
+            limits_reached: vec![],
+            usage: Default::default(),
+            enforcement: Enforcement {
+                cpu_time: m,
+                memory: m,
+                pids: m,
+                wall_time: m,
+                disk: m,
+                terminal_output: m,
+            },
+            stopped,
+        }
+    }
+
+    #[test]
+    fn every_ending_makes_a_body_that_decodes_to_itself() {
+        let id = SessionId::new("s-1").expect("id");
+        let endings = [
+            outcome(None, false, ExitStatus::Exited { code: 0 }),
+            outcome(None, false, ExitStatus::Signaled { signal: 9 }),
+            outcome(None, true, ExitStatus::Signaled { signal: 15 }),
+            outcome(Some(Limit::Memory), false, ExitStatus::Signaled { signal: 9 }),
+            outcome(Some(Limit::WallTime), true, ExitStatus::Exited { code: 1 }),
+        ];
+        for o in &endings {
+            let body = receipt_body(&id, &facts(), &Ending::Outcome(o), None);
+            let bytes = body.encode().expect("encodes");
+            assert_eq!(ResourceReceiptV1::decode(&bytes).expect("decodes"), body);
+        }
+        let long = "é".repeat(5000);
+        let failed = receipt_body(
+            &id,
+            &facts(),
+            &Ending::Failure {
+                code: "session_launch_failed".into(),
+                message: long,
+            },
+            None,
+        );
+        let bytes = failed.encode().expect("encodes a bounded message");
+        assert_eq!(ResourceReceiptV1::decode(&bytes).expect("decodes"), failed);
+    }
 }

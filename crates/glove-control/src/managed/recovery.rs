@@ -4,6 +4,8 @@ use super::identity::init_matches;
 use super::receipt::{receipt_body, recorded_limits, Ending, ReceiptFacts};
 use super::{life, lock, Runtime};
 use crate::error::ControlError;
+use glove_lifecycle::PlanDigests;
+use glove_types::Sha256Digest;
 use crate::ports::{self, ReceiptView, Transitions};
 use crate::process;
 use glove_types::ids::SessionId;
@@ -34,14 +36,20 @@ impl Reconciled {
         }
     }
 
-    fn json(&self, stage: SessionStage) -> Value {
-        json!({
-            "stage": stage.as_str(),
-            "identity_matched": self.matched,
-            "launcher_killed": self.launcher_killed,
-            "cgroups_removed": self.cgroups_removed,
-            "killed": self.matched || self.launcher_killed,
-        })
+    /// What the receipt records of it.
+    fn recovery(
+        &self,
+        stage: SessionStage,
+        replay_error: Option<String>,
+    ) -> glove_types::receipt::Recovery {
+        glove_types::receipt::Recovery {
+            stage,
+            identity_matched: self.matched,
+            launcher_killed: self.launcher_killed,
+            cgroups_removed: self.cgroups_removed as u64,
+            killed: self.matched || self.launcher_killed,
+            replay_error,
+        }
     }
 }
 
@@ -129,19 +137,12 @@ impl Runtime {
             }
             let digests = *d.into_any().digests();
             let facts = ReceiptFacts {
-                digests: (
-                    digests.plan_content_digest().to_hex(),
-                    digests.controller_plan_digest().to_hex(),
-                ),
-                binding: None,
+                digests,
+                binding: self.binding_of(&id),
                 limits: self.limits_of(&id),
                 projections: vec![],
             };
-            let facts = ReceiptFacts {
-                binding: self.binding_of(&id),
-                ..facts
-            };
-            let mut body = receipt_body(
+            let body = receipt_body(
                 &id,
                 &facts,
                 &Ending::Failure {
@@ -152,9 +153,8 @@ impl Runtime {
                         rec.describe()
                     ),
                 },
-                true,
+                Some(rec.recovery(stage, None)),
             );
-            body["recovery"] = rec.json(stage);
             // Replay again: the decision was consumed above.
             let any = match ports::replay(&*lock(&self.store)?, &id) {
                 Some(Ok(a)) => a,
@@ -277,12 +277,9 @@ impl Runtime {
         let r = self.reconcile(&id, recorded.as_ref());
         let digests = {
             let store = lock(&self.store).ok()?;
-            store.get(&id).map(|s| {
-                (
-                    s.plan_content_digest().to_hex(),
-                    s.controller_plan_digest().to_hex(),
-                )
-            })
+            store
+                .get(&id)
+                .map(|s| PlanDigests::new(*s.plan_content_digest(), *s.controller_plan_digest()))
         }?;
         let facts = ReceiptFacts {
             digests,
@@ -290,7 +287,7 @@ impl Runtime {
             limits: self.limits_of(&id),
             projections: vec![],
         };
-        let mut body = receipt_body(
+        let body = receipt_body(
             &id,
             &facts,
             &Ending::Failure {
@@ -302,10 +299,8 @@ impl Runtime {
                     r.describe()
                 ),
             },
-            true,
+            Some(r.recovery(stage, Some(replay_error.as_str().to_owned()))),
         );
-        body["recovery"] = r.json(stage);
-        body["recovery"]["replay_error"] = json!(replay_error.as_str());
         let res = self.append_receipt(&id, &body).and_then(|receipt| {
             let mut store = lock(&self.store)?;
             let j = lock(&self.receipts)?;
@@ -325,13 +320,13 @@ impl Runtime {
         )
     }
 
-    pub(super) fn binding_of(&self, id: &SessionId) -> Option<String> {
+    pub(super) fn binding_of(&self, id: &SessionId) -> Option<Sha256Digest> {
         let store = lock(&self.store).ok()?;
         store.transitions(id)?.iter().find_map(|t| {
             let r = glove_lifecycle::SessionRecord::decode(t.evidence()).ok()?;
             match r.entry {
                 glove_lifecycle::SessionEntry::Starting { binding, .. } => {
-                    Some(binding.digest().to_hex())
+                    Some(binding.digest())
                 }
                 _ => None,
             }

@@ -3,11 +3,11 @@
 use super::RuntimeConfig;
 use glove_sandbox::spec::{Bind, BundleMount, Enforcement, Grant, GrantMode, Terminal};
 use glove_sandbox::wire::SpecWire;
+use glove_types::receipt::Projection;
 use glove_types::codes::control::*;
 use glove_types::plan::AdmittedPlan;
 use glove_types::policy::{Access, CreatePolicy, LaunchTarget, NativeRuntime, ValidatedPolicy};
 use glove_types::Rejection;
-use serde_json::{json, Value};
 
 /// The launch spec and the receipt facts for an admitted plan.
 pub fn build_spec(
@@ -16,7 +16,7 @@ pub fn build_spec(
     cfg: &RuntimeConfig,
     rows: u16,
     cols: u16,
-) -> Result<(SpecWire, Vec<Value>), Rejection> {
+) -> Result<(SpecWire, Vec<Projection>), Rejection> {
     let template = policy
         .template(admitted.runtime_template_id().as_str())
         .ok_or_else(|| Rejection::new(SESSION_PLAN_NOT_ADMITTED, "the template is gone"))?;
@@ -101,12 +101,12 @@ pub fn build_spec(
             sha256: p.sha256.to_hex(),
             target: target.clone(),
         });
-        projections.push(json!({
-            "projection_id": p.projection_id.as_str(),
-            "destination_alias": p.destination_alias.as_str(),
-            "target": target,
-            "sha256": p.sha256.to_hex(),
-        }));
+        projections.push(Projection {
+            projection_id: p.projection_id.clone(),
+            destination_alias: p.destination_alias.clone(),
+            target,
+            sha256: p.sha256,
+        });
     }
     // System directories, /etc and the generated files of the default
     // profile; everything the agent runs is the template's.

@@ -110,10 +110,7 @@ impl Runtime {
             let (spec, projections) = build_spec(policy, &admitted, &self.cfg, size.0, size.1)
                 .map_err(ControlError::from)?;
             let mut facts = ReceiptFacts {
-                digests: (
-                    digests.plan_content_digest().to_hex(),
-                    digests.controller_plan_digest().to_hex(),
-                ),
+                digests,
                 binding: None,
                 limits: Some(*admitted.limits()),
                 projections,
@@ -136,7 +133,7 @@ impl Runtime {
                         code: code.as_str().into(),
                         message: e.to_string(),
                     },
-                    false,
+                    None,
                 );
                 // Without capacity there may be no room for a receipt either;
                 // the failure record needs one, so try and report the first error.
@@ -152,7 +149,7 @@ impl Runtime {
                             code: code.as_str().into(),
                             message: reason.clone(),
                         },
-                        false,
+                        None,
                     );
                     match self.fail_any(any, code, &body) {
                         Ok(_) => err(code, reason),
@@ -194,7 +191,7 @@ impl Runtime {
                     ));
                 }
             };
-            facts.binding = Some(binding.digest().to_hex());
+            facts.binding = Some(binding.digest());
             // The binding is durable before the agent may run.
             let starting = {
                 let mut store = lock(&self.store)?;
@@ -388,7 +385,7 @@ impl Runtime {
                     }
                     _ => any.try_into_stopping().map_err(|e| life(e.error()))?,
                 };
-                let body = receipt_body(&id, &live.facts, &Ending::Outcome(&o), false);
+                let body = receipt_body(&id, &live.facts, &Ending::Outcome(&o), None);
                 let r = self.append_receipt(&id, &body)?;
                 let mut store = lock(&self.store)?;
                 let j = lock(&self.receipts)?;
@@ -410,7 +407,7 @@ impl Runtime {
                         code: code.as_str().into(),
                         message,
                     },
-                    false,
+                    None,
                 );
                 let failed = self.fail_any(any, code, &body)?;
                 let seq = self.terminal(&id).map(|r| r.receipt_seq());

@@ -51,6 +51,7 @@ define_codes! { Journal;
     RECEIPT_ACK_MISSING = "receipt_ack_missing": "a compacted receipt journal has no acknowledged-head file",
     RECEIPT_ACK_MISMATCH = "receipt_ack_mismatch": "an acknowledgement does not name the exact head last delivered",
     RECEIPT_RESERVATION_REFUSED = "receipt_reservation_refused": "the receipt journal has no room for another reservation",
+    RECEIPT_BODY_INVALID = "receipt_body_invalid": "a receipt body does not decode as its kind's schema, or is not its canonical encoding",
     RECEIPT_RESERVATION_UNKNOWN = "receipt_reservation_unknown": "the reservation is not held (never made, spent or released)",
     RECEIPT_RESERVATION_EXISTS = "receipt_reservation_exists": "a reservation for this session is already held",
     RECEIPT_TOO_LARGE = "receipt_too_large": "a receipt body exceeds the receipt bound",

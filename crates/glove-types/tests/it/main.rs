@@ -5,6 +5,7 @@ mod codes;
 mod digests;
 mod plan;
 mod policy;
+mod receipt;
 
 use std::path::PathBuf;
 

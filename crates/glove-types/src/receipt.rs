@@ -1,0 +1,473 @@
+//! The `resource_v1` receipt body: what a managed session was allowed and
+//! what it used, as a typed value with one canonical encoding and a strict
+//! decoder.
+//!
+//! The body is canonical JSON (RFC 8785). [`ResourceReceiptV1::encode`] is
+//! the only way `gloved` writes one; [`ResourceReceiptV1::decode`] accepts
+//! exactly the bytes `encode` produces for some valid value and refuses
+//! everything else with a code (`receipt_body_invalid`, or the strict JSON
+//! decoder's own `json_*` code): unknown or missing fields, a wrong
+//! `receipt_kind`, a field that is `null` where it must be absent, a
+//! termination whose parts do not agree (a failure with an exit status, an
+//! exit without usage, a limit ending without the limit), a digest that is
+//! not 64 lowercase hex characters, an id outside the id charset.
+//!
+//! ```text
+//! {"controller_plan_digest":…,"launch_binding_digest":…|null,
+//!  "limits":{…}|null,"plan_content_digest":…,"projections":[…],
+//!  "receipt_kind":"resource_v1","recovered":bool,
+//!  ["recovery":{…},] "session_id":…,
+//!  "termination":{"exit":{…}|null,"limit":…|null,"limits_reached":[…],
+//!                 "reason":…[,"code":…,"message":…]},
+//!  "usage":{…}|null}
+//! ```
+
+use crate::canon::{self, Form};
+use crate::codes::journal::RECEIPT_BODY_INVALID;
+use crate::error::Rejection;
+use crate::ids::{AliasId, ProjectionId, SessionId};
+use crate::policy::ResourceLimits;
+use crate::stage::SessionStage;
+use crate::{Blake3Digest, Sha256Digest};
+use serde::{Deserialize, Serialize};
+
+/// The `receipt_kind` of this body.
+pub const KIND: &str = "resource_v1";
+
+/// Largest body accepted, in bytes (the receipt journal's own bound is the
+/// same order).
+pub const MAX_BODY_BYTES: usize = 64 * 1024;
+
+/// Most library projections and reached limits a body lists.
+pub const MAX_ITEMS: usize = 64;
+
+/// Longest failure message kept, in bytes.
+pub const MAX_MESSAGE_BYTES: usize = 4096;
+
+/// A limit's name in a receipt.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LimitName {
+    /// CPU time.
+    CpuTime,
+    /// Memory.
+    Memory,
+    /// Processes and threads.
+    Pids,
+    /// Wall-clock time.
+    WallTime,
+    /// Writable disk.
+    Disk,
+    /// Terminal output.
+    TerminalOutput,
+}
+
+/// What the run used.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Usage {
+    /// CPU time, milliseconds.
+    pub cpu_time_ms: u64,
+    /// Peak memory, bytes.
+    pub peak_memory_bytes: u64,
+    /// Most processes and threads at once.
+    pub pids_peak: u64,
+    /// Wall-clock time, milliseconds.
+    pub wall_time_ms: u64,
+    /// Peak writable disk, bytes.
+    pub disk_bytes: u64,
+    /// Terminal output, bytes.
+    pub terminal_bytes: u64,
+}
+
+/// How the agent's process ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
+pub enum Exit {
+    /// Exited with a code.
+    Exited {
+        /// The exit code.
+        code: i32,
+    },
+    /// Killed by a signal.
+    Signaled {
+        /// The signal number.
+        signal: i32,
+    },
+}
+
+/// Why the session ended.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Termination {
+    /// The agent exited (status in `exit`).
+    Exited {
+        /// The exit status (always [`Exit::Exited`]).
+        code: i32,
+        /// Limits reached along the way (none ended the run).
+        limits_reached: Vec<LimitName>,
+    },
+    /// The agent was killed by a signal nobody asked for.
+    Signaled {
+        /// The signal.
+        signal: i32,
+        /// Limits reached along the way.
+        limits_reached: Vec<LimitName>,
+    },
+    /// The session was stopped on request (or at shutdown).
+    Stopped {
+        /// How the process ended.
+        exit: Exit,
+        /// Limits reached along the way.
+        limits_reached: Vec<LimitName>,
+    },
+    /// A limit ended the run.
+    Limit {
+        /// The limit.
+        limit: LimitName,
+        /// How the process ended.
+        exit: Exit,
+        /// Every limit reached (includes `limit`).
+        limits_reached: Vec<LimitName>,
+    },
+    /// The session failed: it never ran, or its end could not be observed.
+    Failed {
+        /// The stable error code.
+        code: String,
+        /// A message for the operator (no host paths).
+        message: String,
+    },
+}
+
+/// A library projection the session had.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Projection {
+    /// The projection id.
+    pub projection_id: ProjectionId,
+    /// The destination alias.
+    pub destination_alias: AliasId,
+    /// Where it was mounted inside the sandbox.
+    pub target: String,
+    /// The bundle's digest.
+    pub sha256: Sha256Digest,
+}
+
+/// What recovery found and did, for a session `gloved` restarted with.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Recovery {
+    /// The stage the session was in.
+    pub stage: SessionStage,
+    /// Whether the recorded init identity matched a live process (which was
+    /// then killed).
+    pub identity_matched: bool,
+    /// Whether the recorded launcher was killed instead.
+    pub launcher_killed: bool,
+    /// Session cgroup directories removed after that.
+    pub cgroups_removed: u64,
+    /// Whether anything was killed.
+    pub killed: bool,
+    /// The code of the replay failure, for a session whose records did not
+    /// replay.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replay_error: Option<String>,
+}
+
+/// A `resource_v1` receipt body (see the module docs).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ResourceReceiptV1 {
+    /// The session.
+    pub session_id: SessionId,
+    /// Glove's SHA-256 digest of the canonical plan.
+    pub plan_content_digest: Sha256Digest,
+    /// The controller's BLAKE3 digest of the canonical plan.
+    pub controller_plan_digest: Blake3Digest,
+    /// The launch binding, when the session got that far.
+    pub launch_binding_digest: Option<Sha256Digest>,
+    /// The limits the session was admitted with; `None` only when recovery
+    /// could not decode the stored plan (never a made-up limit).
+    pub limits: Option<ResourceLimits>,
+    /// The library projections.
+    pub projections: Vec<Projection>,
+    /// What was used; `None` when the session failed.
+    pub usage: Option<Usage>,
+    /// Why it ended.
+    pub termination: Termination,
+    /// Set when recovery wrote this receipt.
+    pub recovery: Option<Recovery>,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct WireProjection {
+    projection_id: String,
+    destination_alias: String,
+    target: String,
+    sha256: String,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct WireTermination {
+    reason: String,
+    limit: Option<LimitName>,
+    limits_reached: Vec<LimitName>,
+    exit: Option<Exit>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    code: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    message: Option<String>,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Wire {
+    receipt_kind: String,
+    session_id: String,
+    plan_content_digest: String,
+    controller_plan_digest: String,
+    launch_binding_digest: Option<String>,
+    limits: Option<ResourceLimits>,
+    projections: Vec<WireProjection>,
+    recovered: bool,
+    usage: Option<Usage>,
+    termination: WireTermination,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    recovery: Option<Recovery>,
+}
+
+fn bad(msg: impl Into<String>) -> Rejection {
+    Rejection::new(RECEIPT_BODY_INVALID, msg)
+}
+
+fn is_code(s: &str) -> bool {
+    (1..=64).contains(&s.len())
+        && s.bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
+}
+
+impl ResourceReceiptV1 {
+    /// Whether recovery wrote this receipt.
+    pub fn recovered(&self) -> bool {
+        self.recovery.is_some()
+    }
+
+    /// The canonical encoding. Fails (with `receipt_body_invalid`) only
+    /// for a value [`decode`](Self::decode) would refuse: a failure code
+    /// outside the code charset, an over-long message, too many items.
+    pub fn encode(&self) -> Result<Vec<u8>, Rejection> {
+        let wire = self.to_wire();
+        Self::check(&wire)?;
+        let bytes = canon::encode(&wire)?;
+        if bytes.len() > MAX_BODY_BYTES {
+            return Err(bad(format!(
+                "the body is {} bytes; the bound is {MAX_BODY_BYTES}",
+                bytes.len()
+            )));
+        }
+        Ok(bytes)
+    }
+
+    /// Decodes a body strictly: only the canonical encoding of a valid
+    /// value is accepted.
+    pub fn decode(bytes: &[u8]) -> Result<ResourceReceiptV1, Rejection> {
+        let wire: Wire = canon::decode(bytes, MAX_BODY_BYTES, Form::Canonical)?;
+        Self::check(&wire)?;
+        let v = Self::from_wire(wire)?;
+        // One encoding per value: a field that must be absent given as
+        // null, for one, decodes but does not re-encode to these bytes.
+        if v.encode()? != bytes {
+            return Err(bad("the body is not the encoding of its value"));
+        }
+        Ok(v)
+    }
+
+    fn to_wire(&self) -> Wire {
+        let (reason, limit, limits_reached, exit, code, message) = match &self.termination {
+            Termination::Exited {
+                code,
+                limits_reached,
+            } => (
+                "exited",
+                None,
+                limits_reached.clone(),
+                Some(Exit::Exited { code: *code }),
+                None,
+                None,
+            ),
+            Termination::Signaled {
+                signal,
+                limits_reached,
+            } => (
+                "signaled",
+                None,
+                limits_reached.clone(),
+                Some(Exit::Signaled { signal: *signal }),
+                None,
+                None,
+            ),
+            Termination::Stopped {
+                exit,
+                limits_reached,
+            } => ("stopped", None, limits_reached.clone(), Some(*exit), None, None),
+            Termination::Limit {
+                limit,
+                exit,
+                limits_reached,
+            } => (
+                "limit",
+                Some(*limit),
+                limits_reached.clone(),
+                Some(*exit),
+                None,
+                None,
+            ),
+            Termination::Failed { code, message } => (
+                "failed",
+                None,
+                vec![],
+                None,
+                Some(code.clone()),
+                Some(message.clone()),
+            ),
+        };
+        Wire {
+            receipt_kind: KIND.into(),
+            session_id: self.session_id.as_str().into(),
+            plan_content_digest: self.plan_content_digest.to_hex(),
+            controller_plan_digest: self.controller_plan_digest.to_hex(),
+            launch_binding_digest: self.launch_binding_digest.map(|d| d.to_hex()),
+            limits: self.limits,
+            projections: self
+                .projections
+                .iter()
+                .map(|p| WireProjection {
+                    projection_id: p.projection_id.as_str().into(),
+                    destination_alias: p.destination_alias.as_str().into(),
+                    target: p.target.clone(),
+                    sha256: p.sha256.to_hex(),
+                })
+                .collect(),
+            recovered: self.recovery.is_some(),
+            usage: self.usage,
+            termination: WireTermination {
+                reason: reason.into(),
+                limit,
+                limits_reached,
+                exit,
+                code,
+                message,
+            },
+            recovery: self.recovery.clone(),
+        }
+    }
+
+    /// The rules the types alone do not carry.
+    fn check(w: &Wire) -> Result<(), Rejection> {
+        if w.receipt_kind != KIND {
+            return Err(bad(format!("receipt_kind is not {KIND}")).at("receipt_kind"));
+        }
+        if w.recovered != w.recovery.is_some() {
+            return Err(bad("recovered and recovery disagree").at("recovered"));
+        }
+        if w.projections.len() > MAX_ITEMS || w.termination.limits_reached.len() > MAX_ITEMS {
+            return Err(bad(format!("more than {MAX_ITEMS} items")));
+        }
+        if let Some(r) = &w.recovery {
+            if r.replay_error.as_deref().is_some_and(|c| !is_code(c)) {
+                return Err(bad("replay_error is not a code").at("recovery.replay_error"));
+            }
+        }
+        let t = &w.termination;
+        let at = |f: &str| format!("termination.{f}");
+        let failed = t.reason == "failed";
+        if failed {
+            if w.usage.is_some() || t.exit.is_some() || t.limit.is_some() {
+                return Err(bad("a failed session has no usage, exit or limit").at(at("reason")));
+            }
+            if !t.limits_reached.is_empty() {
+                return Err(bad("a failed session reached no limit").at(at("limits_reached")));
+            }
+            match (&t.code, &t.message) {
+                (Some(c), Some(m)) if is_code(c) && m.len() <= MAX_MESSAGE_BYTES => {}
+                _ => return Err(bad("a failure has a code and a bounded message").at(at("code"))),
+            }
+            return Ok(());
+        }
+        if t.code.is_some() || t.message.is_some() {
+            return Err(bad("only a failure has a code and a message").at(at("code")));
+        }
+        if w.usage.is_none() {
+            return Err(bad("a session that ran has its usage").at("usage"));
+        }
+        let exit = t
+            .exit
+            .ok_or_else(|| bad("a session that ran has an exit status").at(at("exit")))?;
+        match (t.reason.as_str(), t.limit, exit) {
+            ("exited", None, Exit::Exited { .. })
+            | ("signaled", None, Exit::Signaled { .. })
+            | ("stopped", None, _) => Ok(()),
+            ("limit", Some(l), _) if t.limits_reached.contains(&l) => Ok(()),
+            _ => Err(bad("reason, limit and exit do not agree").at(at("reason"))),
+        }
+    }
+
+    fn from_wire(w: Wire) -> Result<ResourceReceiptV1, Rejection> {
+        let t = w.termination;
+        let termination = match (t.reason.as_str(), t.exit) {
+            ("exited", Some(Exit::Exited { code })) => Termination::Exited {
+                code,
+                limits_reached: t.limits_reached,
+            },
+            ("signaled", Some(Exit::Signaled { signal })) => Termination::Signaled {
+                signal,
+                limits_reached: t.limits_reached,
+            },
+            ("stopped", Some(exit)) => Termination::Stopped {
+                exit,
+                limits_reached: t.limits_reached,
+            },
+            ("limit", Some(exit)) => Termination::Limit {
+                limit: t.limit.ok_or_else(|| bad("no limit"))?,
+                exit,
+                limits_reached: t.limits_reached,
+            },
+            ("failed", None) => Termination::Failed {
+                code: t.code.unwrap_or_default(),
+                message: t.message.unwrap_or_default(),
+            },
+            _ => return Err(bad("unknown termination reason").at("termination.reason")),
+        };
+        let digest = |s: &str, f: &str| Sha256Digest::parse(s).map_err(|r| r.at(f));
+        Ok(ResourceReceiptV1 {
+            session_id: SessionId::new(w.session_id).map_err(|r| r.at("session_id"))?,
+            plan_content_digest: digest(&w.plan_content_digest, "plan_content_digest")?,
+            controller_plan_digest: Blake3Digest::parse(&w.controller_plan_digest)
+                .map_err(|r| r.at("controller_plan_digest"))?,
+            launch_binding_digest: w
+                .launch_binding_digest
+                .as_deref()
+                .map(|s| digest(s, "launch_binding_digest"))
+                .transpose()?,
+            limits: w.limits,
+            projections: w
+                .projections
+                .into_iter()
+                .map(|p| {
+                    crate::paths::check_canonical(&p.target)
+                        .map_err(|r| r.at("projections.target"))?;
+                    Ok(Projection {
+                        projection_id: ProjectionId::new(p.projection_id)
+                            .map_err(|r| r.at("projections.projection_id"))?,
+                        destination_alias: AliasId::new(p.destination_alias)
+                            .map_err(|r| r.at("projections.destination_alias"))?,
+                        target: p.target,
+                        sha256: digest(&p.sha256, "projections.sha256")?,
+                    })
+                })
+                .collect::<Result<_, Rejection>>()?,
+            usage: w.usage,
+            termination,
+            recovery: w.recovery,
+        })
+    }
+}
