@@ -308,7 +308,14 @@ impl ResourceReceiptV1 {
             Termination::Stopped {
                 exit,
                 limits_reached,
-            } => ("stopped", None, limits_reached.clone(), Some(*exit), None, None),
+            } => (
+                "stopped",
+                None,
+                limits_reached.clone(),
+                Some(*exit),
+                None,
+                None,
+            ),
             Termination::Limit {
                 limit,
                 exit,

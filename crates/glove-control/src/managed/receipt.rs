@@ -172,7 +172,11 @@ mod tests {
             outcome(None, false, ExitStatus::Exited { code: 0 }),
             outcome(None, false, ExitStatus::Signaled { signal: 9 }),
             outcome(None, true, ExitStatus::Signaled { signal: 15 }),
-            outcome(Some(Limit::Memory), false, ExitStatus::Signaled { signal: 9 }),
+            outcome(
+                Some(Limit::Memory),
+                false,
+                ExitStatus::Signaled { signal: 9 },
+            ),
             outcome(Some(Limit::WallTime), true, ExitStatus::Exited { code: 1 }),
         ];
         for o in &endings {

@@ -4,13 +4,13 @@ use super::identity::init_matches;
 use super::receipt::{receipt_body, recorded_limits, Ending, ReceiptFacts};
 use super::{life, lock, Runtime};
 use crate::error::ControlError;
-use glove_lifecycle::PlanDigests;
-use glove_types::Sha256Digest;
 use crate::ports::{self, ReceiptView, Transitions};
 use crate::process;
+use glove_lifecycle::PlanDigests;
 use glove_types::ids::SessionId;
 use glove_types::policy::ResourceLimits;
 use glove_types::stage::SessionStage;
+use glove_types::Sha256Digest;
 use serde_json::{json, Value};
 use std::time::Duration;
 
@@ -325,9 +325,7 @@ impl Runtime {
         store.transitions(id)?.iter().find_map(|t| {
             let r = glove_lifecycle::SessionRecord::decode(t.evidence()).ok()?;
             match r.entry {
-                glove_lifecycle::SessionEntry::Starting { binding, .. } => {
-                    Some(binding.digest())
-                }
+                glove_lifecycle::SessionEntry::Starting { binding, .. } => Some(binding.digest()),
                 _ => None,
             }
         })

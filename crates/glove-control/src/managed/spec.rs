@@ -3,10 +3,10 @@
 use super::RuntimeConfig;
 use glove_sandbox::spec::{Bind, BundleMount, Enforcement, Grant, GrantMode, Terminal};
 use glove_sandbox::wire::SpecWire;
-use glove_types::receipt::Projection;
 use glove_types::codes::control::*;
 use glove_types::plan::AdmittedPlan;
 use glove_types::policy::{Access, CreatePolicy, LaunchTarget, NativeRuntime, ValidatedPolicy};
+use glove_types::receipt::Projection;
 use glove_types::Rejection;
 
 /// The launch spec and the receipt facts for an admitted plan.

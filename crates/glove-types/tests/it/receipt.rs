@@ -167,22 +167,48 @@ fn inconsistent_or_unknown_bodies_are_refused_with_a_code() {
         ("kind", body(|v| v["receipt_kind"] = json!("resource_v2"))),
         ("unknown field", body(|v| v["extra"] = json!(1))),
         ("null recovery", body(|v| v["recovery"] = json!(null))),
-        ("recovered without recovery", body(|v| v["recovered"] = json!(true))),
+        (
+            "recovered without recovery",
+            body(|v| v["recovered"] = json!(true)),
+        ),
         ("exit without usage", body(|v| v["usage"] = json!(null))),
-        ("failed with exit", body(|v| v["termination"]["reason"] = json!("failed"))),
-        ("signaled with exited", body(|v| v["termination"]["reason"] = json!("signaled"))),
-        ("limit without limit", body(|v| v["termination"]["reason"] = json!("limit"))),
-        ("unknown reason", body(|v| v["termination"]["reason"] = json!("vanished"))),
-        ("code on success", body(|v| v["termination"]["code"] = json!("x"))),
-        ("bad digest", body(|v| v["plan_content_digest"] = json!("AB"))),
-        ("bad limit", body(|v| v["termination"]["limits_reached"] = json!(["fuel"]))),
+        (
+            "failed with exit",
+            body(|v| v["termination"]["reason"] = json!("failed")),
+        ),
+        (
+            "signaled with exited",
+            body(|v| v["termination"]["reason"] = json!("signaled")),
+        ),
+        (
+            "limit without limit",
+            body(|v| v["termination"]["reason"] = json!("limit")),
+        ),
+        (
+            "unknown reason",
+            body(|v| v["termination"]["reason"] = json!("vanished")),
+        ),
+        (
+            "code on success",
+            body(|v| v["termination"]["code"] = json!("x")),
+        ),
+        (
+            "bad digest",
+            body(|v| v["plan_content_digest"] = json!("AB")),
+        ),
+        (
+            "bad limit",
+            body(|v| v["termination"]["limits_reached"] = json!(["fuel"])),
+        ),
         ("bad id", body(|v| v["session_id"] = json!("../x"))),
     ];
     for (what, bytes) in cases {
         let e = ResourceReceiptV1::decode(&bytes).expect_err(what);
         assert!(
-            e.code().as_str().starts_with("receipt_") || e.code().as_str().starts_with("json_")
-                || e.code().as_str().starts_with("id_") || e.code().as_str().starts_with("digest_"),
+            e.code().as_str().starts_with("receipt_")
+                || e.code().as_str().starts_with("json_")
+                || e.code().as_str().starts_with("id_")
+                || e.code().as_str().starts_with("digest_"),
             "{what}: {}",
             e.code()
         );
@@ -191,4 +217,11 @@ fn inconsistent_or_unknown_bodies_are_refused_with_a_code() {
     let mut spaced = body(|_| {});
     spaced.insert(1, b' ');
     assert!(ResourceReceiptV1::decode(&spaced).is_err());
+}
+
+#[test]
+fn the_fuzz_seed_is_a_valid_body() {
+    let seed =
+        std::fs::read(crate::repo_root().join("fuzz/seeds/receipt_body/exited")).expect("seed");
+    ResourceReceiptV1::decode(&seed).expect("the seed decodes");
 }
