@@ -1,0 +1,67 @@
+//! The crate layering: every arrow points down, and only `glove-bin` uses
+//! `glove-control` (README, "Map").
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+/// Each workspace crate's rank: a crate may depend only on lower ranks.
+const RANKS: &[(&str, u32)] = &[
+    ("glove-types", 0),
+    ("glove-lifecycle", 1),
+    ("glove-sandbox", 1),
+    ("glove-journal", 2),
+    ("glove-control", 3),
+    ("glove-bin", 4),
+];
+
+/// The `glove-*` crates named in a manifest's `[dependencies]` table (dev
+/// and build dependencies are not arrows of the library).
+fn deps(manifest: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut in_deps = false;
+    for line in manifest.lines() {
+        let t = line.trim();
+        if t.starts_with('[') {
+            in_deps = t == "[dependencies]";
+            continue;
+        }
+        if in_deps {
+            if let Some(name) = t.split(['=', '.', ' ']).next() {
+                if name.starts_with("glove-") {
+                    out.push(name.to_owned());
+                }
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn every_dependency_points_down_and_only_the_binaries_use_the_control_crate() {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
+    let rank: BTreeMap<&str, u32> = RANKS.iter().copied().collect();
+    for (krate, r) in RANKS {
+        let manifest =
+            std::fs::read_to_string(root.join(krate).join("Cargo.toml")).expect("manifest");
+        for d in deps(&manifest) {
+            let dr = *rank
+                .get(d.as_str())
+                .unwrap_or_else(|| panic!("{krate} depends on unknown {d}"));
+            assert!(dr < *r, "{krate} (rank {r}) depends on {d} (rank {dr})");
+            if d == "glove-control" {
+                assert_eq!(*krate, "glove-bin", "only glove-bin uses glove-control");
+            }
+        }
+    }
+    // And the list is complete: every crate directory is ranked.
+    for e in std::fs::read_dir(&root).expect("crates") {
+        let name = e.expect("entry").file_name().into_string().expect("utf-8");
+        assert!(rank.contains_key(name.as_str()), "{name} has no rank");
+    }
+}
+
+#[test]
+fn the_manifest_reader_sees_dependencies() {
+    let m = "[package]\nname = \"x\"\n[dependencies]\nglove-types.workspace = true\nglove-journal = { path = \"..\" }\nserde = \"1\"\n[dev-dependencies]\nglove-bin = \"1\"\n";
+    assert_eq!(deps(m), ["glove-types", "glove-journal"]);
+}
