@@ -92,9 +92,12 @@ struct Fake {
     /// Reads the durable stage of the session being started, so the log
     /// shows what was durable when each frame was sent.
     probe: Arc<Mutex<Option<Probe>>>,
+    /// Runs once when the spec arrives (the sandbox is being prepared).
+    on_spec: Arc<Mutex<Option<Hook>>>,
 }
 
 type Probe = Box<dyn Fn() -> String + Send>;
+type Hook = Box<dyn FnOnce() + Send>;
 
 impl Fake {
     fn new(script: Script) -> Arc<Fake> {
@@ -103,6 +106,7 @@ impl Fake {
             log: Arc::default(),
             links: Mutex::default(),
             probe: Arc::default(),
+            on_spec: Arc::default(),
         })
     }
 
@@ -153,6 +157,7 @@ struct FakeLink {
     log: Arc<Mutex<Vec<String>>>,
     ch: Arc<Channel>,
     probe: Arc<Mutex<Option<Probe>>>,
+    on_spec: Arc<Mutex<Option<Hook>>>,
 }
 
 fn name(m: &ToLauncher) -> String {
@@ -224,6 +229,12 @@ fn reply(script: Script, ch: &Channel, m: &ToLauncher) {
 
 impl LauncherLink for FakeLink {
     fn send(&mut self, m: &ToLauncher) -> Result<(), String> {
+        if matches!(m, ToLauncher::Spec(_)) {
+            let hook = self.on_spec.lock().expect("lock").take();
+            if let Some(h) = hook {
+                h();
+            }
+        }
         answer_probed(self.script, &self.log, &self.ch, &self.probe, m);
         Ok(())
     }
@@ -302,6 +313,7 @@ impl Launcher for Fake {
             log: self.log.clone(),
             ch,
             probe: self.probe.clone(),
+            on_spec: self.on_spec.clone(),
         }))
     }
 }
@@ -723,4 +735,53 @@ fn acknowledged_receipts_are_compacted_so_sessions_outlive_the_receipt_budget() 
         }
     }
     assert!(compactions > 0, "the journal was compacted");
+}
+
+#[test]
+fn a_start_racing_shutdown_is_not_released() {
+    let rig = Rig::new(Script::Normal);
+    let auth = rig.created("s-race");
+    // While the sandbox is being prepared, shutdown begins (in a thread of
+    // its own, as the server's signal handler would run it).
+    let service = rig.service.clone();
+    let (tx, rx) = std::sync::mpsc::channel();
+    *rig.fake.on_spec.lock().expect("lock") = Some(Box::new(move || {
+        let s = service.clone();
+        let t = std::thread::spawn(move || s.stop_sessions());
+        // Wait until the runtime refuses new starts: shutdown has begun.
+        let Value::Object(params) = json!({"session_id": "nobody", "authorization": "x"}) else {
+            unreachable!()
+        };
+        let req = Request {
+            id: None,
+            method: "start_session".into(),
+            params,
+        };
+        for _ in 0..1000 {
+            let e = service
+                .dispatch(&Caller::new("probe"), &req)
+                .expect_err("refused");
+            if e.code.as_str() == "control_shutting_down" {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        tx.send(t).expect("send");
+    }));
+    let e = rig.start("s-race", &auth).expect_err("not released");
+    assert_eq!(e.code.as_str(), "control_shutting_down");
+    rx.recv()
+        .expect("shutdown thread")
+        .join()
+        .expect("shutdown");
+    assert!(
+        !rig.fake.log().iter().any(|l| l == "release"),
+        "the sandbox was never released: {:?}",
+        rig.fake.log()
+    );
+    assert_eq!(rig.stage("s-race"), "failed");
+    assert_eq!(
+        rig.receipt("s-race")["termination"]["code"],
+        "control_shutting_down"
+    );
 }

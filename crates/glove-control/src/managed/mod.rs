@@ -112,6 +112,9 @@ pub struct Runtime {
     clock: crate::service::Clock,
     /// Where launchers come from (the real `glove-launcher`, or a test's).
     launcher: Arc<dyn Launcher>,
+    /// Set by [`Runtime::shutdown`]: no start is begun, and none is
+    /// released, from then on.
+    closing: std::sync::atomic::AtomicBool,
 }
 
 impl core::fmt::Debug for Runtime {
@@ -220,6 +223,7 @@ impl Runtime {
             starting: Mutex::new(std::collections::HashSet::new()),
             clock,
             launcher,
+            closing: std::sync::atomic::AtomicBool::new(false),
         }
     }
 
@@ -307,6 +311,10 @@ impl Runtime {
         loop {
             std::thread::park();
         }
+    }
+
+    fn is_closing(&self) -> bool {
+        self.closing.load(std::sync::atomic::Ordering::SeqCst)
     }
 
     fn terminal(&self, id: &SessionId) -> Option<TerminalReceiptRef> {

@@ -128,6 +128,14 @@ impl Runtime {
     /// awaited for at most `wait`. Sessions not finished by then are left
     /// to recovery at the next start.
     pub fn shutdown(&self, grace_ms: u64, wait: Duration) {
+        self.closing
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+        // Starts in progress finish first (each refuses to release its
+        // sandbox from now on), so every session that runs is in `live`.
+        let deadline = std::time::Instant::now() + wait;
+        while !mem(&self.starting).is_empty() && std::time::Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(5));
+        }
         let live: Vec<Arc<Live>> = mem(&self.live).values().cloned().collect();
         for l in &live {
             if mem(&l.ended).is_none() {
@@ -136,7 +144,6 @@ impl Runtime {
                 }
             }
         }
-        let deadline = std::time::Instant::now() + wait;
         for l in &live {
             // Bounded wait for the session thread to record the end.
             while mem(&l.ended).is_none() && std::time::Instant::now() < deadline {

@@ -34,6 +34,12 @@ impl Runtime {
         authorization: &str,
         size: (u16, u16),
     ) -> Result<Value, ControlError> {
+        if self.is_closing() {
+            return Err(err(
+                CONTROL_SHUTTING_DOWN,
+                "the service is shutting down and starts no session",
+            ));
+        }
         if !mem(&self.starting).insert(id.clone()) {
             return Err(err(
                 SESSION_NOT_STARTABLE,
@@ -225,6 +231,18 @@ impl Runtime {
                 ));
             }
             self.test_pause("after_start_record");
+            // Shutdown began while the sandbox was prepared: it is not
+            // released (shutdown waits for this start to finish, so the
+            // session cannot slip past its stop).
+            if self.is_closing() {
+                link.close();
+                return Err(fail_with(
+                    starting.into(),
+                    CONTROL_SHUTTING_DOWN,
+                    "the service shut down before the session was released".into(),
+                    &facts,
+                ));
+            }
             let started = link.send(&ToLauncher::Release).and_then(|()| link.recv());
             let info = match expect_frame(started, |f| match f {
                 FromLauncher::Started(s) => Ok(s),
