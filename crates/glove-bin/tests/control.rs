@@ -17,6 +17,8 @@ mod auth;
 mod framing;
 #[path = "control/methods.rs"]
 mod methods;
+#[path = "control/model.rs"]
+mod model;
 #[path = "control/snapshots.rs"]
 mod snapshots;
 #[path = "control/startup.rs"]

@@ -35,17 +35,26 @@ fn the_launch_binding_vector_matches_its_definition() {
     assert_eq!(LAUNCH_DOCUMENT_TAG, "glove.control.launch.v1");
     let bytes = glove_types::canon::to_canonical(&doc).expect("canonical");
     let by_definition = Sha256Digest::of_domain("glove.lifecycle.launch-binding.v1", &bytes);
-    assert_eq!(ours, by_definition, "the runtime computes what docs/digests.md defines");
+    assert_eq!(
+        ours, by_definition,
+        "the runtime computes what docs/digests.md defines"
+    );
 
     // Any change to the spec or the prepared facts changes the binding.
     let mut other = spec.clone();
     other.arguments.push("x".into());
-    assert_ne!(launch_binding(&other, &prepared).expect("binding").digest(), ours);
+    assert_ne!(
+        launch_binding(&other, &prepared).expect("binding").digest(),
+        ours
+    );
     let mut moved = prepared.clone();
     if let Some(g) = moved.grants.first_mut() {
         g.ino = g.ino.map(|i| i + 1);
     }
-    assert_ne!(launch_binding(&spec, &moved).expect("binding").digest(), ours);
+    assert_ne!(
+        launch_binding(&spec, &moved).expect("binding").digest(),
+        ours
+    );
 
     let table = format!(
         "<!-- launch-vectors:begin -->\n| vector | value |\n| --- | --- |\n| launch_binding of launch-spec.json with launch-prepared.json | `{}` |\n<!-- launch-vectors:end -->",
@@ -102,6 +111,12 @@ fn write_launch_examples_on_request() {
         text.push('\n');
         std::fs::write(repo().join("docs/examples").join(name), text).expect("write");
     };
-    w("launch-spec.json", serde_json::to_value(&spec).expect("json"));
-    w("launch-prepared.json", serde_json::to_value(&prepared).expect("json"));
+    w(
+        "launch-spec.json",
+        serde_json::to_value(&spec).expect("json"),
+    );
+    w(
+        "launch-prepared.json",
+        serde_json::to_value(&prepared).expect("json"),
+    );
 }
