@@ -39,6 +39,7 @@
 
 use glove_journal::lifecycle::{StoreLog, StoreReceipts};
 use glove_journal::receipt::{ReceiptConfig, ReceiptHead, ReceiptJournal, ReceiptKey};
+use glove_journal::testing::{StoreLogWriter, StoreWriter};
 use glove_journal::{Anchor, SessionStore};
 use glove_lifecycle::memory::ManualClock;
 use glove_lifecycle::*;
@@ -348,7 +349,7 @@ fn binding(v: u8) -> LaunchBinding {
 }
 
 fn identity(v: u8) -> ProcessIdentity {
-    ProcessIdentity::new(
+    glove_lifecycle::memory::forge_identity(
         "0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0",
         1000 + u32::from(v),
         99,
@@ -396,7 +397,7 @@ impl TransitionLog for Flaky {
         self.inner.append(record)
     }
 
-    fn lookup(&self, subject: Subject<'_>, seq: u64) -> Result<Option<Vec<u8>>, PortError> {
+    fn lookup(&self, subject: Subject<'_>, seq: u64) -> Result<Option<StoredRecord>, PortError> {
         self.inner.lookup(subject, seq)
     }
 }
@@ -437,10 +438,9 @@ impl Sut {
 /// the session's durable receipt, or a placeholder when it has none yet
 /// (then no terminal record exists to compare with).
 fn terminal_ref(sut: &Sut, id: &SessionId) -> TerminalReceiptRef {
-    sut.receipts
-        .terminal_receipt(Subject::Session(id))
+    TerminalReceiptRef::durable(&sut.receipts, Subject::Session(id))
         .expect("receipt lookup")
-        .unwrap_or_else(|| TerminalReceiptRef::new(0, Sha256Digest::of(b"none")))
+        .unwrap_or_else(|| glove_lifecycle::memory::forge_receipt(0, Sha256Digest::of(b"none")))
 }
 
 fn entry_for(sut: &Sut, any: &AnySession, i: usize, step: Step, v: u8) -> SessionEntry {
@@ -688,7 +688,7 @@ fn reopen(sut: Sut, m: &Model, cut: Option<(u64, u16)>) -> Sut {
     )
     .expect("reopen receipts");
     let log = StoreLog::new(store);
-    let report = recover_all(log.records());
+    let report = recover_all(&log);
     assert!(report.undecodable.is_empty(), "{:?}", report.undecodable);
     assert_eq!(report.sessions.len(), m.sessions.len());
     let mut sessions = BTreeMap::new();
@@ -871,9 +871,8 @@ fn a_creation_needs_its_plan_staged_with_matching_digests() {
         let p = created.log_prepare(&mut log).unwrap();
         created.prepare(p).unwrap().park()
     });
-    let records = log.records();
-    assert_eq!(records.len(), 2);
-    let report = recover_all(&records);
+    assert_eq!(log.all_session_records().len(), 2);
+    let report = recover_all(&log);
     assert!(matches!(
         report.sessions.get(&id),
         Some(Ok(Recovered::Interrupted(

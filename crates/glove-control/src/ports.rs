@@ -2,6 +2,8 @@
 //!
 //! The adapters themselves are `glove_journal::lifecycle` (shared with the
 //! model-based tests in `proptests/`, which check them against a model):
+//! the session store is the lifecycle's `RecordSource` (replay and recovery
+//! read records from it, never from bytes passed around);
 //! lifecycle record 0 is the store's creation record (re-encoded on lookup;
 //! written by `create_session` in [`crate::service`], which stages the plan
 //! first); lifecycle record `k ≥ 1` is the session's `k`-th store
@@ -20,8 +22,6 @@ use glove_journal::{ReceiptJournal, SessionStore};
 use glove_lifecycle::{AnySession, PortError};
 use glove_types::ids::SessionId;
 
-pub use glove_journal::lifecycle::{all_records, reference, session_records};
-
 /// `TransitionLog` over a borrowed (locked) session store.
 pub type Transitions<'a> = StoreLog<&'a mut SessionStore>;
 
@@ -30,8 +30,8 @@ pub type ReceiptView<'a> = StoreReceipts<&'a ReceiptJournal>;
 
 /// Replays one session into its typestate.
 pub fn replay(store: &SessionStore, id: &SessionId) -> Option<Result<AnySession, PortError>> {
-    let records = session_records(store, id)?;
-    Some(glove_lifecycle::replay_session(&records).map_err(|e| PortError::new(e.code())))
+    store.get(id)?;
+    Some(glove_lifecycle::replay_session(store, id).map_err(|e| PortError::new(e.code())))
 }
 
 /// Compacts the receipt journal when acknowledged receipts take enough of

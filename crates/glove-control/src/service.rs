@@ -378,7 +378,10 @@ impl Service {
                 controller_plan_digest: plan.controller_plan_digest(),
                 plan: plan.canonical_bytes(),
             };
-            let creation = store.create_session(req).map_err(ControlError::Journal)?;
+            // Answered by the store without writing (the session is known).
+            let creation = glove_journal::lifecycle::repeat_creation(&mut store, req)
+                .ok_or_else(internal)?
+                .map_err(ControlError::Journal)?;
             tracing::info!(session_id = ?plan.session_id().as_str(), "create_session retry returned the original");
             return Ok(session_result(creation.record(), false));
         }

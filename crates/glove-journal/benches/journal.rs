@@ -33,6 +33,7 @@ use glove_journal::receipt::records::{
 };
 use glove_journal::receipt::{ReceiptConfig, ReceiptHead, ReceiptJournal, ReceiptKey, ReceiptKind};
 use glove_journal::session::NewSession;
+use glove_journal::testing::StoreWriter;
 use glove_journal::{Journal, JournalSpec, SessionStore};
 use glove_types::ids::{IdempotencyKey, SessionId};
 use glove_types::Blake3Digest;

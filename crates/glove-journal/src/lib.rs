@@ -54,6 +54,8 @@ pub mod receipt;
 pub mod replay;
 pub mod session;
 pub mod spec;
+#[cfg(any(test, feature = "test-support"))]
+pub mod testing;
 
 pub use anchor::Anchor;
 pub use anchor_file::AnchorFile;

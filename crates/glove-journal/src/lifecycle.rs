@@ -14,15 +14,15 @@
 //!
 //! | lifecycle record | session store |
 //! | --- | --- |
-//! | seq 0, `created` with both plan digests | a creation record: session id, idempotency key and plan staged with [`StoreLog::stage_plan`], the record's `controller_plan_digest`; the store computes `plan_content_digest` from the plan and the adapter refuses the append unless it equals the record's. The lifecycle bytes are not stored: canonical JSON is deterministic, so [`StoreLog::lookup`] re-encodes them from the creation record. |
+//! | seq 0, `created` with both plan digests | a creation record: session id, idempotency key and plan staged with [`StoreLog::stage_plan`], the record's `controller_plan_digest`; the store computes `plan_content_digest` from the plan and the adapter refuses the append unless it equals the record's. The lifecycle bytes are not stored: [`StoreLog::lookup`] and the [`RecordSource`] hand back [`StoredRecord::Creation`] (session id and both digests) and the lifecycle re-encodes the canonical record (canonical JSON is deterministic). The adapter never encodes or decodes a lifecycle record: it reads the stage and the creation digests from the [`PendingRecord`]. |
 //! | seq `k` ≥ 1 (any other stage) | the session's `k`-th transition record: stage = the record's stage, evidence = the lifecycle record's bytes verbatim. |
 //!
 //! Consequences:
 //!
 //! * the store checks every transition against the same stage graph as the
 //!   lifecycle, and its replay (strict, torn tail repaired) is the only
-//!   source of the records [`all_records`] hands to
-//!   `glove_lifecycle::recover_all`;
+//!   source of the records the store hands, as a [`RecordSource`], to
+//!   `glove_lifecycle::replay_session`, `recover_stored` and `recover_all`;
 //! * an append at any position other than the session's next one is
 //!   refused (`lifecycle_record_sequence`), so the `(subject, seq)` slots are
 //!   write-once as the port contract requires; the lifecycle looks a slot up
@@ -36,6 +36,12 @@
 //!   `store_*`, `session_conflict`); a poisoned store fails every later
 //!   append, and the caller reopens it.
 //!
+//! Writers: [`SessionStore::transition`] and `create_session` are not public
+//! (the `test-support` feature opens them for tests, see
+//! [`crate::testing`]): the only way to append a session transition is
+//! through the lifecycle and [`StoreLog`]. [`repeat_creation`] answers a
+//! repeated creation request without writing.
+//!
 //! Terminal receipts: [`StoreReceipts`] finds a session's receipt by the
 //! `session_id` field of the receipt body (the receipt journal's in-memory
 //! state does not keep the reservation's session id, and compaction drops
@@ -46,19 +52,20 @@
 //! Receipts already acknowledged and compacted away are not found.
 
 use crate::receipt::{ReceiptJournal, ReceiptKind, StoredReceipt};
-use crate::session::{NewSession, SessionRecord as StoredSession};
+use crate::session::{Creation, NewSession, SessionRecord as StoredSession};
 use crate::{JournalError, SessionStore};
 use core::borrow::{Borrow, BorrowMut};
 use glove_lifecycle::{
-    AppendReceipt, PendingRecord, PlanDigests, PortError, ReceiptLog, SessionEntry, SessionRecord,
-    Subject, TerminalReceiptRef, TransitionLog,
+    AppendReceipt, PendingRecord, PlanDigests, PortError, ReceiptEntry, ReceiptLog, RecordSource,
+    StoredRecord, Subject, TerminalReceiptRef, TransitionLog,
 };
 use glove_types::codes::journal::JOURNAL_RECORD_KIND_REFUSED;
 use glove_types::codes::lifecycle::{
-    LIFECYCLE_LOG_UNAVAILABLE, LIFECYCLE_RECEIPT_MISMATCH, LIFECYCLE_RECORD_FOREIGN,
-    LIFECYCLE_RECORD_INVALID, LIFECYCLE_RECORD_MISSING_CREATION, LIFECYCLE_RECORD_SEQUENCE,
+    LIFECYCLE_LOG_UNAVAILABLE, LIFECYCLE_RECEIPT_MISMATCH, LIFECYCLE_RECORD_INVALID,
+    LIFECYCLE_RECORD_MISSING_CREATION, LIFECYCLE_RECORD_SEQUENCE,
 };
 use glove_types::ids::{IdempotencyKey, SessionId};
+use glove_types::stage::SessionStage;
 use glove_types::Sha256Digest;
 use std::collections::HashMap;
 
@@ -66,48 +73,66 @@ fn journal_err(e: JournalError) -> PortError {
     PortError::new(e.code())
 }
 
-/// Lifecycle record 0 of a stored session, re-encoded from its creation.
-pub fn creation_bytes(s: &StoredSession) -> Result<Vec<u8>, PortError> {
-    SessionRecord {
+/// Lifecycle record 0 of a stored session, in the store's own form: the
+/// lifecycle re-encodes the canonical record from it.
+pub fn creation_record(s: &StoredSession) -> StoredRecord {
+    StoredRecord::Creation {
         session_id: s.session_id().clone(),
-        seq: 0,
-        prev: None,
-        entry: SessionEntry::Created {
-            digests: PlanDigests::new(*s.plan_content_digest(), *s.controller_plan_digest()),
-        },
+        digests: PlanDigests::new(*s.plan_content_digest(), *s.controller_plan_digest()),
     }
-    .encode()
-    .map_err(|e| PortError::new(e.code()))
 }
 
-/// Every lifecycle record of one session, in order (for
-/// `glove_lifecycle::replay_session`); `None` if the store does not hold
-/// the session.
-pub fn session_records(store: &SessionStore, id: &SessionId) -> Option<Vec<Vec<u8>>> {
-    let s = store.get(id)?;
-    let mut out = vec![creation_bytes(s).ok()?];
+/// Every lifecycle record of one session, in order (empty if the store
+/// does not hold it).
+fn session_records(store: &SessionStore, id: &SessionId) -> Vec<StoredRecord> {
+    let Some(s) = store.get(id) else {
+        return Vec::new();
+    };
+    let mut out = vec![creation_record(s)];
     for t in store.transitions(id).unwrap_or(&[]) {
-        out.push(t.evidence().to_vec());
+        out.push(StoredRecord::Bytes(t.evidence().to_vec()));
     }
-    Some(out)
+    out
 }
 
-/// Every lifecycle record the store holds, in store order (for
-/// `glove_lifecycle::recover_all`). A session whose creation record cannot
-/// be re-encoded is left out; that cannot happen for a session the store
-/// accepted, whose id and digests it validated.
-pub fn all_records(store: &SessionStore) -> Vec<Vec<u8>> {
-    let mut all: Vec<(u64, Vec<u8>)> = Vec::new();
+/// Every lifecycle record the store holds, in store order.
+fn all_records(store: &SessionStore) -> Vec<StoredRecord> {
+    let mut all: Vec<(u64, StoredRecord)> = Vec::new();
     for s in store.index().iter() {
-        if let Ok(b) = creation_bytes(s) {
-            all.push((s.created_seq(), b));
-        }
+        all.push((s.created_seq(), creation_record(s)));
         for t in store.transitions(s.session_id()).unwrap_or(&[]) {
-            all.push((t.seq(), t.evidence().to_vec()));
+            all.push((t.seq(), StoredRecord::Bytes(t.evidence().to_vec())));
         }
     }
     all.sort_by_key(|(seq, _)| *seq);
-    all.into_iter().map(|(_, bytes)| bytes).collect()
+    all.into_iter().map(|(_, r)| r).collect()
+}
+
+/// The store is the record source replay and recovery read (see the module
+/// docs for the mapping).
+impl RecordSource for SessionStore {
+    fn session_records(&self, id: &SessionId) -> Vec<StoredRecord> {
+        session_records(self, id)
+    }
+
+    fn all_session_records(&self) -> Vec<StoredRecord> {
+        all_records(self)
+    }
+}
+
+/// A repeated creation request: when the store already holds the session
+/// id or the idempotency key of `req`, the store's answer to it (the
+/// original on a byte-identical retry, `session_conflict` otherwise), which
+/// never appends; `None` when it holds neither (a new session: create it
+/// through the lifecycle, `Session::log_create` after
+/// [`StoreLog::stage_plan`]).
+pub fn repeat_creation(
+    store: &mut SessionStore,
+    req: NewSession<'_>,
+) -> Option<Result<Creation, JournalError>> {
+    let known = store.by_idempotency_key(req.idempotency_key).is_some()
+        || store.get(req.session_id).is_some();
+    known.then(|| store.create_session(req))
 }
 
 /// What a creation needs beyond the lifecycle's record.
@@ -148,14 +173,20 @@ impl<S: BorrowMut<SessionStore>> StoreLog<S> {
         self.store.borrow()
     }
 
-    /// The store, for direct use (for example to take its anchor).
-    pub fn store_mut(&mut self) -> &mut SessionStore {
+    /// The store, writable: only for this crate and the `test-support`
+    /// door (a session transition is appended through the lifecycle).
+    #[cfg(any(test, feature = "test-support"))]
+    pub(crate) fn store_mut(&mut self) -> &mut SessionStore {
         self.store.borrow_mut()
     }
+}
 
-    /// Every lifecycle record the store holds, in store order: feed them to
-    /// `glove_lifecycle::recover_all` (see [`all_records`]).
-    pub fn records(&self) -> Vec<Vec<u8>> {
+impl<S: BorrowMut<SessionStore>> RecordSource for StoreLog<S> {
+    fn session_records(&self, id: &SessionId) -> Vec<StoredRecord> {
+        session_records(self.store(), id)
+    }
+
+    fn all_session_records(&self) -> Vec<StoredRecord> {
         all_records(self.store())
     }
 }
@@ -165,18 +196,18 @@ impl<S: BorrowMut<SessionStore>> TransitionLog for StoreLog<S> {
         let Subject::Session(id) = record.subject() else {
             return Err(PortError::new(JOURNAL_RECORD_KIND_REFUSED));
         };
-        let decoded =
-            SessionRecord::decode(record.bytes()).map_err(|e| PortError::new(e.code()))?;
-        if &decoded.session_id != id {
-            return Err(PortError::new(LIFECYCLE_RECORD_FOREIGN));
-        }
+        // The lifecycle built the record: its subject and seq are the
+        // record's own; the stage and the creation digests come from it.
+        let stage = record
+            .session_stage()
+            .ok_or(PortError::new(LIFECYCLE_RECORD_INVALID))?;
         let store: &mut SessionStore = self.store.borrow_mut();
         let next = store.transitions(id).map_or(0, |t| t.len() as u64 + 1);
-        if decoded.seq != record.seq() || record.seq() != next {
+        if record.seq() != next {
             return Err(PortError::new(LIFECYCLE_RECORD_SEQUENCE));
         }
-        match (&decoded.entry, next) {
-            (SessionEntry::Created { digests }, 0) => {
+        match (stage, record.plan_digests(), next) {
+            (SessionStage::Created, Some(digests), 0) => {
                 let staged = self
                     .staged
                     .get(id)
@@ -192,26 +223,34 @@ impl<S: BorrowMut<SessionStore>> TransitionLog for StoreLog<S> {
                         plan: &staged.plan,
                     })
                     .map_err(journal_err)?;
-                // Lookups re-encode record 0: it must come back byte for byte.
-                if creation_bytes(created.record())? != record.bytes() {
+                // Lookups re-encode record 0 from the creation record: it
+                // must name this session with these digests.
+                let r = created.record();
+                let same = r.session_id() == id
+                    && *r.plan_content_digest() == digests.plan_content_digest()
+                    && *r.controller_plan_digest() == digests.controller_plan_digest();
+                if !same {
                     return Err(PortError::new(LIFECYCLE_RECORD_INVALID));
                 }
                 self.staged.remove(id);
             }
-            (SessionEntry::Created { .. }, _) => {
+            (SessionStage::Created, None, _) => {
+                return Err(PortError::new(LIFECYCLE_RECORD_INVALID));
+            }
+            (SessionStage::Created, Some(_), _) => {
                 return Err(PortError::new(LIFECYCLE_RECORD_SEQUENCE));
             }
-            (_, 0) => return Err(PortError::new(LIFECYCLE_RECORD_MISSING_CREATION)),
-            (entry, _) => {
+            (_, _, 0) => return Err(PortError::new(LIFECYCLE_RECORD_MISSING_CREATION)),
+            (stage, _, _) => {
                 let _ = store
-                    .transition(id, entry.stage(), record.bytes())
+                    .transition(id, stage, record.bytes())
                     .map_err(journal_err)?;
             }
         }
         Ok(record.acknowledge())
     }
 
-    fn lookup(&self, subject: Subject<'_>, seq: u64) -> Result<Option<Vec<u8>>, PortError> {
+    fn lookup(&self, subject: Subject<'_>, seq: u64) -> Result<Option<StoredRecord>, PortError> {
         let Subject::Session(id) = subject else {
             return Err(PortError::new(JOURNAL_RECORD_KIND_REFUSED));
         };
@@ -220,13 +259,13 @@ impl<S: BorrowMut<SessionStore>> TransitionLog for StoreLog<S> {
             return Ok(None);
         };
         let Some(k) = seq.checked_sub(1) else {
-            return creation_bytes(s).map(Some);
+            return Ok(Some(creation_record(s)));
         };
         let transitions = store.transitions(id).unwrap_or(&[]);
         Ok(usize::try_from(k)
             .ok()
             .and_then(|k| transitions.get(k))
-            .map(|t| t.evidence().to_vec()))
+            .map(|t| StoredRecord::Bytes(t.evidence().to_vec())))
     }
 }
 
@@ -252,13 +291,19 @@ impl<J: Borrow<ReceiptJournal>> StoreReceipts<J> {
 impl<J: BorrowMut<ReceiptJournal>> StoreReceipts<J> {
     /// The terminal receipt of `session`: the durable one if there is one,
     /// otherwise `body` appended now (spending a held reservation, or a new
-    /// one). `body` must name `session` in its `session_id` field.
+    /// one). `body` must name `session` in its `session_id` field. The
+    /// reference comes from the lifecycle, which asks this log for it
+    /// after the append ([`TerminalReceiptRef::durable`]).
     pub fn get_or_append(
         &mut self,
         session: &SessionId,
         body: &[u8],
     ) -> Result<TerminalReceiptRef, PortError> {
-        if let Some(r) = self.terminal_receipt(Subject::Session(session))? {
+        let subject = Subject::Session(session);
+        let durable = |this: &Self| {
+            TerminalReceiptRef::durable(this, subject).map_err(|e| PortError::new(e.code()))
+        };
+        if let Some(r) = durable(self)? {
             return Ok(r);
         }
         let journal: &mut ReceiptJournal = self.journal.borrow_mut();
@@ -272,14 +317,14 @@ impl<J: BorrowMut<ReceiptJournal>> StoreReceipts<J> {
         if body_session(&stored).as_deref() != Some(session.as_str()) {
             return Err(PortError::new(LIFECYCLE_RECEIPT_MISMATCH));
         }
-        Ok(reference(&stored))
+        durable(self)?.ok_or(PortError::new(LIFECYCLE_RECEIPT_MISMATCH))
     }
 }
 
-/// The reference the lifecycle records for a stored receipt: its sequence
-/// number and the SHA-256 of its stored envelope.
-pub fn reference(r: &StoredReceipt) -> TerminalReceiptRef {
-    TerminalReceiptRef::new(r.seq, Sha256Digest::of(&r.envelope))
+/// What the receipt log reports for a stored receipt: its sequence number
+/// and the SHA-256 of its stored envelope.
+pub fn reference(r: &StoredReceipt) -> ReceiptEntry {
+    ReceiptEntry::new(r.seq, Sha256Digest::of(&r.envelope))
 }
 
 /// The `session_id` of a stored receipt's body.
@@ -289,10 +334,7 @@ fn body_session(r: &StoredReceipt) -> Option<String> {
 }
 
 impl<J: Borrow<ReceiptJournal>> ReceiptLog for StoreReceipts<J> {
-    fn terminal_receipt(
-        &self,
-        subject: Subject<'_>,
-    ) -> Result<Option<TerminalReceiptRef>, PortError> {
+    fn terminal_receipt(&self, subject: Subject<'_>) -> Result<Option<ReceiptEntry>, PortError> {
         let Subject::Session(id) = subject else {
             return Err(PortError::new(JOURNAL_RECORD_KIND_REFUSED));
         };

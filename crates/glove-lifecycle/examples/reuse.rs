@@ -1,12 +1,13 @@
-//! Reusing glove-lifecycle from another project: implement the two ports
-//! your storage provides, then drive sessions through the typestate.
+//! Reusing glove-lifecycle from another project: implement the ports your
+//! storage provides (append and look up, read back for recovery, receipts),
+//! then drive sessions through the typestate.
 //!
 //! Run with `cargo run -p glove-lifecycle --example reuse`.
 
 use glove_lifecycle::{
     recover_all, with_brand, AppendReceipt, LifecycleError, PendingRecord, PlanDigests, PortError,
-    ReceiptLog, Recovered, RecoveryDecision, Session, Subject, SubjectKind, TerminalReceiptRef,
-    TransitionLog,
+    ReceiptEntry, ReceiptLog, RecordSource, Recovered, RecoveryDecision, Session, StoredRecord,
+    Subject, SubjectKind, TerminalReceiptRef, TransitionLog,
 };
 use glove_types::codes::lifecycle::LIFECYCLE_LOG_UNAVAILABLE;
 use glove_types::ids::SessionId;
@@ -31,12 +32,35 @@ impl TransitionLog for MyStore {
         Ok(r.acknowledge())
     }
 
-    fn lookup(&self, s: Subject<'_>, seq: u64) -> Result<Option<Vec<u8>>, PortError> {
+    fn lookup(&self, s: Subject<'_>, seq: u64) -> Result<Option<StoredRecord>, PortError> {
         Ok(self
             .rows
             .iter()
             .find(|(k, id, q, _)| *k == s.kind() && id == s.id() && *q == seq)
-            .map(|row| row.3.clone()))
+            .map(|row| StoredRecord::Bytes(row.3.clone())))
+    }
+}
+
+/// Recovery reads the records back from the same store.
+impl RecordSource for MyStore {
+    fn session_records(&self, id: &SessionId) -> Vec<StoredRecord> {
+        let mut rows: Vec<_> = self
+            .rows
+            .iter()
+            .filter(|(k, i, _, _)| *k == SubjectKind::Session && i == id.as_str())
+            .collect();
+        rows.sort_by_key(|r| r.2);
+        rows.into_iter()
+            .map(|r| StoredRecord::Bytes(r.3.clone()))
+            .collect()
+    }
+
+    fn all_session_records(&self) -> Vec<StoredRecord> {
+        self.rows
+            .iter()
+            .filter(|r| r.0 == SubjectKind::Session)
+            .map(|r| StoredRecord::Bytes(r.3.clone()))
+            .collect()
     }
 }
 
@@ -44,7 +68,7 @@ impl TransitionLog for MyStore {
 struct NoReceipts;
 
 impl ReceiptLog for NoReceipts {
-    fn terminal_receipt(&self, _: Subject<'_>) -> Result<Option<TerminalReceiptRef>, PortError> {
+    fn terminal_receipt(&self, _: Subject<'_>) -> Result<Option<ReceiptEntry>, PortError> {
         Ok(None)
     }
 }
@@ -64,19 +88,23 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let preparing = created.prepare(proof)?;
         println!("{} is {}", preparing.id(), preparing.stage().as_str());
 
-        // Without a durable terminal receipt a session cannot fail or exit.
-        let receipt = TerminalReceiptRef::new(1, Sha256Digest::of(b"r"));
+        // Without a durable terminal receipt a session cannot fail or exit:
+        // only the receipt log hands out a `TerminalReceiptRef`.
         let code = glove_types::codes::lifecycle::LIFECYCLE_RECOVERY_PREPARING_INTERRUPTED;
-        if let Err(e) = preparing.log_fail(code, receipt, &NoReceipts, &mut store) {
-            println!("fail without receipt: {}", e.code());
+        match TerminalReceiptRef::durable(&NoReceipts, Subject::Session(&id))? {
+            Some(receipt) => {
+                let p = preparing.log_fail(code, receipt, &NoReceipts, &mut store)?;
+                drop(preparing.fail(p)?);
+                return Ok(None);
+            }
+            None => println!("no durable receipt yet: the session cannot fail"),
         }
-        Ok(preparing.park())
+        Ok(Some(preparing.park()))
     })?;
 
     // "Crash": drop the session, keep the store, recover.
     drop(parked);
-    let rows: Vec<Vec<u8>> = store.rows.iter().map(|r| r.3.clone()).collect();
-    let report = recover_all(rows);
+    let report = recover_all(&store);
     if let Some(Ok(Recovered::Interrupted(RecoveryDecision::AbandonPreparation(s)))) =
         report.sessions.get(&id)
     {

@@ -11,8 +11,11 @@
 use crate::error::{LifecycleError, Refused};
 use crate::evidence::PlanDigests;
 use crate::parked::ParkedSession;
+#[cfg(feature = "test-support")]
 use crate::record::SessionEntry;
-use crate::session::{Repeat, Session};
+#[cfg(feature = "test-support")]
+use crate::session::Repeat;
+use crate::session::Session;
 use crate::stage::{Created, Exited, Failed, Preparing, Running, Starting, Stopping};
 use glove_types::ids::SessionId;
 use glove_types::stage::SessionStage;
@@ -144,6 +147,10 @@ impl AnySession {
     /// For a start, build the entry from the *unverified* authorization's
     /// digest: a byte-identical retry is then recognised before its nonce is
     /// checked (and refused as a replay).
+    ///
+    /// Feature `test-support` only: it takes the record type, which is
+    /// private to this crate otherwise.
+    #[cfg(feature = "test-support")]
     pub fn check_repeat(&self, entry: &SessionEntry) -> Result<Repeat, LifecycleError> {
         each!(self, s => s.repeat_of(entry))
     }

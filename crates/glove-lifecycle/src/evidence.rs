@@ -5,6 +5,8 @@
 //! one. None of these is a proof by itself; proofs are [`crate::Durable`].
 
 use crate::error::LifecycleError;
+use crate::ports::{ObservedProcess, PortError, ReceiptLog};
+use crate::proof::Subject;
 use glove_types::canon;
 use glove_types::{Blake3Digest, Sha256Digest};
 
@@ -47,6 +49,10 @@ pub const MAX_LAUNCH_SPEC_BYTES: usize = 1 << 20;
 /// A commitment to everything a launch uses: resolved executable and
 /// arguments, environment, mounts and projections, cgroup, the six limits.
 /// `Session<Starting>` cannot exist without one.
+///
+/// Made only by [`LaunchBinding::of_launch_spec`] from the canonical launch
+/// document itself, which this crate digests: there is no way to make one
+/// from a digest (replay rebuilds recorded ones inside the crate).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct LaunchBinding(Sha256Digest);
 
@@ -60,10 +66,8 @@ impl LaunchBinding {
         Ok(Self(Sha256Digest::of_domain(LAUNCH_BINDING_DOMAIN, spec)))
     }
 
-    /// Wraps a digest that the caller computed as
-    /// `SHA-256(LAUNCH_BINDING_DOMAIN || 0x00 || canonical spec)`, for
-    /// example in the sandbox crate.
-    pub fn from_digest(digest: Sha256Digest) -> Self {
+    /// A recorded binding, read back from a record by replay.
+    pub(crate) fn from_digest(digest: Sha256Digest) -> Self {
         Self(digest)
     }
 
@@ -79,6 +83,9 @@ pub const MAX_PID: u32 = 1 << 22;
 /// Who the running agent is, in a form that survives a service restart:
 /// boot id, pid, process start time and cgroup id. A pid alone could be
 /// reused; all four together name one process of one boot.
+///
+/// Made only from an [`ObservedProcess`] ([`ProcessIdentity::observed`]),
+/// and by replay from a record the lifecycle wrote; never from raw values.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct ProcessIdentity {
     boot_id: String,
@@ -88,6 +95,17 @@ pub struct ProcessIdentity {
 }
 
 impl ProcessIdentity {
+    /// The identity of an observed process, validated as in
+    /// [`ProcessIdentity::new`] (`lifecycle_process_identity_invalid`).
+    pub fn observed<O: ObservedProcess + ?Sized>(process: &O) -> Result<Self, LifecycleError> {
+        Self::new(
+            process.boot_id(),
+            process.pid(),
+            process.start_time_ticks(),
+            process.cgroup_id(),
+        )
+    }
+
     /// Validates and builds an identity.
     ///
     /// * `boot_id`: the kernel's boot id, 36 lowercase characters
@@ -96,7 +114,7 @@ impl ProcessIdentity {
     /// * `start_time_ticks`: the process start time in clock ticks after
     ///   boot (`/proc/<pid>/stat` field 22), not zero;
     /// * `cgroup_id`: the cgroup directory's inode number, not zero.
-    pub fn new(
+    pub(crate) fn new(
         boot_id: &str,
         pid: u32,
         start_time_ticks: u64,
@@ -155,6 +173,10 @@ fn is_boot_id(s: &str) -> bool {
 
 /// A reference to a durably appended terminal receipt: its sequence number in
 /// the receipt journal and the digest of its envelope.
+///
+/// Only the receipt log hands one out ([`TerminalReceiptRef::durable`],
+/// after the receipt is appended); replay rebuilds recorded ones inside the
+/// crate. There is no constructor from raw values.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct TerminalReceiptRef {
     receipt_seq: u64,
@@ -162,12 +184,26 @@ pub struct TerminalReceiptRef {
 }
 
 impl TerminalReceiptRef {
-    /// A reference as the receipt journal reports it.
-    pub fn new(receipt_seq: u64, receipt_digest: Sha256Digest) -> Self {
+    /// A reference read back from a record, or minted from a receipt log's
+    /// answer.
+    pub(crate) fn new(receipt_seq: u64, receipt_digest: Sha256Digest) -> Self {
         Self {
             receipt_seq,
             receipt_digest,
         }
+    }
+
+    /// The durably appended terminal receipt of `subject`, as `receipts`
+    /// reports it: append the receipt first, then ask for its reference.
+    /// A port failure passes through as `LifecycleError::Port`.
+    pub fn durable<R: ReceiptLog + ?Sized>(
+        receipts: &R,
+        subject: Subject<'_>,
+    ) -> Result<Option<Self>, LifecycleError> {
+        Ok(receipts
+            .terminal_receipt(subject)
+            .map_err(PortError::into_lifecycle)?
+            .map(|e| Self::new(e.receipt_seq(), e.receipt_digest())))
     }
 
     /// Sequence number in the receipt journal.

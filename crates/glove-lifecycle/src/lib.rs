@@ -19,13 +19,16 @@
 //! * [`proof`] — [`Durable<'id, R>`](Durable), the write-ahead proof only this crate
 //!   mints, and what a log sees of a record ([`PendingRecord`],
 //!   [`AppendReceipt`]).
-//! * [`ports`] — the traits storage and time are reached through:
-//!   [`TransitionLog`], [`ReceiptLog`], [`Clock`], [`BaselineCleanup`].
+//! * [`ports`] — the traits storage, time and the observed world are
+//!   reached through: [`TransitionLog`], [`RecordSource`], [`ReceiptLog`],
+//!   [`ObservedProcess`], [`Clock`], [`BaselineCleanup`].
 //! * [`start_auth`] — [`StartAuthorization`]: HMAC-SHA-256, short-lived,
 //!   bound to the session and both plan digests, single-use nonce.
 //! * [`any`] — [`AnySession`], the one dynamic view, with checked
 //!   `try_into_<stage>` conversions and idempotent-repeat checks.
-//! * [`record`] — the canonical-JSON session record the log stores.
+//! * `record` (private) — the canonical-JSON session record the log
+//!   stores. No other crate can build one: stores hand records back as
+//!   [`StoredRecord`]s through [`RecordSource`], and replay reads only that.
 //! * [`recovery`] — rebuild sessions from records; interrupted ones become a
 //!   [`RecoveryDecision`] with a code, never a silent success.
 //! * [`apply`] — the apply transaction typestate, its single-use registry
@@ -44,7 +47,7 @@
 //!
 //! ```
 //! # #[cfg(feature = "test-support")] fn main() -> Result<(), Box<dyn std::error::Error>> {
-//! use glove_lifecycle::memory::{ManualClock, MemoryLog, MemoryReceipts};
+//! use glove_lifecycle::memory::{ManualClock, MemoryLog, MemoryReceipts, Observed};
 //! use glove_lifecycle::*;
 //! use glove_types::{ids::SessionId, Blake3Digest, Sha256Digest};
 //!
@@ -77,15 +80,24 @@
 //!     let proof = preparing.log_start(binding, verified, &mut log)?;
 //!     let starting = preparing.start(proof).map_err(LifecycleError::from)?;
 //!
-//!     let who = ProcessIdentity::new("0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0", 4242, 99, 7)?;
+//!     // The identity is made from an observed process (the runtime's
+//!     // `ObservedProcess` port over what it read from /proc).
+//!     let who = ProcessIdentity::observed(&Observed {
+//!         boot_id: "0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0".into(),
+//!         pid: 4242,
+//!         start_time_ticks: 99,
+//!         cgroup_id: 7,
+//!     })?;
 //!     let proof = starting.log_run(who, &mut log)?;
 //!     let running = starting.run(proof).map_err(LifecycleError::from)?;
 //!     let proof = running.log_stop(StopReason::AgentExited, &mut log)?;
 //!     let stopping = running.stop(proof).map_err(LifecycleError::from)?;
 //!
-//!     // The terminal receipt is durable in the receipt journal first.
-//!     let receipt = TerminalReceiptRef::new(1, Sha256Digest::of(b"receipt"));
-//!     receipts.put(Subject::Session(&id), receipt);
+//!     // The terminal receipt is durable in the receipt journal first; only
+//!     // the receipt log hands out its reference.
+//!     receipts.append(Subject::Session(&id), 1, Sha256Digest::of(b"receipt"));
+//!     let receipt = TerminalReceiptRef::durable(&receipts, Subject::Session(&id))?
+//!         .ok_or("no durable receipt")?;
 //!     let proof = stopping.log_exit(receipt, &receipts, &mut log)?;
 //!     let exited = stopping.exit(proof).map_err(LifecycleError::from)?;
 //!     // Leaving the scope: the session is parked (its brand dropped).
@@ -93,8 +105,9 @@
 //! })?;
 //! assert_eq!(exited.receipt().receipt_seq(), 1);
 //!
-//! // Recovery from the same records finds the terminal session.
-//! let report = recover_all(log.records(SubjectKind::Session));
+//! // Recovery reads the same log (a `RecordSource`) and finds the terminal
+//! // session.
+//! let report = recover_all(&log);
 //! assert!(matches!(report.sessions.get(&id), Some(Ok(Recovered::Exited(_)))));
 //! # Ok(()) }
 //! # #[cfg(not(feature = "test-support"))] fn main() {}
@@ -111,7 +124,7 @@ pub mod memory;
 pub mod parked;
 pub mod ports;
 pub mod proof;
-pub mod record;
+mod record;
 pub mod recovery;
 pub mod session;
 pub mod stage;
@@ -122,8 +135,15 @@ pub use brand::{with_brand, Brand};
 pub use error::{LifecycleError, Refused};
 pub use evidence::{LaunchBinding, PlanDigests, ProcessIdentity, StopReason, TerminalReceiptRef};
 pub use parked::ParkedSession;
-pub use ports::{BaselineCleanup, Clock, PortError, ReceiptLog, TransitionLog};
+pub use ports::{
+    BaselineCleanup, Clock, ObservedProcess, PortError, ReceiptEntry, ReceiptLog, RecordSource,
+    StoredRecord, TransitionLog,
+};
 pub use proof::{AppendReceipt, Durable, PendingRecord, Subject, SubjectKind};
+/// The session record types and their encoder, for tests only (feature
+/// `test-support`): without the feature no crate can write a session
+/// record by hand.
+#[cfg(feature = "test-support")]
 pub use record::{SessionEntry, SessionRecord};
 pub use recovery::{
     recover_all, recover_session, recover_stored, replay_session, Recovered, RecoveryDecision,

@@ -5,12 +5,85 @@
 //! told to fail the next append, and survives a simulated crash simply by
 //! being the one value a test keeps while dropping every session.
 
-use crate::evidence::TerminalReceiptRef;
-use crate::ports::{BaselineCleanup, Clock, PortError, ReceiptLog, TransitionLog};
+use crate::error::LifecycleError;
+use crate::evidence::{ProcessIdentity, TerminalReceiptRef};
+use crate::ports::{
+    BaselineCleanup, Clock, ObservedProcess, PortError, ReceiptEntry, ReceiptLog, RecordSource,
+    StoredRecord, TransitionLog,
+};
 use crate::proof::{AppendReceipt, PendingRecord, Subject, SubjectKind};
 use core::cell::Cell;
 use glove_types::codes::lifecycle::{APPLY_CLEANUP_FAILED, LIFECYCLE_LOG_UNAVAILABLE};
+use glove_types::ids::SessionId;
+use glove_types::Sha256Digest;
 use std::collections::BTreeMap;
+
+/// A receipt reference made up by a test (to test a mismatch, or to build
+/// a reference without a receipt log). Production code gets one only from
+/// [`TerminalReceiptRef::durable`].
+pub fn forge_receipt(receipt_seq: u64, receipt_digest: Sha256Digest) -> TerminalReceiptRef {
+    TerminalReceiptRef::new(receipt_seq, receipt_digest)
+}
+
+/// A process a test says it observed: the raw values an [`ObservedProcess`]
+/// reports, for [`ProcessIdentity::observed`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Observed {
+    /// The boot id.
+    pub boot_id: String,
+    /// The pid.
+    pub pid: u32,
+    /// Start time in clock ticks after boot.
+    pub start_time_ticks: u64,
+    /// The cgroup inode.
+    pub cgroup_id: u64,
+}
+
+impl ObservedProcess for Observed {
+    fn boot_id(&self) -> &str {
+        &self.boot_id
+    }
+    fn pid(&self) -> u32 {
+        self.pid
+    }
+    fn start_time_ticks(&self) -> u64 {
+        self.start_time_ticks
+    }
+    fn cgroup_id(&self) -> u64 {
+        self.cgroup_id
+    }
+}
+
+/// A process identity from raw values, through [`Observed`].
+pub fn forge_identity(
+    boot_id: &str,
+    pid: u32,
+    start_time_ticks: u64,
+    cgroup_id: u64,
+) -> Result<ProcessIdentity, LifecycleError> {
+    ProcessIdentity::observed(&Observed {
+        boot_id: boot_id.to_owned(),
+        pid,
+        start_time_ticks,
+        cgroup_id,
+    })
+}
+
+/// Raw record bytes handed to replay as if a store held them (to test
+/// corrupt, foreign and hand-made records): every session asked for gets
+/// all of them, in order.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RawRecords(pub Vec<Vec<u8>>);
+
+impl RecordSource for RawRecords {
+    fn session_records(&self, _id: &SessionId) -> Vec<StoredRecord> {
+        self.0.iter().cloned().map(StoredRecord::Bytes).collect()
+    }
+
+    fn all_session_records(&self) -> Vec<StoredRecord> {
+        self.0.iter().cloned().map(StoredRecord::Bytes).collect()
+    }
+}
 
 type Key = (SubjectKind, String, u64);
 
@@ -83,18 +156,35 @@ impl TransitionLog for MemoryLog {
         Ok(record.acknowledge())
     }
 
-    fn lookup(&self, subject: Subject<'_>, seq: u64) -> Result<Option<Vec<u8>>, PortError> {
+    fn lookup(&self, subject: Subject<'_>, seq: u64) -> Result<Option<StoredRecord>, PortError> {
         Ok(self
             .records
             .get(&(subject.kind(), subject.id().to_owned(), seq))
-            .cloned())
+            .cloned()
+            .map(StoredRecord::Bytes))
+    }
+}
+
+impl RecordSource for MemoryLog {
+    fn session_records(&self, id: &SessionId) -> Vec<StoredRecord> {
+        self.records_of(Subject::Session(id))
+            .into_iter()
+            .map(StoredRecord::Bytes)
+            .collect()
+    }
+
+    fn all_session_records(&self) -> Vec<StoredRecord> {
+        self.records(SubjectKind::Session)
+            .into_iter()
+            .map(StoredRecord::Bytes)
+            .collect()
     }
 }
 
 /// An in-memory receipt journal: which terminal receipt each subject has.
 #[derive(Debug, Default, Clone)]
 pub struct MemoryReceipts {
-    receipts: BTreeMap<(SubjectKind, String), TerminalReceiptRef>,
+    receipts: BTreeMap<(SubjectKind, String), ReceiptEntry>,
 }
 
 impl MemoryReceipts {
@@ -103,18 +193,30 @@ impl MemoryReceipts {
         Self::default()
     }
 
+    /// Appends the terminal receipt `(seq, digest)` of `subject` and
+    /// returns its reference, as a real receipt log does after a durable
+    /// append.
+    pub fn append(
+        &mut self,
+        subject: Subject<'_>,
+        receipt_seq: u64,
+        receipt_digest: Sha256Digest,
+    ) -> TerminalReceiptRef {
+        self.put(subject, forge_receipt(receipt_seq, receipt_digest));
+        forge_receipt(receipt_seq, receipt_digest)
+    }
+
     /// Records `receipt` as the durable terminal receipt of `subject`.
     pub fn put(&mut self, subject: Subject<'_>, receipt: TerminalReceiptRef) {
-        self.receipts
-            .insert((subject.kind(), subject.id().to_owned()), receipt);
+        self.receipts.insert(
+            (subject.kind(), subject.id().to_owned()),
+            ReceiptEntry::new(receipt.receipt_seq(), receipt.receipt_digest()),
+        );
     }
 }
 
 impl ReceiptLog for MemoryReceipts {
-    fn terminal_receipt(
-        &self,
-        subject: Subject<'_>,
-    ) -> Result<Option<TerminalReceiptRef>, PortError> {
+    fn terminal_receipt(&self, subject: Subject<'_>) -> Result<Option<ReceiptEntry>, PortError> {
         Ok(self
             .receipts
             .get(&(subject.kind(), subject.id().to_owned()))

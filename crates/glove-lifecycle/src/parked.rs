@@ -9,11 +9,17 @@
 //! branded session parks again with [`Session::park`] (or `AnySession::from`).
 
 use crate::brand::{with_brand, Brand};
+#[cfg(feature = "test-support")]
 use crate::error::LifecycleError;
-use crate::evidence::{LaunchBinding, PlanDigests, ProcessIdentity, TerminalReceiptRef};
+use crate::evidence::{
+    LaunchBinding, PlanDigests, ProcessIdentity, StopReason, TerminalReceiptRef,
+};
+#[cfg(feature = "test-support")]
 use crate::record::{self, SessionEntry};
-use crate::session::{Repeat, Session};
-use crate::stage::{Exited, Failed, Running, Stage, Starting};
+#[cfg(feature = "test-support")]
+use crate::session::Repeat;
+use crate::session::Session;
+use crate::stage::{Exited, Failed, Running, Stage, Starting, Stopping};
 use core::fmt;
 use glove_types::ids::SessionId;
 use glove_types::stage::SessionStage;
@@ -110,7 +116,8 @@ impl<S: Stage> ParkedSession<S> {
     }
 
     /// Whether a record entering `entry.stage()` would repeat, conflict with,
-    /// or extend this session's history (see [`crate::AnySession::check_repeat`]).
+    /// or extend this session's history (see `AnySession::check_repeat`).
+    #[cfg(feature = "test-support")]
     pub(crate) fn repeat_of(&self, entry: &SessionEntry) -> Result<Repeat, LifecycleError> {
         let target = entry.stage();
         for (seq, (stage, digest)) in self.history.iter().enumerate() {
@@ -156,6 +163,28 @@ impl ParkedSession<Running> {
     /// The recorded process identity.
     pub fn process_identity(&self) -> &ProcessIdentity {
         &self.stage.identity
+    }
+
+    /// The launch binding the session was started under.
+    pub fn launch_binding(&self) -> LaunchBinding {
+        self.stage.binding
+    }
+}
+
+impl ParkedSession<Stopping> {
+    /// The process identity recorded when the session ran.
+    pub fn process_identity(&self) -> &ProcessIdentity {
+        &self.stage.identity
+    }
+
+    /// The launch binding the session was started under.
+    pub fn launch_binding(&self) -> LaunchBinding {
+        self.stage.binding
+    }
+
+    /// Why the session is stopping.
+    pub fn stop_reason(&self) -> StopReason {
+        self.stage.reason
     }
 }
 

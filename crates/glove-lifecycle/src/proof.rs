@@ -29,9 +29,12 @@
 
 use crate::brand::Invariant;
 use crate::error::LifecycleError;
+use crate::evidence::PlanDigests;
 use crate::ports::TransitionLog;
+use crate::record::{SessionEntry, SessionRecord};
 use core::fmt;
 use glove_types::ids::SessionId;
+use glove_types::stage::SessionStage;
 use glove_types::Sha256Digest;
 
 use crate::apply::TransactionId;
@@ -246,6 +249,31 @@ impl<'a> PendingRecord<'a> {
         self.digest
     }
 
+    /// For a session record, the stage it enters (`None` for an apply
+    /// record). A store that files records by stage reads it here rather
+    /// than decoding the bytes: the record types are private to this crate.
+    pub fn session_stage(&self) -> Option<SessionStage> {
+        self.session_entry().map(|e| e.stage())
+    }
+
+    /// For a session's record 0, the plan digests it binds the session to
+    /// (`None` for every other record). A store that keeps record 0 in its
+    /// own form ([`StoredRecord::Creation`](crate::StoredRecord)) reads them
+    /// here.
+    pub fn plan_digests(&self) -> Option<PlanDigests> {
+        match self.session_entry()? {
+            SessionEntry::Created { digests } => Some(digests),
+            _ => None,
+        }
+    }
+
+    fn session_entry(&self) -> Option<SessionEntry> {
+        if self.subject.kind() != SubjectKind::Session {
+            return None;
+        }
+        SessionRecord::decode(self.bytes).ok().map(|r| r.entry)
+    }
+
     /// The acknowledgement a log returns once these bytes are durable.
     pub fn acknowledge(&self) -> AppendReceipt {
         AppendReceipt {
@@ -318,10 +346,12 @@ pub(crate) fn append_checked<L: TransitionLog + ?Sized>(
     bytes: &[u8],
 ) -> Result<Sha256Digest, LifecycleError> {
     let digest = record_digest(subject.kind(), bytes);
-    match log
+    let existing = log
         .lookup(subject, seq)
         .map_err(crate::ports::PortError::into_lifecycle)?
-    {
+        .map(crate::ports::StoredRecord::into_bytes)
+        .transpose()?;
+    match existing {
         Some(existing) if existing.as_slice() == bytes => {}
         Some(_) => {
             return Err(LifecycleError::TransitionConflict {

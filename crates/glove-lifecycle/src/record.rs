@@ -12,6 +12,18 @@
 //!  "format":"glove.lifecycle.session-record.v1","prev":"<64 hex>","seq":3,"session_id":"s-1"}
 //! ```
 //! (keys are sorted in the real bytes; `prev` is `null` on record 0).
+//!
+//! Private to the crate: nothing outside can build a record, so nothing
+//! outside can hand replay a record the lifecycle did not write (stores
+//! hand records back through [`crate::RecordSource`]). Feature
+//! `test-support` re-exports the two types for tests.
+#![cfg_attr(
+    not(feature = "test-support"),
+    expect(
+        unreachable_pub,
+        reason = "public only through the test-support re-export"
+    )
+)]
 
 use crate::error::LifecycleError;
 use crate::evidence::{
@@ -27,7 +39,7 @@ use glove_types::{Blake3Digest, ErrorCode, Rejection, Sha256Digest};
 use serde::{Deserialize, Serialize};
 
 /// Largest session record accepted, in bytes.
-pub const MAX_RECORD_BYTES: usize = 4096;
+pub(crate) const MAX_RECORD_BYTES: usize = 4096;
 
 /// The typed content of one session record: the stage it enters and the
 /// evidence that stage needs.
@@ -107,10 +119,11 @@ pub struct SessionRecord {
 }
 
 /// Wire format tag written into every session record.
-pub const SESSION_RECORD_FORMAT: &str = SESSION_RECORD_DOMAIN;
+pub(crate) const SESSION_RECORD_FORMAT: &str = SESSION_RECORD_DOMAIN;
 
 impl SessionRecord {
     /// The canonical bytes of this record.
+    #[cfg(feature = "test-support")]
     pub fn encode(&self) -> Result<Vec<u8>, LifecycleError> {
         encode(&self.session_id, self.seq, self.prev, &self.entry)
     }

@@ -31,9 +31,9 @@
 
 use crate::any::AnySession;
 use crate::error::LifecycleError;
-use crate::evidence::TerminalReceiptRef;
+use crate::evidence::{LaunchBinding, ProcessIdentity, TerminalReceiptRef};
 use crate::parked::ParkedSession;
-use crate::ports::{confirm_receipt, ReceiptLog, TransitionLog};
+use crate::ports::{confirm_receipt, ReceiptLog, RecordSource, StoredRecord, TransitionLog};
 use crate::proof::{append_checked, record_digest, Subject, SubjectKind};
 use crate::record::{SessionEntry, SessionRecord};
 use crate::stage::{Created, Exited, Failed, Preparing, Running, Starting, Stopping};
@@ -93,6 +93,27 @@ impl RecoveryDecision {
         }
     }
 
+    /// The recorded process identity, for a session that was running or
+    /// stopping (`None` when it never ran).
+    pub fn process_identity(&self) -> Option<&ProcessIdentity> {
+        match self {
+            RecoveryDecision::AbandonPreparation(_) | RecoveryDecision::ResolveLaunch(_) => None,
+            RecoveryDecision::ReconcileProcess(s) => Some(s.process_identity()),
+            RecoveryDecision::FinishStop(s) => Some(s.process_identity()),
+        }
+    }
+
+    /// The recorded launch binding, for a session that reached starting
+    /// (`None` when it was still preparing).
+    pub fn launch_binding(&self) -> Option<LaunchBinding> {
+        match self {
+            RecoveryDecision::AbandonPreparation(_) => None,
+            RecoveryDecision::ResolveLaunch(s) => Some(s.launch_binding()),
+            RecoveryDecision::ReconcileProcess(s) => Some(s.launch_binding()),
+            RecoveryDecision::FinishStop(s) => Some(s.launch_binding()),
+        }
+    }
+
     /// The typed session as a dynamic one.
     pub fn into_any(self) -> AnySession {
         match self {
@@ -140,18 +161,36 @@ impl Recovered {
     }
 }
 
-/// Rebuilds one session from its records, in order, strictly.
-pub fn replay_session<B: AsRef<[u8]>>(records: &[B]) -> Result<AnySession, LifecycleError> {
-    let decoded = records
-        .iter()
-        .map(|b| decode_with_digest(b.as_ref()))
-        .collect::<Result<Vec<_>, _>>()?;
-    replay_decoded(decoded)
+/// Rebuilds session `id` from the records `source` holds for it, in
+/// order, strictly. A session the source does not hold fails with
+/// `lifecycle_record_missing_creation`.
+pub fn replay_session<S: RecordSource + ?Sized>(
+    source: &S,
+    id: &SessionId,
+) -> Result<AnySession, LifecycleError> {
+    let records = stored_bytes(source.session_records(id))?;
+    replay_bytes(&records)
 }
 
-/// Rebuilds one session and classifies it (see the module docs).
-pub fn recover_session<B: AsRef<[u8]>>(records: &[B]) -> Result<Recovered, LifecycleError> {
-    replay_session(records).map(classify)
+/// Rebuilds session `id` from `source` and classifies it (see the module
+/// docs).
+pub fn recover_session<S: RecordSource + ?Sized>(
+    source: &S,
+    id: &SessionId,
+) -> Result<Recovered, LifecycleError> {
+    replay_session(source, id).map(classify)
+}
+
+fn stored_bytes(records: Vec<StoredRecord>) -> Result<Vec<Vec<u8>>, LifecycleError> {
+    records.into_iter().map(StoredRecord::into_bytes).collect()
+}
+
+fn replay_bytes(records: &[Vec<u8>]) -> Result<AnySession, LifecycleError> {
+    let decoded = records
+        .iter()
+        .map(|b| decode_with_digest(b))
+        .collect::<Result<Vec<_>, _>>()?;
+    replay_decoded(decoded)
 }
 
 fn classify(s: AnySession) -> Recovered {
@@ -182,6 +221,8 @@ pub struct Unreplayable {
     stored_stage: SessionStage,
     next_seq: u64,
     prev: Option<Sha256Digest>,
+    identity: Option<ProcessIdentity>,
+    binding: Option<LaunchBinding>,
 }
 
 impl Unreplayable {
@@ -203,6 +244,18 @@ impl Unreplayable {
     /// The code recorded when failing the session.
     pub fn code(&self) -> ErrorCode {
         c::LIFECYCLE_RECOVERY_REPLAY_FAILED
+    }
+
+    /// The process identity of the first running record that still
+    /// decodes on its own, if any: what the runtime reconciles.
+    pub fn process_identity(&self) -> Option<&ProcessIdentity> {
+        self.identity.as_ref()
+    }
+
+    /// The launch binding of the first starting record that still decodes
+    /// on its own, if any: what the receipt names.
+    pub fn launch_binding(&self) -> Option<LaunchBinding> {
+        self.binding
     }
 
     /// Confirms the durable terminal receipt, then appends the failure
@@ -238,15 +291,18 @@ impl Unreplayable {
     }
 }
 
-/// Recovers one stored session: `records` are all its records in order
-/// and `stored_stage` the stage the store holds for it. A session that does
+/// Recovers one stored session from the records `source` holds for it;
+/// `stored_stage` is the stage the store holds for it. A session that does
 /// not replay comes back as [`Unreplayable`], to be failed, never skipped.
-pub fn recover_stored<B: AsRef<[u8]>>(
+pub fn recover_stored<S: RecordSource + ?Sized>(
+    source: &S,
     id: &SessionId,
-    records: &[B],
     stored_stage: SessionStage,
 ) -> Result<Recovered, Box<Unreplayable>> {
-    let replayed = replay_session(records).and_then(|s| {
+    // A record 0 that cannot be re-encoded leaves nothing to replay (the
+    // session is then unreplayable with no record to chain to).
+    let records = stored_bytes(source.session_records(id)).unwrap_or_default();
+    let replayed = replay_bytes(&records).and_then(|s| {
         if s.id() == id {
             Ok(s)
         } else {
@@ -257,6 +313,19 @@ pub fn recover_stored<B: AsRef<[u8]>>(
         }
     });
     replayed.map(classify).map_err(|error| {
+        let mut identity = None;
+        let mut binding = None;
+        for r in records
+            .iter()
+            .skip(1)
+            .filter_map(|b| SessionRecord::decode(b).ok())
+        {
+            match r.entry {
+                SessionEntry::Running { identity: i } if identity.is_none() => identity = Some(i),
+                SessionEntry::Starting { binding: b, .. } if binding.is_none() => binding = Some(b),
+                _ => {}
+            }
+        }
         Box::new(Unreplayable {
             id: id.clone(),
             error,
@@ -265,6 +334,8 @@ pub fn recover_stored<B: AsRef<[u8]>>(
             prev: records
                 .last()
                 .map(|b| record_digest(SubjectKind::Session, b.as_ref())),
+            identity,
+            binding,
         })
     })
 }
@@ -284,13 +355,16 @@ pub struct RecoveryReport {
     pub used_nonces: Vec<(Nonce, u64)>,
 }
 
-/// Recovers every session in a store, given all its records in store order
-/// (records of different sessions may interleave).
-pub fn recover_all<B: AsRef<[u8]>, I: IntoIterator<Item = B>>(records: I) -> RecoveryReport {
+/// Recovers every session `source` holds, from all its records in store
+/// order (records of different sessions may interleave).
+pub fn recover_all<S: RecordSource + ?Sized>(source: &S) -> RecoveryReport {
     let mut report = RecoveryReport::default();
     let mut groups: BTreeMap<SessionId, Vec<(SessionRecord, Sha256Digest)>> = BTreeMap::new();
-    for (i, bytes) in records.into_iter().enumerate() {
-        match decode_with_digest(bytes.as_ref()) {
+    for (i, stored) in source.all_session_records().into_iter().enumerate() {
+        match stored
+            .into_bytes()
+            .and_then(|bytes| decode_with_digest(&bytes))
+        {
             Ok((rec, digest)) => {
                 if let SessionEntry::Starting {
                     nonce,
@@ -345,6 +419,10 @@ fn replay_decoded(
     let mut head_seq = 0u64;
     let mut head_digest = first_digest;
     let mut last = first.entry;
+    // Evidence accumulates: a running session keeps its binding, a stopping
+    // one its binding and identity.
+    let mut binding: Option<LaunchBinding> = None;
+    let mut identity: Option<ProcessIdentity> = None;
     for (rec, digest) in iter {
         if rec.session_id != id {
             return Err(LifecycleError::RecordForeign {
@@ -369,8 +447,18 @@ fn replay_decoded(
         history.push((to, digest));
         head_seq = rec.seq;
         head_digest = digest;
+        match &rec.entry {
+            SessionEntry::Starting { binding: b, .. } => binding = Some(*b),
+            SessionEntry::Running { identity: i } => identity = Some(i.clone()),
+            _ => {}
+        }
         last = rec.entry;
     }
+    // Running and stopping are reached only through starting (and running),
+    // whose records set these; the graph check above guarantees it.
+    let evidence_missing = || LifecycleError::MissingCreation {
+        kind: SubjectKind::Session,
+    };
     let h = (history, head_seq, head_digest);
     Ok(match last {
         SessionEntry::Created { digests: d } => {
@@ -395,12 +483,25 @@ fn replay_decoded(
                 authorization_expires_at_ms,
             },
         )),
-        SessionEntry::Running { identity } => {
-            AnySession::Running(build(&id, digests, h, Running { identity }))
-        }
-        SessionEntry::Stopping { reason } => {
-            AnySession::Stopping(build(&id, digests, h, Stopping { reason }))
-        }
+        SessionEntry::Running { identity } => AnySession::Running(build(
+            &id,
+            digests,
+            h,
+            Running {
+                binding: binding.ok_or_else(evidence_missing)?,
+                identity,
+            },
+        )),
+        SessionEntry::Stopping { reason } => AnySession::Stopping(build(
+            &id,
+            digests,
+            h,
+            Stopping {
+                binding: binding.ok_or_else(evidence_missing)?,
+                identity: identity.ok_or_else(evidence_missing)?,
+                reason,
+            },
+        )),
         SessionEntry::Exited { receipt } => {
             AnySession::Exited(build(&id, digests, h, Exited { receipt }))
         }

@@ -301,7 +301,11 @@ impl<'id> Session<'id, Starting> {
         let entry = SessionEntry::Running {
             identity: identity.clone(),
         };
-        self.log_next(&entry, Running { identity }, log)
+        let next = Running {
+            binding: self.parked.stage.binding,
+            identity,
+        };
+        self.log_next(&entry, next, log)
     }
 
     /// `Starting → Running`.
@@ -316,13 +320,24 @@ impl<'id> Session<'id, Running> {
         &self.parked.stage.identity
     }
 
-    /// Appends the stop-intent record.
+    /// The launch binding the session was started under.
+    pub fn launch_binding(&self) -> LaunchBinding {
+        self.parked.stage.binding
+    }
+
+    /// Appends the stop-intent record. The stopping session keeps the
+    /// identity and the binding.
     pub fn log_stop<L: TransitionLog + ?Sized>(
         &self,
         reason: StopReason,
         log: &mut L,
     ) -> Result<Durable<'id, Stopping>, LifecycleError> {
-        self.log_next(&SessionEntry::Stopping { reason }, Stopping { reason }, log)
+        let next = Stopping {
+            binding: self.parked.stage.binding,
+            identity: self.parked.stage.identity.clone(),
+            reason,
+        };
+        self.log_next(&SessionEntry::Stopping { reason }, next, log)
     }
 
     /// `Running → Stopping`.
@@ -335,6 +350,21 @@ impl<'id> Session<'id, Running> {
 }
 
 impl<'id> Session<'id, Stopping> {
+    /// The process identity recorded when the session ran.
+    pub fn process_identity(&self) -> &ProcessIdentity {
+        &self.parked.stage.identity
+    }
+
+    /// The launch binding the session was started under.
+    pub fn launch_binding(&self) -> LaunchBinding {
+        self.parked.stage.binding
+    }
+
+    /// Why the session is stopping.
+    pub fn stop_reason(&self) -> StopReason {
+        self.parked.stage.reason
+    }
+
     /// Confirms with the receipt journal that `receipt` is this session's
     /// durable terminal receipt, then appends the exit record.
     pub fn log_exit<R: ReceiptLog + ?Sized, L: TransitionLog + ?Sized>(

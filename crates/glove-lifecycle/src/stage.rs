@@ -65,16 +65,21 @@ pub struct Starting {
 }
 stage!(Starting, Starting, live);
 
-/// The agent runs; its process identity is recorded.
+/// The agent runs; its process identity is recorded. Keeps the launch
+/// binding it was started under.
 #[derive(Debug)]
 pub struct Running {
+    pub(crate) binding: LaunchBinding,
     pub(crate) identity: ProcessIdentity,
 }
 stage!(Running, Running, live);
 
-/// Stop intent recorded; finalization is under way.
+/// Stop intent recorded; finalization is under way. Keeps the launch
+/// binding and the process identity of the running stage.
 #[derive(Debug)]
 pub struct Stopping {
+    pub(crate) binding: LaunchBinding,
+    pub(crate) identity: ProcessIdentity,
     pub(crate) reason: StopReason,
 }
 stage!(Stopping, Stopping, live);
@@ -123,12 +128,27 @@ impl Running {
     pub fn identity(&self) -> &ProcessIdentity {
         &self.identity
     }
+
+    /// The launch binding the session was started under.
+    pub fn binding(&self) -> LaunchBinding {
+        self.binding
+    }
 }
 
 impl Stopping {
     /// Why the session is stopping.
     pub fn reason(&self) -> StopReason {
         self.reason
+    }
+
+    /// The process identity recorded when the session ran.
+    pub fn identity(&self) -> &ProcessIdentity {
+        &self.identity
+    }
+
+    /// The launch binding the session was started under.
+    pub fn binding(&self) -> LaunchBinding {
+        self.binding
     }
 }
 

@@ -342,7 +342,8 @@ pub struct VerifiedStart {
 /// Entries whose authorization has expired are pruned when room is needed,
 /// since an expired authorization is refused anyway; if the set is still full,
 /// verification fails closed with `start_auth_nonce_store_full`.
-#[derive(Clone, Debug)]
+/// Not `Clone`: two copies would each accept the same value once.
+#[derive(Debug)]
 pub struct UsedNonces {
     entries: BTreeMap<Nonce, u64>,
     capacity: usize,

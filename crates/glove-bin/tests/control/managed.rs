@@ -7,6 +7,7 @@
 use super::common;
 use super::harness::*;
 use glove_bin::control::client::Client;
+use glove_journal::testing::StoreWriter;
 use glove_types::Sha256Digest;
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
@@ -1400,8 +1401,19 @@ fn issue_14_a_recovered_receipt_never_reports_made_up_limits() {
                 plan,
             })
             .expect("create");
-        let zero = glove_journal::lifecycle::creation_bytes(store.get(&id).expect("stored"))
-            .expect("record 0");
+        let zero = glove_lifecycle::SessionRecord {
+            session_id: id.clone(),
+            seq: 0,
+            prev: None,
+            entry: glove_lifecycle::SessionEntry::Created {
+                digests: glove_lifecycle::PlanDigests::new(
+                    Sha256Digest::of(plan),
+                    glove_types::Blake3Digest::of(plan),
+                ),
+            },
+        }
+        .encode()
+        .expect("record 0");
         let preparing = glove_lifecycle::SessionRecord {
             session_id: id.clone(),
             seq: 1,

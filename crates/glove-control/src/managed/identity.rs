@@ -4,6 +4,31 @@ use glove_types::codes::control::*;
 use glove_types::Rejection;
 use std::path::Path;
 
+/// An observed process, as the lifecycle's `ObservedProcess` port: the
+/// launcher read the init's boot id, pid and start time from `/proc` when
+/// it released it, and the service stats the inode of the cgroup directory
+/// named there. The lifecycle makes the recorded identity from this and
+/// from nothing else.
+struct ObservedInit<'a> {
+    init: &'a glove_sandbox::identity::ProcessIdentity,
+    cgroup_id: u64,
+}
+
+impl glove_lifecycle::ObservedProcess for ObservedInit<'_> {
+    fn boot_id(&self) -> &str {
+        &self.init.boot_id
+    }
+    fn pid(&self) -> u32 {
+        u32::try_from(self.init.pid).unwrap_or(0)
+    }
+    fn start_time_ticks(&self) -> u64 {
+        self.init.start_time_ticks
+    }
+    fn cgroup_id(&self) -> u64 {
+        self.cgroup_id
+    }
+}
+
 /// The identity the lifecycle records: boot id, pid, start time and the
 /// inode of the init's cgroup directory.
 pub(super) fn lifecycle_identity(
@@ -11,12 +36,10 @@ pub(super) fn lifecycle_identity(
 ) -> Result<glove_lifecycle::ProcessIdentity, Rejection> {
     let cg = cgroup_inode(&id.cgroup)
         .ok_or_else(|| Rejection::new(SESSION_LAUNCH_FAILED, "cannot read the sandbox cgroup"))?;
-    glove_lifecycle::ProcessIdentity::new(
-        &id.boot_id,
-        u32::try_from(id.pid).unwrap_or(0),
-        id.start_time_ticks,
-        cg,
-    )
+    glove_lifecycle::ProcessIdentity::observed(&ObservedInit {
+        init: id,
+        cgroup_id: cg,
+    })
     .map_err(|e| Rejection::new(e.code(), e.code().meaning()))
 }
 
@@ -73,16 +96,25 @@ mod tests {
             eprintln!("skipping: no cgroup v2 path for this process");
             return;
         };
-        let pid = std::process::id();
-        let real = glove_lifecycle::ProcessIdentity::new(&me.boot_id, pid, me.start_time_ticks, cg)
-            .expect("valid");
+        let real = lifecycle_identity(&me).expect("valid");
         assert!(identity_matches(&real));
+        // Forged observations: the port is the one way to an identity.
+        let observed = |boot_id: &str, start_time_ticks, cgroup_id| {
+            let init = glove_sandbox::identity::ProcessIdentity {
+                boot_id: boot_id.to_owned(),
+                start_time_ticks,
+                ..me.clone()
+            };
+            glove_lifecycle::ProcessIdentity::observed(&ObservedInit {
+                init: &init,
+                cgroup_id,
+            })
+        };
         for forged in [
-            glove_lifecycle::ProcessIdentity::new(&me.boot_id, pid, me.start_time_ticks + 1, cg),
-            glove_lifecycle::ProcessIdentity::new(&me.boot_id, pid, me.start_time_ticks, cg + 1),
-            glove_lifecycle::ProcessIdentity::new(
+            observed(&me.boot_id, me.start_time_ticks + 1, cg),
+            observed(&me.boot_id, me.start_time_ticks, cg + 1),
+            observed(
                 "00000000-0000-0000-0000-000000000001",
-                pid,
                 me.start_time_ticks,
                 cg,
             ),

@@ -46,7 +46,6 @@ use glove_journal::{ReceiptJournal, SessionStore};
 use glove_lifecycle::{AnySession, PortError, ServiceKey, TerminalReceiptRef, UsedNonces};
 use glove_types::codes::control::*;
 use glove_types::ids::SessionId;
-use glove_types::stage::SessionStage;
 use glove_types::{ErrorCode, Sha256Digest};
 use serde_json::Value;
 use std::collections::HashMap;
@@ -205,12 +204,11 @@ impl Runtime {
         launcher: Arc<dyn Launcher>,
     ) -> Runtime {
         let mut nonces = UsedNonces::new(NONCE_CAPACITY);
-        let records = match lock(&store) {
-            Ok(s) => ports::all_records(&s),
+        let used = match lock(&store) {
+            Ok(s) => glove_lifecycle::recover_all(&*s).used_nonces,
             Err(_) => Vec::new(),
         };
-        let report = glove_lifecycle::recover_all(records);
-        for (n, exp) in report.used_nonces {
+        for (n, exp) in used {
             nonces.insert_recovered(n, exp);
         }
         Runtime {
@@ -235,11 +233,9 @@ impl Runtime {
         body: &glove_types::receipt::ResourceReceiptV1,
     ) -> Result<TerminalReceiptRef, ControlError> {
         let mut j = lock(&self.receipts)?;
-        if let Some(r) = glove_lifecycle::ReceiptLog::terminal_receipt(
-            &ReceiptView::new(&j),
-            glove_lifecycle::Subject::Session(id),
-        )
-        .map_err(port)?
+        let subject = glove_lifecycle::Subject::Session(id);
+        if let Some(r) =
+            TerminalReceiptRef::durable(&ReceiptView::new(&j), subject).map_err(|e| life(&e))?
         {
             return Ok(r);
         }
@@ -248,10 +244,12 @@ impl Runtime {
             Some(r) => r,
             None => ports::reserve(&mut j, id).map_err(|e| err(e.code(), e.to_string()))?,
         };
-        let stored = j
-            .append_receipt(&res, ReceiptKind::ResourceV1, &bytes)
+        j.append_receipt(&res, ReceiptKind::ResourceV1, &bytes)
             .map_err(|e| err(e.code(), e.to_string()))?;
-        Ok(ports::reference(&stored))
+        // The reference comes from the receipt log, now that it is durable.
+        TerminalReceiptRef::durable(&ReceiptView::new(&j), subject)
+            .map_err(|e| life(&e))?
+            .ok_or(ControlError::Internal("receipt state"))
     }
 
     /// Fails a live session: receipt first, then the failure record.
@@ -276,23 +274,13 @@ impl Runtime {
                 })?
             }};
         }
-        Ok(match any.stage() {
-            SessionStage::Created => {
-                fail!(any.try_into_created().map_err(|e| life(e.error()))?)
-            }
-            SessionStage::Preparing => {
-                fail!(any.try_into_preparing().map_err(|e| life(e.error()))?)
-            }
-            SessionStage::Starting => {
-                fail!(any.try_into_starting().map_err(|e| life(e.error()))?)
-            }
-            SessionStage::Running => {
-                fail!(any.try_into_running().map_err(|e| life(e.error()))?)
-            }
-            SessionStage::Stopping => {
-                fail!(any.try_into_stopping().map_err(|e| life(e.error()))?)
-            }
-            SessionStage::Exited | SessionStage::Failed => any,
+        Ok(match any {
+            AnySession::Created(s) => fail!(s),
+            AnySession::Preparing(s) => fail!(s),
+            AnySession::Starting(s) => fail!(s),
+            AnySession::Running(s) => fail!(s),
+            AnySession::Stopping(s) => fail!(s),
+            terminal @ (AnySession::Exited(_) | AnySession::Failed(_)) => terminal,
         })
     }
 
@@ -319,12 +307,9 @@ impl Runtime {
 
     fn terminal(&self, id: &SessionId) -> Option<TerminalReceiptRef> {
         let j = lock(&self.receipts).ok()?;
-        glove_lifecycle::ReceiptLog::terminal_receipt(
-            &ReceiptView::new(&j),
-            glove_lifecycle::Subject::Session(id),
-        )
-        .ok()
-        .flatten()
+        TerminalReceiptRef::durable(&ReceiptView::new(&j), glove_lifecycle::Subject::Session(id))
+            .ok()
+            .flatten()
     }
 
     fn live(&self, id: &SessionId) -> Result<Arc<Live>, ControlError> {

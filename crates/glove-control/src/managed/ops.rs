@@ -84,8 +84,7 @@ impl Runtime {
         {
             let mut guard = mem(&live.session);
             match guard.take() {
-                Some(any) if any.stage() == SessionStage::Running => {
-                    let running = any.try_into_running().map_err(|e| life(e.error()))?;
+                Some(AnySession::Running(running)) => {
                     let mut store = lock(&self.store)?;
                     // The session goes back into the guard whatever happens.
                     let (session, stopped) = running.enter(|running| {
@@ -103,8 +102,15 @@ impl Runtime {
                     *guard = Some(session);
                     stopped?;
                 }
-                Some(any) if any.stage() == SessionStage::Stopping => *guard = Some(any),
-                other => {
+                Some(stopping @ AnySession::Stopping(_)) => *guard = Some(stopping),
+                other @ (None
+                | Some(
+                    AnySession::Created(_)
+                    | AnySession::Preparing(_)
+                    | AnySession::Starting(_)
+                    | AnySession::Exited(_)
+                    | AnySession::Failed(_),
+                )) => {
                     let stage = other
                         .as_ref()
                         .map(|a| a.stage().as_str())

@@ -10,7 +10,6 @@ use glove_lifecycle::PlanDigests;
 use glove_types::ids::SessionId;
 use glove_types::policy::ResourceLimits;
 use glove_types::stage::SessionStage;
-use glove_types::Sha256Digest;
 use serde_json::{json, Value};
 use std::time::Duration;
 
@@ -65,23 +64,24 @@ impl Runtime {
     }
 
     fn recover_into(&self, out: &mut Vec<Value>) -> Result<(), ControlError> {
-        // Every session the store holds, with its records and the stage the
-        // store holds for it: one whose records do not replay is failed
-        // with a code and a receipt, never skipped.
-        let stored: Vec<(SessionId, SessionStage, Vec<Vec<u8>>)> = {
+        // Every session the store holds, with the stage the store holds for
+        // it: one whose records do not replay is failed with a code and a
+        // receipt, never skipped. Replay reads each session's records from
+        // the store (the lifecycle's record source).
+        let stored: Vec<(SessionId, SessionStage)> = {
             let store = lock(&self.store)?;
             store
                 .index()
                 .iter()
-                .map(|s| {
-                    let id = s.session_id().clone();
-                    let records = ports::session_records(&store, &id).unwrap_or_default();
-                    (id, s.stage(), records)
-                })
+                .map(|s| (s.session_id().clone(), s.stage()))
                 .collect()
         };
-        for (id, stored_stage, records) in stored {
-            let d = match glove_lifecycle::recover_stored(&id, &records, stored_stage) {
+        for (id, stored_stage) in stored {
+            let recovered = {
+                let store = lock(&self.store)?;
+                glove_lifecycle::recover_stored(&*store, &id, stored_stage)
+            };
+            let d = match recovered {
                 Ok(glove_lifecycle::Recovered::Interrupted(d)) => d,
                 Ok(_) => continue,
                 Err(u) => {
@@ -91,54 +91,34 @@ impl Runtime {
             };
             let code = d.code();
             let stage = d.stage();
-            // Running and stopping sessions recorded the init's identity;
-            // a starting one did not (its launcher holds the sandbox for a
-            // release that never comes and tears it down when our end of
-            // the socket closes).
-            let recorded = match &d {
-                glove_lifecycle::RecoveryDecision::ReconcileProcess(s) => {
-                    Some(s.process_identity().clone())
-                }
-                glove_lifecycle::RecoveryDecision::FinishStop(_) => self.identity_of(&id),
-                _ => None,
-            };
-            let rec = self.reconcile(&id, recorded.as_ref());
+            // Running and stopping sessions recorded the init's identity
+            // (a stopping one keeps it from its running stage); a starting
+            // one did not (its launcher holds the sandbox for a release
+            // that never comes and tears it down when our end of the
+            // socket closes).
+            let rec = self.reconcile(&id, d.process_identity());
+            let binding = d.launch_binding().map(|b| b.digest());
             let matched = rec.matched;
             // A stop whose receipt is already durable only lacks its exit
             // record.
-            if let glove_lifecycle::RecoveryDecision::FinishStop(_) = &d {
-                if let Some(r) = self.terminal(&id) {
-                    let any = d.into_any();
-                    let res = (|| {
-                        let stopping = any.try_into_stopping().map_err(|e| life(e.error()))?;
-                        let mut store = lock(&self.store)?;
-                        let j = lock(&self.receipts)?;
-                        stopping.enter(|stopping| {
-                            let p = stopping
-                                .log_exit(
-                                    r,
-                                    &ReceiptView::new(&j),
-                                    &mut Transitions::new(&mut store),
-                                )
-                                .map_err(|e| life(&e))?;
-                            stopping
-                                .exit(p)
-                                .map(glove_lifecycle::Session::park)
-                                .map_err(|e| life(e.error()))
-                        })
-                    })();
-                    tracing::warn!(session_id = ?id.as_str(), ok = res.is_ok(), "stop finished at recovery (receipt was durable)");
-                    if res.is_ok() {
-                        self.forget_launcher(&id);
+            let d = match d {
+                glove_lifecycle::RecoveryDecision::FinishStop(stopping) => {
+                    match self.terminal(&id) {
+                        Some(r) => {
+                            self.finish_stop_at_recovery(&id, stopping, r, matched, out);
+                            continue;
+                        }
+                        None => glove_lifecycle::RecoveryDecision::FinishStop(stopping),
                     }
-                    out.push(json!({"session_id": id.as_str(), "stage": "exited", "identity_matched": matched}));
-                    continue;
                 }
-            }
+                other @ (glove_lifecycle::RecoveryDecision::AbandonPreparation(_)
+                | glove_lifecycle::RecoveryDecision::ResolveLaunch(_)
+                | glove_lifecycle::RecoveryDecision::ReconcileProcess(_)) => other,
+            };
             let digests = *d.into_any().digests();
             let facts = ReceiptFacts {
                 digests,
-                binding: self.binding_of(&id),
+                binding,
                 limits: self.limits_of(&id),
                 projections: vec![],
             };
@@ -168,6 +148,38 @@ impl Runtime {
             out.push(json!({"session_id": id.as_str(), "code": code.as_str(), "identity_matched": matched}));
         }
         Ok(())
+    }
+
+    /// A stop whose receipt is already durable only lacks its exit record:
+    /// record it.
+    fn finish_stop_at_recovery(
+        &self,
+        id: &SessionId,
+        stopping: glove_lifecycle::ParkedSession<glove_lifecycle::Stopping>,
+        r: glove_lifecycle::TerminalReceiptRef,
+        matched: bool,
+        out: &mut Vec<Value>,
+    ) {
+        let res = (|| {
+            let mut store = lock(&self.store)?;
+            let j = lock(&self.receipts)?;
+            stopping.enter(|stopping| {
+                let p = stopping
+                    .log_exit(r, &ReceiptView::new(&j), &mut Transitions::new(&mut store))
+                    .map_err(|e| life(&e))?;
+                stopping
+                    .exit(p)
+                    .map(glove_lifecycle::Session::park)
+                    .map_err(|e| life(e.error()))
+            })
+        })();
+        tracing::warn!(session_id = ?id.as_str(), ok = res.is_ok(), "stop finished at recovery (receipt was durable)");
+        if res.is_ok() {
+            self.forget_launcher(id);
+        }
+        out.push(
+            json!({"session_id": id.as_str(), "stage": "exited", "identity_matched": matched}),
+        );
     }
 
     /// Ends what is left of a session's processes at recovery. With the
@@ -235,19 +247,6 @@ impl Runtime {
         }
     }
 
-    pub(super) fn identity_of(&self, id: &SessionId) -> Option<glove_lifecycle::ProcessIdentity> {
-        let store = lock(&self.store).ok()?;
-        store.transitions(id)?.iter().find_map(|t| {
-            match glove_lifecycle::SessionRecord::decode(t.evidence())
-                .ok()?
-                .entry
-            {
-                glove_lifecycle::SessionEntry::Running { identity } => Some(identity),
-                _ => None,
-            }
-        })
-    }
-
     /// The limits the session was admitted with: the stored plan's, decoded
     /// strictly (the plan is what admission checked the policy against and
     /// what the launch spec took its limits from). `None` when the plan
@@ -273,8 +272,7 @@ impl Runtime {
             }
             return None;
         }
-        let recorded = self.identity_of(&id);
-        let r = self.reconcile(&id, recorded.as_ref());
+        let r = self.reconcile(&id, u.process_identity());
         let digests = {
             let store = lock(&self.store).ok()?;
             store
@@ -283,7 +281,7 @@ impl Runtime {
         }?;
         let facts = ReceiptFacts {
             digests,
-            binding: self.binding_of(&id),
+            binding: u.launch_binding().map(|b| b.digest()),
             limits: self.limits_of(&id),
             projections: vec![],
         };
@@ -318,16 +316,5 @@ impl Runtime {
         Some(
             json!({"session_id": id.as_str(), "code": code.as_str(), "replay_error": replay_error.as_str(), "identity_matched": r.matched}),
         )
-    }
-
-    pub(super) fn binding_of(&self, id: &SessionId) -> Option<Sha256Digest> {
-        let store = lock(&self.store).ok()?;
-        store.transitions(id)?.iter().find_map(|t| {
-            let r = glove_lifecycle::SessionRecord::decode(t.evidence()).ok()?;
-            match r.entry {
-                glove_lifecycle::SessionEntry::Starting { binding, .. } => Some(binding.digest()),
-                _ => None,
-            }
-        })
     }
 }

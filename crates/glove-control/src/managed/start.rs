@@ -92,13 +92,20 @@ impl Runtime {
             )
             .map_err(auth_err)?
         };
-        if any.stage() != SessionStage::Created {
-            return Err(err(
-                SESSION_NOT_STARTABLE,
-                format!("session {} is {}", id.as_str(), any.stage().as_str()),
-            ));
-        }
-        let created = any.try_into_created().map_err(|e| life(e.error()))?;
+        let created = match any {
+            AnySession::Created(created) => created,
+            other @ (AnySession::Preparing(_)
+            | AnySession::Starting(_)
+            | AnySession::Running(_)
+            | AnySession::Stopping(_)
+            | AnySession::Exited(_)
+            | AnySession::Failed(_)) => {
+                return Err(err(
+                    SESSION_NOT_STARTABLE,
+                    format!("session {} is {}", id.as_str(), other.stage().as_str()),
+                ));
+            }
+        };
         // From here on the session is typed, under one brand; it leaves the
         // scope only as an `AnySession` (the live registry, `fail_with`).
         created.enter(|created| -> Result<Value, ControlError> {
@@ -390,9 +397,8 @@ impl Runtime {
                 } else {
                     StopReason::AgentExited
                 };
-                let stopping = match any.stage() {
-                    SessionStage::Running => {
-                        let running = any.try_into_running().map_err(|e| life(e.error()))?;
+                let stopping = match any {
+                    AnySession::Running(running) => {
                         let mut store = lock(&self.store)?;
                         running.enter(|running| -> Result<_, ControlError> {
                             let p = running
@@ -401,7 +407,19 @@ impl Runtime {
                             Ok(running.stop(p).map_err(|e| life(e.error()))?.park())
                         })?
                     }
-                    _ => any.try_into_stopping().map_err(|e| life(e.error()))?,
+                    AnySession::Stopping(stopping) => stopping,
+                    other @ (AnySession::Created(_)
+                    | AnySession::Preparing(_)
+                    | AnySession::Starting(_)
+                    | AnySession::Exited(_)
+                    | AnySession::Failed(_)) => {
+                        // Not running nor stopping: nothing to end (the
+                        // session value is dropped, as before).
+                        return Err(life(&glove_lifecycle::LifecycleError::WrongStage {
+                            expected: SessionStage::Stopping,
+                            actual: other.stage(),
+                        }));
+                    }
                 };
                 let body = receipt_body(&id, &live.facts, &Ending::Outcome(&o), None);
                 let r = self.append_receipt(&id, &body)?;

@@ -219,7 +219,7 @@ impl SessionStore {
     }
 
     /// Creates a session, or returns the original on a byte-identical retry.
-    pub fn create_session(&mut self, req: NewSession<'_>) -> Result<Creation, JournalError> {
+    pub(crate) fn create_session(&mut self, req: NewSession<'_>) -> Result<Creation, JournalError> {
         self.writable()?;
         if req.plan.len() > MAX_PLAN_BYTES {
             return Err(JournalError::PlanTooLarge {
@@ -279,7 +279,7 @@ impl SessionStore {
     }
 
     /// Durably moves a session to `to`, with canonical-JSON `evidence`.
-    pub fn transition(
+    pub(crate) fn transition(
         &mut self,
         id: &SessionId,
         to: SessionStage,

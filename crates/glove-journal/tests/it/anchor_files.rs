@@ -8,6 +8,7 @@ use glove_journal::anchor_file::{
     self, AnchorFile, AnchorRecord, ANCHOR_FILE_LEN, RECEIPT_ANCHOR_DOMAIN, STORE_ANCHOR_DOMAIN,
 };
 use glove_journal::receipt::{ReceiptConfig, ReceiptJournal, ReceiptKind};
+use glove_journal::testing::StoreWriter;
 use glove_journal::{replay_bytes, Anchor, SessionStore};
 use glove_types::codes::journal as jc;
 use glove_types::stage::SessionStage;

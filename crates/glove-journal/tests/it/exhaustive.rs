@@ -6,6 +6,7 @@ use crate::common::{anchor, body, key, tempdir, write_file, SPEC};
 use crate::sessions::{key as ikey, new_session, sid};
 use glove_journal::receipt::{verify_bytes, ReceiptConfig, ReceiptJournal, ReceiptKind};
 use glove_journal::session::{replay_session_bytes, SESSION_STORE_SPEC};
+use glove_journal::testing::StoreWriter;
 use glove_journal::{replay_bytes, Journal, JournalError, JournalSpec, SessionStore};
 use glove_types::stage::SessionStage;
 use std::path::Path;

@@ -11,6 +11,7 @@ use crate::common::{anchor, body, key, no_spawn, tempdir};
 use crate::sessions::{key as ikey, new_session, sid};
 use glove_journal::receipt::{ReceiptConfig, ReceiptHead, ReceiptJournal, ReceiptKind};
 use glove_journal::session::Creation;
+use glove_journal::testing::StoreWriter;
 use glove_journal::{JournalError, SessionStore};
 use glove_types::codes::journal as jc;
 use glove_types::stage::SessionStage;

@@ -3,6 +3,7 @@
 use crate::common::tempdir;
 use glove_journal::error::{CorruptKind, JournalError};
 use glove_journal::session::{record, Creation, NewSession};
+use glove_journal::testing::StoreWriter;
 use glove_journal::{Journal, SessionStore};
 use glove_types::codes::journal as jc;
 use glove_types::ids::{IdempotencyKey, SessionId};

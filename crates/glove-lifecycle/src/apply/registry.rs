@@ -11,7 +11,8 @@ use std::collections::BTreeSet;
 /// Rebuild it at startup from every reservation record in the apply journal
 /// ([`SingleUseRegistry::insert_recovered`]); entries are never removed, not
 /// even for failed or ambiguous transactions.
-#[derive(Clone, Debug)]
+/// Not `Clone`: two copies would each accept the same value once.
+#[derive(Debug)]
 pub struct SingleUseRegistry {
     grants: BTreeSet<GrantId>,
     authorizations: BTreeSet<Sha256Digest>,

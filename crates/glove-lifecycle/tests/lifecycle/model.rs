@@ -478,7 +478,7 @@ impl StateMachineTest for LifecycleModel {
                 sut.crashed = true;
             }
             Op::Recover => {
-                let report = recover_all(sut.log.records(SubjectKind::Session));
+                let report = recover_all(&sut.log);
                 assert!(report.undecodable.is_empty());
                 assert_eq!(report.sessions.len(), m.sessions.len());
                 sut.sessions.clear();

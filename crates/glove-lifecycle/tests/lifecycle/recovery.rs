@@ -1,6 +1,7 @@
 //! Session recovery: decisions for interrupted sessions, strict replay.
 
 use crate::support::*;
+use glove_lifecycle::memory::RawRecords;
 use glove_lifecycle::*;
 use glove_types::codes::lifecycle as c;
 use glove_types::stage::SessionStage;
@@ -29,7 +30,7 @@ fn every_stage_at_a_crash_recovers_to_the_right_outcome() {
         drop(s.fail(p).unwrap());
     });
 
-    let report = recover_all(w.session_records());
+    let report = recover_all(&w.log);
     assert!(report.undecodable.is_empty());
     assert_eq!(report.sessions.len(), 7);
     let table: [(&str, SessionStage, Option<ErrorCode>); 7] = [
@@ -76,9 +77,8 @@ fn the_runtime_resolves_a_decision_by_failing_with_its_code() {
     let mut w = World::new();
     let id = sid("r-resolve");
     drop(w.running(&id));
-    let recs = w.log.records_of(Subject::Session(&id));
     let Recovered::Interrupted(RecoveryDecision::ReconcileProcess(s)) =
-        recover_session(&recs).unwrap()
+        recover_session(&w.log, &id).unwrap()
     else {
         panic!("a running session must come back as a decision");
     };
@@ -92,9 +92,8 @@ fn the_runtime_resolves_a_decision_by_failing_with_its_code() {
         let f = s.fail(p).unwrap();
         assert_eq!(f.failed_in(), SessionStage::Running);
     });
-    let recs = w.log.records_of(Subject::Session(&id));
     assert!(matches!(
-        recover_session(&recs).unwrap(),
+        recover_session(&w.log, &id).unwrap(),
         Recovered::Failed(_)
     ));
 }
@@ -104,11 +103,19 @@ fn a_stop_whose_receipt_is_durable_can_still_exit() {
     let mut w = World::new();
     let id = sid("r-stop");
     drop(w.stopping(&id));
-    let recs = w.log.records_of(Subject::Session(&id));
-    let Recovered::Interrupted(RecoveryDecision::FinishStop(s)) = recover_session(&recs).unwrap()
-    else {
+    let Recovered::Interrupted(d) = recover_session(&w.log, &id).unwrap() else {
         panic!("a stopping session must come back as a decision");
     };
+    // Evidence accumulates: the stopping session keeps the identity and the
+    // binding, and the decision hands them out without any record read.
+    assert_eq!(d.process_identity(), Some(&identity(4242)));
+    assert_eq!(d.launch_binding(), Some(binding(1)));
+    let RecoveryDecision::FinishStop(s) = d else {
+        panic!("a stopping session must come back as FinishStop");
+    };
+    assert_eq!(s.process_identity(), &identity(4242));
+    assert_eq!(s.launch_binding(), binding(1));
+    assert_eq!(s.stop_reason(), StopReason::Requested);
     let r = w.with_receipt(&id, 4);
     s.enter(|s| {
         let p = s.log_exit(r, &w.receipts, &mut w.log).unwrap();
@@ -137,7 +144,11 @@ fn replay_rejects_broken_histories() {
     let id = sid("r-bad");
     drop(w.running(&id));
     let recs = w.log.records_of(Subject::Session(&id));
-    let code = |r: &[Vec<u8>]| replay_session(r).unwrap_err().code();
+    let code = |r: &[Vec<u8>]| {
+        replay_session(&RawRecords(r.to_vec()), &id)
+            .unwrap_err()
+            .code()
+    };
 
     assert_eq!(code(&[]), c::LIFECYCLE_RECORD_MISSING_CREATION);
     assert_eq!(code(&recs[1..]), c::LIFECYCLE_RECORD_MISSING_CREATION);
@@ -202,7 +213,7 @@ fn replay_rejects_broken_histories() {
     // recover_all reports undecodable records and refuses the session.
     let mut all = recs.clone();
     all.push(b"{}".to_vec());
-    let report = recover_all(all);
+    let report = recover_all(&RawRecords(all));
     assert_eq!(report.undecodable.len(), 1);
     assert!(report.sessions.get(&id).unwrap().is_ok());
 }
@@ -226,7 +237,7 @@ fn an_unknown_failure_code_is_refused() {
     let text = String::from_utf8(good)
         .unwrap()
         .replace("lifecycle_wrong_stage", "no_such_code");
-    let e = replay_session(&[recs[0].clone(), text.into_bytes()]).unwrap_err();
+    let e = replay_session(&RawRecords(vec![recs[0].clone(), text.into_bytes()]), &id).unwrap_err();
     assert_eq!(e.code(), c::LIFECYCLE_FAILURE_CODE_UNKNOWN);
 }
 
@@ -240,17 +251,19 @@ fn issue_14_a_session_that_does_not_replay_is_failed_not_skipped() {
     // The running record is garbled: canonical JSON, no lifecycle record.
     w.log
         .tamper(subject, n - 1, br#"{"not":"a record"}"#.to_vec());
-    let recs = w.log.records_of(subject);
-    let Err(u) = recover_stored(&id, &recs, SessionStage::Running) else {
+    let Err(u) = recover_stored(&w.log, &id, SessionStage::Running) else {
         panic!("a garbled session must not replay");
     };
+    // What still decodes is handed out for reconciliation and the receipt.
+    assert_eq!(u.launch_binding(), Some(binding(1)));
+    assert_eq!(u.process_identity(), None);
     assert_eq!(u.id(), &id);
     assert_eq!(u.code(), c::LIFECYCLE_RECOVERY_REPLAY_FAILED);
     assert_eq!(u.error().code(), c::LIFECYCLE_RECORD_INVALID);
     assert_eq!(u.stored_stage(), SessionStage::Running);
     // Without its durable receipt the failure is refused.
     let r = receipt(7);
-    let Err(u2) = recover_stored(&id, &recs, SessionStage::Running) else {
+    let Err(u2) = recover_stored(&w.log, &id, SessionStage::Running) else {
         unreachable!()
     };
     assert!((*u2).log_fail(r, &w.receipts, &mut w.log).is_err());
@@ -278,7 +291,7 @@ fn issue_14_a_session_that_does_not_replay_is_failed_not_skipped() {
         other => panic!("{other:?}"),
     }
     // Held terminal by the store, it is not failed twice.
-    let Err(again) = recover_stored(&id, &after, SessionStage::Failed) else {
+    let Err(again) = recover_stored(&w.log, &id, SessionStage::Failed) else {
         panic!("still does not replay");
     };
     assert!((*again).log_fail(r, &w.receipts, &mut w.log).is_err());
@@ -290,8 +303,13 @@ fn a_stored_session_that_replays_is_classified() {
     let id = sid("r-fine");
     drop(w.running(&id));
     let recs = w.log.records_of(Subject::Session(&id));
-    let got = recover_stored(&id, &recs, SessionStage::Running).expect("replays");
+    let got = recover_stored(&w.log, &id, SessionStage::Running).expect("replays");
     assert_eq!(got.stage(), SessionStage::Running);
+    let Recovered::Interrupted(d) = got else {
+        panic!("running is interrupted");
+    };
+    assert_eq!(d.process_identity(), Some(&identity(4242)));
+    assert_eq!(d.launch_binding(), Some(binding(1)));
     // Records of another session under this id do not replay as it.
-    assert!(recover_stored(&sid("r-other"), &recs, SessionStage::Running).is_err());
+    assert!(recover_stored(&RawRecords(recs), &sid("r-other"), SessionStage::Running).is_err());
 }

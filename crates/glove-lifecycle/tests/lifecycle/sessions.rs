@@ -131,7 +131,7 @@ impl TransitionLog for StaleAckLog {
         })
     }
 
-    fn lookup(&self, subject: Subject<'_>, seq: u64) -> Result<Option<Vec<u8>>, PortError> {
+    fn lookup(&self, subject: Subject<'_>, seq: u64) -> Result<Option<StoredRecord>, PortError> {
         self.inner.lookup(subject, seq)
     }
 }

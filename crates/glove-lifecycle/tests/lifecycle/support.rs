@@ -46,12 +46,14 @@ pub(crate) fn binding(tag: u8) -> LaunchBinding {
 }
 
 pub(crate) fn identity(pid: u32) -> ProcessIdentity {
-    ProcessIdentity::new("0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0", pid, 99, 7)
+    glove_lifecycle::memory::forge_identity("0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0", pid, 99, 7)
         .expect("valid identity")
 }
 
+/// A made-up receipt reference, not durable anywhere (see
+/// [`World::with_receipt`] for one the receipt log hands out).
 pub(crate) fn receipt(n: u64) -> TerminalReceiptRef {
-    TerminalReceiptRef::new(n, Sha256Digest::of(&n.to_be_bytes()))
+    glove_lifecycle::memory::forge_receipt(n, Sha256Digest::of(&n.to_be_bytes()))
 }
 
 /// The ports one test uses.
@@ -130,9 +132,8 @@ impl World {
     }
 
     pub(crate) fn with_receipt(&mut self, id: &SessionId, n: u64) -> TerminalReceiptRef {
-        let r = receipt(n);
-        self.receipts.put(Subject::Session(id), r);
-        r
+        self.receipts
+            .append(Subject::Session(id), n, Sha256Digest::of(&n.to_be_bytes()))
     }
 
     pub(crate) fn session_records(&self) -> Vec<Vec<u8>> {
