@@ -7,6 +7,9 @@
 //! * `sessions` and `receipts` — the two stores' behaviour;
 //! * `exhaustive` — every truncation and every bit flip of small journals
 //!   of each kind;
+//! * `compaction` — session-store compaction: 100,000 sessions in bounded
+//!   disk, live sessions byte for byte, carried nonces, admission room,
+//!   the snapshot decoder's properties;
 //! * `crash` — a child process killed with SIGKILL while appending;
 //! * `model` — proptest-state-machine models of both stores with
 //!   reopen and crash steps;
@@ -15,6 +18,7 @@
 mod anchor_files;
 mod basics;
 mod common;
+mod compaction;
 mod crash;
 mod exhaustive;
 mod model;
