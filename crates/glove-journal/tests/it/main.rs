@@ -10,6 +10,8 @@
 //! * `compaction` — session-store compaction: 100,000 sessions in bounded
 //!   disk, live sessions byte for byte, carried nonces, admission room,
 //!   the snapshot decoder's properties;
+//! * `compaction_crash` — a child process killed with SIGKILL at every
+//!   step of a compaction, and at random moments of a compaction loop;
 //! * `crash` — a child process killed with SIGKILL while appending;
 //! * `model` — proptest-state-machine models of both stores with
 //!   reopen and crash steps;
@@ -19,6 +21,7 @@ mod anchor_files;
 mod basics;
 mod common;
 mod compaction;
+mod compaction_crash;
 mod crash;
 mod exhaustive;
 mod model;
