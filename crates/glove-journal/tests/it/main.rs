@@ -12,6 +12,8 @@
 //!   the snapshot decoder's properties;
 //! * `compaction_crash` — a child process killed with SIGKILL at every
 //!   step of a compaction, and at random moments of a compaction loop;
+//! * `compaction_model` — proptest-state-machine model of the anchored
+//!   store with compaction and reopen steps;
 //! * `crash` — a child process killed with SIGKILL while appending;
 //! * `model` — proptest-state-machine models of both stores with
 //!   reopen and crash steps;
@@ -22,6 +24,7 @@ mod basics;
 mod common;
 mod compaction;
 mod compaction_crash;
+mod compaction_model;
 mod crash;
 mod exhaustive;
 mod model;
