@@ -17,10 +17,12 @@ use proptest_state_machine::{prop_state_machine, ReferenceStateMachine, StateMac
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+/// A session in the model: key, plan, transitions as (stage, evidence).
+type ModelSession = (u8, u8, Vec<(SessionStage, u8)>);
+
 #[derive(Clone, Debug, Default)]
 struct Model {
-    /// sid -> (key, plan, transitions as (stage, evidence))
-    sessions: BTreeMap<u8, (u8, u8, Vec<(SessionStage, u8)>)>,
+    sessions: BTreeMap<u8, ModelSession>,
     keys: BTreeMap<u8, u8>,
     /// Carried nonces: nonce byte -> expiry.
     nonces: BTreeMap<u8, u64>,
