@@ -151,6 +151,8 @@ pub enum CorruptKind {
     StoreUnknownSession,
     /// A transition the stage graph forbids.
     StoreImpossibleTransition,
+    /// A snapshot record that does not decode or is not the first record.
+    StoreSnapshotInvalid,
     /// A receipt-journal record does not decode or is out of place.
     ReceiptRecordInvalid,
     /// A receipt's body or envelope HMAC does not verify.
@@ -196,6 +198,7 @@ impl CorruptKind {
             CorruptKind::StoreDuplicateSession => jc::STORE_DUPLICATE_SESSION,
             CorruptKind::StoreUnknownSession => jc::STORE_UNKNOWN_SESSION,
             CorruptKind::StoreImpossibleTransition => jc::STORE_IMPOSSIBLE_TRANSITION,
+            CorruptKind::StoreSnapshotInvalid => jc::STORE_SNAPSHOT_INVALID,
             CorruptKind::ReceiptRecordInvalid => jc::RECEIPT_RECORD_INVALID,
             CorruptKind::ReceiptMacMismatch => jc::RECEIPT_MAC_MISMATCH,
             CorruptKind::ReceiptSequenceInvalid => jc::RECEIPT_SEQUENCE_INVALID,
@@ -409,6 +412,25 @@ pub enum JournalError {
         /// The stage.
         stage: SessionStage,
     },
+    /// A session-store admission (create, prepare, start) would leave less
+    /// room than the live sessions may still need to become terminal.
+    #[error(
+        "session store has no room: needs {need:?} beyond the live sessions' reserve, has {room:?}"
+    )]
+    NoRoom {
+        /// What the admission needs.
+        need: crate::session::Room,
+        /// What is free beyond the reserve.
+        room: crate::session::Room,
+    },
+    /// Compaction was asked to carry more unexpired nonces than fit.
+    #[error("{count} unexpired nonces to carry, at most {max}")]
+    NoncesTooMany {
+        /// Unexpired nonces (carried and supplied, deduplicated).
+        count: u64,
+        /// The bound.
+        max: u64,
+    },
     /// A receipt-journal refusal.
     #[error("receipt refused: {0}")]
     Receipt(ReceiptRefusal),
@@ -444,6 +466,8 @@ impl JournalError {
             JournalError::SessionNotFound { .. } => jc::STORE_SESSION_NOT_FOUND,
             JournalError::IllegalTransition { .. } => jc::STORE_ILLEGAL_TRANSITION,
             JournalError::TransitionConflict { .. } => jc::STORE_TRANSITION_CONFLICT,
+            JournalError::NoRoom { .. } => jc::STORE_NO_ROOM,
+            JournalError::NoncesTooMany { .. } => jc::STORE_NONCES_TOO_MANY,
             JournalError::Receipt(r) => r.code(),
         }
     }
@@ -486,6 +510,7 @@ mod tests {
             StoreDuplicateSession,
             StoreUnknownSession,
             StoreImpossibleTransition,
+            StoreSnapshotInvalid,
             ReceiptRecordInvalid,
             ReceiptMacMismatch,
             ReceiptSequenceInvalid,

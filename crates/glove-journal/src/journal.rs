@@ -171,6 +171,9 @@ impl Journal {
         let fd = placement::open_in(dir.as_fd(), name, true)?;
         let size = placement::check_file(fd.as_fd())?;
         placement::lock(fd.as_fd())?;
+        // A rewrite a crash cut short left its new file beside this one;
+        // holding the lock, no rewrite is in flight, so it is garbage.
+        placement::remove_stale_siblings(dir.as_fd(), name, "new");
         if size > spec.max_bytes {
             // Refuse before reading an unbounded amount.
             if anchor.is_none_or(|a| size >= a.byte_len) {
@@ -479,10 +482,12 @@ fn write_new(
         placement::unlink_in(dir.as_fd(), &tmp);
         return Err(e);
     }
+    crate::crash_point::reached("journal_new_synced");
     if let Err(e) = placement::rename_in(dir.as_fd(), &tmp, name, !replace) {
         placement::unlink_in(dir.as_fd(), &tmp);
         return Err(e);
     }
+    crate::crash_point::reached("journal_new_renamed");
     placement::sync_dir(dir.as_fd())?;
     Ok((fd, image.len() as u64))
 }

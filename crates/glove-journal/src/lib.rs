@@ -45,6 +45,7 @@ pub mod anchor;
 pub mod anchor_file;
 pub mod atomic;
 mod commit;
+mod crash_point;
 pub mod error;
 pub mod format;
 pub mod journal;

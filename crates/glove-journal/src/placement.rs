@@ -263,6 +263,39 @@ pub(crate) fn sibling_name(name: &OsStr, tag: &str) -> Result<std::ffi::OsString
     Ok(s)
 }
 
+/// Removes the siblings `.<name>.<tag>.<16 hex>` that [`sibling_name`]
+/// made for a rewrite a crash interrupted before its rename (the journal's
+/// owner calls it holding the journal's lock, so no rewrite is in flight).
+/// Best effort: a name that cannot be listed or removed is left. Returns
+/// how many were removed.
+pub(crate) fn remove_stale_siblings(dir: BorrowedFd<'_>, name: &OsStr, tag: &str) -> usize {
+    let mut prefix = b".".to_vec();
+    prefix.extend_from_slice(name.as_encoded_bytes());
+    prefix.push(b'.');
+    prefix.extend_from_slice(tag.as_bytes());
+    prefix.push(b'.');
+    let Ok(listing) = fs::Dir::read_from(dir) else {
+        return 0;
+    };
+    let mut stale = Vec::new();
+    for entry in listing.flatten() {
+        let n = entry.file_name().to_bytes();
+        let Some(suffix) = n.strip_prefix(&prefix[..]) else {
+            continue;
+        };
+        if suffix.len() == 16 && suffix.iter().all(|c| c.is_ascii_hexdigit()) {
+            stale.push(entry.file_name().to_owned());
+        }
+    }
+    let mut removed = 0;
+    for n in &stale {
+        if fs::unlinkat(dir, n.as_c_str(), fs::AtFlags::empty()).is_ok() {
+            removed += 1;
+        }
+    }
+    removed
+}
+
 /// Writes a small file atomically: a new sibling with `O_EXCL`, its bytes,
 /// `fsync`, rename over `name`, `fsync` of the directory.
 pub(crate) fn replace_file(

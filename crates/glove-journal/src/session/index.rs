@@ -6,9 +6,13 @@
 //! order; a record that the rules forbid is corruption at that record's
 //! offset.
 
-use super::record::{decode_create, decode_transition, KIND_CREATE, KIND_TRANSITION};
-use super::MAX_EVIDENCE_BYTES;
+use super::record::{
+    decode_create, decode_snapshot, decode_transition, encode_create, encode_transition,
+    CarriedNonce, Snapshot, KIND_CREATE, KIND_SNAPSHOT, KIND_TRANSITION,
+};
+use super::{Room, MAX_EVIDENCE_BYTES};
 use crate::error::{CorruptKind, JournalError};
+use crate::format::record_len;
 use crate::replay::RecordMeta;
 use glove_types::ids::{IdempotencyKey, SessionId};
 use glove_types::stage::SessionStage;
@@ -130,6 +134,20 @@ impl StoredTransition {
     }
 }
 
+/// The most records a session in `stage` may still append to reach a
+/// terminal stage without a further admission: a session that was not
+/// admitted to start (`created`, `preparing`) can always be failed (one
+/// record); a started one may still run, stop and exit.
+pub(crate) const fn remaining_records(stage: SessionStage) -> u64 {
+    match stage {
+        SessionStage::Created | SessionStage::Preparing => 1,
+        SessionStage::Starting => 3,
+        SessionStage::Running => 2,
+        SessionStage::Stopping => 1,
+        SessionStage::Exited | SessionStage::Failed => 0,
+    }
+}
+
 /// Every session, indexed by id and by idempotency key, with each
 /// session's transitions in order.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -139,6 +157,20 @@ pub struct SessionIndex {
     /// Every transition of each session, oldest first (at most one per
     /// stage). Evidence read at open points into the file image.
     history: HashMap<SessionId, Vec<StoredTransition>>,
+    /// Records and on-disk bytes of each session (for compaction's
+    /// accounting).
+    footprint: HashMap<SessionId, Room>,
+    /// Records and bytes of sessions that are not terminal (compaction
+    /// keeps them).
+    live: Room,
+    /// Records and bytes of terminal sessions (compaction drops them).
+    dead: Room,
+    /// Records the live sessions may still append (see
+    /// [`remaining_records`]).
+    outstanding: u64,
+    /// The snapshot record a compacted store starts with (generation 0 and
+    /// no nonces for a store never compacted).
+    snapshot: Snapshot,
 }
 
 impl SessionIndex {
@@ -174,6 +206,69 @@ impl SessionIndex {
         self.sessions.is_empty()
     }
 
+    /// Records and bytes held by sessions that are not terminal.
+    pub fn live(&self) -> Room {
+        self.live
+    }
+
+    /// Records and bytes held by terminal sessions (what compaction drops).
+    pub fn reclaimable(&self) -> Room {
+        self.dead
+    }
+
+    /// Records the live sessions may still append to become terminal.
+    pub fn outstanding_records(&self) -> u64 {
+        self.outstanding
+    }
+
+    /// The snapshot the store starts with (generation 0 if never compacted).
+    pub fn snapshot(&self) -> &Snapshot {
+        &self.snapshot
+    }
+
+    /// The carried nonces of the snapshot, ascending by nonce.
+    pub fn carried_nonces(&self) -> &[CarriedNonce] {
+        &self.snapshot.nonces
+    }
+
+    /// Every record of every session that is not terminal, as (kind,
+    /// payload), in the order they were appended. Payloads are re-encoded
+    /// from the index; the codec is deterministic, so they equal the
+    /// stored payloads byte for byte.
+    pub(crate) fn live_records(&self) -> Vec<(u16, Vec<u8>)> {
+        let mut out: Vec<(u64, u16, Vec<u8>)> = Vec::new();
+        for r in self.sessions.values().filter(|r| !r.stage.is_terminal()) {
+            out.push((
+                r.created_seq,
+                KIND_CREATE,
+                encode_create(
+                    &r.session_id,
+                    &r.idempotency_key,
+                    &r.controller_plan_digest,
+                    &r.plan_content_digest,
+                    r.plan.as_slice(),
+                ),
+            ));
+            for t in self
+                .history
+                .get(&r.session_id)
+                .map_or(&[][..], Vec::as_slice)
+            {
+                out.push((
+                    t.seq,
+                    KIND_TRANSITION,
+                    encode_transition(&r.session_id, t.stage, t.evidence.as_slice()),
+                ));
+            }
+        }
+        out.sort_unstable_by_key(|(seq, _, _)| *seq);
+        out.into_iter().map(|(_, k, p)| (k, p)).collect()
+    }
+
+    #[expect(
+        clippy::too_many_arguments,
+        reason = "the fields of one creation record"
+    )]
     pub(crate) fn insert_created(
         &mut self,
         session_id: SessionId,
@@ -182,7 +277,15 @@ impl SessionIndex {
         plan_content_digest: Sha256Digest,
         plan: SharedBytes,
         seq: u64,
+        record_bytes: u64,
     ) {
+        let one = Room {
+            records: 1,
+            bytes: record_bytes,
+        };
+        self.footprint.insert(session_id.clone(), one);
+        self.live = self.live.plus(one);
+        self.outstanding += remaining_records(SessionStage::Created);
         self.by_key
             .insert(idempotency_key.clone(), session_id.clone());
         self.sessions.insert(
@@ -207,8 +310,24 @@ impl SessionIndex {
         stage: SessionStage,
         evidence: SharedBytes,
         seq: u64,
+        record_bytes: u64,
     ) {
         if let Some(r) = self.sessions.get_mut(id) {
+            let one = Room {
+                records: 1,
+                bytes: record_bytes,
+            };
+            let fp = self.footprint.entry(id.clone()).or_default();
+            let before = *fp;
+            *fp = fp.plus(one);
+            if stage.is_terminal() {
+                self.live = self.live.minus(before);
+                self.dead = self.dead.plus(*fp);
+            } else {
+                self.live = self.live.plus(one);
+            }
+            self.outstanding = self.outstanding.saturating_sub(remaining_records(r.stage))
+                + remaining_records(stage);
             r.stage = stage;
             r.stage_seq = seq;
             r.evidence = Arc::from(evidence.as_slice());
@@ -231,7 +350,17 @@ impl SessionIndex {
     ) -> Result<(), JournalError> {
         let bad = |kind| JournalError::corrupt(kind, rec.offset);
         let payload = image.get(rec.payload.clone()).unwrap_or(&[]);
+        let bytes = record_len(payload.len()) as u64;
         match rec.kind {
+            KIND_SNAPSHOT => {
+                // Only compaction writes one, and only as the first record.
+                if rec.seq != 1 {
+                    return Err(bad(CorruptKind::StoreSnapshotInvalid));
+                }
+                self.snapshot =
+                    decode_snapshot(payload).ok_or(bad(CorruptKind::StoreSnapshotInvalid))?;
+                Ok(())
+            }
             KIND_CREATE => {
                 let c = decode_create(payload).ok_or(bad(CorruptKind::StoreRecordInvalid))?;
                 if c.plan.len() > super::MAX_PLAN_BYTES {
@@ -255,6 +384,7 @@ impl SessionIndex {
                     c.plan_content_digest,
                     plan,
                     rec.seq,
+                    bytes,
                 );
                 Ok(())
             }
@@ -277,7 +407,7 @@ impl SessionIndex {
                     rec.payload.end - t.evidence.len(),
                     rec.payload.end,
                 );
-                self.set_stage(&t.session_id, t.stage, evidence, rec.seq);
+                self.set_stage(&t.session_id, t.stage, evidence, rec.seq, bytes);
                 Ok(())
             }
             _ => Err(bad(CorruptKind::UnknownKind)),

@@ -2,7 +2,8 @@
 //! session, on top of one [`Journal`].
 //!
 //! * Bounded at [`MAX_STORE_BYTES`] (64 MiB) and [`MAX_STORE_RECORDS`]
-//!   (10,000); one exclusive writer.
+//!   (10,000) per file, not per lifetime (see compaction below); one
+//!   exclusive writer.
 //! * [`SessionStore::create_session`] stores the canonical plan, the
 //!   controller's BLAKE3 `controller_plan_digest`, Glove's SHA-256
 //!   `plan_content_digest` (computed here from the exact bytes) and the
@@ -28,6 +29,24 @@
 //!   record is durable but the store is poisoned: that call and every later
 //!   write fail, and a reopen (which rewrites the anchor) recovers.
 //!
+//! * Compaction ([`SessionStore::compact`], when the caller decides;
+//!   [`SessionStore::needs_compaction`] is the policy): the store is
+//!   rewritten through [`Journal::rewrite_announced`] as a snapshot record
+//!   (generation, the caller's clock, the unexpired used
+//!   start-authorization nonces it is asked to carry) followed by every
+//!   record of every session that is not terminal, byte for byte and in
+//!   order; terminal sessions are dropped. The anchor file names both files
+//!   while the new one is put in place, so a crash at any step opens to the
+//!   old file or the new one. `docs/journal.md` has the argument.
+//! * Room: every live session keeps room set aside for the records it may
+//!   still need to become terminal (one, its `failed`, until it is
+//!   started; up to three once started), each at the largest transition
+//!   size, plus room for a snapshot record. A creation, `preparing` or
+//!   `starting` that would eat into that is refused up front with
+//!   `store_no_room`; the appends on the way to a terminal stage always
+//!   fit. [`SessionStore::room`], [`SessionStore::has_room_for`] and
+//!   [`SessionStore::check_room_to_start`] let the caller ask first.
+//!
 //! Content checks (canonical plan, bounds) run when a record is appended;
 //! replay trusts the plan bytes that the digest chain covers and does not
 //! re-hash them, which keeps a full 64 MiB replay close to the cost of
@@ -41,7 +60,7 @@ pub use index::{SessionIndex, SessionRecord, StoredTransition};
 use crate::anchor::Anchor;
 use crate::anchor_file::{open_matching, AnchorFile, AnchorRecord};
 use crate::error::{ConflictReason, CorruptKind, JournalError};
-use crate::format::JournalKind;
+use crate::format::{record_len, JournalKind};
 use crate::journal::{Journal, OpenReport};
 use crate::replay::replay_bytes;
 use crate::spec::JournalSpec;
@@ -49,7 +68,11 @@ use glove_types::canon::parse_canonical;
 use glove_types::ids::{IdempotencyKey, SessionId};
 use glove_types::stage::SessionStage;
 use glove_types::{Blake3Digest, Sha256Digest};
-use record::{encode_create, encode_transition, KIND_CREATE, KIND_TRANSITION};
+use record::{
+    encode_create, encode_snapshot, encode_transition, CarriedNonce, Snapshot, KIND_CREATE,
+    KIND_SNAPSHOT, KIND_TRANSITION, MAX_CARRIED_NONCES, MAX_SNAPSHOT_PAYLOAD,
+};
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -69,8 +92,99 @@ pub const SESSION_STORE_SPEC: JournalSpec = JournalSpec {
     max_records: MAX_STORE_RECORDS,
     // Two length-prefixed ids, two digests and the plan.
     max_payload: (MAX_PLAN_BYTES + 2 + 2 * 64 + 64) as u32,
-    record_kinds: &[KIND_CREATE, KIND_TRANSITION],
+    record_kinds: &[KIND_CREATE, KIND_TRANSITION, KIND_SNAPSHOT],
 };
+
+/// Records and bytes: of room in the store, of what something needs, of
+/// what a set of sessions holds.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Room {
+    /// Records.
+    pub records: u64,
+    /// Bytes on disk (frames and digests included).
+    pub bytes: u64,
+}
+
+impl Room {
+    /// Both components added (saturating).
+    pub const fn plus(self, o: Room) -> Room {
+        Room {
+            records: self.records.saturating_add(o.records),
+            bytes: self.bytes.saturating_add(o.bytes),
+        }
+    }
+
+    /// Both components subtracted (saturating at zero).
+    pub const fn minus(self, o: Room) -> Room {
+        Room {
+            records: self.records.saturating_sub(o.records),
+            bytes: self.bytes.saturating_sub(o.bytes),
+        }
+    }
+
+    /// Whether both components are at least `need`'s.
+    pub const fn covers(self, need: Room) -> bool {
+        self.records >= need.records && self.bytes >= need.bytes
+    }
+
+    /// `n` times this room (saturating).
+    pub const fn times(self, n: u64) -> Room {
+        Room {
+            records: self.records.saturating_mul(n),
+            bytes: self.bytes.saturating_mul(n),
+        }
+    }
+}
+
+/// The bounds of the store file as a [`Room`].
+pub const STORE_BOUNDS: Room = Room {
+    records: MAX_STORE_RECORDS,
+    bytes: MAX_STORE_BYTES,
+};
+
+/// The largest transition record: one record of a 64-byte session id, a
+/// stage byte and [`MAX_EVIDENCE_BYTES`] of evidence. Every record a live
+/// session may still need is reserved at this size.
+pub const TRANSITION_RESERVE: Room = Room {
+    records: 1,
+    bytes: record_len(1 + 64 + 1 + MAX_EVIDENCE_BYTES) as u64,
+};
+
+/// Kept free at all times for the snapshot record a compaction adds, so a
+/// compaction of a store within its reserve always fits.
+pub const SNAPSHOT_RESERVE: Room = Room {
+    records: 1,
+    bytes: record_len(MAX_SNAPSHOT_PAYLOAD) as u64,
+};
+
+/// What a start takes: the `starting`, `running`, `stopping` and
+/// `exited`/`failed` records, each at the largest size.
+pub const START_RESERVE: Room = TRANSITION_RESERVE.times(4);
+
+/// A whole session with a plan of at most [`MAX_EVIDENCE_BYTES`]: its
+/// creation and five transitions, each at the largest transition size.
+/// [`SessionStore::needs_compaction`] asks for compaction when less than
+/// this is free.
+pub const SESSION_RESERVE: Room = TRANSITION_RESERVE.times(6);
+
+/// What [`SessionStore::compact`] did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CompactReport {
+    /// The generation of the new file (1 for the first compaction).
+    pub generation: u64,
+    /// Sessions kept (not terminal).
+    pub sessions_kept: u64,
+    /// Terminal sessions dropped.
+    pub sessions_dropped: u64,
+    /// The file before: records and bytes.
+    pub before: Room,
+    /// The file after.
+    pub after: Room,
+    /// Nonces the new snapshot carries.
+    pub nonces_carried: u64,
+    /// Supplied or carried nonces dropped as expired at `now_ms`.
+    pub nonces_expired: u64,
+}
 
 /// A request to create a session.
 #[derive(Clone, Copy, Debug)]
@@ -121,6 +235,34 @@ pub struct SessionStore {
     anchor_file: Option<AnchorFile>,
     /// Set when the anchor could not be rewritten: the store refuses writes.
     anchor_failed: bool,
+}
+
+/// Builds the index of a file that would hold exactly `records`, numbered
+/// from 1, without writing anything (compaction checks its snapshot this
+/// way before the rewrite).
+fn index_of(records: &[(u16, Vec<u8>)]) -> Result<SessionIndex, JournalError> {
+    let total: usize = records.iter().map(|(_, p)| p.len()).sum();
+    let mut image = Vec::with_capacity(total);
+    let mut metas = Vec::with_capacity(records.len());
+    let mut offset = crate::format::HEADER_LEN as u64;
+    for (i, (kind, payload)) in records.iter().enumerate() {
+        let start = image.len();
+        image.extend_from_slice(payload);
+        metas.push(crate::replay::RecordMeta {
+            kind: *kind,
+            seq: i as u64 + 1,
+            offset,
+            payload: start..image.len(),
+            digest: [0; 32],
+        });
+        offset += record_len(payload.len()) as u64;
+    }
+    let image = Arc::new(image);
+    let mut index = SessionIndex::default();
+    for m in &metas {
+        index.apply(&image, m)?;
+    }
+    Ok(index)
 }
 
 impl SessionStore {
@@ -259,6 +401,11 @@ impl SessionStore {
             &content,
             req.plan,
         );
+        self.admit(
+            0,
+            index::remaining_records(SessionStage::Created),
+            payload.len(),
+        )?;
         let appended = self.journal.append(KIND_CREATE, &payload)?;
         self.index.insert_created(
             req.session_id.clone(),
@@ -267,6 +414,7 @@ impl SessionStore {
             content,
             index::SharedBytes::owned(req.plan),
             appended.seq,
+            record_len(payload.len()) as u64,
         );
         self.refresh_anchor()?;
         self.index
@@ -318,11 +466,20 @@ impl SessionStore {
                 to,
             });
         }
-        let appended = self
-            .journal
-            .append(KIND_TRANSITION, &encode_transition(id, to, evidence))?;
-        self.index
-            .set_stage(id, to, index::SharedBytes::owned(evidence), appended.seq);
+        let payload = encode_transition(id, to, evidence);
+        self.admit(
+            index::remaining_records(current.stage()),
+            index::remaining_records(to),
+            payload.len(),
+        )?;
+        let appended = self.journal.append(KIND_TRANSITION, &payload)?;
+        self.index.set_stage(
+            id,
+            to,
+            index::SharedBytes::owned(evidence),
+            appended.seq,
+            record_len(payload.len()) as u64,
+        );
         self.refresh_anchor()?;
         let record = self
             .index
@@ -334,6 +491,229 @@ impl SessionStore {
         Ok(Transitioned {
             record,
             appended: true,
+        })
+    }
+
+    /// Refuses (`store_no_room`) an append of a `payload_len`-byte record
+    /// that moves a session from needing `from` more records to needing
+    /// `to` (see [`index::remaining_records`]) unless the room left after
+    /// it still covers what every live session may need. Appends on the way
+    /// to a terminal stage need less than they free and always pass.
+    fn admit(&self, from: u64, to: u64, payload_len: usize) -> Result<(), JournalError> {
+        let record = Room {
+            records: 1,
+            bytes: record_len(payload_len) as u64,
+        };
+        let need = record.plus(TRANSITION_RESERVE.times(to));
+        let have = self.room().plus(TRANSITION_RESERVE.times(from));
+        if have.covers(need) {
+            Ok(())
+        } else {
+            Err(JournalError::NoRoom {
+                need: need.minus(TRANSITION_RESERVE.times(from)),
+                room: self.room(),
+            })
+        }
+    }
+
+    /// Records and bytes the file holds.
+    pub fn used(&self) -> Room {
+        Room {
+            records: self.journal.record_count(),
+            bytes: self.journal.len_bytes(),
+        }
+    }
+
+    /// What is set aside: every record a live session may still append to
+    /// become terminal (at [`TRANSITION_RESERVE`] each; a session not yet
+    /// started needs one, its `failed`; a started one up to three) and the
+    /// [`SNAPSHOT_RESERVE`].
+    pub fn reserved(&self) -> Room {
+        TRANSITION_RESERVE
+            .times(self.index.outstanding_records())
+            .plus(SNAPSHOT_RESERVE)
+    }
+
+    /// What is free for admissions (a creation, `preparing`, `starting`):
+    /// the bounds less what is used and what is [`reserved`](Self::reserved).
+    pub fn room(&self) -> Room {
+        STORE_BOUNDS.minus(self.used()).minus(self.reserved())
+    }
+
+    /// Whether `records` more records of `bytes` bytes in all fit beside
+    /// the reserve.
+    pub fn has_room_for(&self, records: u64, bytes: u64) -> bool {
+        self.room().covers(Room { records, bytes })
+    }
+
+    /// `Ok` when session `id` can be moved to `starting` with evidence of
+    /// any size and still reach a terminal stage (the start record plus two
+    /// more reserved, beside its reserved `failed`); `store_no_room`
+    /// otherwise, `store_session_not_found` for an unknown id. The
+    /// transition itself checks the same, with the evidence's real size.
+    pub fn check_room_to_start(&self, id: &SessionId) -> Result<(), JournalError> {
+        let s = self
+            .index
+            .get(id)
+            .ok_or_else(|| JournalError::SessionNotFound {
+                session: id.clone(),
+            })?;
+        let largest = (TRANSITION_RESERVE.bytes as usize).saturating_sub(record_len(0));
+        self.admit(
+            index::remaining_records(s.stage()),
+            index::remaining_records(SessionStage::Starting),
+            largest,
+        )
+    }
+
+    /// Records and bytes held by terminal sessions, which compaction drops.
+    pub fn reclaimable(&self) -> Room {
+        self.index.reclaimable()
+    }
+
+    /// The compaction policy: true when compaction would drop something
+    /// and either more than half of a bound is used and at least a quarter
+    /// of what is used would go, or less than a whole session
+    /// ([`SESSION_RESERVE`]) is free. Calling [`compact`](Self::compact) when
+    /// this is true keeps the file within about half its bounds plus the
+    /// live sessions.
+    pub fn needs_compaction(&self) -> bool {
+        let dead = self.reclaimable();
+        if dead.records == 0 {
+            return false;
+        }
+        let used = self.used();
+        let over_half = used.records.saturating_mul(2) > MAX_STORE_RECORDS
+            || used.bytes.saturating_mul(2) > MAX_STORE_BYTES;
+        let worth = dead.records.saturating_mul(4) >= used.records
+            || dead.bytes.saturating_mul(4) >= used.bytes;
+        (over_half && worth) || !self.room().covers(SESSION_RESERVE)
+    }
+
+    /// The used start-authorization nonces the last compaction carried,
+    /// ascending by nonce, with their expiry (expired ones included: the
+    /// store has no clock; compare with yours). Empty for a store never
+    /// compacted. Nonces in the records of the sessions kept are in those
+    /// records, not here.
+    pub fn carried_nonces(&self) -> &[CarriedNonce] {
+        self.index.carried_nonces()
+    }
+
+    /// The expiry of `nonce` if the last compaction carried it.
+    pub fn carried_nonce(&self, nonce: &[u8; 16]) -> Option<u64> {
+        let all = self.index.carried_nonces();
+        all.binary_search_by(|c| c.nonce.cmp(nonce))
+            .ok()
+            .and_then(|i| all.get(i))
+            .map(|c| c.expires_at_ms)
+    }
+
+    /// How many compactions the store has been through.
+    pub fn generation(&self) -> u64 {
+        self.index.snapshot().generation
+    }
+
+    /// Compacts the store: rewrites it as a snapshot record carrying the
+    /// unexpired used start-authorization nonces (those of the previous
+    /// snapshot and `carry`, deduplicated with the later expiry, dropped
+    /// when `expires_at_ms <= now_ms`), followed by every record of every
+    /// session that is not terminal, byte for byte and in order. Terminal
+    /// sessions are dropped: their ids and idempotency keys are forgotten
+    /// (see `docs/journal.md`, "Compaction").
+    ///
+    /// Crash-safe at every step (`docs/journal.md`): the anchor file, if
+    /// kept, names both the old and the new file until the new one is in
+    /// place; nothing changes on an error before the rename. More than
+    /// [`MAX_CARRIED_NONCES`] unexpired nonces is `store_nonces_too_many`
+    /// and nothing is written.
+    pub fn compact(
+        &mut self,
+        carry: &[([u8; 16], u64)],
+        now_ms: u64,
+    ) -> Result<CompactReport, JournalError> {
+        self.writable()?;
+        let mut keep: BTreeMap<[u8; 16], u64> = BTreeMap::new();
+        let mut nonces_expired = 0u64;
+        let carried = self
+            .index
+            .carried_nonces()
+            .iter()
+            .map(|c| (c.nonce, c.expires_at_ms));
+        for (nonce, expires) in carried.chain(carry.iter().copied()) {
+            if expires <= now_ms {
+                nonces_expired += 1;
+                continue;
+            }
+            let e = keep.entry(nonce).or_insert(expires);
+            *e = (*e).max(expires);
+        }
+        if keep.len() > MAX_CARRIED_NONCES {
+            return Err(JournalError::NoncesTooMany {
+                count: keep.len() as u64,
+                max: MAX_CARRIED_NONCES as u64,
+            });
+        }
+        let snapshot = Snapshot {
+            generation: self.index.snapshot().generation.saturating_add(1),
+            compacted_at_ms: now_ms,
+            nonces: keep
+                .into_iter()
+                .map(|(nonce, expires_at_ms)| CarriedNonce {
+                    nonce,
+                    expires_at_ms,
+                })
+                .collect(),
+        };
+        let mut records = vec![(KIND_SNAPSHOT, encode_snapshot(&snapshot))];
+        records.extend(self.index.live_records());
+        // The new index first: a snapshot that would not replay is refused
+        // before anything is written.
+        let index = index_of(&records)?;
+        let before = self.used();
+        let sessions_before = self.index.len() as u64;
+        let (journal_id, current) = (self.journal.journal_id(), self.journal.anchor());
+        let anchor_file = self.anchor_file.as_ref();
+        let mut announced = false;
+        let new =
+            self.journal
+                .rewrite_announced(records.iter().map(|(k, p)| (*k, &p[..])), |next| {
+                    crate::crash_point::reached("store_compact_built");
+                    if let Some(file) = anchor_file {
+                        announced = true;
+                        file.store(&AnchorRecord {
+                            journal_id,
+                            current,
+                            next: Some(*next),
+                        })?;
+                        crate::crash_point::reached("store_compact_announced");
+                    }
+                    Ok(())
+                });
+        let new = match new {
+            Ok(n) => n,
+            Err(e) => {
+                if announced {
+                    // The anchor names a file that may or may not have come:
+                    // refuse writes until a reopen sorts it out.
+                    self.anchor_failed = true;
+                }
+                return Err(e);
+            }
+        };
+        self.journal = new;
+        self.index = index;
+        crate::crash_point::reached("store_compact_in_place");
+        self.refresh_anchor()?;
+        crate::crash_point::reached("store_compact_done");
+        let sessions_kept = self.index.len() as u64;
+        Ok(CompactReport {
+            generation: snapshot.generation,
+            sessions_kept,
+            sessions_dropped: sessions_before.saturating_sub(sessions_kept),
+            before,
+            after: self.used(),
+            nonces_carried: snapshot.nonces.len() as u64,
+            nonces_expired,
         })
     }
 

@@ -27,6 +27,22 @@ pub(crate) fn tempdir() -> tempfile::TempDir {
     d
 }
 
+/// A temporary directory with mode 0700 in memory (`/dev/shm`, where
+/// `fsync` costs nothing) when there is one, else [`tempdir`]. Only for
+/// tests about bounds and contents, not durability;
+/// `GLOVE_JOURNAL_TEST_ON_DISK=1` forces the disk.
+pub(crate) fn memdir() -> tempfile::TempDir {
+    let shm = Path::new("/dev/shm");
+    if std::env::var_os("GLOVE_JOURNAL_TEST_ON_DISK").is_some() || !shm.is_dir() {
+        return tempdir();
+    }
+    let Ok(d) = tempfile::tempdir_in(shm) else {
+        return tempdir();
+    };
+    std::fs::set_permissions(d.path(), std::fs::Permissions::from_mode(0o700)).expect("chmod");
+    d
+}
+
 /// Writes `bytes` as a journal-looking file with mode 0600.
 pub(crate) fn write_file(path: &Path, bytes: &[u8]) {
     let _ = std::fs::remove_file(path);
