@@ -79,3 +79,44 @@ pub fn reserve(
         r => r,
     }
 }
+
+/// Compacts the session store when [`SessionStore::needs_compaction`] says
+/// so, carrying the used start-authorization nonces (`carry`, with their
+/// expiry) so that an authorization whose start record is compacted away
+/// is still refused as replayed. With `carry` unknown (its lock poisoned)
+/// nothing is compacted: dropping nonces would fail open. A failure is
+/// logged; the store then refuses writes until `gloved` restarts.
+pub fn compact_store_if_due(
+    store: &mut SessionStore,
+    carry: Option<&[([u8; 16], u64)]>,
+    now_ms: u64,
+) -> Option<glove_journal::session::CompactReport> {
+    if !store.needs_compaction() {
+        return None;
+    }
+    let Some(carry) = carry else {
+        tracing::error!(
+            "the session store needs compaction but the used nonces are unknown; not compacting"
+        );
+        return None;
+    };
+    match store.compact(carry, now_ms) {
+        Ok(r) => {
+            tracing::info!(
+                generation = r.generation,
+                kept = r.sessions_kept,
+                dropped = r.sessions_dropped,
+                nonces = r.nonces_carried,
+                "session store compacted"
+            );
+            Some(r)
+        }
+        Err(e) => {
+            tracing::error!(
+                code = e.code().as_str(),
+                "session store compaction failed: {e}"
+            );
+            None
+        }
+    }
+}

@@ -385,6 +385,39 @@ impl Service {
             tracing::info!(session_id = ?plan.session_id().as_str(), "create_session retry returned the original");
             return Ok(session_result(creation.record(), false));
         }
+        // A session id compaction forgot may still have its receipt: the id
+        // is taken until the controller acknowledged that receipt and it was
+        // compacted away too (docs/journal.md, "Compaction").
+        if let Some(receipts) = &self.receipts {
+            let j = lock(receipts)?;
+            let subject = glove_lifecycle::Subject::Session(plan.session_id());
+            let view = crate::ports::ReceiptView::new(&j);
+            if let Ok(Some(r)) = glove_lifecycle::TerminalReceiptRef::durable(&view, subject) {
+                return Err(ControlError::refused(
+                    glove_types::codes::journal::SESSION_CONFLICT,
+                    format!(
+                        "session {} already ended (receipt {}); a new session needs a new id",
+                        plan.session_id().as_str(),
+                        r.receipt_seq()
+                    ),
+                ));
+            }
+        }
+        if store.needs_compaction() {
+            // Without a runtime nothing was started in this process: the
+            // used nonces are those of the stored start records.
+            let carry = match &self.runtime {
+                Some(r) => r.nonce_carry(),
+                None => Some(
+                    glove_lifecycle::recover_all(&*store)
+                        .used_nonces
+                        .iter()
+                        .map(|(n, e)| (*n.as_bytes(), *e))
+                        .collect(),
+                ),
+            };
+            crate::ports::compact_store_if_due(&mut store, carry.as_deref(), self.clock.now_ms());
+        }
         let policy = self.policy()?;
         let admitted =
             admit(plan, supplied.as_ref(), policy, self.clock.now_ms()).map_err(|r| reject(&r))?;

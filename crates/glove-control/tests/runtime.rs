@@ -337,8 +337,26 @@ impl Rig {
 
     fn build(script: Script, receipt_config: ReceiptConfig) -> Rig {
         let dir = tempfile::tempdir().expect("tempdir");
+        std::fs::create_dir_all(dir.path().join("project")).expect("mkdir");
+        let state = dir.path().join("state");
+        std::fs::create_dir(&state).expect("mkdir");
+        std::fs::set_permissions(&state, std::os::unix::fs::PermissionsExt::from_mode(0o700))
+            .expect("chmod");
+        let mat = state.join("mat");
+        std::fs::create_dir(&mat).expect("mkdir");
+        std::fs::set_permissions(&mat, std::os::unix::fs::PermissionsExt::from_mode(0o700))
+            .expect("chmod");
+        Rig::open(dir, script, receipt_config, true)
+    }
+
+    /// The service over the journals in `dir` (created when `fresh`).
+    fn open(
+        dir: tempfile::TempDir,
+        script: Script,
+        receipt_config: ReceiptConfig,
+        fresh: bool,
+    ) -> Rig {
         let workspace = dir.path().join("project");
-        std::fs::create_dir_all(&workspace).expect("mkdir");
         let mut policy = example("policy.json");
         policy["runtime_templates"][0]["launch"] = launch();
         policy["runtime_templates"][0]["adapter_command_digest"] = json!(adapter_digest());
@@ -348,31 +366,36 @@ impl Rig {
         )
         .expect("policy");
         let state = dir.path().join("state");
-        std::fs::create_dir(&state).expect("mkdir");
-        std::fs::set_permissions(&state, std::os::unix::fs::PermissionsExt::from_mode(0o700))
-            .expect("chmod");
-        let store = SessionStore::create(&state.join("sessions.journal")).expect("store");
-        let receipts = ReceiptJournal::create(
-            &state.join("receipts.journal"),
-            ReceiptKey::from_bytes([0xab; 32]),
-            &ReceiptHead {
-                seq: 0,
-                chain: [0; 32],
-            },
-            receipt_config,
-        )
-        .expect("receipts");
-        let mat = state.join("mat");
-        std::fs::create_dir(&mat).expect("mkdir");
-        std::fs::set_permissions(&mat, std::os::unix::fs::PermissionsExt::from_mode(0o700))
-            .expect("chmod");
+        let (store_path, receipts_path) = (
+            state.join("sessions.journal"),
+            state.join("receipts.journal"),
+        );
+        let rkey = ReceiptKey::from_bytes([0xab; 32]);
+        let genesis = ReceiptHead {
+            seq: 0,
+            chain: [0; 32],
+        };
+        let (store, receipts) = if fresh {
+            (
+                SessionStore::create(&store_path).expect("store"),
+                ReceiptJournal::create(&receipts_path, rkey, &genesis, receipt_config)
+                    .expect("receipts"),
+            )
+        } else {
+            (
+                SessionStore::open(&store_path, None).expect("store").0,
+                ReceiptJournal::open(&receipts_path, rkey, &genesis, receipt_config)
+                    .expect("receipts")
+                    .0,
+            )
+        };
         let cfg = RuntimeConfig {
             launcher: PathBuf::from("/nonexistent/glove-launcher"),
             bundle_root: None,
             runtime_dir: dir.path().join("run"),
             held: glove_control::held::HeldPaths::new(),
             transcript_bytes: 4096,
-            materialization_root: mat,
+            materialization_root: state.join("mat"),
         };
         let fake = Fake::new(script);
         let service = Service::new(Parts {
@@ -396,6 +419,15 @@ impl Rig {
             key: ServiceKey::new(&START_KEY).expect("key"),
             caller: Caller::new("test"),
         }
+    }
+
+    /// Closes the journals and opens them again (a restart).
+    fn reopen(self, script: Script) -> Rig {
+        let Rig { _dir, service, .. } = self;
+        let service = Arc::into_inner(service).expect("no other holder of the service");
+        service.stop_sessions();
+        service.close();
+        Rig::open(_dir, script, ReceiptConfig::default(), false)
     }
 
     fn call(
@@ -783,5 +815,107 @@ fn a_start_racing_shutdown_is_not_released() {
     assert_eq!(
         rig.receipt("s-race")["termination"]["code"],
         "control_shutting_down"
+    );
+}
+
+/// Acknowledges every receipt after `after`, page by page; returns the
+/// last head's seq and how many receipts the compactions dropped.
+fn ack_all(rig: &Rig, mut after: u64) -> (u64, u64) {
+    let mut compacted = 0;
+    loop {
+        let page = rig
+            .call(
+                "receipts_page",
+                json!({"after_seq": after, "max_records": 1024}),
+            )
+            .expect("page");
+        if page["receipts"].as_array().is_none_or(Vec::is_empty) {
+            return (after, compacted);
+        }
+        let head = page["head"].as_str().expect("head").to_owned();
+        let ack = rig
+            .call("receipts_ack", json!({"head": head}))
+            .expect("ack");
+        compacted += ack["compacted"].as_u64().unwrap_or(0);
+        after = ReceiptHead::parse(&head).expect("head").seq;
+    }
+}
+
+#[test]
+fn the_store_is_compacted_so_sessions_outlive_its_record_budget() {
+    // 10,000 records are about 3,300 sessions that fail at prepare (create,
+    // prepare, failed): without compaction the store is full long before
+    // 4,000 of them.
+    let rig = Rig::new(Script::FailPrepare);
+    let mut acked = 0;
+    for i in 0..4_000 {
+        let id = format!("s-many-{i}");
+        let auth = rig.created(&id);
+        let e = rig.start(&id, &auth).expect_err("the fake refuses");
+        assert_eq!(e.code.as_str(), "session_launch_failed", "session {i}");
+        if i % 500 == 499 {
+            acked = ack_all(&rig, acked).0;
+        }
+    }
+    // A session compaction dropped is gone from the store, and its id is
+    // still taken while its receipt is kept.
+    let e = rig
+        .call("session_status", json!({"session_id": "s-many-0"}))
+        .expect_err("compacted");
+    assert_eq!(e.code.as_str(), "store_session_not_found");
+}
+
+#[test]
+fn an_id_with_a_receipt_is_not_reused_and_a_carried_nonce_is_not_replayed() {
+    // A receipt budget small enough that acknowledging everything compacts.
+    let rig = Rig::build(
+        Script::FailPrepare,
+        ReceiptConfig {
+            max_records: 8_000,
+            ..ReceiptConfig::default()
+        },
+    );
+    let auth = rig.created("s-once");
+    rig.start("s-once", &auth).expect_err("the fake refuses");
+    // Many more sessions, until a compaction drops `s-once`.
+    let mut i = 0;
+    while rig
+        .call("session_status", json!({"session_id": "s-once"}))
+        .is_ok()
+    {
+        let id = format!("s-fill-{i}");
+        let a = rig.created(&id);
+        rig.start(&id, &a).expect_err("the fake refuses");
+        i += 1;
+        assert!(i < 5_000, "s-once was never compacted away");
+    }
+    // Its receipt still holds the id.
+    let mut plan = example("plan.json");
+    plan["adapter_command_digest"] = json!(adapter_digest());
+    plan["library_projections"] = json!([]);
+    plan["session_id"] = json!("s-once");
+    plan["idempotency_key"] = json!("key-s-once");
+    let plan =
+        String::from_utf8(glove_types::canon::to_canonical(&plan).expect("canon")).expect("utf-8");
+    let e = rig
+        .call("create_session", json!({"plan": plan}))
+        .expect_err("the id is taken");
+    assert_eq!(e.code.as_str(), "session_conflict");
+    // Once every receipt is acknowledged and compacted away, and after a
+    // restart, the id may be created again, but the old authorization (not
+    // expired) is still refused: the store's snapshot carried its nonce.
+    let (_, compacted) = ack_all(&rig, 0);
+    assert!(
+        compacted > 0,
+        "the acknowledged receipts were compacted away"
+    );
+    let rig = rig.reopen(Script::Normal);
+    rig.call("create_session", json!({"plan": plan}))
+        .expect("the id is free again");
+    let e = rig.start("s-once", &auth).expect_err("replayed");
+    assert_eq!(e.code.as_str(), "start_auth_replayed");
+    assert!(
+        !rig.fake.log().iter().any(|l| l == "spawn"),
+        "the replay never reached a launcher"
     );
 }

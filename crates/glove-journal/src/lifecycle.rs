@@ -338,15 +338,12 @@ impl<J: Borrow<ReceiptJournal>> ReceiptLog for StoreReceipts<J> {
         let Subject::Session(id) = subject else {
             return Err(PortError::new(JOURNAL_RECORD_KIND_REFUSED));
         };
-        let mut found = self
-            .journal()
-            .receipts()
-            .iter()
-            .filter(|r| body_session(r).as_deref() == Some(id.as_str()));
-        match (found.next(), found.next()) {
-            (None, _) => Ok(None),
-            (Some(r), None) => Ok(Some(reference(r))),
-            (Some(_), Some(_)) => Err(PortError::new(LIFECYCLE_RECEIPT_MISMATCH)),
+        // Through the journal's per-session index (the session its receipt
+        // records name); the body must name the same session.
+        match self.journal().receipts_of(id).as_slice() {
+            [] => Ok(None),
+            [r] if body_session(r).as_deref() == Some(id.as_str()) => Ok(Some(reference(r))),
+            _ => Err(PortError::new(LIFECYCLE_RECEIPT_MISMATCH)),
         }
     }
 }

@@ -80,6 +80,11 @@ impl Nonce {
         Self(b)
     }
 
+    /// The 16 bytes (what a store carries across compaction).
+    pub const fn as_bytes(&self) -> &[u8; 16] {
+        &self.0
+    }
+
     /// Parses 32 lowercase hex characters.
     pub fn parse(s: &str) -> Result<Self, Rejection> {
         let b = s.as_bytes();

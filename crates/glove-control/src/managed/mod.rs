@@ -204,12 +204,20 @@ impl Runtime {
         launcher: Arc<dyn Launcher>,
     ) -> Runtime {
         let mut nonces = UsedNonces::new(NONCE_CAPACITY);
-        let used = match lock(&store) {
-            Ok(s) => glove_lifecycle::recover_all(&*s).used_nonces,
-            Err(_) => Vec::new(),
+        // The nonces in the stored start records, and those a compaction
+        // carried for sessions it dropped (their start records are gone).
+        let (used, carried) = match lock(&store) {
+            Ok(s) => (
+                glove_lifecycle::recover_all(&*s).used_nonces,
+                s.carried_nonces().to_vec(),
+            ),
+            Err(_) => (Vec::new(), Vec::new()),
         };
         for (n, exp) in used {
             nonces.insert_recovered(n, exp);
+        }
+        for c in carried {
+            nonces.insert_recovered(glove_lifecycle::Nonce::from_bytes(c.nonce), c.expires_at_ms);
         }
         Runtime {
             cfg,
@@ -259,6 +267,19 @@ impl Runtime {
         code: ErrorCode,
         body: &glove_types::receipt::ResourceReceiptV1,
     ) -> Result<AnySession, ControlError> {
+        let r = self.fail_any_now(any, code, body);
+        if r.is_ok() {
+            self.compact_store_if_due();
+        }
+        r
+    }
+
+    fn fail_any_now(
+        &self,
+        any: AnySession,
+        code: ErrorCode,
+        body: &glove_types::receipt::ResourceReceiptV1,
+    ) -> Result<AnySession, ControlError> {
         let id = any.id().clone();
         let r = self.append_receipt(&id, body)?;
         let mut store = lock(&self.store)?;
@@ -298,6 +319,22 @@ impl Runtime {
         tracing::warn!(point, "test hook: paused");
         loop {
             std::thread::park();
+        }
+    }
+
+    /// The used nonces with their expiry, as a compaction carries them;
+    /// `None` when their lock is poisoned.
+    pub(crate) fn nonce_carry(&self) -> Option<Vec<([u8; 16], u64)>> {
+        let n = lock(&self.nonces).ok()?;
+        Some(n.iter().map(|(n, e)| (*n.as_bytes(), e)).collect())
+    }
+
+    /// Compacts the session store if it is due (after a session ends, at
+    /// recovery, when room runs short).
+    pub(crate) fn compact_store_if_due(&self) {
+        let carry = self.nonce_carry();
+        if let Ok(mut store) = lock(&self.store) {
+            ports::compact_store_if_due(&mut store, carry.as_deref(), self.clock.now_ms());
         }
     }
 

@@ -60,6 +60,7 @@ impl Runtime {
             tracing::error!(code = e.code().as_str(), "recovery stopped: {e}");
         }
         self.sweep_launcher_records();
+        self.compact_store_if_due();
         out
     }
 

@@ -76,6 +76,19 @@ impl Runtime {
                 plan,
             )
         };
+        // Room in the store for every record the session may still need,
+        // up to its terminal one, before anything is spent or launched
+        // (compacting first if that makes the room).
+        let room = lock(&self.store)?.check_room_to_start(id);
+        if let Err(e) = room {
+            if e.code() != glove_types::codes::journal::STORE_NO_ROOM {
+                return Err(ControlError::Journal(e));
+            }
+            self.compact_store_if_due();
+            lock(&self.store)?
+                .check_room_to_start(id)
+                .map_err(ControlError::Journal)?;
+        }
         // The authorization is checked (and its nonce spent) first, so a
         // replayed one is refused as such whatever the session's stage.
         let digests = *any.digests();
@@ -452,6 +465,7 @@ impl Runtime {
             }
         };
         tracing::info!(session_id = ?id.as_str(), result = %result, "session ended");
+        self.compact_store_if_due();
         Ok(result)
     }
 }

@@ -442,7 +442,8 @@ impl ReceiptJournal {
             chain: head.chain,
             envelope: envelope.into(),
         };
-        self.state.receipts.push(stored.clone());
+        self.state
+            .push(Some(reservation.session.clone()), stored.clone());
         self.refresh_anchor(None)?;
         Ok(stored)
     }
@@ -650,7 +651,7 @@ impl ReceiptJournal {
             }
         };
         self.journal = new;
-        self.state.receipts.retain(|r| r.seq > acked.seq);
+        self.state.drop_through(acked.seq);
         self.state.base = Some(acked);
         self.base = acked;
         self.refresh_anchor(None)?;
@@ -675,6 +676,12 @@ impl ReceiptJournal {
     /// Receipts kept in the file, oldest first.
     pub fn receipts(&self) -> &[StoredReceipt] {
         &self.state.receipts
+    }
+
+    /// The kept receipts whose records name `session`, oldest first (an
+    /// index lookup, not a scan).
+    pub fn receipts_of(&self, session: &SessionId) -> Vec<&StoredReceipt> {
+        self.state.of_session(session)
     }
 
     /// The underlying journal.

@@ -14,7 +14,7 @@ use super::records::{decode_base, decode_id, KIND_BASE, KIND_RECEIPT, KIND_RELEA
 use crate::error::{CorruptKind, JournalError};
 use crate::journal::RecordView;
 use glove_types::ids::SessionId;
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 
 /// One stored receipt, kept in memory for paging.
@@ -58,6 +58,9 @@ pub(crate) struct ReceiptState {
     pub(crate) base: Option<ReceiptHead>,
     pub(crate) receipts: Vec<StoredReceipt>,
     pub(crate) outstanding: BTreeSet<SessionId>,
+    /// The sequence numbers of each session's kept receipts (the session
+    /// named by the receipt record), so a lookup is not a scan.
+    pub(crate) by_session: HashMap<SessionId, Vec<u64>>,
 }
 
 impl ReceiptState {
@@ -74,6 +77,37 @@ impl ReceiptState {
         }
         let idx = usize::try_from(seq.checked_sub(base.seq)?.checked_sub(1)?).ok()?;
         self.receipts.get(idx).map(StoredReceipt::head)
+    }
+
+    /// Keeps a receipt (of `session`, when its record names one).
+    pub(crate) fn push(&mut self, session: Option<SessionId>, r: StoredReceipt) {
+        if let Some(id) = session {
+            self.by_session.entry(id).or_default().push(r.seq);
+        }
+        self.receipts.push(r);
+    }
+
+    /// Forgets the receipts up to and including `seq` (compaction).
+    pub(crate) fn drop_through(&mut self, seq: u64) {
+        self.receipts.retain(|r| r.seq > seq);
+        self.by_session.retain(|_, seqs| {
+            seqs.retain(|s| *s > seq);
+            !seqs.is_empty()
+        });
+    }
+
+    /// The kept receipts whose records name `session`, oldest first.
+    pub(crate) fn of_session(&self, session: &SessionId) -> Vec<&StoredReceipt> {
+        let first = self.receipts.first().map_or(0, |r| r.seq);
+        self.by_session
+            .get(session)
+            .into_iter()
+            .flatten()
+            .filter_map(|seq| {
+                let idx = usize::try_from(seq.checked_sub(first)?).ok()?;
+                self.receipts.get(idx).filter(|r| r.seq == *seq)
+            })
+            .collect()
     }
 
     /// Applies one stored record.
@@ -130,12 +164,15 @@ impl ReceiptState {
                 if let Some(id) = &id {
                     self.outstanding.remove(id);
                 }
-                self.receipts.push(StoredReceipt {
-                    seq: v.head.seq,
-                    kind: v.kind,
-                    chain: v.head.chain,
-                    envelope: Arc::from(rest),
-                });
+                self.push(
+                    id,
+                    StoredReceipt {
+                        seq: v.head.seq,
+                        kind: v.kind,
+                        chain: v.head.chain,
+                        envelope: Arc::from(rest),
+                    },
+                );
                 Ok(())
             }
             _ => Err(bad(CorruptKind::UnknownKind)),
