@@ -883,10 +883,14 @@ fn a_creation_needs_its_plan_staged_with_matching_digests() {
 }
 
 #[test]
-fn two_receipts_naming_one_session_are_ambiguous() {
+fn a_receipt_naming_another_session_is_refused_before_it_is_written() {
     let (_dir, _, mut receipts) = fresh();
     let id = id_of(0);
     let first = receipts.get_or_append(&id, &receipt_body(&id)).unwrap();
+    let first_entry = receipts
+        .terminal_receipt(Subject::Session(&id))
+        .unwrap()
+        .unwrap();
     // Found again, not appended twice.
     assert_eq!(
         receipts.get_or_append(&id, &receipt_body(&id)).unwrap(),
@@ -899,16 +903,16 @@ fn two_receipts_naming_one_session_are_ambiguous() {
             .unwrap(),
         None
     );
-    // A second receipt whose body names the same session (spent through
-    // another session's reservation) makes the answer ambiguous.
+    // A second receipt whose body names the same session, spent through
+    // another session's reservation, is refused before it is written: the
+    // answer for the first session stays its one receipt.
     let other = id_of(1);
     let mut j = receipts;
     let err = j.get_or_append(&other, &receipt_body(&id)).unwrap_err();
     assert_eq!(err.code(), c::LIFECYCLE_RECEIPT_MISMATCH);
+    assert_eq!(j.journal().receipts().len(), 1, "nothing was written");
     assert_eq!(
-        j.terminal_receipt(Subject::Session(&id))
-            .unwrap_err()
-            .code(),
-        c::LIFECYCLE_RECEIPT_MISMATCH
+        j.terminal_receipt(Subject::Session(&id)).unwrap(),
+        Some(first_entry)
     );
 }

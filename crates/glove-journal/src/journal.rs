@@ -174,6 +174,14 @@ impl Journal {
         // A rewrite a crash cut short left its new file beside this one;
         // holding the lock, no rewrite is in flight, so it is garbage.
         placement::remove_stale_siblings(dir.as_fd(), name, "new");
+        // Likewise the temporary siblings of its anchor and ack files (each
+        // is written whole through one, only by this journal's holder).
+        let mut anchor_file = name.to_os_string();
+        anchor_file.push(".anchor");
+        placement::remove_stale_siblings(dir.as_fd(), &anchor_file, "tmp");
+        let mut ack = name.to_os_string();
+        ack.push(".ack");
+        placement::remove_stale_siblings(dir.as_fd(), &ack, "tmp");
         if size > spec.max_bytes {
             // Refuse before reading an unbounded amount.
             if anchor.is_none_or(|a| size >= a.byte_len) {

@@ -306,17 +306,20 @@ impl<J: BorrowMut<ReceiptJournal>> StoreReceipts<J> {
         if let Some(r) = durable(self)? {
             return Ok(r);
         }
+        // The body must name the session whose reservation it spends, so
+        // the per-session index (by the record's session) and the body agree:
+        // checked before anything is written.
+        if body_names(body).as_deref() != Some(session.as_str()) {
+            return Err(PortError::new(LIFECYCLE_RECEIPT_MISMATCH));
+        }
         let journal: &mut ReceiptJournal = self.journal.borrow_mut();
         let reservation = match journal.held_reservation(session) {
             Some(r) => r,
             None => journal.reserve(session).map_err(journal_err)?,
         };
-        let stored = journal
+        journal
             .append_receipt(&reservation, ReceiptKind::ResourceV1, body)
             .map_err(journal_err)?;
-        if body_session(&stored).as_deref() != Some(session.as_str()) {
-            return Err(PortError::new(LIFECYCLE_RECEIPT_MISMATCH));
-        }
         durable(self)?.ok_or(PortError::new(LIFECYCLE_RECEIPT_MISMATCH))
     }
 }
@@ -328,6 +331,12 @@ pub fn reference(r: &StoredReceipt) -> ReceiptEntry {
 }
 
 /// The `session_id` of a stored receipt's body.
+/// The `session_id` a receipt body names.
+fn body_names(body: &[u8]) -> Option<String> {
+    let v: serde_json::Value = serde_json::from_slice(body).ok()?;
+    Some(v.get("session_id")?.as_str()?.to_owned())
+}
+
 fn body_session(r: &StoredReceipt) -> Option<String> {
     let v: serde_json::Value = serde_json::from_slice(&r.envelope).ok()?;
     Some(v.get("body")?.get("session_id")?.as_str()?.to_owned())
