@@ -94,6 +94,10 @@ pub struct GlovedArgs {
     /// Bytes of recent output kept per session for late attachers [default: 262144].
     #[arg(long, value_name = "BYTES")]
     pub transcript_bytes: Option<usize>,
+    /// Records the receipt journal holds (reservations, releases and
+    /// receipts); acknowledged receipts are compacted away [default: 100000].
+    #[arg(long, value_name = "N")]
+    pub receipt_journal_max_records: Option<u64>,
     /// Library bundle root (directory, mode 0700), checked and pinned.
     #[arg(long, value_name = "DIR")]
     pub library_bundle_root: Option<PathBuf>,
@@ -147,6 +151,7 @@ struct ConfigFile {
     materialization_root: Option<PathBuf>,
     start_auth_key: Option<PathBuf>,
     transcript_bytes: Option<usize>,
+    receipt_journal_max_records: Option<u64>,
     library_bundle_root: Option<PathBuf>,
     path_exposure_policy: Option<PathBuf>,
     path_exposure_journal: Option<PathBuf>,
@@ -182,6 +187,8 @@ pub struct Settings {
     pub start_auth_key: Option<PathBuf>,
     /// Transcript bytes per session.
     pub transcript_bytes: usize,
+    /// The receipt journal's bounds.
+    pub receipt_config: ReceiptConfig,
     /// The library bundle root.
     pub library_bundle_root: Option<PathBuf>,
     /// The exposure policy and journal.
@@ -342,6 +349,21 @@ impl GlovedArgs {
                         return Err(config_invalid("transcript_bytes must be 1024 to 67108864"))
                     }
                 },
+                receipt_config: match self
+                    .receipt_journal_max_records
+                    .or(file.receipt_journal_max_records)
+                {
+                    None => ReceiptConfig::default(),
+                    Some(n) if (64..=1_000_000).contains(&n) => ReceiptConfig {
+                        max_records: n,
+                        ..ReceiptConfig::default()
+                    },
+                    Some(_) => {
+                        return Err(config_invalid(
+                            "receipt_journal_max_records must be 64 to 1000000",
+                        ))
+                    }
+                },
                 library_bundle_root: self.library_bundle_root.or(file.library_bundle_root),
                 path_exposure,
                 log_format,
@@ -495,7 +517,7 @@ pub fn start(s: &Settings) -> Result<Started, Rejection> {
     let rj = &s.receipt_journal;
     placement::check_parent(rj, "the receipt journal")?;
     let receipts = if exists(rj) {
-        let (mut j, report) = ReceiptJournal::open(rj, key, &anchor, ReceiptConfig::default())
+        let (mut j, report) = ReceiptJournal::open(rj, key, &anchor, s.receipt_config)
             .map_err(at(rj, "the receipt journal"))?;
         if report.unanchored {
             tracing::warn!(path = ?rj, "the receipt journal had no anchor file; nothing could be checked against one on this start (one is kept from now on)");
@@ -510,7 +532,7 @@ pub fn start(s: &Settings) -> Result<Started, Rejection> {
         j
     } else {
         tracing::info!(path = ?rj, "receipt journal created");
-        ReceiptJournal::create(rj, key, &anchor, ReceiptConfig::default())
+        ReceiptJournal::create(rj, key, &anchor, s.receipt_config)
             .map_err(at(rj, "the receipt journal"))?
     };
     let remote_backend = match remote {
