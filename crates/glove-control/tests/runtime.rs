@@ -69,6 +69,9 @@ struct State {
 struct Channel {
     st: Mutex<State>,
     cv: Condvar,
+    /// The process the fake reports as the sandbox init (this test process
+    /// unless a test gives it a child it may kill).
+    init_pid: Option<u32>,
 }
 
 impl Channel {
@@ -94,6 +97,8 @@ struct Fake {
     probe: Arc<Mutex<Option<Probe>>>,
     /// Runs once when the spec arrives (the sandbox is being prepared).
     on_spec: Arc<Mutex<Option<Hook>>>,
+    /// The init the next links report.
+    init_pid: Mutex<Option<u32>>,
 }
 
 type Probe = Box<dyn Fn() -> String + Send>;
@@ -107,6 +112,7 @@ impl Fake {
             links: Mutex::default(),
             probe: Arc::default(),
             on_spec: Arc::default(),
+            init_pid: Mutex::default(),
         })
     }
 
@@ -212,9 +218,10 @@ fn reply(script: Script, ch: &Channel, m: &ToLauncher) {
         ))),
         (ToLauncher::Release, Script::LostAfterRelease) => ch.close(),
         (ToLauncher::Release, _) => {
-            // The "init" is this test process: a real, live identity.
-            let init = glove_sandbox::identity::ProcessIdentity::of(std::process::id() as i32)
-                .expect("own identity");
+            // The "init" is a real, live process: this test process, or a
+            // child the test gave.
+            let pid = ch.init_pid.unwrap_or(std::process::id());
+            let init = glove_sandbox::identity::ProcessIdentity::of(pid as i32).expect("identity");
             ch.push(FromLauncher::Started(Box::new(Started {
                 init,
                 launcher_pid: std::process::id() as i32,
@@ -270,7 +277,9 @@ impl LauncherLink for FakeLink {
     }
 
     fn pid(&self) -> u32 {
-        std::process::id()
+        // Recorded as the launcher for recovery: never this test process
+        // when the test gave a child it may kill.
+        self.ch.init_pid.unwrap_or(std::process::id())
     }
 
     fn unbounded(&mut self) {}
@@ -306,6 +315,7 @@ impl Launcher for Fake {
         let ch = Arc::new(Channel {
             st: Mutex::default(),
             cv: Condvar::new(),
+            init_pid: *self.init_pid.lock().expect("lock"),
         });
         self.links.lock().expect("lock").push(ch.clone());
         Ok(Box::new(FakeLink {
@@ -918,4 +928,54 @@ fn an_id_with_a_receipt_is_not_reused_and_a_carried_nonce_is_not_replayed() {
         !rig.fake.log().iter().any(|l| l == "spawn"),
         "the replay never reached a launcher"
     );
+}
+
+#[test]
+fn recovery_kills_a_running_sessions_init_through_its_identity_and_writes_a_receipt() {
+    if !lifecycle_available() {
+        eprintln!("skipping: no /sys/fs/cgroup");
+        return;
+    }
+    // The "sandbox init" is a child this test may kill.
+    let mut init = std::process::Command::new("/bin/sleep")
+        .arg("600")
+        .spawn()
+        .expect("spawn sleep");
+    let rig = Rig::new(Script::Normal);
+    *rig.fake.init_pid.lock().expect("lock") = Some(init.id());
+    let auth = rig.created("s-crash");
+    rig.start("s-crash", &auth).expect("start");
+    // The durable state at this moment is what a crash leaves: copy it.
+    let copy = tempfile::tempdir().expect("tempdir");
+    let status = std::process::Command::new("cp")
+        .arg("-a")
+        .arg(format!("{}/.", rig._dir.path().display()))
+        .arg(copy.path())
+        .status()
+        .expect("cp");
+    assert!(status.success());
+    let after = Rig::open(copy, Script::Normal, ReceiptConfig::default(), false);
+    assert_eq!(after.stage("s-crash"), "running");
+    let out = after.service.recover();
+    assert_eq!(out.len(), 1, "{out:?}");
+    assert_eq!(after.stage("s-crash"), "failed");
+    let body = after.receipt("s-crash");
+    assert_eq!(body["recovered"], true);
+    assert_eq!(body["recovery"]["stage"], "running");
+    assert_eq!(body["recovery"]["identity_matched"], true);
+    assert_eq!(
+        body["termination"]["code"],
+        "lifecycle_recovery_running_interrupted"
+    );
+    // The recorded init was killed, through its pidfd.
+    let st = init.wait().expect("wait");
+    assert_eq!(
+        std::os::unix::process::ExitStatusExt::signal(&st),
+        Some(9),
+        "the init was SIGKILLed"
+    );
+    // Nothing was spawned to recover it.
+    assert!(!after.fake.log().iter().any(|l| l == "spawn"));
+    rig.fake.exit(0);
+    rig.wait_stage("s-crash", "exited");
 }
