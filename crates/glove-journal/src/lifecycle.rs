@@ -42,14 +42,18 @@
 //! through the lifecycle and [`StoreLog`]. [`repeat_creation`] answers a
 //! repeated creation request without writing.
 //!
-//! Terminal receipts: [`StoreReceipts`] finds a session's receipt by the
-//! `session_id` field of the receipt body (the receipt journal's in-memory
-//! state does not keep the reservation's session id, and compaction drops
-//! it from the file, while the body is covered by the receipt MACs and
-//! survives compaction). The reference is the receipt's sequence number and
-//! the SHA-256 of its stored envelope. More than one receipt naming one
-//! session is ambiguous and fails closed (`lifecycle_receipt_mismatch`).
-//! Receipts already acknowledged and compacted away are not found.
+//! Terminal receipts: [`StoreReceipts`] finds a session's receipt through
+//! the receipt journal's per-session index
+//! ([`ReceiptJournal::receipts_of`]): by the session of the reservation the
+//! receipt spent, or, for a receipt a compaction kept (the compacted file
+//! drops the record's session), by the `session_id` of its MAC-covered
+//! body. The found receipt's body must name the session, and
+//! [`StoreReceipts::get_or_append`] refuses, before writing, a body naming
+//! another session than the reservation it spends. The reference is the
+//! receipt's sequence number and the SHA-256 of its stored envelope. More
+//! than one receipt for one session is ambiguous and fails closed
+//! (`lifecycle_receipt_mismatch`). Receipts already acknowledged and
+//! compacted away are not found.
 
 use crate::receipt::{ReceiptJournal, ReceiptKind, StoredReceipt};
 use crate::session::{Creation, NewSession, SessionRecord as StoredSession};

@@ -40,6 +40,12 @@ impl StoredReceipt {
     }
 }
 
+/// The `session_id` of an envelope's body, when it names a valid one.
+fn body_session_id(envelope: &[u8]) -> Option<SessionId> {
+    let v: serde_json::Value = serde_json::from_slice(envelope).ok()?;
+    SessionId::new(v.get("body")?.get("session_id")?.as_str()?).ok()
+}
+
 /// How replay checks each envelope. Both give the same result for every
 /// input (see [`verify_stored`]); `Full` is kept for the offline verifier,
 /// which does not depend on the cheap check's argument.
@@ -164,8 +170,12 @@ impl ReceiptState {
                 if let Some(id) = &id {
                     self.outstanding.remove(id);
                 }
+                // A compacted file keeps receipts without the record's
+                // session (their reservations are gone): index those by the
+                // MAC-covered body's `session_id`.
+                let session = id.or_else(|| body_session_id(rest));
                 self.push(
-                    id,
+                    session,
                     StoredReceipt {
                         seq: v.head.seq,
                         kind: v.kind,

@@ -443,3 +443,39 @@ mod issue_14_receipt_anchor {
         assert_eq!(j.receipts().len(), 3);
     }
 }
+
+/// A receipt body naming session `s<n>`.
+fn session_body(n: u64) -> Vec<u8> {
+    format!(r#"{{"receipt_kind":"resource_v1","session_id":"s{n}"}}"#).into_bytes()
+}
+
+#[test]
+fn a_kept_receipt_is_found_for_its_session_after_compaction_and_reopen() {
+    let d = tempdir();
+    let p = d.path().join("receipts");
+    let mut j = ReceiptJournal::create(&p, key(), &anchor(), ReceiptConfig::default()).unwrap();
+    for i in 0..6 {
+        let s = sid(&format!("s{i}"));
+        let r = j.reserve(&s).unwrap();
+        j.append_receipt(&r, ReceiptKind::ResourceV1, &session_body(i))
+            .unwrap();
+    }
+    // Acknowledge five, compact them away: s5's receipt is kept.
+    let page = j.page(anchor().seq, 5, 1 << 20).unwrap();
+    j.ack(&page.head).unwrap();
+    j.compact().unwrap();
+    let found = |j: &ReceiptJournal, n: u64| -> Vec<u64> {
+        j.receipts_of(&sid(&format!("s{n}")))
+            .iter()
+            .map(|r| r.seq)
+            .collect()
+    };
+    assert_eq!(found(&j, 5), vec![anchor().seq + 6]);
+    assert!(found(&j, 0).is_empty(), "compacted away");
+    drop(j);
+    // The compacted file keeps the receipt without its record's session;
+    // the index finds it by the body's.
+    let (j, _) = ReceiptJournal::open(&p, key(), &anchor(), ReceiptConfig::default()).unwrap();
+    assert_eq!(found(&j, 5), vec![anchor().seq + 6]);
+    assert!(found(&j, 0).is_empty());
+}
