@@ -392,7 +392,10 @@ impl Service {
             let j = lock(receipts)?;
             let subject = glove_lifecycle::Subject::Session(plan.session_id());
             let view = crate::ports::ReceiptView::new(&j);
-            if let Ok(Some(r)) = glove_lifecycle::TerminalReceiptRef::durable(&view, subject) {
+            // A lookup that fails (two receipts for one id) refuses too.
+            if let Some(r) = glove_lifecycle::TerminalReceiptRef::durable(&view, subject)
+                .map_err(ControlError::Lifecycle)?
+            {
                 return Err(ControlError::refused(
                     glove_types::codes::journal::SESSION_CONFLICT,
                     format!(
@@ -447,13 +450,37 @@ impl Service {
 
     fn session_status(&self, p: StatusParams) -> Result<Value, ControlError> {
         let id = SessionId::new(p.session_id).map_err(|r| invalid_params(&r.at("session_id")))?;
-        let store = lock(self.store.as_ref().ok_or_else(internal)?)?;
-        let record = store.get(&id).ok_or_else(|| {
-            ControlError::Journal(JournalError::SessionNotFound {
-                session: id.clone(),
-            })
-        })?;
-        Ok(status_json(record))
+        {
+            let store = lock(self.store.as_ref().ok_or_else(internal)?)?;
+            if let Some(record) = store.get(&id) {
+                return Ok(status_json(record));
+            }
+        }
+        // Compacted away: an ended session whose receipt is still kept is
+        // answered from the receipt.
+        if let Some(receipts) = &self.receipts {
+            let j = lock(receipts)?;
+            if let Some(r) = j.receipts_of(&id).first() {
+                let env: Value = serde_json::from_slice(&r.envelope).map_err(|_| internal())?;
+                let body = glove_types::canon::to_canonical(&env["body"])?;
+                let typed = glove_types::receipt::ResourceReceiptV1::decode(&body)?;
+                let stage = match typed.termination {
+                    glove_types::receipt::Termination::Failed { .. } => "failed",
+                    _ => "exited",
+                };
+                return Ok(json!({
+                    "session_id": id.as_str(),
+                    "stage": stage,
+                    "plan_content_digest": typed.plan_content_digest.to_hex(),
+                    "controller_plan_digest": typed.controller_plan_digest.to_hex(),
+                    "receipt_seq": r.seq,
+                    "compacted": true,
+                }));
+            }
+        }
+        Err(ControlError::Journal(JournalError::SessionNotFound {
+            session: id.clone(),
+        }))
     }
 
     fn receipts_page(&self, p: PageParams) -> Result<Value, ControlError> {

@@ -58,6 +58,8 @@ enum Script {
     LostAfterRelease,
     /// Cannot be spawned at all.
     SpawnFails,
+    /// Runs, but gives no second writer.
+    WriterFails,
 }
 
 #[derive(Default)]
@@ -208,7 +210,7 @@ fn reply(script: Script, ch: &Channel, m: &ToLauncher) {
     match (m, script) {
         (ToLauncher::Spec(_), Script::FailPrepare) => ch.push(FromLauncher::Failed(Failure {
             code: "sandbox_mount_failed".into(),
-            message: "the fake refuses".into(),
+            message: "bind source /home/operator/.private/project: ENOENT".into(),
         })),
         (ToLauncher::Spec(_), _) => ch.push(FromLauncher::Prepared(Box::new(
             glove_sandbox::launch::PreparedFacts {
@@ -268,6 +270,9 @@ impl LauncherLink for FakeLink {
     }
 
     fn writer(&self) -> Result<Box<dyn LauncherWriter>, String> {
+        if self.script == Script::WriterFails {
+            return Err("no second writer".into());
+        }
         Ok(Box::new(FakeWriter {
             script: self.script,
             log: self.log.clone(),
@@ -634,6 +639,21 @@ fn a_refused_prepare_fails_the_session_with_a_receipt_and_no_release() {
         ["spawn", "spec@preparing", "spec", "closed"]
     );
     let body = rig.receipt("s-prep");
+    // The launcher's message names a host path: it goes to the log, not to
+    // the wire or the receipt.
+    assert!(!e.message.contains("/home/operator"), "{}", e.message);
+    assert!(
+        !body["termination"]["message"]
+            .as_str()
+            .unwrap_or("")
+            .contains("/home/operator"),
+        "{body}"
+    );
+    assert!(
+        e.message.starts_with("sandbox_mount_failed"),
+        "{}",
+        e.message
+    );
     assert_eq!(body["termination"]["reason"], "failed");
     assert_eq!(body["termination"]["code"], "session_launch_failed");
     assert_eq!(
@@ -867,12 +887,13 @@ fn the_store_is_compacted_so_sessions_outlive_its_record_budget() {
             acked = ack_all(&rig, acked).0;
         }
     }
-    // A session compaction dropped is gone from the store, and its id is
-    // still taken while its receipt is kept.
-    let e = rig
+    // A session compaction dropped is gone from the store; while its
+    // receipt is kept, its status is answered from the receipt.
+    let v = rig
         .call("session_status", json!({"session_id": "s-many-0"}))
-        .expect_err("compacted");
-    assert_eq!(e.code.as_str(), "store_session_not_found");
+        .expect("status from the receipt");
+    assert_eq!(v["compacted"], true, "{v}");
+    assert_eq!(v["stage"], "failed");
 }
 
 #[test]
@@ -891,7 +912,8 @@ fn an_id_with_a_receipt_is_not_reused_and_a_carried_nonce_is_not_replayed() {
     let mut i = 0;
     while rig
         .call("session_status", json!({"session_id": "s-once"}))
-        .is_ok()
+        .expect("status")["compacted"]
+        != true
     {
         let id = format!("s-fill-{i}");
         let a = rig.created(&id);
@@ -978,4 +1000,58 @@ fn recovery_kills_a_running_sessions_init_through_its_identity_and_writes_a_rece
     assert!(!after.fake.log().iter().any(|l| l == "spawn"));
     rig.fake.exit(0);
     rig.wait_stage("s-crash", "exited");
+}
+
+#[test]
+fn a_session_the_store_compacted_away_can_still_be_cleaned_up() {
+    if !lifecycle_available() {
+        eprintln!("skipping: no /sys/fs/cgroup");
+        return;
+    }
+    let rig = Rig::new(Script::Normal);
+    let mut i = 0;
+    loop {
+        let id = format!("s-live-{i}");
+        let auth = rig.created(&id);
+        rig.start(&id, &auth).expect("start");
+        rig.fake.exit(0);
+        rig.wait_stage(&id, "exited");
+        i += 1;
+        let first = rig
+            .call("session_status", json!({"session_id": "s-live-0"}))
+            .expect("status");
+        if first["compacted"] == true {
+            assert_eq!(first["stage"], "exited");
+            break;
+        }
+        assert!(i < 3_000, "s-live-0 was never compacted away");
+    }
+    // Its live state (transcript, writer) is still held until cleanup,
+    // which the compaction must not have made impossible.
+    let v = rig
+        .call("cleanup_session", json!({"session_id": "s-live-0"}))
+        .expect("cleanup");
+    assert_eq!(v["live_state_removed"], true);
+}
+
+#[test]
+fn a_running_session_without_a_second_writer_is_stopped_and_failed_with_a_receipt() {
+    if !lifecycle_available() {
+        eprintln!("skipping: no /sys/fs/cgroup");
+        return;
+    }
+    let rig = Rig::new(Script::WriterFails);
+    let auth = rig.created("s-writer");
+    let e = rig.start("s-writer", &auth).expect_err("failed");
+    assert_eq!(e.code.as_str(), "session_launch_failed");
+    assert!(
+        rig.fake.log().iter().any(|l| l == "stop:0"),
+        "{:?}",
+        rig.fake.log()
+    );
+    assert_eq!(rig.stage("s-writer"), "failed");
+    assert_eq!(
+        rig.receipt("s-writer")["termination"]["code"],
+        "session_launch_failed"
+    );
 }

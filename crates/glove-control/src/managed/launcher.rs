@@ -126,6 +126,17 @@ pub(super) fn drain_until_end(link: &mut dyn LauncherLink) -> Result<(), String>
     }
 }
 
+/// What the wire and the receipt say of a launcher's failure: its code and
+/// a fixed sentence. The launcher's own message can name host paths (a bind
+/// source, a grant's directory), so it goes to the log only.
+pub(super) fn launch_failure(f: &glove_sandbox::wire::Failure) -> String {
+    tracing::warn!(code = %f.code, "the launcher failed: {}", f.message);
+    format!(
+        "{}: the sandbox could not be built or run; the gloved log has the details",
+        f.code
+    )
+}
+
 /// How long the launcher may take to prepare or start a sandbox.
 pub(super) const LAUNCH_TIMEOUT: Duration = Duration::from_secs(60);
 /// Launches `/bin/true` under strict enforcement through the launcher and
@@ -224,10 +235,12 @@ pub(super) fn spawn_launcher(
         .stdout(std::process::Stdio::null())
         .spawn()
         .map_err(|e| {
-            Rejection::new(
-                SESSION_LAUNCH_FAILED,
-                format!("cannot run {}: {e}", launcher.display()),
-            )
+            Rejection::new(SESSION_LAUNCH_FAILED, {
+                // The path stays in the log: the wire and the receipt
+                // never name a host path.
+                tracing::error!(launcher = ?launcher, "cannot run the launcher: {e}");
+                format!("cannot run the launcher: {}", e.kind())
+            })
         })?;
     mine.set_read_timeout(Some(LAUNCH_TIMEOUT))
         .map_err(|e| Rejection::new(SESSION_LAUNCH_FAILED, format!("socket: {e}")))?;
@@ -263,9 +276,7 @@ pub(super) fn expect_frame<T>(
 ) -> Result<T, (ErrorCode, String)> {
     match reply.map(want) {
         Ok(Ok(v)) => Ok(v),
-        Ok(Err(FromLauncher::Failed(f))) => {
-            Err((SESSION_LAUNCH_FAILED, format!("{}: {}", f.code, f.message)))
-        }
+        Ok(Err(FromLauncher::Failed(f))) => Err((SESSION_LAUNCH_FAILED, launch_failure(&f))),
         Ok(Err(other)) => Err((SESSION_LAUNCH_FAILED, format!("unexpected frame {other:?}"))),
         Err(e) => Err((SESSION_LAUNCHER_LOST, e)),
     }

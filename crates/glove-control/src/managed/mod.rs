@@ -58,7 +58,10 @@ pub const DEFAULT_TRANSCRIPT_BYTES: usize = 256 * 1024;
 /// Default grace between TERM and KILL for `stop_session`.
 pub const DEFAULT_STOP_GRACE_MS: u64 = 2_000;
 /// Used start-authorization nonces kept.
-const NONCE_CAPACITY: usize = 65_536;
+/// As many as a store compaction carries, so a full set can always be
+/// carried; one more unexpired start is refused
+/// (`start_auth_nonce_store_full`) until the oldest expires.
+const NONCE_CAPACITY: usize = glove_journal::session::record::MAX_CARRIED_NONCES;
 /// Attach notifications buffered per attacher before it is cut off.
 const ATTACH_QUEUE: usize = 1024;
 

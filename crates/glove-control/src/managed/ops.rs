@@ -200,17 +200,21 @@ impl Runtime {
                 ));
             }
         }
-        let stage = {
-            let store = lock(&self.store)?;
-            store.get(id).map(|r| r.stage()).ok_or_else(|| {
-                err(
+        let stage = lock(&self.store)?.get(id).map(|r| r.stage());
+        let receipt = self.terminal(id);
+        // A session the store compacted away ended: its receipt (durable
+        // before the terminal record) is what is left of it.
+        let stage = match (stage, receipt) {
+            (Some(s), _) => s,
+            (None, Some(_)) => SessionStage::Exited,
+            (None, None) => {
+                return Err(err(
                     glove_types::codes::journal::STORE_SESSION_NOT_FOUND,
                     format!("no session {}", id.as_str()),
-                )
-            })?
+                ))
+            }
         };
         let terminal = matches!(stage, SessionStage::Exited | SessionStage::Failed);
-        let receipt = self.terminal(id);
         if !terminal || receipt.is_none() {
             return Err(err(
                 SESSION_NOT_TERMINAL,

@@ -2,7 +2,7 @@
 
 use super::binding::launch_binding;
 use super::identity::lifecycle_identity;
-use super::launcher::{drain_until_end, expect_frame, LauncherLink};
+use super::launcher::{drain_until_end, expect_frame, launch_failure, LauncherLink};
 use super::receipt::{receipt_body, Ending, ReceiptFacts};
 use super::spec::build_spec;
 use super::transcript::{Event, Transcript};
@@ -314,13 +314,16 @@ impl Runtime {
                 Ok(w) => w,
                 Err(e) => {
                     // Without a writer the session could not be stopped:
-                    // end it now.
+                    // end it now, and record its end with a receipt.
+                    tracing::error!(session_id = ?id.as_str(), "no second launcher writer: {e}");
                     let _ = link.send(&ToLauncher::Stop(0));
                     let _ = drain_until_end(link.as_mut());
                     link.close();
-                    return Err(ControlError::refused(
+                    return Err(fail_with(
+                        running.into(),
                         SESSION_LAUNCH_FAILED,
-                        format!("the launcher channel: {e}"),
+                        "the launcher channel could not be shared; the session was stopped".into(),
+                        &facts,
                     ));
                 }
             };
@@ -344,10 +347,26 @@ impl Runtime {
             });
             mem(&self.live).insert(id.clone(), live.clone());
             let rt = self.clone();
-            std::thread::Builder::new()
+            let kept = live.clone();
+            let spawned = std::thread::Builder::new()
                 .name(format!("session-{}", id.as_str()))
-                .spawn(move || rt.pump(&live, link))
-                .map_err(|_| ControlError::Internal("session state"))?;
+                .spawn(move || rt.pump(&live, link));
+            if spawned.is_err() {
+                // The link went down with the closure (the launcher ends the
+                // sandbox when its socket closes); the session is failed with
+                // a receipt rather than left running with nobody reading it.
+                tracing::error!(session_id = ?id.as_str(), "cannot start the session thread");
+                mem(&self.live).remove(id);
+                let any = mem(&kept.session)
+                    .take()
+                    .ok_or(ControlError::Internal("session state"))?;
+                return Err(fail_with(
+                    any,
+                    SESSION_LAUNCH_FAILED,
+                    "the session thread could not be started; the session was ended".into(),
+                    &kept.facts,
+                ));
+            }
             tracing::info!(session_id = ?id.as_str(), init_pid = info.init.pid, "session running");
             Ok(json!({
                 "session_id": id.as_str(),
@@ -370,7 +389,7 @@ impl Runtime {
                 }
                 Ok(FromLauncher::Exited(o)) => break Ok(o),
                 Ok(FromLauncher::Failed(f)) => {
-                    break Err((SESSION_LAUNCH_FAILED, format!("{}: {}", f.code, f.message)))
+                    break Err((SESSION_LAUNCH_FAILED, launch_failure(&f)))
                 }
                 Ok(_) => {}
                 Err(e) => break Err((SESSION_LAUNCHER_LOST, e)),
