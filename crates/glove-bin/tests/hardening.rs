@@ -33,6 +33,21 @@ fn init_signals(who: As) {
     contained(who, &[], &["init_signals", "1024"]);
 }
 
+/// Issue 16: an agent on a PTY reopens its terminal (`/dev/tty` and
+/// `ttyname(0)`) read-write and writes through it: the slave is the
+/// agent's (its uid and gid, mode 0600), not the init's.
+fn tty_reopen(who: As) {
+    let (v, text, out) = probe(who, &["--pty"], &["tty_reopen"]);
+    assert!(
+        text.contains("CONTAINED tty_reopen")
+            && text.contains("REOPENED /dev/tty")
+            && text.contains("REOPENED /dev/pts/"),
+        "{who:?} tty_reopen: {text} / {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(v["exit"]["code"], 0, "{who:?} tty_reopen: {v}");
+}
+
 /// Finding 6: the caller's command line is not visible inside, the init
 /// is hidden, and procfs shows only processes.
 fn cmdline(who: As) {
@@ -525,6 +540,7 @@ fn battery(who: As) {
         return;
     }
     budgets(who);
+    tty_reopen(who);
     init_signals(who);
     cmdline(who);
     shadowed_binds(who);

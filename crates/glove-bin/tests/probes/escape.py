@@ -105,6 +105,29 @@ def case_sockets():
     contained("sockets")
 
 
+def case_tty_reopen():
+    """The agent reopens its terminal read-write, as /dev/tty and by its
+    name, and writes through both; the terminal is the agent's alone."""
+    if not os.isatty(0):
+        escaped("tty_reopen", "standard input is not a terminal")
+    name = os.ttyname(0)
+    st = os.stat(name)
+    if (st.st_uid, st.st_gid) != (os.getuid(), os.getgid()):
+        escaped("tty_reopen", f"{name} owned by {st.st_uid}:{st.st_gid}")
+    if st.st_mode & 0o077:
+        escaped("tty_reopen", f"{name} mode {st.st_mode & 0o777:o}")
+    for path in ["/dev/tty", name]:
+        try:
+            fd = os.open(path, os.O_RDWR)
+        except OSError as e:
+            escaped("tty_reopen", f"open {path}: errno {errno.errorcode.get(e.errno, e.errno)}")
+        if not os.isatty(fd):
+            escaped("tty_reopen", f"{path} is not a terminal")
+        os.write(fd, f"REOPENED {path}\n".encode())
+        os.close(fd)
+    contained("tty_reopen")
+
+
 def case_network():
     with open("/proc/self/net/dev") as f:
         ifaces = [l.split(":")[0].strip() for l in f.readlines()[2:]]
@@ -494,6 +517,7 @@ CASES = {
     "keys_bpf_uring": case_keys_bpf_uring, "tiocsti": case_tiocsti, "hostname": case_hostname,
     "privileges": case_privileges, "fork_bomb": case_fork_bomb, "memory_bomb": case_memory_bomb,
     "cpu_burn": case_cpu_burn, "disk_fill": case_disk_fill, "flood": case_flood,
+    "tty_reopen": case_tty_reopen,
 }
 
 if __name__ == "__main__":

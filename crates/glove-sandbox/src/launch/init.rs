@@ -5,7 +5,7 @@ use super::agent::{
 };
 use super::mounts::setup_fs;
 use super::status::{fail, RELEASE_FALLBACK, TAG_EXIT, TAG_GO, TAG_JOINED, TAG_PREPARED, TAG_PTY};
-use super::{ExecPrep, KILL_REQUEST};
+use super::{ExecPrep, INSIDE_ID, KILL_REQUEST, PTY_MODE};
 use crate::spec::{LaunchSpec, Terminal};
 use crate::sys::process::{self, Exit};
 use crate::sys::{fd, mount, pty, trace, Errno};
@@ -94,6 +94,12 @@ pub(super) fn init_main(
                 Ok(p) => p,
                 Err(e) => fail(&sync, "open pty", e),
             };
+            // The slave is the agent's (which reopens it: `/dev/tty`,
+            // `ttyname(0)`), and no one else's: not the init's identity
+            // (root inside for a root launch), no group access.
+            if let Err(e) = pty::give_to(slave.as_fd(), INSIDE_ID, INSIDE_ID, PTY_MODE) {
+                fail(&sync, "give pty to the agent", e);
+            }
             let _ = pty::set_size(slave.as_fd(), *rows, *cols);
             if let Err(e) = fd::send_fds(
                 sync.as_fd(),

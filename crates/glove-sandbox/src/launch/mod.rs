@@ -718,6 +718,11 @@ pub const MSGQUEUE_BYTES_MAX: u64 = 64 * 1024;
 pub const MEMLOCK_BYTES_MAX: u64 = 8 << 20;
 /// Terminals one sandbox's devpts instance may hand out.
 pub const PTY_MAX: u32 = 64;
+/// The mode of every terminal of the sandbox's devpts instance: the
+/// agent's session PTY (given to [`INSIDE_ID`]) and those it opens itself.
+/// Owner only: the agent reopens its terminal (`/dev/tty`, `ttyname(0)`),
+/// nobody else may write to it (no `write`/`wall` group access).
+pub const PTY_MODE: libc::mode_t = 0o600;
 /// The sandbox user namespace's own limits (`/proc/sys/user/*`).
 ///
 /// Each sandbox's counts are also charged to the user that created its

@@ -1,6 +1,6 @@
 //! The sandbox's file system: mounts, binds, grants, copies and the new root.
 
-use super::{join_net, PreparedFacts, INSIDE_ID, PTY_MAX, SCRATCH, USER_NS_LIMITS};
+use super::{join_net, PreparedFacts, INSIDE_ID, PTY_MAX, PTY_MODE, SCRATCH, USER_NS_LIMITS};
 use crate::spec::{LaunchSpec, MAX_HOST_FILES_TOTAL, MAX_HOST_FILE_BYTES};
 use crate::sys::at;
 use crate::sys::process::{self};
@@ -118,7 +118,7 @@ pub(super) fn setup_fs(
         "/dev/pts",
         "devpts",
         libc::MS_NOSUID | libc::MS_NOEXEC,
-        &format!("newinstance,ptmxmode=0666,mode=0620,max={PTY_MAX}"),
+        &format!("newinstance,ptmxmode=0666,mode={PTY_MODE:o},max={PTY_MAX}"),
     )
     .map_err(step("mount devpts"))?;
     mount::symlink("pts/ptmx", "/dev/ptmx").map_err(step("link /dev/ptmx"))?;

@@ -29,6 +29,21 @@ pub(crate) fn open_pair(ptmx: &str, pts_dir: &str) -> SysResult<(OwnedFd, OwnedF
     Ok((master, unsafe { OwnedFd::from_raw_fd(s) }))
 }
 
+/// Gives the terminal `fd` to `uid`:`gid` with `mode` (ownership first, so
+/// that the mode never applies to the previous owner).
+pub(crate) fn give_to(
+    fd: BorrowedFd<'_>,
+    uid: libc::uid_t,
+    gid: libc::gid_t,
+    mode: libc::mode_t,
+) -> SysResult<()> {
+    // SAFETY: fchown and fchmod take a descriptor and integers only.
+    check_int(unsafe { libc::fchown(fd.as_raw_fd(), uid, gid) })?;
+    // SAFETY: as above.
+    check_int(unsafe { libc::fchmod(fd.as_raw_fd(), mode) })?;
+    Ok(())
+}
+
 /// Makes `fd` the controlling terminal of this (session-leader) process.
 pub(crate) fn make_controlling(fd: BorrowedFd<'_>) -> SysResult<()> {
     // SAFETY: TIOCSCTTY takes an integer argument.
