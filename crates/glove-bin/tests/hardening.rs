@@ -48,6 +48,14 @@ fn tty_reopen(who: As) {
     assert_eq!(v["exit"]["code"], 0, "{who:?} tty_reopen: {v}");
 }
 
+/// Issue 16: `socket(AF_NETLINK, SOCK_RAW|SOCK_DGRAM, NETLINK_ROUTE)`
+/// opens (interfaces are listed), a request that would change the network
+/// namespace is refused by the kernel (EPERM), and every other netlink
+/// family, type and `socketpair` is refused by the filter.
+fn netlink_route_only(who: As) {
+    contained(who, &[], &["netlink"]);
+}
+
 /// Finding 6: the caller's command line is not visible inside, the init
 /// is hidden, and procfs shows only processes.
 fn cmdline(who: As) {
@@ -541,6 +549,7 @@ fn battery(who: As) {
     }
     budgets(who);
     tty_reopen(who);
+    netlink_route_only(who);
     init_signals(who);
     cmdline(who);
     shadowed_binds(who);

@@ -2,7 +2,8 @@
 //!
 //! One filter, installed last (installing a filter is itself a system call
 //! the list refuses): every listed system call is allowed, some only with
-//! argument conditions (sockets only `AF_UNIX`; `clone` without any
+//! argument conditions (sockets only `AF_UNIX`, and netlink only as
+//! `NETLINK_ROUTE` of type `SOCK_RAW` or `SOCK_DGRAM`; `clone` without any
 //! namespace flag; `ioctl` without `TIOCSTI`/`TIOCLINUX`; `prctl` without
 //! `PR_SET_SECCOMP`, so that neither `seccomp` nor `prctl` installs a
 //! further filter; `personality` only with the values ordinary programs
@@ -326,6 +327,7 @@ const RET_ERRNO: u32 = 0x0005_0000;
 const LD_W_ABS: u16 = 0x20;
 const LD_IMM: u16 = 0x00;
 const ALU_SUB_K: u16 = 0x14;
+const ALU_AND_K: u16 = 0x54;
 const ALU_LSH_X: u16 = 0x6c;
 const MISC_TAX: u16 = 0x07;
 const JMP_JA: u16 = 0x05;
@@ -373,12 +375,71 @@ pub enum Check {
         /// Permitted values.
         values: &'static [u32],
     },
+    /// Allowed when one of the alternatives holds; an alternative holds
+    /// when all of its conditions do.
+    AnyOf {
+        /// The alternatives, tried in order.
+        alternatives: &'static [&'static [Cond]],
+    },
     /// Never allowed, answered with this errno instead of `EPERM`.
     Refuse {
         /// The errno returned.
         errno: u32,
     },
 }
+
+/// One condition of [`Check::AnyOf`]: the low 32 bits of argument `arg`,
+/// and-ed with `mask`, are one of `values`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Cond {
+    /// Argument index.
+    pub arg: u32,
+    /// Bits compared (`u32::MAX`: all).
+    pub mask: u32,
+    /// Permitted values of the masked bits.
+    pub values: &'static [u32],
+}
+
+impl Cond {
+    fn holds(&self, args: &[u64; 6]) -> bool {
+        self.values
+            .contains(&((args[self.arg as usize] as u32) & self.mask))
+    }
+}
+
+/// `socket(domain, type, protocol)`: the type's flags the kernel accepts
+/// besides the type itself (`SOCK_CLOEXEC`, `SOCK_NONBLOCK`) are ignored,
+/// any other bit in the type is refused.
+const SOCK_TYPE_MASK: u32 = !((libc::SOCK_CLOEXEC | libc::SOCK_NONBLOCK) as u32);
+const SOCKET_UNIX: &[Cond] = &[Cond {
+    arg: 0,
+    mask: u32::MAX,
+    values: &[libc::AF_UNIX as u32],
+}];
+/// `NETLINK_ROUTE` only (`getifaddrs`, `if_nameindex`, node's
+/// `os.networkInterfaces()`), datagram or raw: it reads the sandbox's own
+/// network namespace; every change it could ask for needs `CAP_NET_ADMIN`
+/// there, which the agent does not have. Other netlink families (audit,
+/// uevents, sock_diag, netfilter, generic, xfrm, ...) stay refused.
+const SOCKET_NETLINK_ROUTE: &[Cond] = &[
+    Cond {
+        arg: 0,
+        mask: u32::MAX,
+        values: &[libc::AF_NETLINK as u32],
+    },
+    Cond {
+        arg: 2,
+        mask: u32::MAX,
+        values: &[libc::NETLINK_ROUTE as u32],
+    },
+    Cond {
+        arg: 1,
+        mask: SOCK_TYPE_MASK,
+        values: &[libc::SOCK_RAW as u32, libc::SOCK_DGRAM as u32],
+    },
+];
+/// What `socket` may create.
+pub const SOCKET_ALTERNATIVES: &[&[Cond]] = &[SOCKET_UNIX, SOCKET_NETLINK_ROUTE];
 
 const TIOCSTI: u32 = libc::TIOCSTI as u32;
 const TIOCLINUX: u32 = libc::TIOCLINUX as u32;
@@ -391,9 +452,8 @@ pub fn rules() -> Vec<(u32, Check)> {
     let unix = libc::AF_UNIX as u32;
     r.push((
         libc::SYS_socket as u32,
-        Check::ArgEq {
-            arg: 0,
-            value: unix,
+        Check::AnyOf {
+            alternatives: SOCKET_ALTERNATIVES,
         },
     ));
     r.push((
@@ -459,6 +519,9 @@ pub fn decide(nr: u32, args: [u64; 6]) -> Result<(), u32> {
         Check::ArgMaskClear { arg, mask } => low(arg) & mask == 0,
         Check::ArgNotIn { arg, values } => !values.contains(&low(arg)),
         Check::ArgIn { arg, values } => values.contains(&low(arg)),
+        Check::AnyOf { alternatives } => alternatives
+            .iter()
+            .any(|conds| conds.iter().all(|c| c.holds(&args))),
         Check::Refuse { errno } => return Err(errno),
     };
     if ok {
@@ -481,9 +544,46 @@ fn jump(code: u16, k: u32, jt: u8, jf: u8) -> sock_filter {
     sock_filter { code, jt, jf, k }
 }
 
+/// Emits one alternative of [`Check::AnyOf`]: allows when every condition
+/// holds, otherwise falls through to what follows it.
+fn emit_alternative(out: &mut BpfProgram, conds: &[Cond]) -> Result<(), String> {
+    let len: usize = conds
+        .iter()
+        .map(|c| 1 + usize::from(c.mask != u32::MAX) + c.values.len())
+        .sum::<usize>()
+        + 1;
+    let start = out.len();
+    let end = start + len;
+    let offset = |at: usize, to: usize| {
+        let n = to - (at + 1);
+        u8::try_from(n).map_err(|_| format!("seccomp program: a jump of {n} does not fit"))
+    };
+    for c in conds {
+        out.push(stmt(LD_W_ABS, off_arg_low(c.arg)));
+        if c.mask != u32::MAX {
+            out.push(stmt(ALU_AND_K, c.mask));
+        }
+        let next = out.len() + c.values.len();
+        for (i, v) in c.values.iter().enumerate() {
+            let at = out.len();
+            // A match goes on to the next condition; the last value's
+            // mismatch leaves the alternative.
+            let miss = if i + 1 == c.values.len() {
+                offset(at, end)?
+            } else {
+                0
+            };
+            out.push(jump(JMP_JEQ_K, *v, offset(at, next)?, miss));
+        }
+    }
+    out.push(stmt(RET_K, RET_ALLOW));
+    debug_assert_eq!(out.len(), end);
+    Ok(())
+}
+
 /// Emits the code that checks one allowed call's arguments (the number is
 /// already known); ends in a return either way.
-fn emit_check(out: &mut BpfProgram, check: Check) {
+fn emit_check(out: &mut BpfProgram, check: Check) -> Result<(), String> {
     let deny = RET_ERRNO | libc::EPERM as u32;
     match check {
         Check::Always => out.push(stmt(RET_K, RET_ALLOW)),
@@ -518,8 +618,15 @@ fn emit_check(out: &mut BpfProgram, check: Check) {
             out.push(stmt(RET_K, deny));
             out.push(stmt(RET_K, RET_ALLOW));
         }
+        Check::AnyOf { alternatives } => {
+            for conds in alternatives {
+                emit_alternative(out, conds)?;
+            }
+            out.push(stmt(RET_K, deny));
+        }
         Check::Refuse { errno } => out.push(stmt(RET_K, RET_ERRNO | errno)),
     }
+    Ok(())
 }
 
 /// Emits the decision for the number in the accumulator: calls with a
@@ -529,7 +636,7 @@ fn emit_bitmap(out: &mut BpfProgram, rules: &[(u32, Check)]) -> Result<(), Strin
     let too_far = |n: usize| format!("seccomp program: a jump of {n} instructions does not fit");
     for (nr, check) in rules.iter().filter(|(_, c)| *c != Check::Always) {
         let mut block = Vec::new();
-        emit_check(&mut block, *check);
+        emit_check(&mut block, *check)?;
         let skip = u8::try_from(block.len()).map_err(|_| too_far(block.len()))?;
         out.push(jump(JMP_JEQ_K, *nr, 0, skip));
         out.extend(block);
@@ -629,6 +736,10 @@ pub fn interpret_counting(
                 acc = acc.wrapping_sub(ins.k);
                 pc += 1;
             }
+            ALU_AND_K => {
+                acc &= ins.k;
+                pc += 1;
+            }
             MISC_TAX => {
                 x = acc;
                 pc += 1;
@@ -711,6 +822,33 @@ mod tests {
             run_both(sock, [libc::AF_INET as u64, 1, 0, 0, 0, 0]),
             RET_ALLOW
         );
+        // Netlink: only NETLINK_ROUTE, raw or datagram, with or without
+        // SOCK_CLOEXEC / SOCK_NONBLOCK.
+        let nl = libc::AF_NETLINK as u64;
+        let flags = (libc::SOCK_CLOEXEC | libc::SOCK_NONBLOCK) as u64;
+        for ty in [libc::SOCK_RAW as u64, libc::SOCK_DGRAM as u64] {
+            for f in [
+                0,
+                libc::SOCK_CLOEXEC as u64,
+                libc::SOCK_NONBLOCK as u64,
+                flags,
+            ] {
+                assert_eq!(run_both(sock, [nl, ty | f, 0, 0, 0, 0]), RET_ALLOW);
+            }
+            for proto in 1..64u64 {
+                assert_ne!(run_both(sock, [nl, ty, proto, 0, 0, 0]), RET_ALLOW);
+            }
+            assert_ne!(run_both(sock, [nl, ty, 1 << 31, 0, 0, 0]), RET_ALLOW);
+        }
+        for ty in [1u64, 5, 10, 3 | 0x100, 3 | (1 << 20), 3 | (1 << 31)] {
+            assert_ne!(run_both(sock, [nl, ty, 0, 0, 0, 0]), RET_ALLOW);
+        }
+        assert_ne!(
+            run_both(sock, [libc::AF_INET as u64, 3, 0, 0, 0, 0]),
+            RET_ALLOW
+        );
+        let pair = libc::SYS_socketpair as u32;
+        assert_ne!(run_both(pair, [nl, 3, 0, 0, 0, 0]), RET_ALLOW);
         let clone = libc::SYS_clone as u32;
         assert_eq!(
             run_both(clone, [libc::SIGCHLD as u64, 0, 0, 0, 0, 0]),
@@ -739,6 +877,19 @@ mod tests {
     }
 
     proptest! {
+        #[test]
+        fn random_sockets_match_the_reference(
+            domain in prop_oneof![Just(1u64), Just(2), Just(16), Just(17), any::<u64>()],
+            ty in prop_oneof![0u64..12, any::<u64>()].prop_map(|t| t ^ (t & 0x80800)),
+            flags in prop_oneof![Just(0u64), Just(0x80000), Just(0x800), Just(0x80800)],
+            proto in prop_oneof![0u64..32, any::<u64>()],
+            high in any::<u32>(),
+        ) {
+            let args = [domain, ty | flags | (u64::from(high) << 32), proto, 0, 0, 0];
+            let nr = libc::SYS_socket as u32;
+            prop_assert_eq!(run_both(nr, args), expected(nr, args));
+        }
+
         #[test]
         fn random_calls_match_the_reference(nr in 0u32..600, args in any::<[u64; 6]>()) {
             prop_assert_eq!(run_both(nr, args), expected(nr, args));

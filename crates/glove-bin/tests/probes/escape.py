@@ -91,9 +91,12 @@ def case_denied_syscalls():
 
 
 def case_sockets():
+    # (Netlink other than NETLINK_ROUTE: case_netlink tries every family.)
     for fam in [socket.AF_INET, socket.AF_INET6, socket.AF_NETLINK, socket.AF_PACKET, 40]:
         try:
-            s = socket.socket(fam, socket.SOCK_RAW if fam in (socket.AF_PACKET, socket.AF_NETLINK) else socket.SOCK_STREAM)
+            raw = fam in (socket.AF_PACKET, socket.AF_NETLINK)
+            proto = NETLINK_AUDIT if fam == socket.AF_NETLINK else 0
+            s = socket.socket(fam, socket.SOCK_RAW if raw else socket.SOCK_STREAM, proto)
             s.close()
             escaped("sockets", f"family {fam} allowed")
         except OSError as e:
@@ -103,6 +106,107 @@ def case_sockets():
     a, b = socket.socketpair()
     a.close(); b.close()
     contained("sockets")
+
+
+NETLINK_ROUTE = 0
+NETLINK_AUDIT = 9
+SYS_SOCKET = 41
+SYS_SOCKETPAIR = 53
+
+
+def netlink_request(sock, msg_type, flags, body):
+    """Sends one rtnetlink request asking for an acknowledgement; returns
+    the error of the NLMSG_ERROR answer (0 is success, else -errno)."""
+    import struct
+    hdr = struct.pack("=IHHII", 16 + len(body), msg_type, 0x1 | 0x4 | flags, 1, 0)
+    sock.send(hdr + body)
+    answer = sock.recv(65536)
+    length, kind = struct.unpack_from("=IH", answer, 0)
+    if kind != 2:  # NLMSG_ERROR
+        escaped("netlink", f"answer of type {kind} to request {msg_type}")
+    return struct.unpack_from("=i", answer, 16)[0]
+
+
+def lo_flags():
+    import struct
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    req = struct.pack("16s24x", b"lo")
+    res = fcntl.ioctl(s, 0x8913, req)  # SIOCGIFFLAGS
+    s.close()
+    return struct.unpack_from("=H", res, 16)[0]
+
+
+def case_netlink():
+    """NETLINK_ROUTE opens (interfaces can be listed) but changes nothing;
+    every other netlink family, type and socketpair stays refused."""
+    import struct
+    # Opening, with the flags libc and runtimes add.
+    for ty in [socket.SOCK_RAW, socket.SOCK_DGRAM, socket.SOCK_RAW | socket.SOCK_CLOEXEC,
+               socket.SOCK_DGRAM | socket.SOCK_CLOEXEC | socket.SOCK_NONBLOCK]:
+        try:
+            socket.socket(socket.AF_NETLINK, ty, NETLINK_ROUTE).close()
+        except OSError as e:
+            escaped("netlink", f"NETLINK_ROUTE type {ty:#x} refused: errno {e.errno}")
+    # Listing: if_nameindex(3) and getifaddrs(3) ask rtnetlink.
+    names = [n for _, n in socket.if_nameindex()]
+    if names != ["lo"]:
+        escaped("netlink", f"if_nameindex {names}")
+    ptr = ctypes.c_void_p()
+    if libc.getifaddrs(ctypes.byref(ptr)) != 0:
+        escaped("netlink", f"getifaddrs errno {ctypes.get_errno()}")
+    libc.freeifaddrs(ptr)
+    # Every other family, with either type and the flags, is refused by
+    # the filter (EPERM), also with bits above the int the kernel reads.
+    refused = []
+    for proto in list(range(1, 32)) + [(1 << 32) | NETLINK_AUDIT, (1 << 63) | 15]:
+        for ty in [socket.SOCK_RAW, socket.SOCK_DGRAM | socket.SOCK_CLOEXEC]:
+            refused.append((socket.AF_NETLINK, ty, proto))
+    # Other types of NETLINK_ROUTE, and other bits in the type.
+    for ty in [socket.SOCK_STREAM, socket.SOCK_SEQPACKET, 10, socket.SOCK_RAW | 0x100,
+               socket.SOCK_RAW | (1 << 20)]:
+        refused.append((socket.AF_NETLINK, ty, NETLINK_ROUTE))
+    # A domain that is netlink only above the int.
+    refused.append(((1 << 32) | socket.AF_INET, socket.SOCK_RAW, NETLINK_ROUTE))
+    for dom, ty, proto in refused:
+        r, e = sys_errno(SYS_SOCKET, dom, ty, proto)
+        if r >= 0:
+            os.close(r)
+            escaped("netlink", f"socket({dom:#x}, {ty:#x}, {proto:#x}) allowed")
+        if e != errno.EPERM:
+            escaped("netlink", f"socket({dom:#x}, {ty:#x}, {proto:#x}): errno {e}")
+    pair = (ctypes.c_int * 2)()
+    for proto in [NETLINK_ROUTE, NETLINK_AUDIT]:
+        r, e = sys_errno(SYS_SOCKETPAIR, socket.AF_NETLINK, socket.SOCK_RAW, proto, pair)
+        if r >= 0 or e != errno.EPERM:
+            escaped("netlink", f"socketpair(AF_NETLINK, {proto}) gave {r} errno {e}")
+    # Changes are refused by the kernel: the agent has no CAP_NET_ADMIN
+    # over its network namespace.
+    before = lo_flags()
+    s = socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, NETLINK_ROUTE)
+    s.bind((0, 0))
+    iff_up = 0x1
+    # RTM_NEWLINK: flip lo's IFF_UP.
+    link = struct.pack("=BxHiII", socket.AF_UNSPEC, 0, 1, (before ^ iff_up) & iff_up, iff_up)
+    err = netlink_request(s, 16, 0, link)
+    if err != -errno.EPERM:
+        escaped("netlink", f"RTM_NEWLINK (lo up/down) answered {err}")
+    # RTM_NEWADDR: 10.9.9.9/8 on lo (NLM_F_CREATE | NLM_F_EXCL).
+    ip = socket.inet_aton("10.9.9.9")
+    addr = struct.pack("=BBBBI", socket.AF_INET, 8, 0, 0, 1)
+    addr += struct.pack("=HH", 8, 2) + ip + struct.pack("=HH", 8, 1) + ip
+    err = netlink_request(s, 20, 0x400 | 0x200, addr)
+    if err != -errno.EPERM:
+        escaped("netlink", f"RTM_NEWADDR answered {err}")
+    # RTM_NEWROUTE: a default route through lo.
+    route = struct.pack("=BBBBBBBBI", socket.AF_INET, 0, 0, 0, 254, 3, 0, 1, 0)
+    route += struct.pack("=HHi", 8, 4, 1)  # RTA_OIF lo
+    err = netlink_request(s, 24, 0x400, route)
+    if err != -errno.EPERM:
+        escaped("netlink", f"RTM_NEWROUTE answered {err}")
+    s.close()
+    if lo_flags() != before:
+        escaped("netlink", "lo's flags changed")
+    contained("netlink")
 
 
 def case_tty_reopen():
@@ -517,7 +621,7 @@ CASES = {
     "keys_bpf_uring": case_keys_bpf_uring, "tiocsti": case_tiocsti, "hostname": case_hostname,
     "privileges": case_privileges, "fork_bomb": case_fork_bomb, "memory_bomb": case_memory_bomb,
     "cpu_burn": case_cpu_burn, "disk_fill": case_disk_fill, "flood": case_flood,
-    "tty_reopen": case_tty_reopen,
+    "netlink": case_netlink, "tty_reopen": case_tty_reopen,
 }
 
 if __name__ == "__main__":
