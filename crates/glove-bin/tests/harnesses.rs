@@ -1,0 +1,118 @@
+//! The five agent harnesses from the npm registry, at the versions pinned in
+//! `harnesses/package.json` (and its lock), run contained by `glove exec`:
+//! each real executable (not the npm `bin` wrapper) prints its version
+//! inside the default sandbox with one read-only bind of the package tree,
+//! offline.
+//!
+//! `.ci/run` installs them outside the repo and sets `GLOVE_HARNESSES` to
+//! the `node_modules` directory. Without it the test says why and skips,
+//! and fails under `GLOVE_REQUIRE_SANDBOX=1`.
+
+#[path = "common/mod.rs"]
+mod common;
+
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+
+/// A harness: its npm package, and the file that really runs (relative to
+/// `node_modules`) with the interpreter it needs, if any.
+struct Harness {
+    package: &'static str,
+    executable: &'static str,
+    interpreter: Option<&'static str>,
+}
+
+const HARNESSES: &[Harness] = &[
+    Harness {
+        package: "@openai/codex",
+        executable: "@openai/codex-linux-x64/vendor/x86_64-unknown-linux-musl/bin/codex",
+        interpreter: None,
+    },
+    Harness {
+        package: "@anthropic-ai/claude-code",
+        executable: "@anthropic-ai/claude-code-linux-x64/claude",
+        interpreter: None,
+    },
+    Harness {
+        package: "opencode-ai",
+        executable: "opencode-linux-x64/bin/opencode",
+        interpreter: None,
+    },
+    Harness {
+        package: "@mariozechner/pi-coding-agent",
+        executable: "@mariozechner/pi-coding-agent/dist/cli.js",
+        interpreter: Some("/usr/bin/node"),
+    },
+    Harness {
+        package: "@github/copilot",
+        executable: "@github/copilot-linux-x64/copilot",
+        interpreter: None,
+    },
+];
+
+fn pinned() -> serde_json::Map<String, Value> {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let v: Value = serde_json::from_slice(
+        &std::fs::read(root.join("harnesses/package.json")).expect("harnesses/package.json"),
+    )
+    .expect("json");
+    v["dependencies"].as_object().expect("dependencies").clone()
+}
+
+fn harness_dir() -> Option<PathBuf> {
+    let d = PathBuf::from(std::env::var_os("GLOVE_HARNESSES")?);
+    d.is_dir().then_some(d)
+}
+
+#[test]
+fn every_pinned_harness_prints_its_version_contained() {
+    let Some(nm) = harness_dir() else {
+        let why = "GLOVE_HARNESSES names no installed harness tree (.ci/run installs them)";
+        assert!(!common::required(), "{why}");
+        eprintln!("skipping: {why}");
+        return;
+    };
+    if !common::need(common::sandbox_ok(common::As::Caller), "the sandbox") {
+        return;
+    }
+    let pins = pinned();
+    assert_eq!(pins.len(), HARNESSES.len(), "one pin per harness");
+    let nm_s = nm.to_str().expect("utf-8 path");
+    for h in HARNESSES {
+        let version = pins[h.package].as_str().expect("pinned version");
+        // The installed package is the pinned one.
+        let pkg: Value = serde_json::from_slice(
+            &std::fs::read(nm.join(h.package).join("package.json")).expect("package.json"),
+        )
+        .expect("json");
+        assert_eq!(pkg["version"], version, "{}", h.package);
+        let exe = nm.join(h.executable);
+        assert!(
+            Path::new(&exe).is_file(),
+            "{} has no {}",
+            h.package,
+            h.executable
+        );
+        let exe_s = exe.to_str().expect("utf-8 path");
+        let mut args = vec!["exec", "--json", "--ro-bind", nm_s, "--"];
+        if let Some(i) = h.interpreter {
+            args.push(i);
+        }
+        args.extend([exe_s, "--version"]);
+        let out = common::glove(common::As::Caller, &args, None);
+        // Some print their version on stderr (pi).
+        let printed = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let (outcome, _) = common::outcome(&out);
+        assert_eq!(outcome["exit"]["code"], 0, "{}: {printed}", h.package);
+        assert!(
+            printed.contains(version),
+            "{} printed no {version}: {printed}",
+            h.package
+        );
+        assert_eq!(outcome["ended_by"], Value::Null, "{}: {outcome}", h.package);
+    }
+}
