@@ -59,6 +59,21 @@ pub enum PolicyCommand {
     Validate(PolicyFile),
     /// Show what a policy allows, per runtime template.
     Explain(PolicyFile),
+    /// Find the agent harnesses (codex, claude-code, pi, copilot, opencode)
+    /// in a search directory: the file that really runs, its version, and
+    /// whether the directories are safe to launch from.
+    Detect(DetectArgs),
+}
+
+/// Arguments of `glove policy detect`.
+#[derive(Debug, Args)]
+pub struct DetectArgs {
+    /// The directory to inspect (absolute; an npm `bin` directory, say).
+    #[arg(long, value_name = "DIR")]
+    pub search_path: PathBuf,
+    /// Print one JSON object instead of text.
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// A policy file argument.
@@ -140,6 +155,7 @@ pub fn run(cli: Cli) -> i32 {
     match cli.command {
         Command::Policy(PolicyCommand::Validate(a)) => policy_validate(&a),
         Command::Policy(PolicyCommand::Explain(a)) => policy_explain(&a),
+        Command::Policy(PolicyCommand::Detect(a)) => policy_detect(&a),
         Command::Plan(PlanCommand::Check(a)) => plan_check(&a),
         Command::Exec(a) => crate::exec::run(a),
         Command::Capabilities(a) => crate::control::client_cli::capabilities(&a),
@@ -160,6 +176,54 @@ fn fail(e: &Rejection, json: bool, extra: Option<(&str, serde_json::Value)>) -> 
         eprintln!("{}", error_line(e));
     }
     EXIT_REJECTED
+}
+
+fn policy_detect(a: &DetectArgs) -> i32 {
+    let d = match glove_control::harness::detect(&a.search_path) {
+        Ok(d) => d,
+        Err(e) => return fail(&e, a.json, None),
+    };
+    if a.json {
+        print_json(&d);
+        return EXIT_OK;
+    }
+    let safe = d["search_path_safe"] == true;
+    println!(
+        "{}: {}",
+        d["search_path"].as_str().unwrap_or(""),
+        if safe {
+            "safe to launch from"
+        } else {
+            "NOT safe to launch from"
+        }
+    );
+    for p in d["search_path_problems"].as_array().into_iter().flatten() {
+        println!("  - {}", p.as_str().unwrap_or(""));
+    }
+    for r in d["runtimes"].as_array().into_iter().flatten() {
+        let name = r["runtime"].as_str().unwrap_or("");
+        if r["installed"] != true {
+            println!("{name:<12} not installed");
+            continue;
+        }
+        println!(
+            "{name:<12} {} {}",
+            r["version"].as_str().unwrap_or("(version unknown)"),
+            r["executable"].as_str().unwrap_or("(no executable found)")
+        );
+        if let Some(i) = r["interpreter"].as_str() {
+            println!("{:<12} runs under: {i}", "");
+        }
+        for p in r["problems"].as_array().into_iter().flatten() {
+            println!("{:<12} - {}", "", p.as_str().unwrap_or(""));
+        }
+        if r["executable_safe"] != true {
+            for p in r["executable_problems"].as_array().into_iter().flatten() {
+                println!("{:<12} - {}", "", p.as_str().unwrap_or(""));
+            }
+        }
+    }
+    EXIT_OK
 }
 
 fn policy_validate(a: &PolicyFile) -> i32 {

@@ -116,3 +116,75 @@ fn every_pinned_harness_prints_its_version_contained() {
         assert_eq!(outcome["ended_by"], Value::Null, "{}: {outcome}", h.package);
     }
 }
+
+#[test]
+fn detect_finds_every_pinned_harness_in_the_npm_bin_directory_and_each_runs_contained() {
+    let Some(nm) = harness_dir() else {
+        let why = "GLOVE_HARNESSES names no installed harness tree (.ci/run installs them)";
+        assert!(!common::required(), "{why}");
+        eprintln!("skipping: {why}");
+        return;
+    };
+    if !common::need(common::sandbox_ok(common::As::Caller), "the sandbox") {
+        return;
+    }
+    let bin = nm.join(".bin");
+    let out = common::glove(
+        common::As::Caller,
+        &[
+            "policy",
+            "detect",
+            "--json",
+            "--search-path",
+            bin.to_str().expect("utf-8"),
+        ],
+        None,
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let d: Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert_eq!(d["search_path_safe"], true, "{d}");
+    let pins = pinned();
+    let runtimes = d["runtimes"].as_array().expect("runtimes");
+    assert_eq!(runtimes.len(), 5);
+    let nm_s = nm.to_str().expect("utf-8");
+    for r in runtimes {
+        let rt = r["runtime"].as_str().expect("runtime");
+        assert_eq!(r["installed"], true, "{rt}: {r}");
+        let package = r["package"].as_str().expect("package");
+        assert_eq!(r["version"], pins[package], "{rt}: {r}");
+        assert_eq!(r["executable_safe"], true, "{rt}: {r}");
+        assert_eq!(r["problems"], serde_json::json!([]), "{rt}: {r}");
+        let exe = r["executable"].as_str().expect("executable");
+        // What detect found is what runs: its version, contained.
+        let mut args = vec!["exec", "--json", "--ro-bind", nm_s, "--"];
+        match (rt, r["executable_kind"].as_str()) {
+            ("pi", Some("script")) => {
+                assert!(
+                    r["interpreter"]
+                        .as_str()
+                        .is_some_and(|i| i.ends_with("node")),
+                    "{r}"
+                );
+                args.push("/usr/bin/node");
+            }
+            (_, Some("elf")) => {}
+            other => panic!("{rt}: unexpected kind {other:?}: {r}"),
+        }
+        args.extend([exe, "--version"]);
+        let out = common::glove(common::As::Caller, &args, None);
+        let printed = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let version = pins[package].as_str().expect("pin");
+        assert!(
+            printed.contains(version),
+            "{rt} printed no {version}: {printed}"
+        );
+    }
+}
