@@ -186,5 +186,49 @@ fn detect_finds_every_pinned_harness_in_the_npm_bin_directory_and_each_runs_cont
             printed.contains(version),
             "{rt} printed no {version}: {printed}"
         );
+        // And `policy generate` makes a template of it that a policy takes.
+        if r["executable_kind"] == "elf" {
+            let out = common::glove(
+                common::As::Caller,
+                &[
+                    "policy",
+                    "generate",
+                    "--runtime",
+                    rt,
+                    "--executable",
+                    exe,
+                    "--template-id",
+                    "gen",
+                ],
+                None,
+            );
+            let entry: Value = serde_json::from_slice(&out.stdout)
+                .unwrap_or_else(|_| panic!("{rt}: {}", String::from_utf8_lossy(&out.stderr)));
+            // The executable's own tree may not be a read-only path of its
+            // template (it would overlap the pinned executable).
+            assert_eq!(entry["launch"]["executable_path"], exe, "{rt}: {entry}");
+            let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
+            let mut policy: Value = serde_json::from_slice(
+                &std::fs::read(root.join("docs/examples/policy.json")).expect("policy"),
+            )
+            .expect("json");
+            policy["runtime_templates"] = Value::Array(vec![entry]);
+            let t = tempfile::tempdir().expect("tempdir");
+            let p = t.path().join("policy.json");
+            std::fs::write(&p, serde_json::to_vec(&policy).expect("json")).expect("write");
+            std::fs::set_permissions(&p, std::os::unix::fs::PermissionsExt::from_mode(0o600))
+                .expect("chmod");
+            let v = common::glove(
+                common::As::Caller,
+                &["policy", "validate", "--file", p.to_str().expect("utf-8")],
+                None,
+            );
+            assert_eq!(
+                v.status.code(),
+                Some(0),
+                "{rt}: {}",
+                String::from_utf8_lossy(&v.stderr)
+            );
+        }
     }
 }
