@@ -65,7 +65,7 @@ pub enum PolicyCommand {
     Detect(DetectArgs),
     /// Print one strict `runtime_templates[]` entry, its adapter command
     /// digest computed, for a pinned executable or explicit search paths.
-    Generate(GenerateArgs),
+    Generate(Box<GenerateArgs>),
 }
 
 /// Arguments of `glove policy generate`.
