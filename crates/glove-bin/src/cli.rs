@@ -59,6 +59,61 @@ pub enum PolicyCommand {
     Validate(PolicyFile),
     /// Show what a policy allows, per runtime template.
     Explain(PolicyFile),
+    /// Find the agent harnesses (codex, claude-code, pi, copilot, opencode)
+    /// in a search directory: the file that really runs, its version, and
+    /// whether the directories are safe to launch from.
+    Detect(DetectArgs),
+    /// Print one strict `runtime_templates[]` entry, its adapter command
+    /// digest computed, for a pinned executable or explicit search paths.
+    Generate(Box<GenerateArgs>),
+}
+
+/// Arguments of `glove policy generate`.
+#[derive(Debug, Args)]
+pub struct GenerateArgs {
+    /// The runtime id (`codex`, `claude-code`, `pi`, `copilot`, `opencode`,
+    /// or another id with `--executable`).
+    #[arg(long, value_name = "ID")]
+    pub runtime: String,
+    /// The pinned executable (canonicalized; it must exist).
+    #[arg(long, value_name = "FILE", conflicts_with = "search_path")]
+    pub executable: Option<PathBuf>,
+    /// A discovery directory, in search order (repeatable; canonicalized;
+    /// the runtime's executable must be in one of them).
+    #[arg(long, value_name = "DIR", required_unless_present = "executable")]
+    pub search_path: Vec<PathBuf>,
+    /// The template id.
+    #[arg(long, value_name = "ID")]
+    pub template_id: String,
+    /// An argument (repeatable, kept in order).
+    #[arg(long = "arg", value_name = "ARG", allow_hyphen_values = true)]
+    pub arguments: Vec<String>,
+    /// An environment entry NAME=value (repeatable).
+    #[arg(long = "env", value_name = "NAME=VALUE")]
+    pub environment: Vec<String>,
+    /// A read-only dependency path (repeatable).
+    #[arg(long = "ro", value_name = "PATH")]
+    pub read_only_paths: Vec<PathBuf>,
+    /// A path alias the template allows (repeatable).
+    #[arg(long = "alias", value_name = "ALIAS")]
+    pub aliases: Vec<String>,
+    /// A library projection destination the template allows (repeatable).
+    #[arg(long = "projection-destination", value_name = "ALIAS")]
+    pub destinations: Vec<String>,
+    /// The sandbox backend.
+    #[arg(long, value_name = "BACKEND", default_value = "linux_production")]
+    pub sandbox_backend: String,
+}
+
+/// Arguments of `glove policy detect`.
+#[derive(Debug, Args)]
+pub struct DetectArgs {
+    /// The directory to inspect (absolute; an npm `bin` directory, say).
+    #[arg(long, value_name = "DIR")]
+    pub search_path: PathBuf,
+    /// Print one JSON object instead of text.
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// A policy file argument.
@@ -140,6 +195,8 @@ pub fn run(cli: Cli) -> i32 {
     match cli.command {
         Command::Policy(PolicyCommand::Validate(a)) => policy_validate(&a),
         Command::Policy(PolicyCommand::Explain(a)) => policy_explain(&a),
+        Command::Policy(PolicyCommand::Detect(a)) => policy_detect(&a),
+        Command::Policy(PolicyCommand::Generate(a)) => policy_generate(&a),
         Command::Plan(PlanCommand::Check(a)) => plan_check(&a),
         Command::Exec(a) => crate::exec::run(a),
         Command::Capabilities(a) => crate::control::client_cli::capabilities(&a),
@@ -160,6 +217,127 @@ fn fail(e: &Rejection, json: bool, extra: Option<(&str, serde_json::Value)>) -> 
         eprintln!("{}", error_line(e));
     }
     EXIT_REJECTED
+}
+
+fn policy_generate(a: &GenerateArgs) -> i32 {
+    use glove_types::codes::cli::CLI_INVALID_ARGUMENT;
+    use glove_types::policy::{generate_template, GenerateTarget, NativeRuntime, TemplateRequest};
+    let canonical = |p: &Path, what: &str| -> Result<String, Rejection> {
+        let bad = |m: String| Rejection::new(CLI_INVALID_ARGUMENT, m).at(what);
+        if !p.is_absolute() {
+            return Err(bad(format!("{} is not absolute", p.display())));
+        }
+        let c = std::fs::canonicalize(p).map_err(|e| bad(format!("{}: {e}", p.display())))?;
+        c.to_str()
+            .map(str::to_owned)
+            .ok_or_else(|| bad(format!("{} is not UTF-8", c.display())))
+    };
+    let result = (|| -> Result<Vec<u8>, Rejection> {
+        let target = match &a.executable {
+            Some(e) => {
+                let c = canonical(e, "executable")?;
+                if !Path::new(&c).is_file() {
+                    return Err(Rejection::new(
+                        CLI_INVALID_ARGUMENT,
+                        format!("{c} is not a regular file"),
+                    )
+                    .at("executable"));
+                }
+                GenerateTarget::Pinned(c)
+            }
+            None => {
+                let dirs = a
+                    .search_path
+                    .iter()
+                    .map(|d| canonical(d, "search_path"))
+                    .collect::<Result<Vec<_>, _>>()?;
+                // The executable must be installed in one of them: discovery
+                // fails closed at launch otherwise.
+                let name = NativeRuntime::parse(&a.runtime)
+                    .map(NativeRuntime::executable_name)
+                    .unwrap_or("");
+                if !name.is_empty() && !dirs.iter().any(|d| Path::new(d).join(name).is_file()) {
+                    return Err(Rejection::new(
+                        CLI_INVALID_ARGUMENT,
+                        format!("no {name} in any of the search paths"),
+                    )
+                    .at("search_path"));
+                }
+                GenerateTarget::Discovery(dirs)
+            }
+        };
+        let read_only_paths = a
+            .read_only_paths
+            .iter()
+            .map(|p| canonical(p, "ro"))
+            .collect::<Result<Vec<_>, _>>()?;
+        generate_template(&TemplateRequest {
+            template_id: a.template_id.clone(),
+            runtime_id: a.runtime.clone(),
+            sandbox_backend: a.sandbox_backend.clone(),
+            target,
+            arguments: a.arguments.clone(),
+            environment: a.environment.clone(),
+            read_only_paths,
+            allowed_path_aliases: a.aliases.clone(),
+            allowed_projection_destinations: a.destinations.clone(),
+        })
+    })();
+    match result {
+        Ok(entry) => {
+            println!("{}", String::from_utf8_lossy(&entry));
+            EXIT_OK
+        }
+        Err(e) => fail(&e, false, None),
+    }
+}
+
+fn policy_detect(a: &DetectArgs) -> i32 {
+    let d = match glove_control::harness::detect(&a.search_path) {
+        Ok(d) => d,
+        Err(e) => return fail(&e, a.json, None),
+    };
+    if a.json {
+        print_json(&d);
+        return EXIT_OK;
+    }
+    let safe = d["search_path_safe"] == true;
+    println!(
+        "{}: {}",
+        d["search_path"].as_str().unwrap_or(""),
+        if safe {
+            "safe to launch from"
+        } else {
+            "NOT safe to launch from"
+        }
+    );
+    for p in d["search_path_problems"].as_array().into_iter().flatten() {
+        println!("  - {}", p.as_str().unwrap_or(""));
+    }
+    for r in d["runtimes"].as_array().into_iter().flatten() {
+        let name = r["runtime"].as_str().unwrap_or("");
+        if r["installed"] != true {
+            println!("{name:<12} not installed");
+            continue;
+        }
+        println!(
+            "{name:<12} {} {}",
+            r["version"].as_str().unwrap_or("(version unknown)"),
+            r["executable"].as_str().unwrap_or("(no executable found)")
+        );
+        if let Some(i) = r["interpreter"].as_str() {
+            println!("{:<12} runs under: {i}", "");
+        }
+        for p in r["problems"].as_array().into_iter().flatten() {
+            println!("{:<12} - {}", "", p.as_str().unwrap_or(""));
+        }
+        if r["executable_safe"] != true {
+            for p in r["executable_problems"].as_array().into_iter().flatten() {
+                println!("{:<12} - {}", "", p.as_str().unwrap_or(""));
+            }
+        }
+    }
+    EXIT_OK
 }
 
 fn policy_validate(a: &PolicyFile) -> i32 {

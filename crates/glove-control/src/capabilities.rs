@@ -187,7 +187,11 @@ impl Capabilities {
         let document = json!({
             "protocol_version": PROTOCOL_VERSION,
             "methods": names,
-            "agent_runtime_adapter_schema_version": u64::from(lifecycle),
+            // 1 only once the native harness adapters (private home,
+            // skills, managed environment, committed to the launch binding)
+            // are active on the Linux runtime; none is yet, so 0 even with
+            // an operational runtime (issue 16).
+            "agent_runtime_adapter_schema_version": AGENT_RUNTIME_ADAPTER_SCHEMA_VERSION,
             "refinement_evaluation_protocol_schema_version": refinement,
             "apply_schema_version": 0,
             "managed_runtime": {
@@ -216,6 +220,10 @@ impl Capabilities {
         &self.document
     }
 }
+
+/// The agent-runtime adapter schema this service serves: 0, no harness
+/// adapter exists yet (a plain pinned executable is not an adapter).
+pub const AGENT_RUNTIME_ADAPTER_SCHEMA_VERSION: u64 = 0;
 
 #[cfg(test)]
 mod tests {
@@ -257,5 +265,22 @@ mod tests {
         assert!(!names(&c).contains(&"start_session"));
         c.remote_backend = None;
         assert!(names(&c).contains(&"start_session"));
+    }
+
+    #[test]
+    fn no_adapter_schema_is_claimed_before_an_adapter_exists() {
+        let c = Components {
+            receipt_journal: true,
+            session_store: true,
+            policy_revision: Some(1),
+            managed_runtime_operational: true,
+            ..Components::default()
+        };
+        let caps = Capabilities::derive(&c);
+        assert_eq!(
+            caps.document()["managed_runtime"]["lifecycle_operational"],
+            true
+        );
+        assert_eq!(caps.document()["agent_runtime_adapter_schema_version"], 0);
     }
 }

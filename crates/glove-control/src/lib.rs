@@ -13,6 +13,8 @@
 //!   responses, and the one mapping from an internal error to a wire error;
 //! * [`managed`] — the Linux managed runtime: launch spec, launch binding,
 //!   launcher client, receipts, recovery, the attach transcript;
+//! * [`harness`] — what a search directory holds of the five agent
+//!   harnesses (`glove policy detect`);
 //! * [`held`] — the paths the service holds and the refusal of a grant that
 //!   would expose one;
 //! * [`ports`] — the lifecycle's logs over the session store and receipt
@@ -29,6 +31,7 @@
 
 pub mod capabilities;
 pub mod error;
+pub mod harness;
 pub mod held;
 pub mod limits;
 pub mod managed;

@@ -4,11 +4,13 @@
 //! [`crate::canon`]) and checks every rule; each broken rule has its own code
 //! in [`crate::codes::policy`]. The field reference is `docs/policy.md`.
 
+mod generate;
 mod launch;
 mod model;
 mod raw;
 mod validate;
 
+pub use generate::{generate_template, GenerateTarget, TemplateRequest};
 pub use launch::{adapter_command_digest, ADAPTER_COMMAND_DOMAIN};
 pub use model::*;
 

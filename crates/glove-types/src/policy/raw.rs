@@ -39,11 +39,11 @@ pub(crate) struct RawTemplate {
 #[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct RawLaunch {
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) executable_path: Option<String>,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) runtime_discovery: Option<String>,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) executable_search_paths: Option<Vec<String>>,
     pub(crate) arguments: Vec<String>,
     pub(crate) environment: Vec<String>,

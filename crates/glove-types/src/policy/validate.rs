@@ -639,6 +639,24 @@ fn remote(rb: &RawRemote) -> Result<RemoteBackend, Rejection> {
     })
 }
 
+/// The ids of a template alone (its own id, its aliases and destinations,
+/// sorted and unique), without resolving them against a policy.
+pub(crate) fn check_template_ids(t: &RawTemplate) -> Result<(), Rejection> {
+    RuntimeTemplateId::new(t.runtime_template_id.clone())
+        .map_err(|e| e.at("runtime_template_id"))?;
+    ids(
+        &t.allowed_path_aliases,
+        "allowed_path_aliases",
+        AliasId::new,
+    )?;
+    ids(
+        &t.allowed_projection_destinations,
+        "allowed_projection_destinations",
+        AliasId::new,
+    )?;
+    Ok(())
+}
+
 fn template(
     t: &RawTemplate,
     aliases: &[PathAlias],
@@ -699,7 +717,7 @@ fn template(
     ))
 }
 
-fn launch(l: &RawLaunch, runtime_id: &RuntimeId) -> Result<Launch, Rejection> {
+pub(crate) fn launch(l: &RawLaunch, runtime_id: &RuntimeId) -> Result<Launch, Rejection> {
     let pinned = l.executable_path.as_deref().filter(|p| !p.is_empty());
     let target = match (pinned, l.runtime_discovery.as_deref()) {
         (Some(exe), None) => {
