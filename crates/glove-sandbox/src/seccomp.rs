@@ -443,7 +443,12 @@ pub const SOCKET_ALTERNATIVES: &[&[Cond]] = &[SOCKET_UNIX, SOCKET_NETLINK_ROUTE]
 
 const TIOCSTI: u32 = libc::TIOCSTI as u32;
 const TIOCLINUX: u32 = libc::TIOCLINUX as u32;
-const IOCTL_DENIED: &[u32] = &[TIOCSTI, TIOCLINUX];
+/// Line-discipline changes: on a kernel with `ldisc_autoload`, asking for a
+/// discipline loads its module (n_hdlc and the like), kernel code an agent
+/// has no use for. The discipline is passed by pointer, so N_TTY alone
+/// cannot be allowed: the request is refused.
+const TIOCSETD: u32 = libc::TIOCSETD as u32;
+const IOCTL_DENIED: &[u32] = &[TIOCSTI, TIOCLINUX, TIOCSETD];
 const PRCTL_DENIED: &[u32] = &[libc::PR_SET_SECCOMP as u32];
 
 /// The complete allow-list: system call number and its check.

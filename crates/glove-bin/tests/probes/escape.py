@@ -11,6 +11,7 @@ import fcntl
 import os
 import signal
 import socket
+import struct
 import sys
 import termios
 
@@ -377,6 +378,14 @@ def case_tiocsti():
             escaped("tiocsti", f"errno {e.errno}")
     if not os.isatty(0):
         escaped("tiocsti", "stdin is not a terminal (run with --pty)")
+    # Nor may it change the line discipline (N_NULL = 27): on a kernel with
+    # ldisc_autoload that loads discipline modules.
+    try:
+        fcntl.ioctl(0, termios.TIOCSETD, struct.pack("i", 27))
+        escaped("tiocsti", "TIOCSETD changed the line discipline")
+    except OSError as e:
+        if e.errno != errno.EPERM:
+            escaped("tiocsti", f"TIOCSETD errno {e.errno}")
     contained("tiocsti")
 
 
