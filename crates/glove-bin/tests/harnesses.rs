@@ -1,8 +1,8 @@
 //! The five agent harnesses from the npm registry, at the versions pinned in
 //! `harnesses/package.json` (and its lock), run contained by `glove exec`:
-//! each real executable (not the npm `bin` wrapper) prints its version
-//! inside the default sandbox with one read-only bind of the package tree,
-//! offline.
+//! each real executable (not the npm `bin` wrapper) prints its version and
+//! its help inside the default sandbox with one read-only bind of the
+//! package tree, offline.
 //!
 //! `.ci/run` installs them outside the repo and sets `GLOVE_HARNESSES` to
 //! the `node_modules` directory. Without it the test says why and skips,
@@ -114,6 +114,29 @@ fn every_pinned_harness_prints_its_version_contained() {
             h.package
         );
         assert_eq!(outcome["ended_by"], Value::Null, "{}: {outcome}", h.package);
+        // And its help, in the same sandbox.
+        let help_args: Vec<&str> = args
+            .iter()
+            .map(|a| if *a == "--version" { "--help" } else { *a })
+            .collect();
+        let out = common::glove(common::As::Caller, &help_args, None);
+        let (outcome, _) = common::outcome(&out);
+        assert_eq!(
+            outcome["exit"]["code"], 0,
+            "{} --help: {outcome}",
+            h.package
+        );
+        assert_eq!(
+            outcome["ended_by"],
+            Value::Null,
+            "{} --help: {outcome}",
+            h.package
+        );
+        assert!(
+            outcome["usage"]["terminal_bytes"].as_u64().unwrap_or(0) > 200,
+            "{} --help printed almost nothing: {outcome}",
+            h.package
+        );
     }
 }
 
