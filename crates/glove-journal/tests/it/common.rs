@@ -96,3 +96,26 @@ impl Rng {
         }
     }
 }
+
+/// Runs the test `test` (its path inside this binary) again in a child
+/// process with `driver_env` set and one test thread, and asserts that it
+/// succeeded: the crash tests' drivers SIGKILL their own children, which
+/// must not take this process with them. The spawn holds [`SPAWN`]: a spawn
+/// copies every open descriptor until exec, and in this multi-threaded
+/// binary that includes the journal locks of tests running beside it.
+pub(crate) fn run_driver(test: &str, driver_env: &str) {
+    let exe = std::env::current_exe().expect("test binary");
+    let spawning = SPAWN.write().unwrap_or_else(|e| e.into_inner());
+    let mut driver = std::process::Command::new(exe)
+        .args(["--exact", test, "--nocapture", "--test-threads=1"])
+        .env(driver_env, "1")
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .expect("spawn the driver");
+    drop(spawning);
+    let status = driver.wait().expect("wait for the driver");
+    assert!(
+        status.success(),
+        "{test}: the crash driver failed: {status}"
+    );
+}

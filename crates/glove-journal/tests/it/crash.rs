@@ -96,24 +96,10 @@ fn sigkill_while_appending_loses_nothing_acknowledged() {
     if std::env::var_os(DRIVER_ENV).is_some() {
         return crash_iterations();
     }
-    let exe = std::env::current_exe().unwrap();
-    let spawning = crate::common::SPAWN
-        .write()
-        .unwrap_or_else(|e| e.into_inner());
-    let mut driver = Command::new(exe)
-        .args([
-            "--exact",
-            "crash::sigkill_while_appending_loses_nothing_acknowledged",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env(DRIVER_ENV, "1")
-        .stdout(Stdio::null())
-        .spawn()
-        .unwrap();
-    drop(spawning);
-    let status = driver.wait().unwrap();
-    assert!(status.success(), "crash driver failed: {status}");
+    crate::common::run_driver(
+        "crash::sigkill_while_appending_loses_nothing_acknowledged",
+        DRIVER_ENV,
+    );
 }
 
 fn crash_iterations() {

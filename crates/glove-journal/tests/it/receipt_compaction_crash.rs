@@ -84,24 +84,10 @@ fn sigkill_during_compaction_loses_nothing() {
     if std::env::var_os(DRIVER_ENV).is_some() {
         return crash_iterations();
     }
-    let exe = std::env::current_exe().unwrap();
-    let spawning = crate::common::SPAWN
-        .write()
-        .unwrap_or_else(|e| e.into_inner());
-    let mut driver = Command::new(exe)
-        .args([
-            "--exact",
-            "receipt_compaction_crash::sigkill_during_compaction_loses_nothing",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env(DRIVER_ENV, "1")
-        .stdout(Stdio::null())
-        .spawn()
-        .unwrap();
-    drop(spawning);
-    let status = driver.wait().unwrap();
-    assert!(status.success(), "compaction crash driver failed: {status}");
+    crate::common::run_driver(
+        "receipt_compaction_crash::sigkill_during_compaction_loses_nothing",
+        DRIVER_ENV,
+    );
 }
 
 fn crash_iterations() {
