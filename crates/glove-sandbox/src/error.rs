@@ -65,6 +65,16 @@ pub enum SandboxError {
         /// Which bundle and why.
         detail: String,
     },
+    /// The pinned executable is not the file that was resolved.
+    ExecutableChanged {
+        /// What differed.
+        detail: String,
+    },
+    /// A credential lease could not be bound.
+    Lease {
+        /// Which lease and why.
+        detail: String,
+    },
     /// Copying a directory in failed.
     Copy {
         /// What failed.
@@ -104,6 +114,8 @@ impl SandboxError {
             SandboxError::SocketExposed { .. } => SANDBOX_SOCKET_EXPOSED,
             SandboxError::Grant { .. } => SANDBOX_GRANT_REFUSED,
             SandboxError::Bundle { .. } => SANDBOX_BUNDLE_REFUSED,
+            SandboxError::ExecutableChanged { .. } => SANDBOX_EXECUTABLE_CHANGED,
+            SandboxError::Lease { .. } => SANDBOX_LEASE_REFUSED,
             SandboxError::Seccomp { .. } => SANDBOX_SECCOMP_FAILED,
             SandboxError::Exec { .. } => SANDBOX_EXEC_FAILED,
             SandboxError::Io { .. } => SANDBOX_IO_FAILED,
@@ -141,6 +153,10 @@ impl fmt::Display for SandboxError {
                 write!(f, "a read-only mount would expose a socket: {detail}")
             }
             SandboxError::Grant { detail } => write!(f, "path grant refused: {detail}"),
+            SandboxError::ExecutableChanged { detail } => {
+                write!(f, "the executable was swapped or changed: {detail}")
+            }
+            SandboxError::Lease { detail } => write!(f, "credential lease refused: {detail}"),
             SandboxError::Bundle { detail } => write!(f, "library bundle refused: {detail}"),
             SandboxError::Seccomp { detail } => write!(f, "seccomp: {detail}"),
             SandboxError::Exec { executable, detail } => {

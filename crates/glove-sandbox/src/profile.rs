@@ -108,6 +108,8 @@ pub struct ExecRequest {
     /// A pool of network namespaces made ahead, for a root launch
     /// ([`crate::net_pool`]); `None` makes the namespace during the launch.
     pub network_pool: Option<std::path::PathBuf>,
+    /// A CPU rate limit in thousandths of a CPU (`None`: no rate limit).
+    pub cpu_rate_millicpus: Option<u64>,
 }
 
 impl ExecRequest {
@@ -126,6 +128,7 @@ impl ExecRequest {
             term: None,
             etc_snapshots: None,
             network_pool: None,
+            cpu_rate_millicpus: None,
         }
     }
 }
@@ -342,6 +345,11 @@ pub fn exec_spec(req: ExecRequest) -> Result<LaunchSpec, SandboxError> {
         host_files,
         writable_dirs: WRITABLE.iter().map(|s| s.to_string()).collect(),
         copy_in,
+        seed_dirs: Vec::new(),
+        seed_files: Vec::new(),
+        writable_files: Vec::new(),
+        executable_pin: None,
+        cpu_rate_millicpus: req.cpu_rate_millicpus,
         hostname: "glove".into(),
         limits: req.limits,
         terminal: match req.pty {

@@ -88,6 +88,38 @@ pub struct BundleMount {
 /// Largest bundle accepted.
 pub const MAX_BUNDLE_BYTES: u64 = 16 << 20;
 
+/// Most seeded files plus seeded directories in one spec.
+pub const MAX_SEED_ENTRIES: usize = 4096;
+/// Most bytes of seeded files together (they cross the launcher socket,
+/// whose frames are at most 8 MiB).
+pub const MAX_SEED_BYTES: usize = 4 << 20;
+
+/// A file written into a writable directory before the agent runs, owned
+/// by the agent (e.g. an expanded skill in the private home).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SeedFile {
+    /// Sandbox path, inside one of the writable directories.
+    pub path: String,
+    /// The contents (UTF-8 text).
+    pub text: String,
+    /// Mode 0755 instead of 0644.
+    pub executable: bool,
+}
+
+/// A host regular file bound *writable* at a path inside a writable
+/// directory: a credential lease the agent may refresh. The init opens it
+/// without following links and refuses anything but a regular file with
+/// one link; in a privileged launch it gives the file to the agent.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WritableFile {
+    /// Host file (absolute, canonical, no symlink anywhere in it).
+    pub source: String,
+    /// Sandbox path, inside one of the writable directories.
+    pub target: String,
+}
+
 /// How the agent's standard streams are connected.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case", deny_unknown_fields)]
@@ -142,6 +174,21 @@ pub struct LaunchSpec {
     pub writable_dirs: Vec<String>,
     /// Host directories copied into writable directories before launch.
     pub copy_in: Vec<CopyIn>,
+    /// Directories made (owned by the agent, mode 0755) inside writable
+    /// directories before launch, parents first.
+    pub seed_dirs: Vec<String>,
+    /// Files written inside writable directories before launch.
+    pub seed_files: Vec<SeedFile>,
+    /// Host files bound writable inside writable directories.
+    pub writable_files: Vec<WritableFile>,
+    /// The identity the executable (a host path, seen at the same place
+    /// inside) was resolved with ([`crate::identity::file_identity`]): the
+    /// init opens it without following links, refuses the launch when the
+    /// identity differs, and binds *that* file read-only over the path, so
+    /// a swap on the host after the check cannot change what runs.
+    pub executable_pin: Option<String>,
+    /// A CPU rate limit, thousandths of a CPU (cgroup v2 `cpu.max`).
+    pub cpu_rate_millicpus: Option<u64>,
     /// Hostname inside.
     pub hostname: String,
     /// The six limits.
@@ -248,7 +295,56 @@ impl AgentCommand {
     }
 }
 
+/// Smallest CPU rate accepted (1% of a CPU).
+pub const MIN_CPU_RATE_MILLICPUS: u64 = 10;
+/// Largest CPU rate accepted (1,024 CPUs).
+pub const MAX_CPU_RATE_MILLICPUS: u64 = 1024 * 1000;
+
 impl LaunchSpec {
+    /// Seeded directories, files and writable files: canonical, inside a
+    /// writable directory (never one itself), each once, bounded.
+    fn check_seeds(&self) -> Result<(), SandboxError> {
+        if self.seed_dirs.len() + self.seed_files.len() > MAX_SEED_ENTRIES {
+            return Err(bad(format!(
+                "at most {MAX_SEED_ENTRIES} seeded directories and files"
+            )));
+        }
+        let bytes: usize = self.seed_files.iter().map(|f| f.text.len()).sum();
+        if bytes > MAX_SEED_BYTES {
+            return Err(bad(format!(
+                "seeded files are at most {} MiB together",
+                MAX_SEED_BYTES >> 20
+            )));
+        }
+        let inside = |p: &str, what: &str| -> Result<(), SandboxError> {
+            path(p, what)?;
+            if self.writable_dirs.iter().any(|w| w != p && is_within(p, w)) {
+                Ok(())
+            } else {
+                Err(bad(format!("{what} {p} is not below a writable directory")))
+            }
+        };
+        let mut all: Vec<&str> = Vec::new();
+        for d in &self.seed_dirs {
+            inside(d, "seeded directory")?;
+            all.push(d);
+        }
+        for f in &self.seed_files {
+            inside(&f.path, "seeded file")?;
+            all.push(&f.path);
+        }
+        for w in &self.writable_files {
+            path(&w.source, "writable file source")?;
+            inside(&w.target, "writable file target")?;
+            all.push(&w.target);
+        }
+        all.sort_unstable();
+        if let Some(d) = all.windows(2).find(|p| p[0] == p[1]) {
+            return Err(bad(format!("{} is seeded twice", d[0])));
+        }
+        Ok(())
+    }
+
     /// Checks every rule; a launch validates its spec first.
     pub fn validate(&self) -> Result<(), SandboxError> {
         check_command(&self.executable, &self.arguments, &self.environment)?;
@@ -263,6 +359,7 @@ impl LaunchSpec {
             self.host_files.len(),
             self.writable_dirs.len(),
             self.copy_in.len(),
+            self.writable_files.len(),
         ];
         if counts.iter().any(|c| *c > MAX_MOUNT_ENTRIES) {
             return Err(bad(format!(
@@ -320,6 +417,40 @@ impl LaunchSpec {
         }
         for p in &self.protected_paths {
             path(p, "protected path")?;
+        }
+        self.check_seeds()?;
+        if let Some(r) = self.cpu_rate_millicpus {
+            if !(MIN_CPU_RATE_MILLICPUS..=MAX_CPU_RATE_MILLICPUS).contains(&r) {
+                return Err(bad(format!(
+                    "a CPU rate is {MIN_CPU_RATE_MILLICPUS}..={MAX_CPU_RATE_MILLICPUS} thousandths of a CPU"
+                )));
+            }
+        }
+        if let Some(pin) = &self.executable_pin {
+            if pin.is_empty()
+                || pin.len() > 128
+                || !pin
+                    .bytes()
+                    .all(|b| b.is_ascii_digit() || b == b':' || b == b'-')
+            {
+                return Err(bad("an executable pin is dev:ino:ctime_ns"));
+            }
+            if let Some(w) = self
+                .writable_dirs
+                .iter()
+                .find(|w| is_within(&self.executable, w))
+            {
+                return Err(SandboxError::BindShadowed {
+                    target: self.executable.clone(),
+                    by: w.clone(),
+                });
+            }
+            if RESERVED_TARGETS
+                .iter()
+                .any(|r| is_within(&self.executable, r))
+            {
+                return Err(bad("the pinned executable lies under a reserved path"));
+            }
         }
         if let Some(d) = &self.network_pool {
             match d.to_str() {

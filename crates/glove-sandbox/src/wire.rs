@@ -23,7 +23,8 @@
 use crate::identity::ProcessIdentity;
 use crate::outcome::{Enforcement, Outcome};
 use crate::spec::{
-    AgentCommand, Bind, BundleMount, CopyIn, Enforcement as Strictness, Grant, LaunchSpec, Terminal,
+    AgentCommand, Bind, BundleMount, CopyIn, Enforcement as Strictness, Grant, LaunchSpec,
+    SeedFile, Terminal, WritableFile,
 };
 use glove_types::policy::ResourceLimits;
 use serde::{Deserialize, Serialize};
@@ -56,6 +57,21 @@ pub struct SpecWire {
     pub writable_dirs: Vec<String>,
     /// See [`LaunchSpec::copy_in`].
     pub copy_in: Vec<CopyIn>,
+    /// See [`LaunchSpec::seed_dirs`] (absent when empty).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub seed_dirs: Vec<String>,
+    /// See [`LaunchSpec::seed_files`] (absent when empty).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub seed_files: Vec<SeedFile>,
+    /// See [`LaunchSpec::writable_files`] (absent when empty).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub writable_files: Vec<WritableFile>,
+    /// See [`LaunchSpec::executable_pin`] (absent when none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub executable_pin: Option<String>,
+    /// See [`LaunchSpec::cpu_rate_millicpus`] (absent when none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_rate_millicpus: Option<u64>,
     /// See [`LaunchSpec::hostname`].
     pub hostname: String,
     /// See [`LaunchSpec::limits`].
@@ -98,6 +114,11 @@ impl SpecWire {
             host_files: s.host_files.clone(),
             writable_dirs: s.writable_dirs.clone(),
             copy_in: s.copy_in.clone(),
+            seed_dirs: s.seed_dirs.clone(),
+            seed_files: s.seed_files.clone(),
+            writable_files: s.writable_files.clone(),
+            executable_pin: s.executable_pin.clone(),
+            cpu_rate_millicpus: s.cpu_rate_millicpus,
             hostname: s.hostname.clone(),
             limits: s.limits,
             terminal: s.terminal,
@@ -126,6 +147,11 @@ impl SpecWire {
             host_files: self.host_files,
             writable_dirs: self.writable_dirs,
             copy_in: self.copy_in,
+            seed_dirs: self.seed_dirs,
+            seed_files: self.seed_files,
+            writable_files: self.writable_files,
+            executable_pin: self.executable_pin,
+            cpu_rate_millicpus: self.cpu_rate_millicpus,
             hostname: self.hostname,
             limits: self.limits,
             terminal: self.terminal,

@@ -19,8 +19,11 @@
 //!  ["recovery":{…},] "session_id":…,
 //!  "termination":{"exit":{…}|null,"limit":…|null,"limits_reached":[…],
 //!                 "reason":…[,"code":…,"message":…]},
-//!  "usage":{…}|null}
+//!  "usage":{…}|null[,"adapter":{…}]}
 //! ```
+//!
+//! `adapter` is present only for a session of a native runtime (see
+//! [`AdapterReceipt`]).
 
 use crate::canon::{self, Form};
 use crate::codes::journal::RECEIPT_BODY_INVALID;
@@ -172,6 +175,99 @@ pub struct Recovery {
     pub replay_error: Option<String>,
 }
 
+/// One credential lease a session held.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LeaseReceipt {
+    /// The secret handle the plan named.
+    pub secret_handle: String,
+    /// The lease's content version when the session started.
+    pub version_at_start: u64,
+    /// Its version after the session (higher when the harness refreshed
+    /// the token inside); `None` when the session ended before it could be
+    /// read back (a failure, or recovery).
+    pub version_at_end: Option<u64>,
+}
+
+/// What a native runtime's adapter gave the session: the private home,
+/// the managed environment, the expanded skills and the leases. The launch
+/// binding commits to the same values; this says them in the open.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AdapterReceipt {
+    /// The native runtime id.
+    pub runtime: String,
+    /// The private home's path inside (a fresh quota tmpfs slice).
+    pub home: String,
+    /// The managed environment (`NAME=value`, sorted; `HOME` included).
+    pub managed_environment: Vec<String>,
+    /// The skill expansion digest (`glove.skill-expansion.v1`), when the
+    /// plan projected skills.
+    pub skills_digest: Option<String>,
+    /// The skill names expanded, sorted.
+    pub skills: Vec<String>,
+    /// The credential leases, sorted by handle.
+    pub leases: Vec<LeaseReceipt>,
+    /// The CPU rate limit, thousandths of a CPU.
+    pub cpu_rate_millicpus: Option<u64>,
+}
+
+impl AdapterReceipt {
+    fn check(&self) -> Result<(), Rejection> {
+        let at = |f: &str| format!("adapter.{f}");
+        if crate::policy::NativeRuntime::parse(&self.runtime).is_none() {
+            return Err(bad("not a native runtime").at(at("runtime")));
+        }
+        crate::paths::check_canonical(&self.home).map_err(|r| r.at(at("home")))?;
+        let sorted_unique = |v: &[&str]| v.windows(2).all(|w| w[0] < w[1]);
+        let env: Vec<&str> = self
+            .managed_environment
+            .iter()
+            .map(String::as_str)
+            .collect();
+        if env.len() > MAX_ITEMS
+            || !sorted_unique(&env)
+            || env
+                .iter()
+                .any(|e| !e.contains('=') || e.len() > MAX_MESSAGE_BYTES)
+        {
+            return Err(bad("sorted NAME=value entries, bounded").at(at("managed_environment")));
+        }
+        if let Some(d) = &self.skills_digest {
+            Sha256Digest::parse(d).map_err(|r| r.at(at("skills_digest")))?;
+        }
+        let skills: Vec<&str> = self.skills.iter().map(String::as_str).collect();
+        if skills.len() > 1024
+            || !sorted_unique(&skills)
+            || skills.iter().any(|s| s.is_empty() || s.len() > 64)
+        {
+            return Err(bad("sorted unique skill names").at(at("skills")));
+        }
+        if self.skills.is_empty() != self.skills_digest.is_none() {
+            return Err(bad("skills and their digest come together").at(at("skills_digest")));
+        }
+        let handles: Vec<&str> = self
+            .leases
+            .iter()
+            .map(|l| l.secret_handle.as_str())
+            .collect();
+        if handles.len() > MAX_ITEMS || !sorted_unique(&handles) {
+            return Err(bad("leases sorted by unique handle").at(at("leases")));
+        }
+        for l in &self.leases {
+            crate::ids::SecretHandle::new(l.secret_handle.clone())
+                .map_err(|r| r.at(at("leases.secret_handle")))?;
+            if l.version_at_end.is_some_and(|e| e < l.version_at_start) || l.version_at_start == 0 {
+                return Err(bad("lease versions start at 1 and never go back").at(at("leases")));
+            }
+        }
+        if self.cpu_rate_millicpus.is_some_and(|r| r == 0) {
+            return Err(bad("a CPU rate is positive").at(at("cpu_rate_millicpus")));
+        }
+        Ok(())
+    }
+}
+
 /// A `resource_v1` receipt body (see the module docs).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ResourceReceiptV1 {
@@ -194,6 +290,8 @@ pub struct ResourceReceiptV1 {
     pub termination: Termination,
     /// Set when recovery wrote this receipt.
     pub recovery: Option<Recovery>,
+    /// The native adapter's facts, for a native runtime.
+    pub adapter: Option<AdapterReceipt>,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -233,6 +331,8 @@ struct Wire {
     termination: WireTermination,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     recovery: Option<Recovery>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    adapter: Option<AdapterReceipt>,
 }
 
 fn bad(msg: impl Into<String>) -> Rejection {
@@ -365,6 +465,7 @@ impl ResourceReceiptV1 {
                 message,
             },
             recovery: self.recovery.clone(),
+            adapter: self.adapter.clone(),
         }
     }
 
@@ -378,6 +479,9 @@ impl ResourceReceiptV1 {
         }
         if w.projections.len() > MAX_ITEMS || w.termination.limits_reached.len() > MAX_ITEMS {
             return Err(bad(format!("more than {MAX_ITEMS} items")));
+        }
+        if let Some(a) = &w.adapter {
+            a.check()?;
         }
         if let Some(r) = &w.recovery {
             if r.replay_error.as_deref().is_some_and(|c| !is_code(c)) {
@@ -475,6 +579,7 @@ impl ResourceReceiptV1 {
             usage: w.usage,
             termination,
             recovery: w.recovery,
+            adapter: w.adapter,
         })
     }
 }

@@ -20,9 +20,11 @@
 
 mod authorization;
 mod binding;
+pub mod discovery;
 mod identity;
 mod launcher;
 mod launcher_record;
+pub mod lease;
 mod ops;
 mod receipt;
 mod recovery;
@@ -34,7 +36,7 @@ pub use authorization::{issue_authorization, read_key};
 pub use binding::{launch_binding, LAUNCH_DOCUMENT_TAG};
 pub use identity::identity_matches;
 pub use launcher::{probe, Launcher, LauncherLink, LauncherWriter, ProcessLauncher};
-pub use spec::build_spec;
+pub use spec::{build_spec, Built, HOME};
 pub use transcript::Event;
 
 use self::receipt::ReceiptFacts;
@@ -99,6 +101,9 @@ struct Live {
     ended: Mutex<Option<Value>>,
     /// What the receipt needs besides the outcome.
     facts: ReceiptFacts,
+    /// The credential leases, locked until the session ends (released
+    /// when the registry forgets the session).
+    leases: Mutex<Vec<lease::LeaseHold>>,
 }
 
 /// The managed runtime.

@@ -8,7 +8,7 @@ use glove_types::ids::SessionId;
 use glove_types::plan::DecodedPlan;
 use glove_types::policy::ResourceLimits;
 use glove_types::receipt::{
-    Exit, LimitName, Projection, Recovery, ResourceReceiptV1, Termination, Usage,
+    AdapterReceipt, Exit, LimitName, Projection, Recovery, ResourceReceiptV1, Termination, Usage,
 };
 use glove_types::Sha256Digest;
 
@@ -21,6 +21,8 @@ pub(super) struct ReceiptFacts {
     /// receipt then says `null`, never a made-up limit.
     pub(super) limits: Option<ResourceLimits>,
     pub(super) projections: Vec<Projection>,
+    /// The native adapter's facts (lease end versions filled in at the end).
+    pub(super) adapter: Option<AdapterReceipt>,
 }
 
 /// How a session ended, for its receipt.
@@ -109,6 +111,7 @@ pub(super) fn receipt_body(
         usage,
         termination,
         recovery,
+        adapter: f.adapter.clone(),
     }
 }
 
@@ -143,6 +146,7 @@ mod tests {
             binding: Some(Sha256Digest::of(b"b")),
             limits: None,
             projections: vec![],
+            adapter: None,
         }
     }
 

@@ -122,6 +122,7 @@ impl Runtime {
                 binding,
                 limits: self.limits_of(&id),
                 projections: vec![],
+                adapter: None,
             };
             let body = receipt_body(
                 &id,
@@ -285,6 +286,7 @@ impl Runtime {
             binding: u.launch_binding().map(|b| b.digest()),
             limits: self.limits_of(&id),
             projections: vec![],
+            adapter: None,
         };
         let body = receipt_body(
             &id,

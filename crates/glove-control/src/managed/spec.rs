@@ -1,13 +1,81 @@
 //! Policy and plan to a launch spec, with the security refusals on the way.
 
+use super::lease::LeaseHold;
 use super::RuntimeConfig;
-use glove_sandbox::spec::{Bind, BundleMount, Enforcement, Grant, GrantMode, Terminal};
+use glove_sandbox::spec::{
+    Bind, BundleMount, Enforcement, Grant, GrantMode, Terminal, WritableFile,
+};
 use glove_sandbox::wire::SpecWire;
 use glove_types::codes::control::*;
 use glove_types::plan::AdmittedPlan;
 use glove_types::policy::{Access, CreatePolicy, LaunchTarget, NativeRuntime, ValidatedPolicy};
-use glove_types::receipt::Projection;
+use glove_types::receipt::{AdapterReceipt, LeaseReceipt, Projection};
 use glove_types::Rejection;
+
+/// The private home inside every managed sandbox.
+pub const HOME: &str = "/home/agent";
+
+/// A launch spec with what the receipt repeats and what the session holds.
+#[derive(Debug)]
+pub struct Built {
+    /// The spec sent to the launcher.
+    pub wire: SpecWire,
+    /// The library projections.
+    pub projections: Vec<Projection>,
+    /// The native adapter's facts, for a native runtime.
+    pub adapter: Option<AdapterReceipt>,
+    /// The credential leases, held until the session ends.
+    pub leases: Vec<LeaseHold>,
+}
+
+/// The leases a plan's secret handles become: each handle needs a
+/// credential source in the policy and a native adapter with a credential
+/// path; one handle per adapter.
+fn leases(
+    policy: &ValidatedPolicy,
+    admitted: &AdmittedPlan,
+    native: Option<NativeRuntime>,
+    cfg: &RuntimeConfig,
+) -> Result<Vec<(LeaseHold, &'static str)>, Rejection> {
+    let handles = admitted.secret_handles();
+    if handles.is_empty() {
+        return Ok(Vec::new());
+    }
+    let unsupported =
+        |m: String| Rejection::new(SESSION_CREDENTIAL_UNSUPPORTED, m).at("secret_handles");
+    let Some(native) = native else {
+        return Err(unsupported(
+            "the template's runtime has no native adapter to receive a credential".into(),
+        ));
+    };
+    if handles.len() > 1 {
+        return Err(unsupported(format!(
+            "{} keeps one credential; the plan names {}",
+            native.runtime_id(),
+            handles.len()
+        )));
+    }
+    let mut out = Vec::new();
+    for h in handles {
+        let source = policy
+            .credential_sources()
+            .iter()
+            .find(|c| c.handle() == h)
+            .ok_or_else(|| {
+                unsupported(format!(
+                    "secret handle {} has no credential source",
+                    h.as_str()
+                ))
+            })?;
+        let hold = LeaseHold::acquire(
+            &cfg.materialization_root,
+            h,
+            std::path::Path::new(source.source_path()),
+        )?;
+        out.push((hold, native.credential_path()));
+    }
+    Ok(out)
+}
 
 /// The launch spec and the receipt facts for an admitted plan.
 pub fn build_spec(
@@ -16,29 +84,20 @@ pub fn build_spec(
     cfg: &RuntimeConfig,
     rows: u16,
     cols: u16,
-) -> Result<(SpecWire, Vec<Projection>), Rejection> {
+) -> Result<Built, Rejection> {
     let template = policy
         .template(admitted.runtime_template_id().as_str())
         .ok_or_else(|| Rejection::new(SESSION_PLAN_NOT_ADMITTED, "the template is gone"))?;
     let launch = template.launch();
-    let executable = match launch.target() {
-        LaunchTarget::Pinned { executable_path } => executable_path.clone(),
+    let (executable, executable_pin) = match launch.target() {
+        LaunchTarget::Pinned { executable_path } => (executable_path.clone(), None),
         LaunchTarget::Discovery {
             runtime,
             executable_search_paths,
-        } => executable_search_paths
-            .iter()
-            .map(|d| format!("{}/{}", d.trim_end_matches('/'), runtime.executable_name()))
-            .find(|p| std::fs::metadata(p).is_ok_and(|m| m.is_file()))
-            .ok_or_else(|| {
-                Rejection::new(
-                    SESSION_EXECUTABLE_NOT_FOUND,
-                    format!(
-                        "{} is in none of the template's search paths",
-                        runtime.executable_name()
-                    ),
-                )
-            })?,
+        } => {
+            let r = super::discovery::resolve(*runtime, executable_search_paths)?;
+            (r.path, Some(r.identity))
+        }
     };
     let mut grants = Vec::new();
     let mut working_directory = "/home/agent".to_owned();
@@ -119,19 +178,23 @@ pub fn build_spec(
     .map_err(|e| Rejection::new(SESSION_LAUNCH_FAILED, e.to_string()))?;
     let mut wire = SpecWire::from_spec(&base)
         .ok_or_else(|| Rejection::new(SESSION_LAUNCH_FAILED, "base spec"))?;
+    let native = NativeRuntime::parse(template.runtime_id().as_str());
+    let cpu_rate = policy
+        .profile(admitted.profile_id().as_str())
+        .and_then(|p| p.cpu_rate_millicpus());
     let mut environment: Vec<String> = launch.environment().to_vec();
-    let mut set = |e: String| {
-        let name = e.split('=').next().unwrap_or("").to_owned();
-        environment.retain(|x| x.split('=').next() != Some(name.as_str()));
-        environment.push(e);
-    };
-    set("HOME=/home/agent".into());
-    if let Some(m) = NativeRuntime::parse(template.runtime_id().as_str())
-        .and_then(NativeRuntime::managed_environment)
-    {
-        set(m.to_owned());
+    let mut managed = vec![format!("HOME={HOME}")];
+    if let Some(n) = native {
+        managed.extend(n.managed_environment().iter().map(|e| (*e).to_owned()));
+    }
+    managed.sort();
+    for e in &managed {
+        let name = e.split('=').next().unwrap_or("");
+        environment.retain(|x| x.split('=').next() != Some(name));
+        environment.push(e.clone());
     }
     environment.sort();
+    let held = leases(policy, admitted, native, cfg)?;
     for p in launch.read_only_paths() {
         if !wire.read_only_binds.iter().any(|b| &b.target == p) {
             wire.read_only_binds.push(Bind {
@@ -141,10 +204,11 @@ pub fn build_spec(
         }
     }
     wire.executable = executable;
+    wire.executable_pin = executable_pin;
     wire.arguments = launch.arguments().to_vec();
     wire.environment = environment;
     wire.working_directory = working_directory;
-    wire.writable_dirs = vec!["/home/agent".into(), "/tmp".into()];
+    wire.writable_dirs = vec![HOME.into(), "/tmp".into()];
     wire.copy_in = vec![];
     wire.limits = *admitted.limits();
     wire.terminal = Terminal::Pty { rows, cols };
@@ -153,5 +217,41 @@ pub fn build_spec(
     wire.bundles = bundles;
     wire.protected_paths = cfg.held.to_strings();
     wire.hold_for_release = true;
-    Ok((wire, projections))
+    wire.cpu_rate_millicpus = cpu_rate;
+    if let Some(n) = native {
+        wire.seed_dirs = n
+            .home_directories()
+            .iter()
+            .map(|d| (*d).to_owned())
+            .collect();
+    }
+    wire.writable_files = held
+        .iter()
+        .map(|(h, target)| WritableFile {
+            source: h.file().display().to_string(),
+            target: (*target).to_owned(),
+        })
+        .collect();
+    let adapter = native.map(|n| AdapterReceipt {
+        runtime: n.runtime_id().to_owned(),
+        home: HOME.to_owned(),
+        managed_environment: managed,
+        skills_digest: None,
+        skills: Vec::new(),
+        leases: held
+            .iter()
+            .map(|(h, _)| LeaseReceipt {
+                secret_handle: h.handle().as_str().to_owned(),
+                version_at_start: h.version(),
+                version_at_end: None,
+            })
+            .collect(),
+        cpu_rate_millicpus: cpu_rate,
+    });
+    Ok(Built {
+        wire,
+        projections,
+        adapter,
+        leases: held.into_iter().map(|(h, _)| h).collect(),
+    })
 }

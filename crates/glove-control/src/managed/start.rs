@@ -133,13 +133,16 @@ impl Runtime {
                     ),
                 )
             })?;
-            let (spec, projections) = build_spec(policy, &admitted, &self.cfg, size.0, size.1)
+            let built = build_spec(policy, &admitted, &self.cfg, size.0, size.1)
                 .map_err(ControlError::from)?;
+            let spec = built.wire;
+            let leases = built.leases;
             let mut facts = ReceiptFacts {
                 digests,
                 binding: None,
                 limits: Some(*admitted.limits()),
-                projections,
+                projections: built.projections,
+                adapter: built.adapter,
             };
             // Preparing, then receipt capacity.
             let preparing = {
@@ -344,6 +347,7 @@ impl Runtime {
                 session: Mutex::new(Some(running.into())),
                 ended: Mutex::new(None),
                 facts,
+                leases: Mutex::new(leases),
             });
             mem(&self.live).insert(id.clone(), live.clone());
             let rt = self.clone();
@@ -422,6 +426,23 @@ impl Runtime {
             .take()
             .ok_or(ControlError::Internal("session state"))?;
         let id = live.id.clone();
+        // The leases' versions after the session (its sandbox is gone).
+        let mut facts = live.facts.clone();
+        if let Some(a) = facts.adapter.as_mut() {
+            for hold in mem(&live.leases).iter_mut() {
+                let end = hold.finish();
+                if let Err(r) = &end {
+                    tracing::error!(session_id = ?id.as_str(), code = r.code().as_str(), "lease not read back: {}", r.message());
+                }
+                if let Some(l) = a
+                    .leases
+                    .iter_mut()
+                    .find(|l| l.secret_handle == hold.handle().as_str())
+                {
+                    l.version_at_end = end.ok();
+                }
+            }
+        }
         let result = match end {
             Ok(o) => {
                 let reason = if o.ended_by.is_some() {
@@ -453,7 +474,7 @@ impl Runtime {
                         }));
                     }
                 };
-                let body = receipt_body(&id, &live.facts, &Ending::Outcome(&o), None);
+                let body = receipt_body(&id, &facts, &Ending::Outcome(&o), None);
                 let r = self.append_receipt(&id, &body)?;
                 let mut store = lock(&self.store)?;
                 let j = lock(&self.receipts)?;
@@ -470,7 +491,7 @@ impl Runtime {
             Err((code, message)) => {
                 let body = receipt_body(
                     &id,
-                    &live.facts,
+                    &facts,
                     &Ending::Failure {
                         code: code.as_str().into(),
                         message,

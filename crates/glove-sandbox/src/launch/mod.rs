@@ -204,6 +204,19 @@ fn prepare_inner(spec: LaunchSpec, release_early: bool) -> Result<Prepared, Sand
     // rlimits are applied instead (JOINED says so).
     let name = format!("glove-{}-{}", process::getpid(), nanos());
     let cgroup_v2 = Cgroup::create_v2(&name, limits.memory_bytes, limits.pids).ok();
+    // A CPU rate is a cgroup v2 quota or nothing: refused rather than
+    // dropped when there is none.
+    if let Some(rate) = spec.cpu_rate_millicpus {
+        match &cgroup_v2 {
+            Some(cg) => cg.set_cpu_rate(rate)?,
+            None => {
+                return Err(SandboxError::LimitUnenforceable {
+                    limit: "cpu_rate",
+                    detail: "a CPU rate needs a delegated cgroup v2 cpu controller".into(),
+                })
+            }
+        }
+    }
     let cpu_secs = limits.cpu_time_ms.div_ceil(1000);
     let fallback_rlimits = vec![
         (libc::RLIMIT_AS, limits.memory_bytes),

@@ -95,6 +95,9 @@ pub(super) fn setup_fs(
         )
         .map_err(step(&format!("bind {}", b.target)))?;
     }
+    if let Some(pin) = &spec.executable_pin {
+        pin_executable(&spec.executable, pin)?;
+    }
     trace::mark("v:binds");
     // Grants and bundles, opened without following links and bound from
     // the held descriptors.
@@ -198,6 +201,7 @@ pub(super) fn setup_fs(
         }
         crate::copy::copy_tree(src.as_fd(), dst.as_fd(), owner).map_err(|(w, e)| (what(&w), e))?;
     }
+    seed(spec, &slice_fds, owner)?;
     drop(slice_fds);
     drop(scratch);
 
@@ -287,6 +291,131 @@ pub(super) fn setup_fs(
     join_net(net, born_in_net).map_err(step("network namespace"))?;
     trace::mark("net joined");
     Ok(facts)
+}
+
+/// Binds the host file at `executable` over the same path inside, from a
+/// descriptor opened without following links, after checking it is still
+/// the file the caller resolved (`pin`, see
+/// [`crate::identity::file_identity`]). Exec by that path then runs this
+/// inode, whatever happens to the host path afterwards.
+fn pin_executable(executable: &str, pin: &str) -> Result<(), (String, Errno)> {
+    let changed = || {
+        (
+            "pinned executable changed since it was resolved".to_owned(),
+            Errno(libc::ESTALE),
+        )
+    };
+    let src = resolve::open_no_links(&format!("/oldroot{executable}"), libc::O_PATH)
+        .map_err(|e| ("pinned executable open".to_owned(), e))?;
+    let m = resolve::meta(src.as_fd()).map_err(|e| ("pinned executable stat".to_owned(), e))?;
+    if !m.is_file() || crate::identity::file_identity(m.dev, m.ino, m.ctime_ns) != pin {
+        return Err(changed());
+    }
+    let target = at::target_file(executable, 0o444)
+        .map_err(|e| ("pinned executable target".to_owned(), e))?;
+    at::bind_tree(
+        src.as_fd(),
+        target.as_fd(),
+        mount::MOUNT_ATTR_RDONLY | mount::MOUNT_ATTR_NOSUID | mount::MOUNT_ATTR_NODEV,
+    )
+    .map_err(|e| ("pinned executable bind".to_owned(), e))
+}
+
+/// The writable directory's slice holding `path`, and `path` below it.
+fn slice_of<'a>(slices: &'a [(&str, OwnedFd)], path: &'a str) -> Option<(BorrowedFd<'a>, &'a str)> {
+    let (w, fd) = slices
+        .iter()
+        .filter(|(w, _)| glove_types::paths::is_within(path, w) && path != *w)
+        .max_by_key(|(w, _)| w.len())?;
+    Some((fd.as_fd(), path[w.len()..].trim_start_matches('/')))
+}
+
+/// The directory `rel` below `base`, each missing component made with
+/// mode 0755 and given to `owner`; never follows a link.
+fn owned_dir(base: BorrowedFd<'_>, rel: &str, owner: Option<(u32, u32)>) -> Result<OwnedFd, Errno> {
+    let mut cur = at::open_beneath(base, ".", libc::O_PATH | libc::O_DIRECTORY)?;
+    for comp in rel.split('/').filter(|c| !c.is_empty()) {
+        if comp == "." || comp == ".." {
+            return Err(Errno(libc::EINVAL));
+        }
+        let flags = libc::O_PATH | libc::O_DIRECTORY;
+        cur = match at::open_beneath(cur.as_fd(), comp, flags) {
+            Ok(fd) => fd,
+            Err(Errno(libc::ENOENT)) => {
+                at::mkdir(cur.as_fd(), comp, 0o755)?;
+                if let Some((u, g)) = owner {
+                    at::chown(cur.as_fd(), comp, u, g)?;
+                }
+                at::open_beneath(cur.as_fd(), comp, flags)?
+            }
+            Err(e) => return Err(e),
+        };
+    }
+    Ok(cur)
+}
+
+/// Seeded directories and files, and the writable host files, all inside
+/// writable directories (checked by the spec), reached from the slices'
+/// descriptors and owned by the agent.
+fn seed(
+    spec: &LaunchSpec,
+    slices: &[(&str, OwnedFd)],
+    owner: Option<(u32, u32)>,
+) -> Result<(), (String, Errno)> {
+    fn place<'a>(
+        slices: &'a [(&str, OwnedFd)],
+        p: &'a str,
+    ) -> Result<(BorrowedFd<'a>, &'a str), (String, Errno)> {
+        slice_of(slices, p).ok_or_else(|| (format!("seed {p}"), Errno(libc::EINVAL)))
+    }
+    for d in &spec.seed_dirs {
+        let (slice, rel) = place(slices, d)?;
+        owned_dir(slice, rel, owner).map_err(|e| (format!("seed {d}"), e))?;
+    }
+    for f in &spec.seed_files {
+        let what = |e| (format!("seed {}", f.path), e);
+        let (slice, rel) = place(slices, &f.path)?;
+        let (dir, name) = match rel.rsplit_once('/') {
+            Some((d, n)) => (d, n),
+            None => ("", rel),
+        };
+        let dir = owned_dir(slice, dir, owner).map_err(what)?;
+        let mode = if f.executable { 0o755 } else { 0o644 };
+        let fd = at::create_file(dir.as_fd(), name, mode).map_err(what)?;
+        fd::write_all(fd.as_fd(), f.text.as_bytes()).map_err(what)?;
+        at::chmod(fd.as_fd(), mode).map_err(what)?;
+        if let Some((u, g)) = owner {
+            at::chown(fd.as_fd(), "", u, g).map_err(what)?;
+        }
+    }
+    for w in &spec.writable_files {
+        let what = |s: &'static str| move |e| (format!("lease {}: {s}", w.target), e);
+        let src = resolve::open_no_links(&format!("/oldroot{}", w.source), libc::O_PATH)
+            .map_err(what("open"))?;
+        let m = resolve::meta(src.as_fd()).map_err(what("stat"))?;
+        if !m.is_file() || m.nlink != 1 {
+            return Err(what("not a regular file with one link")(Errno(libc::EPERM)));
+        }
+        if let Some((u, g)) = owner {
+            at::chown(src.as_fd(), "", u, g).map_err(what("chown"))?;
+        }
+        let (slice, rel) = place(slices, &w.target)?;
+        let (dir, name) = match rel.rsplit_once('/') {
+            Some((d, n)) => (d, n),
+            None => ("", rel),
+        };
+        let dir = owned_dir(slice, dir, owner).map_err(what("mkdir"))?;
+        let tf = at::create_file(dir.as_fd(), name, 0o600).map_err(what("target"))?;
+        drop(tf);
+        let target = at::open_beneath(dir.as_fd(), name, libc::O_PATH).map_err(what("target"))?;
+        at::bind_tree(
+            src.as_fd(),
+            target.as_fd(),
+            mount::MOUNT_ATTR_NOSUID | mount::MOUNT_ATTR_NODEV | mount::MOUNT_ATTR_NOEXEC,
+        )
+        .map_err(what("bind"))?;
+    }
+    Ok(())
 }
 
 /// Fails when a socket lies below `dir` (see [`crate::copy::find_socket`]);

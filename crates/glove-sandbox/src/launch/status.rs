@@ -185,6 +185,14 @@ pub(super) fn read_error_body(sync: &OwnedFd, exe: &str) -> SandboxError {
         SandboxError::Grant {
             detail: format!("{step} ({detail})"),
         }
+    } else if step.starts_with("pinned executable ") {
+        SandboxError::ExecutableChanged {
+            detail: format!("{step} ({detail})"),
+        }
+    } else if step.starts_with("lease ") {
+        SandboxError::Lease {
+            detail: format!("{step} ({detail})"),
+        }
     } else if step.starts_with("bundle ") {
         SandboxError::Bundle {
             detail: format!("{step} ({detail})"),

@@ -345,6 +345,14 @@ impl AdmittedPlan {
     pub fn expires_at_ms(&self) -> u64 {
         self.plan.expires_at_ms
     }
+    /// The resource profile the plan names.
+    pub fn profile_id(&self) -> &ProfileId {
+        &self.plan.profile_id
+    }
+    /// The secret handles the plan names.
+    pub fn secret_handles(&self) -> &[SecretHandle] {
+        &self.plan.secret_handles
+    }
 }
 
 fn mismatch(code: crate::ErrorCode, at: &str, what: &str) -> Rejection {

@@ -13,6 +13,7 @@ mod validate;
 pub use generate::{generate_template, GenerateTarget, TemplateRequest};
 pub use launch::{adapter_command_digest, ADAPTER_COMMAND_DOMAIN};
 pub use model::*;
+pub use validate::{MAX_CPU_RATE_MILLICPUS, MIN_CPU_RATE_MILLICPUS};
 
 use crate::ids::{PolicyId, SecretHandle};
 use crate::{canon, Rejection};

@@ -125,6 +125,9 @@ pub struct ResourceProfile {
     pub(crate) profile_id: ProfileId,
     #[serde(flatten)]
     pub(crate) limits: ResourceLimits,
+    /// An operator-local CPU rate (not one of the plan's six limits).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) cpu_rate_millicpus: Option<u64>,
 }
 
 impl ResourceProfile {
@@ -135,6 +138,12 @@ impl ResourceProfile {
     /// The six limits.
     pub fn limits(&self) -> &ResourceLimits {
         &self.limits
+    }
+    /// The CPU rate limit in thousandths of a CPU (cgroup `cpu.max`), if
+    /// the operator set one. Local to the policy: plans carry the six
+    /// limits only.
+    pub fn cpu_rate_millicpus(&self) -> Option<u64> {
+        self.cpu_rate_millicpus
     }
 }
 
@@ -202,13 +211,57 @@ impl NativeRuntime {
         }
     }
 
-    /// The environment the adapter manages (besides `HOME`).
-    pub const fn managed_environment(self) -> Option<&'static str> {
+    /// The environment the adapter manages (besides `HOME`): where the
+    /// harness keeps its state, always inside the private home. Template
+    /// environments cannot set these names.
+    pub const fn managed_environment(self) -> &'static [&'static str] {
         match self {
-            Self::Codex => Some("CODEX_HOME=/home/agent/.codex"),
-            Self::Copilot => Some("COPILOT_HOME=/home/agent/.copilot"),
-            Self::Opencode => Some("XDG_CONFIG_HOME=/home/agent/.config"),
-            Self::ClaudeCode | Self::Pi => None,
+            Self::Codex => &["CODEX_HOME=/home/agent/.codex"],
+            Self::ClaudeCode => &["CLAUDE_CONFIG_DIR=/home/agent/.claude"],
+            Self::Pi => &["PI_CODING_AGENT_DIR=/home/agent/.pi/agent"],
+            Self::Copilot => &["COPILOT_HOME=/home/agent/.copilot"],
+            Self::Opencode => &[
+                "XDG_CACHE_HOME=/home/agent/.cache",
+                "XDG_CONFIG_HOME=/home/agent/.config",
+                "XDG_DATA_HOME=/home/agent/.local/share",
+                "XDG_STATE_HOME=/home/agent/.local/state",
+            ],
+        }
+    }
+
+    /// The directories the private home starts with (parents first): the
+    /// managed state directories and the skill directory.
+    pub const fn home_directories(self) -> &'static [&'static str] {
+        match self {
+            Self::Codex => &["/home/agent/.codex", "/home/agent/.codex/skills"],
+            Self::ClaudeCode => &["/home/agent/.claude", "/home/agent/.claude/skills"],
+            Self::Pi => &[
+                "/home/agent/.pi",
+                "/home/agent/.pi/agent",
+                "/home/agent/.pi/agent/skills",
+            ],
+            Self::Copilot => &["/home/agent/.copilot", "/home/agent/.copilot/skills"],
+            Self::Opencode => &[
+                "/home/agent/.cache",
+                "/home/agent/.config",
+                "/home/agent/.config/opencode",
+                "/home/agent/.config/opencode/skills",
+                "/home/agent/.local",
+                "/home/agent/.local/share",
+                "/home/agent/.local/state",
+            ],
+        }
+    }
+
+    /// Where the adapter keeps its login token: the exact path a
+    /// credential lease is mounted writable at.
+    pub const fn credential_path(self) -> &'static str {
+        match self {
+            Self::Codex => "/home/agent/.codex/auth.json",
+            Self::ClaudeCode => "/home/agent/.claude/.credentials.json",
+            Self::Pi => "/home/agent/.pi/agent/auth.json",
+            Self::Copilot => "/home/agent/.copilot/config.json",
+            Self::Opencode => "/home/agent/.local/share/opencode/auth.json",
         }
     }
 }

@@ -87,6 +87,8 @@ pub(crate) struct RawProfile {
     pub(crate) wall_time_ms: u64,
     pub(crate) disk_bytes: u64,
     pub(crate) terminal_output_bytes: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) cpu_rate_millicpus: Option<u64>,
 }
 
 #[derive(Debug, Clone, Deserialize, Serialize)]

@@ -32,6 +32,10 @@ pub(crate) const MAX_PIDS: u64 = 65_536;
 pub(crate) const MAX_DISK_BYTES: u64 = 1 << 44;
 pub(crate) const MAX_TERMINAL_OUTPUT_BYTES: u64 = 1 << 32;
 pub(crate) const MAX_QUOTA_BYTES: u64 = 1 << 44;
+/// Smallest CPU rate, thousandths of a CPU (1% of one CPU).
+pub const MIN_CPU_RATE_MILLICPUS: u64 = 10;
+/// Largest CPU rate, thousandths of a CPU (1,024 CPUs).
+pub const MAX_CPU_RATE_MILLICPUS: u64 = 1024 * 1000;
 
 /// Environment names Glove sets itself; `GLOVE_*` is reserved too.
 pub(crate) const RESERVED_ENV: &[&str] = &[
@@ -43,7 +47,10 @@ pub(crate) const RESERVED_ENV: &[&str] = &[
     "LD_LIBRARY_PATH",
     "LD_PRELOAD",
     "PI_CODING_AGENT_DIR",
+    "XDG_CACHE_HOME",
     "XDG_CONFIG_HOME",
+    "XDG_DATA_HOME",
+    "XDG_STATE_HOME",
 ];
 
 fn r(code: crate::ErrorCode, msg: impl Into<String>) -> Rejection {
@@ -345,7 +352,19 @@ fn profile(p: &RawProfile, max_plan_ttl_ms: u64) -> Result<ResourceProfile, Reje
         )
         .at("wall_time_ms"));
     }
+    if let Some(rate) = p.cpu_rate_millicpus {
+        if !(MIN_CPU_RATE_MILLICPUS..=MAX_CPU_RATE_MILLICPUS).contains(&rate) {
+            return Err(r(
+                POLICY_LIMIT_INVALID,
+                format!(
+                    "cpu_rate_millicpus must lie in {MIN_CPU_RATE_MILLICPUS}..={MAX_CPU_RATE_MILLICPUS}"
+                ),
+            )
+            .at("cpu_rate_millicpus"));
+        }
+    }
     Ok(ResourceProfile {
+        cpu_rate_millicpus: p.cpu_rate_millicpus,
         profile_id: id,
         limits: ResourceLimits {
             cpu_time_ms: p.cpu_time_ms,

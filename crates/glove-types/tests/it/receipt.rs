@@ -108,6 +108,7 @@ fn receipt() -> impl Strategy<Value = ResourceReceiptV1> {
                     killed: m || l,
                     replay_error: r.then(|| "lifecycle_record_invalid".to_owned()),
                 }),
+                adapter: None,
             }
         })
 }
@@ -153,6 +154,7 @@ fn body(edit: impl FnOnce(&mut serde_json::Value)) -> Vec<u8> {
             limits_reached: vec![],
         },
         recovery: None,
+        adapter: None,
     };
     let mut v: serde_json::Value =
         serde_json::from_slice(&r.encode().expect("encodes")).expect("json");

@@ -1,0 +1,268 @@
+//! Credential leases: a harness's login token, imported from the
+//! operator's protected source file into a Glove-owned, content-versioned
+//! copy that one session at a time may use and refresh.
+//!
+//! Layout, below the materialization root (mode 0700):
+//!
+//! ```text
+//! leases/<secret_handle>/lock    flock(LOCK_EX) held for the whole session
+//! leases/<secret_handle>/lease   the live copy (0600), bound writable inside
+//! leases/<secret_handle>/state   {"lease_sha256","source_sha256","version"}
+//! ```
+//!
+//! At launch the source is read as a protected file (regular, owned by the
+//! service user, mode 0600, one link, no final symlink, at most 1 MiB). A
+//! source whose content differs from the one last imported replaces the
+//! lease (a new version); an unchanged source keeps the lease as the last
+//! session left it (a token the harness refreshed survives). After the
+//! session the lease is hashed again: different content is a new version.
+//! The sandbox never sees the source or anything else of the operator's.
+
+use glove_journal::atomic;
+use glove_types::codes::control::{SESSION_LEASE_BUSY, SESSION_LEASE_IO};
+use glove_types::ids::SecretHandle;
+use glove_types::{Rejection, Sha256Digest};
+use rustix::fs::{FlockOperation, Mode, OFlags};
+use serde::{Deserialize, Serialize};
+use std::ffi::OsStr;
+use std::os::fd::{AsFd, OwnedFd};
+use std::path::{Path, PathBuf};
+
+/// Largest credential source or lease.
+pub const MAX_LEASE_BYTES: u64 = 1 << 20;
+
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+struct State {
+    version: u64,
+    source_sha256: String,
+    lease_sha256: String,
+}
+
+/// A lease held for one session (the lock is released when dropped).
+#[derive(Debug)]
+pub struct LeaseHold {
+    handle: SecretHandle,
+    dir: OwnedFd,
+    file: PathBuf,
+    state: State,
+    _lock: OwnedFd,
+}
+
+fn io(what: &str, e: impl std::fmt::Display) -> Rejection {
+    Rejection::new(SESSION_LEASE_IO, format!("lease {what}: {e}"))
+}
+
+fn read_state(dir: &Path) -> Result<Option<State>, Rejection> {
+    match std::fs::read(dir.join("state")) {
+        Ok(b) if b.len() <= 4096 => serde_json::from_slice(&b)
+            .map(Some)
+            .map_err(|e| io("state", e)),
+        Ok(_) => Err(io("state", "too large")),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(io("state", e)),
+    }
+}
+
+fn write_state(dir: &OwnedFd, s: &State) -> Result<(), Rejection> {
+    let bytes = serde_json::to_vec(s).map_err(|e| io("state", e))?;
+    atomic::write_file(dir.as_fd(), OsStr::new("state"), &bytes).map_err(|e| io("state", e))
+}
+
+fn hash_lease(file: &Path) -> Result<Sha256Digest, Rejection> {
+    let bytes = crate::protected::read(
+        file,
+        crate::protected::Requirements {
+            max_bytes: MAX_LEASE_BYTES,
+            mode: 0o600,
+        },
+    );
+    match bytes {
+        Ok(b) => Ok(Sha256Digest::of(&b)),
+        // The sandbox's init gives the file to the agent in a privileged
+        // launch; its owner is then no longer the service user. Read it
+        // bounded all the same (the directory is the service's own, 0700).
+        Err(_) => {
+            use std::io::Read;
+            let f = std::fs::File::open(file).map_err(|e| io("read", e))?;
+            let mut b = Vec::new();
+            f.take(MAX_LEASE_BYTES + 1)
+                .read_to_end(&mut b)
+                .map_err(|e| io("read", e))?;
+            if b.len() as u64 > MAX_LEASE_BYTES {
+                return Err(io("read", "the lease grew over 1 MiB"));
+            }
+            Ok(Sha256Digest::of(&b))
+        }
+    }
+}
+
+impl LeaseHold {
+    /// Takes the lease of `handle` for one session, importing `source`
+    /// first when its content changed. A lease another session holds is
+    /// `session_lease_busy`; a source that is not a protected file carries
+    /// the protected read's `file_*` code.
+    pub fn acquire(
+        root: &Path,
+        handle: &SecretHandle,
+        source: &Path,
+    ) -> Result<LeaseHold, Rejection> {
+        let leases = root.join("leases");
+        let dir_path = leases.join(handle.as_str());
+        for d in [&leases, &dir_path] {
+            match std::fs::create_dir(d) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+                Err(e) => return Err(io("directory", e)),
+            }
+            std::fs::set_permissions(d, std::os::unix::fs::PermissionsExt::from_mode(0o700))
+                .map_err(|e| io("directory", e))?;
+        }
+        let dir = rustix::fs::open(
+            &dir_path,
+            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            Mode::empty(),
+        )
+        .map_err(|e| io("directory", e))?;
+        let lock = rustix::fs::openat(
+            dir.as_fd(),
+            "lock",
+            OFlags::RDWR | OFlags::CREATE | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            Mode::from_raw_mode(0o600),
+        )
+        .map_err(|e| io("lock", e))?;
+        match rustix::fs::flock(&lock, FlockOperation::NonBlockingLockExclusive) {
+            Ok(()) => {}
+            Err(rustix::io::Errno::WOULDBLOCK) => {
+                return Err(Rejection::new(
+                    SESSION_LEASE_BUSY,
+                    format!(
+                        "the credential lease of {} is held by another session",
+                        handle.as_str()
+                    ),
+                ))
+            }
+            Err(e) => return Err(io("lock", e)),
+        }
+        let src = crate::protected::read(
+            source,
+            crate::protected::Requirements {
+                max_bytes: MAX_LEASE_BYTES,
+                mode: 0o600,
+            },
+        )
+        .map_err(|r| {
+            Rejection::new(
+                r.code(),
+                format!("credential source of {}: {}", handle.as_str(), r.message()),
+            )
+        })?;
+        let source_sha = Sha256Digest::of(&src).to_hex();
+        let file = dir_path.join("lease");
+        let state = match read_state(&dir_path)? {
+            Some(s) if s.source_sha256 == source_sha && file.exists() => s,
+            prev => {
+                atomic::write_file(dir.as_fd(), OsStr::new("lease"), &src)
+                    .map_err(|e| io("import", e))?;
+                let s = State {
+                    version: prev.map_or(1, |p| p.version + 1),
+                    source_sha256: source_sha.clone(),
+                    lease_sha256: source_sha,
+                };
+                write_state(&dir, &s)?;
+                s
+            }
+        };
+        Ok(LeaseHold {
+            handle: handle.clone(),
+            dir,
+            file,
+            state,
+            _lock: lock,
+        })
+    }
+
+    /// The handle.
+    pub fn handle(&self) -> &SecretHandle {
+        &self.handle
+    }
+
+    /// The lease file (bound writable inside the sandbox).
+    pub fn file(&self) -> &Path {
+        &self.file
+    }
+
+    /// The content version the session starts with.
+    pub fn version(&self) -> u64 {
+        self.state.version
+    }
+
+    /// After the session: a new version when the content changed. Returns
+    /// the version the lease now has.
+    pub fn finish(&mut self) -> Result<u64, Rejection> {
+        let now = hash_lease(&self.file)?.to_hex();
+        if now != self.state.lease_sha256 {
+            self.state.version += 1;
+            self.state.lease_sha256 = now;
+            write_state(&self.dir, &self.state)?;
+        }
+        Ok(self.state.version)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    fn source(dir: &Path, body: &[u8]) -> PathBuf {
+        let p = dir.join("src.json");
+        std::fs::write(&p, body).expect("write");
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+        p
+    }
+
+    #[test]
+    fn versions_follow_content_and_one_session_holds_it() {
+        let t = tempfile::tempdir().expect("tempdir");
+        let h = SecretHandle::new("codex-login").expect("handle");
+        let src = source(t.path(), b"{\"token\":\"a\"}");
+        let mut a = LeaseHold::acquire(t.path(), &h, &src).expect("acquire");
+        assert_eq!(a.version(), 1);
+        let busy = LeaseHold::acquire(t.path(), &h, &src).expect_err("busy");
+        assert_eq!(busy.code(), SESSION_LEASE_BUSY);
+        // The harness refreshes its token inside.
+        std::fs::write(a.file(), b"{\"token\":\"b\"}").expect("refresh");
+        assert_eq!(a.finish().expect("finish"), 2);
+        drop(a);
+        // Same source: the refreshed lease is kept.
+        let b = LeaseHold::acquire(t.path(), &h, &src).expect("again");
+        assert_eq!(b.version(), 2);
+        assert_eq!(std::fs::read(b.file()).expect("read"), b"{\"token\":\"b\"}");
+        drop(b);
+        // A new source: imported as a new version.
+        let src = source(t.path(), b"{\"token\":\"c\"}");
+        let c = LeaseHold::acquire(t.path(), &h, &src).expect("import");
+        assert_eq!(c.version(), 3);
+        assert_eq!(std::fs::read(c.file()).expect("read"), b"{\"token\":\"c\"}");
+    }
+
+    #[test]
+    fn loose_or_linked_sources_are_refused() {
+        let t = tempfile::tempdir().expect("tempdir");
+        let h = SecretHandle::new("k").expect("handle");
+        let src = source(t.path(), b"x");
+        std::fs::set_permissions(&src, std::fs::Permissions::from_mode(0o644)).expect("chmod");
+        let e = LeaseHold::acquire(t.path(), &h, &src).expect_err("loose");
+        assert_eq!(e.code(), glove_types::codes::file::FILE_BAD_MODE);
+        std::fs::set_permissions(&src, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+        let link = t.path().join("link.json");
+        std::os::unix::fs::symlink(&src, &link).expect("symlink");
+        let e = LeaseHold::acquire(t.path(), &h, &link).expect_err("symlink");
+        assert_eq!(e.code(), glove_types::codes::file::FILE_SYMLINK);
+        assert!(
+            LeaseHold::acquire(t.path(), &h, &src).is_ok(),
+            "the lock was released"
+        );
+    }
+}
