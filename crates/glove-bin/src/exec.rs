@@ -52,6 +52,10 @@ pub struct ExecArgs {
     /// Terminal output limit in bytes [default: 64M].
     #[arg(long, value_name = "BYTES", value_parser = parse_size)]
     pub output: Option<u64>,
+    /// CPU rate limit in thousandths of a CPU (cgroup v2 `cpu.max`; 500 is
+    /// half a CPU) [default: none].
+    #[arg(long, value_name = "MILLICPUS")]
+    pub cpu_rate: Option<u64>,
     /// Expose a host path read-only, at the same path or at DST.
     #[arg(long = "ro-bind", value_name = "SRC[:DST]")]
     pub ro_bind: Vec<String>,
@@ -272,6 +276,7 @@ pub fn run(a: ExecArgs) -> i32 {
             Ok(d) => d,
             Err(e) => return fail(&e, a.json),
         },
+        cpu_rate_millicpus: a.cpu_rate,
     };
     let spec = match exec_spec(req) {
         Ok(s) => s,

@@ -697,3 +697,207 @@ fn a_copy_target_through_a_link_an_earlier_copy_made_is_refused() {
         "the copy wrote into the host directory"
     );
 }
+
+/// The identity `glove_sandbox::identity::file_identity` gives a host file.
+fn identity_of(p: &std::path::Path) -> String {
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::metadata(p).expect("stat");
+    glove_sandbox::identity::file_identity(
+        m.dev(),
+        m.ino(),
+        i128::from(m.ctime()) * 1_000_000_000 + i128::from(m.ctime_nsec()),
+    )
+}
+
+fn write_mode(p: &std::path::Path, body: &str, mode: u32) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::write(p, body).expect("write");
+    std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode)).expect("chmod");
+}
+
+#[test]
+fn a_pinned_executable_runs_and_a_swapped_one_is_refused() {
+    if !common::sandbox_ok(common::As::Caller) {
+        return;
+    }
+    // Not below /tmp, which is a writable directory inside.
+    let host = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("tempdir");
+    let exe = host.path().join("agent");
+    write_mode(&exe, "#!/bin/sh\necho pinned\n", 0o755);
+    let exes = exe.display().to_string();
+    let pin = identity_of(&exe);
+
+    // The pinned file is bound over its path (no bind of its directory is
+    // needed) and runs.
+    let mut s = start_with(&[&exes], false, |w| w.executable_pin = Some(pin.clone()));
+    let end = run_to_end(&mut s);
+    assert!(
+        matches!(end, FromLauncher::Exited(_)),
+        "{}",
+        failure_code(&end)
+    );
+    assert_eq!(String::from_utf8_lossy(&s.output), "pinned\n");
+    s.close_and_wait();
+
+    // Swapped after it was resolved (a new file renamed over the name):
+    // the launch fails, nothing runs.
+    let other = host.path().join("other");
+    write_mode(&other, "#!/bin/sh\necho swapped\n", 0o755);
+    std::fs::rename(&other, &exe).expect("swap");
+    let mut s = start_with(&[&exes], false, |w| w.executable_pin = Some(pin.clone()));
+    let end = run_to_end(&mut s);
+    let text = failure_code(&end);
+    assert!(text.starts_with("sandbox_executable_changed: "), "{text}");
+    assert!(s.output.is_empty());
+    s.close_and_wait();
+
+    // Changed in place (same inode, new contents): refused as well.
+    let pin = identity_of(&exe);
+    std::thread::sleep(Duration::from_millis(20));
+    write_mode(&exe, "#!/bin/sh\necho edited\n", 0o755);
+    let mut s = start_with(&[&exes], false, |w| w.executable_pin = Some(pin.clone()));
+    let text = failure_code(&run_to_end(&mut s));
+    assert!(text.starts_with("sandbox_executable_changed: "), "{text}");
+    s.close_and_wait();
+
+    // A link where the file was is not followed.
+    std::fs::remove_file(&exe).expect("rm");
+    std::os::unix::fs::symlink("/bin/true", &exe).expect("symlink");
+    let mut s = start_with(&[&exes], false, |w| w.executable_pin = Some(pin));
+    let text = failure_code(&run_to_end(&mut s));
+    assert!(text.starts_with("sandbox_executable_changed: "), "{text}");
+    s.close_and_wait();
+}
+
+#[test]
+fn seeded_home_and_a_writable_lease() {
+    use glove_sandbox::spec::{SeedFile, WritableFile};
+    if !common::sandbox_ok(common::As::Caller) {
+        return;
+    }
+    let host = readable_tempdir();
+    let lease = host.path().join("lease");
+    write_mode(&lease, "token-1\n", 0o600);
+    let script = "set -e; cd /home/agent; \
+        stat -c '%u %a %n' .codex .codex/skills .codex/skills/review .codex/skills/review/SKILL.md .codex/skills/review/run.sh; \
+        cat .codex/skills/review/SKILL.md; ./.codex/skills/review/run.sh; \
+        echo state > .codex/state.json; cat .codex/auth.json; echo token-2 > .codex/auth.json";
+    let lease_s = lease.display().to_string();
+    let mut s = start_with(&["/bin/sh", "-c", script], false, |w| {
+        w.seed_dirs = vec![
+            "/home/agent/.codex".into(),
+            "/home/agent/.codex/skills".into(),
+        ];
+        w.seed_files = vec![
+            SeedFile {
+                path: "/home/agent/.codex/skills/review/SKILL.md".into(),
+                text: "---\nname: review\n---\n".into(),
+                executable: false,
+            },
+            SeedFile {
+                path: "/home/agent/.codex/skills/review/run.sh".into(),
+                text: "#!/bin/sh\necho ran\n".into(),
+                executable: true,
+            },
+        ];
+        w.writable_files = vec![WritableFile {
+            source: lease_s.clone(),
+            target: "/home/agent/.codex/auth.json".into(),
+        }];
+    });
+    let end = run_to_end(&mut s);
+    assert!(
+        matches!(end, FromLauncher::Exited(_)),
+        "{}",
+        failure_code(&end)
+    );
+    let out = String::from_utf8_lossy(&s.output).into_owned();
+    assert_eq!(
+        out,
+        "1000 755 .codex\n1000 755 .codex/skills\n1000 755 .codex/skills/review\n\
+         1000 644 .codex/skills/review/SKILL.md\n1000 755 .codex/skills/review/run.sh\n\
+         ---\nname: review\n---\nran\ntoken-1\n",
+        "{out}"
+    );
+    s.close_and_wait();
+    // What the agent wrote to its token file is in the lease.
+    assert_eq!(std::fs::read_to_string(&lease).expect("lease"), "token-2\n");
+
+    // A lease reached through a link, or with a second link, is refused.
+    let link = host.path().join("lease-link");
+    std::os::unix::fs::symlink(&lease, &link).expect("symlink");
+    let hard = host.path().join("lease-hard");
+    std::fs::hard_link(&lease, &hard).expect("hard link");
+    for source in [&link, &hard] {
+        let source = source.display().to_string();
+        let mut s = start_with(&["/bin/true"], false, |w| {
+            w.writable_files = vec![WritableFile {
+                source: source.clone(),
+                target: "/home/agent/.codex/auth.json".into(),
+            }];
+        });
+        let text = failure_code(&run_to_end(&mut s));
+        assert!(
+            text.starts_with("sandbox_lease_refused: "),
+            "{source}: {text}"
+        );
+        s.close_and_wait();
+    }
+}
+
+#[test]
+fn a_cpu_rate_is_the_session_cgroups_cpu_max() {
+    if !common::sandbox_ok(common::As::Caller) {
+        return;
+    }
+    let mut s = start_with(&["/bin/true"], false, |w| {
+        w.hold_for_release = true;
+        w.cpu_rate_millicpus = Some(250);
+    });
+    let m = s.until(|m, _| matches!(m, FromLauncher::Prepared(_) | FromLauncher::Failed(_)));
+    assert!(
+        matches!(m, FromLauncher::Prepared(_)),
+        "{}",
+        failure_code(&m)
+    );
+    let init = children(s.child.id());
+    assert_eq!(init.len(), 1, "{init:?}");
+    let agent = children(init[0]);
+    assert_eq!(agent.len(), 1, "{agent:?}");
+    // The held agent's cgroup: v2 `cpu.max`, or the v1 cpu hierarchy's CFS quota.
+    let cg = std::fs::read_to_string(format!("/proc/{}/cgroup", agent[0])).expect("cgroup");
+    let entry = |prefix: &str| {
+        cg.lines()
+            .find_map(|l| {
+                l.split_once(':')
+                    .map(|(_, r)| r)
+                    .and_then(|r| r.strip_prefix(prefix))
+            })
+            .map(str::to_owned)
+    };
+    let v2 = entry(":").filter(|p| p != "/");
+    let v1 = entry("cpu:").filter(|p| p != "/");
+    match (v2, v1) {
+        (_, Some(p)) => {
+            let read = |f: &str| {
+                std::fs::read_to_string(format!("/sys/fs/cgroup/cpu{p}/{f}")).expect("cpu file")
+            };
+            assert_eq!(read("cpu.cfs_quota_us").trim(), "25000", "{p}");
+            assert_eq!(read("cpu.cfs_period_us").trim(), "100000", "{p}");
+        }
+        (Some(p), None) => {
+            let max =
+                std::fs::read_to_string(format!("/sys/fs/cgroup{p}/cpu.max")).expect("cpu.max");
+            assert_eq!(max.trim(), "25000 100000", "{p}");
+        }
+        (None, None) => panic!("the agent is in no session cgroup: {cg}"),
+    }
+    s.send(ToLauncher::Release);
+    let end = run_to_end(&mut s);
+    assert!(
+        matches!(end, FromLauncher::Exited(_)),
+        "{}",
+        failure_code(&end)
+    );
+    s.close_and_wait();
+}

@@ -154,18 +154,30 @@ impl Cgroup {
         Ok(cg)
     }
 
-    /// Limits the cgroup's CPU rate to `millicpus` thousandths of a CPU
-    /// (`cpu.max`, quota over a 100 ms period). v2 only: a v1 cgroup here
-    /// has no `cpu` controller, and that is said rather than ignored.
-    pub fn set_cpu_rate(&self, millicpus: u64) -> Result<(), SandboxError> {
-        if self.version != Version::V2 {
-            return Err(err("a CPU rate needs a cgroup v2 cpu controller"));
-        }
+    /// Limits the cgroup's CPU rate to `millicpus` thousandths of a CPU:
+    /// a quota over a 100 ms period (`cpu.max` in v2; in v1 a fourth
+    /// directory in the `cpu` hierarchy, which the agent joins with the
+    /// others, with `cpu.cfs_period_us` and `cpu.cfs_quota_us`).
+    pub fn set_cpu_rate(&mut self, name: &str, millicpus: u64) -> Result<(), SandboxError> {
         let quota_us = millicpus.saturating_mul(CPU_PERIOD_US) / 1000;
-        write(
-            &self.dirs[0].join("cpu.max"),
-            &format!("{quota_us} {CPU_PERIOD_US}"),
-        )
+        match self.version {
+            Version::V2 => write(
+                &self.dirs[0].join("cpu.max"),
+                &format!("{quota_us} {CPU_PERIOD_US}"),
+            ),
+            Version::V1 => {
+                let own = fs::read_to_string("/proc/self/cgroup")
+                    .map_err(|e| err(format!("read /proc/self/cgroup: {e}")))?;
+                let own = own_path_in(&own, "cpu").ok_or_else(|| err("no v1 cpu hierarchy"))?;
+                let base = Path::new(ROOT).join("cpu");
+                let dir = base.join(own.trim_start_matches('/')).join(name);
+                fs::create_dir(&dir).map_err(|e| err(format!("mkdir {}: {e}", dir.display())))?;
+                // Removed with the others from here on.
+                self.dirs.push(dir.clone());
+                write(&dir.join("cpu.cfs_period_us"), &CPU_PERIOD_US.to_string())?;
+                write(&dir.join("cpu.cfs_quota_us"), &quota_us.to_string())
+            }
+        }
     }
 
     /// Creates the session cgroup in the v1 memory, pids and cpuacct hierarchies.

@@ -124,7 +124,7 @@ pub(super) fn init_main(
     // the agent applies rlimits instead): the agent is born inside.
     // With a v1 cgroup, JOINED carries its `tasks` files: the agent moves
     // itself in with them before anything else.
-    let join_files = match fd::recv_fds::<3>(sync.as_fd()) {
+    let join_files = match fd::recv_fds::<4>(sync.as_fd()) {
         Ok((TAG_JOINED, files)) => files,
         _ => process::exit_now(1),
     };

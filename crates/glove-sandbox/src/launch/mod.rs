@@ -204,18 +204,9 @@ fn prepare_inner(spec: LaunchSpec, release_early: bool) -> Result<Prepared, Sand
     // rlimits are applied instead (JOINED says so).
     let name = format!("glove-{}-{}", process::getpid(), nanos());
     let cgroup_v2 = Cgroup::create_v2(&name, limits.memory_bytes, limits.pids).ok();
-    // A CPU rate is a cgroup v2 quota or nothing: refused rather than
-    // dropped when there is none.
-    if let Some(rate) = spec.cpu_rate_millicpus {
-        match &cgroup_v2 {
-            Some(cg) => cg.set_cpu_rate(rate)?,
-            None => {
-                return Err(SandboxError::LimitUnenforceable {
-                    limit: "cpu_rate",
-                    detail: "a CPU rate needs a delegated cgroup v2 cpu controller".into(),
-                })
-            }
-        }
+    let mut cgroup_v2 = cgroup_v2;
+    if let (Some(rate), Some(cg)) = (spec.cpu_rate_millicpus, cgroup_v2.as_mut()) {
+        cg.set_cpu_rate(&name, rate)?;
     }
     let cpu_secs = limits.cpu_time_ms.div_ceil(1000);
     let fallback_rlimits = vec![
@@ -388,7 +379,10 @@ fn prepare_inner(spec: LaunchSpec, release_early: bool) -> Result<Prepared, Sand
         // The agent moves itself in (no migration of another process,
         // which would wait for an RCU grace period): it gets the `tasks`
         // files, opened here, with JOINED.
-        None => Cgroup::create_v1(&name, limits.memory_bytes, limits.pids).and_then(|cg| {
+        None => Cgroup::create_v1(&name, limits.memory_bytes, limits.pids).and_then(|mut cg| {
+            if let Some(rate) = spec.cpu_rate_millicpus {
+                cg.set_cpu_rate(&name, rate)?;
+            }
             let files = cg.self_join_files()?;
             Ok((cg, files))
         }),
@@ -419,6 +413,13 @@ fn prepare_inner(spec: LaunchSpec, release_early: bool) -> Result<Prepared, Sand
             (Some(cg), mechanism(m), false)
         }
         Err(e) => {
+            // A CPU rate has no per-process fallback: refused, never dropped.
+            if spec.cpu_rate_millicpus.is_some() {
+                return Err(abort(SandboxError::LimitUnenforceable {
+                    limit: "cpu_rate",
+                    detail: e.to_string(),
+                }));
+            }
             if spec.enforcement == Enforcement::Strict {
                 return Err(abort(SandboxError::LimitUnenforceable {
                     limit: "memory",

@@ -405,9 +405,11 @@ fn seed(
             None => ("", rel),
         };
         let dir = owned_dir(slice, dir, owner).map_err(what("mkdir"))?;
-        let tf = at::create_file(dir.as_fd(), name, 0o600).map_err(what("target"))?;
-        drop(tf);
-        let target = at::open_beneath(dir.as_fd(), name, libc::O_PATH).map_err(what("target"))?;
+        drop(at::create_file(dir.as_fd(), name, 0o600).map_err(what("target"))?);
+        // The mount goes on the file as reached through the writable
+        // directory's bind (a mount on the scratch file system's own view
+        // of it would not show there).
+        let target = at::target_file(&w.target, 0o600).map_err(what("target"))?;
         at::bind_tree(
             src.as_fd(),
             target.as_fd(),
