@@ -183,6 +183,8 @@ fn controller(
     plan["issued_at_ms"] = json!(now);
     plan["expires_at_ms"] = json!(now + 60_000);
     plan["library_projections"] = json!([]);
+    // The demo's shell holds no credential (a handle needs a source).
+    plan["secret_handles"] = json!([]);
     plan["resource_profile"]["wall_time_ms"] = json!(30_000);
     plan["resource_profile"]["cpu_time_ms"] = json!(10_000);
     plan["resource_profile"]["memory_bytes"] = json!(256u64 << 20);

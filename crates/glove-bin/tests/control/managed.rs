@@ -144,6 +144,7 @@ impl Managed {
         plan_with(|v| {
             v["adapter_command_digest"] = json!(adapter_digest(&launch()));
             v["library_projections"] = json!([]);
+            v["secret_handles"] = json!([]);
             v["session_id"] = json!(session);
             v["idempotency_key"] = json!(format!("key-{session}"));
             let p = &mut v["resource_profile"];
