@@ -11,6 +11,8 @@ mod common;
 #[path = "control/managed.rs"]
 mod managed;
 
+#[path = "control/adapter.rs"]
+mod adapter;
 #[path = "control/auth.rs"]
 mod auth;
 #[path = "control/framing.rs"]

@@ -31,7 +31,7 @@ pub(crate) struct Limits {
     pub(crate) disk: u64,
 }
 
-const ROOMY: Limits = Limits {
+pub(crate) const ROOMY: Limits = Limits {
     wall_ms: 30_000,
     output_bytes: 1 << 20,
     cpu_ms: 60_000,
@@ -127,6 +127,19 @@ impl Managed {
         }
     }
 
+    /// Rewrites the policy file (before the service starts).
+    pub(crate) fn edit_policy(&self, edit: impl FnOnce(&mut Value)) {
+        let path = self.home.dir.path().join("managed-policy.json");
+        let mut policy: Value =
+            serde_json::from_slice(&std::fs::read(&path).expect("policy")).expect("json");
+        edit(&mut policy);
+        write_mode(
+            &path,
+            &glove_types::canon::to_canonical(&policy).expect("canonical"),
+            0o600,
+        );
+    }
+
     pub(crate) fn config(&self) -> Config {
         Config {
             policy: None,
@@ -194,7 +207,7 @@ impl Managed {
     }
 }
 
-fn sandbox_ok() -> bool {
+pub(crate) fn sandbox_ok() -> bool {
     common::sandbox_ok(common::As::Caller)
 }
 
@@ -206,7 +219,7 @@ pub(crate) fn unhex(s: &str) -> Vec<u8> {
 }
 
 /// Reads notifications until `done` says so over the output collected.
-fn until_output(c: &mut Client, out: &mut Vec<u8>, done: impl Fn(&str) -> bool) -> Option<Value> {
+pub(crate) fn until_output(c: &mut Client, out: &mut Vec<u8>, done: impl Fn(&str) -> bool) -> Option<Value> {
     loop {
         if done(&String::from_utf8_lossy(out)) {
             return None;
@@ -220,7 +233,7 @@ fn until_output(c: &mut Client, out: &mut Vec<u8>, done: impl Fn(&str) -> bool) 
     }
 }
 
-fn until_ended(c: &mut Client, out: &mut Vec<u8>) -> Value {
+pub(crate) fn until_ended(c: &mut Client, out: &mut Vec<u8>) -> Value {
     until_output(c, out, |_| false).expect("ended")
 }
 
@@ -254,14 +267,14 @@ fn created_with_bundle(m: &Managed, d: &Daemon, session: &str, sha256: &str) -> 
     c
 }
 
-fn created(m: &Managed, d: &Daemon, limits: &Limits, session: &str) -> Client {
+pub(crate) fn created(m: &Managed, d: &Daemon, limits: &Limits, session: &str) -> Client {
     let mut c = d.client();
     c.create_session(&m.plan(limits, session), None)
         .expect("create");
     c
 }
 
-fn start(c: &mut Client, m: &Managed, session: &str) -> Value {
+pub(crate) fn start(c: &mut Client, m: &Managed, session: &str) -> Value {
     let auth = m.authorize(session, NOW_MS);
     c.call(
         "start_session",
