@@ -122,12 +122,32 @@ fn top_level_rules() {
         reject(|v| v["max_plan_ttl_ms"] = json!(2999)),
         POLICY_PLAN_TTL_TOO_SHORT
     );
+    // The bound is the longest profile's wall time plus a second.
     assert!(check(&{
         let mut v = base();
+        v["max_plan_ttl_ms"] = json!(111_000);
+        v
+    })
+    .is_ok());
+    assert_eq!(
+        reject(|v| v["max_plan_ttl_ms"] = json!(110_999)),
+        POLICY_PLAN_TTL_TOO_SHORT
+    );
+    assert!(check(&{
+        let mut v = base();
+        v["resource_profiles"].as_array_mut().expect("profiles").truncate(1);
         v["max_plan_ttl_ms"] = json!(3000);
         v
     })
     .is_ok());
+    // An operator-local CPU rate: bounded, optional.
+    for bad in [0, 9, 1_024_001] {
+        assert_eq!(
+            reject(|v| v["resource_profiles"][1]["cpu_rate_millicpus"] = json!(bad)),
+            POLICY_LIMIT_INVALID,
+            "{bad}"
+        );
+    }
     assert_eq!(reject(|v| v["runtime_templates"] = json!([])), POLICY_EMPTY);
     assert_eq!(reject(|v| v["resource_profiles"] = json!([])), POLICY_EMPTY);
     assert_eq!(
