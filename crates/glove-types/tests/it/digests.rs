@@ -17,6 +17,7 @@ fn vectors() -> String {
     );
     for (file, id) in [
         ("policy.json", "codex-safe"),
+        ("policy.json", "codex-staged"),
         ("cloudflare-os-session-policy.json", "cloudflare-os-dev"),
     ] {
         let p = ValidatedPolicy::from_json(&crate::example(file)).expect("policy");
@@ -51,6 +52,25 @@ fn vectors() -> String {
     );
     out.push_str("<!-- vectors:end -->\n");
     out
+}
+
+/// The discovery-mode adapter digest from the written definition alone
+/// (`docs/digests.md`): SHA-256 over the domain, a zero byte and the
+/// canonical JSON of exactly these members, keys sorted, no whitespace.
+#[test]
+fn discovery_adapter_digest_from_the_definition() {
+    use sha2::{Digest, Sha256};
+    let c = br#"{"arguments":["exec","--skip-git-repo-check"],"environment":["PATH=/usr/bin:/bin"],"executable_search_paths":["/opt/glove/harnesses/codex/bin"],"read_only_paths":["/opt/glove/harnesses/codex/store"],"runtime_discovery":"codex","runtime_id":"codex"}"#;
+    let mut h = Sha256::new();
+    h.update(b"glove.adapter-command.v1");
+    h.update([0u8]);
+    h.update(c);
+    let want: String = h.finalize().iter().map(|b| format!("{b:02x}")).collect();
+    let p = ValidatedPolicy::from_json(&crate::example("policy.json")).expect("policy");
+    let t = p.template("codex-staged").expect("template");
+    assert_eq!(t.adapter_command_digest().to_hex(), want);
+    let doc = std::fs::read_to_string(crate::repo_root().join("docs/digests.md")).expect("doc");
+    assert!(doc.contains(&want), "docs/digests.md lacks {want}");
 }
 
 #[test]
