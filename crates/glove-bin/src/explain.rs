@@ -158,14 +158,17 @@ pub fn render(x: &Explanation) -> String {
         let l = p.limits();
         let _ = writeln!(
             o,
-            "  {}: cpu {}, memory {}, pids {}, wall {}, disk {}, terminal output {}",
+            "  {}: cpu {}, memory {}, pids {}, wall {}, disk {}, terminal output {}{}",
             p.id(),
             ms(l.cpu_time_ms),
             bytes(l.memory_bytes),
             l.pids,
             ms(l.wall_time_ms),
             bytes(l.disk_bytes),
-            bytes(l.terminal_output_bytes)
+            bytes(l.terminal_output_bytes),
+            p.cpu_rate_millicpus()
+                .map(|r| format!(", cpu rate {}.{:03} CPUs", r / 1000, r % 1000))
+                .unwrap_or_default()
         );
     }
     let _ = writeln!(o, "\negress");
