@@ -6,8 +6,14 @@
 //!    unchanged) accepted — and always maps back to the same canonical bytes;
 //! 3. changing any single bound field of an admitted plan is rejected with
 //!    that field's code;
-//! 4. the strict decoder never panics and only fails with a JSON code.
+//! 4. the strict decoder never panics and only fails with a JSON code;
+//! 5. generated valid library bundles decode, re-encode to the same bytes
+//!    and expand without panic into a sorted layout beneath the skill
+//!    directory; mutated and arbitrary bytes never panic and either decode
+//!    to a bundle whose encoding is the input or are refused with a JSON or
+//!    bundle code.
 
+use glove_types::bundle::{expand_skills, LibraryBundle, FORMAT};
 use glove_types::canon::{parse_canonical, parse_strict, to_canonical, MAX_SAFE_INTEGER};
 use glove_types::codes::json::JSON_NONCANONICAL;
 use glove_types::codes::plan::*;
@@ -17,6 +23,7 @@ use glove_types::policy::ValidatedPolicy;
 use glove_types::ErrorCode;
 use proptest::prelude::*;
 use serde_json::{json, Map, Value};
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 fn json_value() -> impl Strategy<Value = Value> {
@@ -190,4 +197,146 @@ fn example(name: &str) -> Vec<u8> {
         .join("../docs/examples")
         .join(name);
     std::fs::read(p).expect("example")
+}
+
+const SKILL_DIR: &str = "/home/agent/.codex/skills";
+
+/// A file path that never conflicts with another: directories start with
+/// `d`, files with `f`, so no file is also a directory.
+fn file_path() -> impl Strategy<Value = String> {
+    (
+        prop::collection::vec("d[A-Za-z0-9._-]{0,5}", 0..3),
+        "f[A-Za-z0-9._-]{0,8}",
+    )
+        .prop_map(|(dirs, file)| {
+            let mut parts = dirs;
+            parts.push(file);
+            parts.join("/")
+        })
+}
+
+fn kind() -> impl Strategy<Value = &'static str> {
+    prop::sample::select(vec!["skill", "behavior", "prompt", "template", "workflow"])
+}
+
+type Files = BTreeMap<String, (String, bool)>;
+
+fn files() -> impl Strategy<Value = Files> {
+    prop::collection::btree_map(file_path(), (any::<String>(), any::<bool>()), 0..5)
+}
+
+/// A valid bundle as a JSON value: entries and files come out of ordered
+/// maps, so they are sorted and unique; every skill gets its manifest.
+fn bundle_value() -> impl Strategy<Value = Value> {
+    prop::collection::btree_map(
+        "[a-z0-9]{1,6}(-[a-z0-9]{1,6}){0,2}",
+        (kind(), files(), "[ -~]{0,40}"),
+        1..6,
+    )
+    .prop_map(|entries| {
+        let entries: Vec<Value> = entries
+            .into_iter()
+            .map(|(name, (kind, mut files, body))| {
+                if kind == "skill" || files.is_empty() {
+                    let text = format!("---\nname: {name}\ndescription: d\n---\n{body}");
+                    files.insert("SKILL.md".into(), (text, false));
+                }
+                let files: Vec<Value> = files
+                    .into_iter()
+                    .map(|(path, (text, exec))| {
+                        let mut f = json!({"path": path, "text": text});
+                        if exec {
+                            f["executable"] = json!(true);
+                        }
+                        f
+                    })
+                    .collect();
+                json!({"kind": kind, "name": name, "files": files})
+            })
+            .collect();
+        json!({"format": FORMAT, "entries": entries})
+    })
+}
+
+/// Decoding `bytes` either refuses with a JSON or bundle code or yields a
+/// bundle whose encoding is exactly `bytes` and which expands.
+fn decode_is_exact(bytes: &[u8]) -> Result<(), TestCaseError> {
+    match LibraryBundle::decode(bytes) {
+        Ok(b) => {
+            prop_assert_eq!(b.encode().expect("encodes"), bytes);
+            let _ = expand_skills(&[&b], SKILL_DIR);
+        }
+        Err(e) => prop_assert!(
+            matches!(e.code().area(), Area::Json | Area::Bundle),
+            "{}",
+            e.code()
+        ),
+    }
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    #[test]
+    fn valid_bundles_round_trip_and_expand(v in bundle_value()) {
+        let bytes = to_canonical(&v).expect("encodable");
+        let b = LibraryBundle::verify(&bytes, &glove_types::Sha256Digest::of(&bytes))
+            .expect("a generated bundle is valid");
+        prop_assert_eq!(b.encode().expect("encodes"), bytes.clone());
+        let entries = v["entries"].as_array().map_or(0, Vec::len);
+        prop_assert_eq!(b.entries().len(), entries);
+        let x = expand_skills(&[&b], SKILL_DIR).expect("expands");
+        let want: usize = b.skills().map(|e| e.files().len()).sum();
+        prop_assert_eq!(x.files().len(), want);
+        prop_assert_eq!(x.skill_names().len(), b.skills().count());
+        let mut last: Option<&str> = None;
+        for f in x.files() {
+            prop_assert!(glove_types::paths::is_within(f.path(), SKILL_DIR));
+            prop_assert!(glove_types::paths::check_canonical(f.path()).is_ok());
+            prop_assert!(last < Some(f.path()));
+            last = Some(f.path());
+        }
+        // Deterministic, and another directory is another digest.
+        let again = expand_skills(&[&b], SKILL_DIR).expect("expands");
+        prop_assert_eq!(again.digest(), x.digest());
+        let other = expand_skills(&[&b], "/home/agent/.claude/skills").expect("expands");
+        prop_assert_ne!(other.digest(), x.digest());
+        // The bundle given twice conflicts exactly when it has a skill.
+        prop_assert_eq!(expand_skills(&[&b, &b], SKILL_DIR).is_err(), b.skills().count() > 0);
+    }
+
+    #[test]
+    fn mutated_bundles_never_panic(
+        v in bundle_value(),
+        op in 0u8..4,
+        at in any::<prop::sample::Index>(),
+        byte in any::<u8>(),
+    ) {
+        let mut bytes = to_canonical(&v).expect("encodable");
+        let i = at.index(bytes.len());
+        match op {
+            0 => bytes[i] ^= byte | 1,
+            1 => { bytes.remove(i); }
+            2 => bytes.insert(i, byte),
+            _ => bytes.truncate(i),
+        }
+        decode_is_exact(&bytes)?;
+        // Under any other digest the bytes are never looked at.
+        let wrong = glove_types::Sha256Digest::of(b"not the bundle");
+        prop_assert_eq!(
+            LibraryBundle::verify(&bytes, &wrong).map(|_| ()).unwrap_err().code(),
+            glove_types::codes::bundle::BUNDLE_DIGEST_MISMATCH
+        );
+    }
+
+    #[test]
+    fn arbitrary_bytes_never_panic(bytes in prop::collection::vec(any::<u8>(), 0..512)) {
+        decode_is_exact(&bytes)?;
+    }
+
+    #[test]
+    fn arbitrary_json_never_panics(v in json_value()) {
+        decode_is_exact(&to_canonical(&v).expect("encodable"))?;
+    }
 }

@@ -15,11 +15,15 @@
 //! * [`plan`] — the controller's identifier-only plan and
 //!   [`plan::admit`], which yields an [`plan::AdmittedPlan`];
 //! * [`receipt`] — the typed `resource_v1` receipt body, its canonical
-//!   encoding and strict decoder.
+//!   encoding and strict decoder;
+//! * [`bundle`] — the library bundle format (strict canonical decoder,
+//!   digest verification) and the expansion of `skill` entries into an
+//!   Agent Skills directory.
 //!
 //! The crate does no I/O and contains no `unsafe` code.
 #![forbid(unsafe_code)]
 
+pub mod bundle;
 pub mod canon;
 pub mod codes;
 pub mod digest;

@@ -27,6 +27,7 @@ macro_rules! define_codes {
     };
 }
 
+pub mod bundle;
 pub mod cli;
 pub mod control;
 pub mod file;
@@ -52,6 +53,8 @@ pub enum Area {
     Policy,
     /// Plan decoding and admission.
     Plan,
+    /// Library bundles and skill expansion.
+    Bundle,
     /// Durable journals and stores.
     Journal,
     /// Session and apply lifecycles.
@@ -73,6 +76,7 @@ impl Area {
             Area::File => "file",
             Area::Policy => "policy",
             Area::Plan => "plan",
+            Area::Bundle => "bundle",
             Area::Journal => "journal",
             Area::Lifecycle => "lifecycle",
             Area::Control => "control",
@@ -122,6 +126,7 @@ impl ErrorCode {
             file::TABLE,
             policy::TABLE,
             plan::TABLE,
+            bundle::TABLE,
             journal::TABLE,
             lifecycle::TABLE,
             control::TABLE,

@@ -1,5 +1,6 @@
 //! The vectors in `docs/digests.md` are recomputed here.
 
+use glove_types::bundle::{expand_skills, LibraryBundle};
 use glove_types::plan::{admit, DecodedPlan};
 use glove_types::policy::{adapter_command_digest, ValidatedPolicy};
 use glove_types::Sha256Digest;
@@ -49,6 +50,19 @@ fn vectors() -> String {
     row(
         "plan_context_digest of plan.json",
         a.plan_context_digest().to_hex(),
+    );
+    let bundle = crate::example("library-bundle.json");
+    row(
+        "sha256 of library-bundle.json",
+        Sha256Digest::of(&bundle).to_hex(),
+    );
+    let b = LibraryBundle::verify(&bundle, &Sha256Digest::of(&bundle)).expect("bundle");
+    row(
+        "skill_expansion_digest of library-bundle.json under `/home/agent/.codex/skills`",
+        expand_skills(&[&b], "/home/agent/.codex/skills")
+            .expect("expansion")
+            .digest()
+            .to_hex(),
     );
     out.push_str("<!-- vectors:end -->\n");
     out

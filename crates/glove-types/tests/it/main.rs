@@ -1,6 +1,7 @@
 //! glove-types integration tests: the error catalogue, every policy rule,
-//! plan admission, and the documented digest vectors.
+//! plan admission, library bundles, and the documented digest vectors.
 
+mod bundle;
 mod codes;
 mod digests;
 mod plan;
