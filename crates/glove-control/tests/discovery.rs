@@ -162,13 +162,19 @@ fn unsafe_search_paths_and_files_are_refused() {
     std::os::unix::fs::symlink("codex", looped.join("codex")).expect("loop");
     let e = resolve(NativeRuntime::Codex, &[s(&looped)]).expect_err("loop");
     assert_eq!(e.code(), SESSION_EXECUTABLE_UNSAFE);
-    assert!(resolve(NativeRuntime::Codex, &[s(&bin)]).is_ok(), "restored");
+    assert!(
+        resolve(NativeRuntime::Codex, &[s(&bin)]).is_ok(),
+        "restored"
+    );
 }
 
 #[test]
 fn owners_other_than_root_or_the_service_user_are_refused() {
     if !is_root() {
-        assert!(!required(), "GLOVE_REQUIRE_SANDBOX=1 but not root (chown needs it)");
+        assert!(
+            !required(),
+            "GLOVE_REQUIRE_SANDBOX=1 but not root (chown needs it)"
+        );
         eprintln!("skipping: changing owners needs root");
         return;
     }

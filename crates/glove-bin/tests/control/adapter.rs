@@ -76,8 +76,11 @@ fn a_native_session_gets_a_private_home_and_its_lease() {
     ));
     assert_eq!(busy, "session_lease_busy");
 
-    c.call("write_stdin", json!({"session_id": "home-1", "data": "exit\n"}))
-        .expect("exit");
+    c.call(
+        "write_stdin",
+        json!({"session_id": "home-1", "data": "exit\n"}),
+    )
+    .expect("exit");
     let ended = until_ended(&mut c, &mut out);
     assert_eq!(ended["stage"], "exited", "{ended}");
     let (body, _) = receipt_of(&mut c, "home-1");

@@ -219,7 +219,11 @@ pub(crate) fn unhex(s: &str) -> Vec<u8> {
 }
 
 /// Reads notifications until `done` says so over the output collected.
-pub(crate) fn until_output(c: &mut Client, out: &mut Vec<u8>, done: impl Fn(&str) -> bool) -> Option<Value> {
+pub(crate) fn until_output(
+    c: &mut Client,
+    out: &mut Vec<u8>,
+    done: impl Fn(&str) -> bool,
+) -> Option<Value> {
     loop {
         if done(&String::from_utf8_lossy(out)) {
             return None;

@@ -3,9 +3,14 @@
 use super::lease::LeaseHold;
 use super::RuntimeConfig;
 use glove_sandbox::spec::{
-    Bind, BundleMount, Enforcement, Grant, GrantMode, Terminal, WritableFile,
+    Bind, BundleMount, Enforcement, Grant, GrantMode, SeedFile, Terminal, WritableFile,
 };
+
+// One bound for a bundle on both sides of the launcher socket.
+const _: () =
+    assert!(glove_sandbox::spec::MAX_BUNDLE_BYTES == glove_types::bundle::MAX_BUNDLE_BYTES as u64);
 use glove_sandbox::wire::SpecWire;
+use glove_types::bundle::{expand_skills, LibraryBundle};
 use glove_types::codes::control::*;
 use glove_types::plan::AdmittedPlan;
 use glove_types::policy::{Access, CreatePolicy, LaunchTarget, NativeRuntime, ValidatedPolicy};
@@ -140,6 +145,10 @@ pub fn build_spec(
     }
     let mut bundles = Vec::new();
     let mut projections = Vec::new();
+    // Every projected bundle is read and decoded here too (unknown kinds
+    // and bad layouts fail the start); the sandbox mounts the raw bytes it
+    // rehashes itself. Each distinct digest once.
+    let mut decoded: Vec<LibraryBundle> = Vec::new();
     for p in admitted.library_projections() {
         let root = cfg.bundle_root.as_ref().ok_or_else(|| {
             Rejection::new(
@@ -155,6 +164,20 @@ pub fn build_spec(
             dest.target_path().trim_end_matches('/'),
             p.projection_id.as_str()
         );
+        if !decoded.iter().any(|b| b.sha256() == &p.sha256) {
+            let bytes = crate::protected::read(
+                &root.join(p.sha256.to_hex()),
+                crate::protected::Requirements {
+                    max_bytes: glove_sandbox::spec::MAX_BUNDLE_BYTES,
+                    mode: 0o600,
+                },
+            )
+            .map_err(|r| r.at("library_projections"))?;
+            decoded.push(
+                LibraryBundle::verify(&bytes, &p.sha256)
+                    .map_err(|r| r.at("library_projections"))?,
+            );
+        }
         bundles.push(BundleMount {
             root: root.display().to_string(),
             sha256: p.sha256.to_hex(),
@@ -218,12 +241,32 @@ pub fn build_spec(
     wire.protected_paths = cfg.held.to_strings();
     wire.hold_for_release = true;
     wire.cpu_rate_millicpus = cpu_rate;
+    // The private home: the adapter's directories, then its skills
+    // expanded from the projected bundles (non-skill entries stay in the
+    // raw bundles, which are mounted all the same).
+    let mut skills = None;
     if let Some(n) = native {
         wire.seed_dirs = n
             .home_directories()
             .iter()
             .map(|d| (*d).to_owned())
             .collect();
+        let refs: Vec<&LibraryBundle> = decoded.iter().collect();
+        let x =
+            expand_skills(&refs, n.skill_directory()).map_err(|r| r.at("library_projections"))?;
+        if !x.skill_names().is_empty() {
+            wire.seed_dirs.extend(x.directories().iter().cloned());
+            wire.seed_files = x
+                .files()
+                .iter()
+                .map(|f| SeedFile {
+                    path: f.path().to_owned(),
+                    text: f.text().to_owned(),
+                    executable: f.executable(),
+                })
+                .collect();
+            skills = Some((x.digest().to_hex(), x.skill_names().to_vec()));
+        }
     }
     wire.writable_files = held
         .iter()
@@ -236,8 +279,8 @@ pub fn build_spec(
         runtime: n.runtime_id().to_owned(),
         home: HOME.to_owned(),
         managed_environment: managed,
-        skills_digest: None,
-        skills: Vec::new(),
+        skills_digest: skills.as_ref().map(|s| s.0.clone()),
+        skills: skills.as_ref().map(|s| s.1.clone()).unwrap_or_default(),
         leases: held
             .iter()
             .map(|(h, _)| LeaseReceipt {

@@ -135,7 +135,10 @@ fn top_level_rules() {
     );
     assert!(check(&{
         let mut v = base();
-        v["resource_profiles"].as_array_mut().expect("profiles").truncate(1);
+        v["resource_profiles"]
+            .as_array_mut()
+            .expect("profiles")
+            .truncate(1);
         v["max_plan_ttl_ms"] = json!(3000);
         v
     })
