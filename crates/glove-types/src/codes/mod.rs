@@ -37,6 +37,7 @@ pub mod lifecycle;
 pub mod plan;
 pub mod policy;
 pub mod sandbox;
+pub mod stage;
 
 /// The part of Glove that owns a code.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -60,6 +61,8 @@ pub enum Area {
     Control,
     /// The Linux sandbox.
     Sandbox,
+    /// Staging harness closures.
+    Stage,
     /// The command-line front end.
     Cli,
 }
@@ -77,6 +80,7 @@ impl Area {
             Area::Lifecycle => "lifecycle",
             Area::Control => "control",
             Area::Sandbox => "sandbox",
+            Area::Stage => "stage",
             Area::Cli => "cli",
         }
     }
@@ -126,6 +130,7 @@ impl ErrorCode {
             lifecycle::TABLE,
             control::TABLE,
             sandbox::TABLE,
+            stage::TABLE,
             cli::TABLE,
         ]
         .into_iter()
