@@ -153,7 +153,7 @@ pub(crate) fn node_modules_of(root: &Path, package: &str) -> Option<PathBuf> {
 }
 
 /// A platform package: nested under the package, or hoisted beside it.
-fn platform_dir(root: &Path, package: &str, platform: &str) -> Option<PathBuf> {
+pub(crate) fn platform_dir(root: &Path, package: &str, platform: &str) -> Option<PathBuf> {
     let nested = root.join("node_modules").join(platform);
     if nested.is_dir() {
         return Some(nested);

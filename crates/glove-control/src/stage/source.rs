@@ -7,7 +7,7 @@
 //! runtime dependencies resolved as node resolves them, and node itself.
 
 use super::closure::Tree;
-use crate::harness::{kind, locate, manifest, Layout};
+use crate::harness::{kind, locate, manifest, platform_dir, Layout};
 use glove_types::codes::stage::{
     STAGE_DEPENDENCY_BOUND, STAGE_DEPENDENCY_MISSING, STAGE_LINK_ESCAPES, STAGE_SOURCE_INVALID,
     STAGE_SOURCE_IN_HARNESS_HOME,
@@ -95,6 +95,14 @@ fn rel(p: &Path, base: &Path) -> Result<String, Rejection> {
 /// platform package, or the package's `bin` entry).
 fn entry_in_node_modules(nm: &Path, l: &Layout) -> Result<PathBuf, Rejection> {
     let root = nm.join(l.package);
+    if let Some((platform, path)) = l.platform {
+        // The platform package, nested under the package or hoisted
+        // beside it (or installed alone).
+        let p = platform_dir(&root, l.package, platform)
+            .or_else(|| Some(nm.join(platform)).filter(|p| p.is_dir()))
+            .ok_or_else(|| invalid(format!("{} holds no {platform}", nm.display())))?;
+        return canonical(&p.join(path));
+    }
     let m = manifest(&root)
         .filter(|m| m["name"] == l.package)
         .ok_or_else(|| invalid(format!("{} holds no {}", nm.display(), l.package)))?;
