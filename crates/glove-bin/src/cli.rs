@@ -66,6 +66,37 @@ pub enum PolicyCommand {
     /// Print one strict `runtime_templates[]` entry, its adapter command
     /// digest computed, for a pinned executable or explicit search paths.
     Generate(Box<GenerateArgs>),
+    /// Copy a harness's closure from an npm install into a protected
+    /// directory, content-addressed (`D/store/<digest>`), and link its
+    /// entry point `D/bin/<name>` (never overwriting one).
+    Stage(StageArgs),
+}
+
+/// Arguments of `glove policy stage`.
+#[derive(Debug, Args)]
+pub struct StageArgs {
+    /// The runtime id (`codex`, `claude-code`, `pi`, `copilot`, `opencode`).
+    #[arg(long, value_name = "ID")]
+    pub runtime: String,
+    /// The npm install: its `node_modules` directory, a `.bin` entry, or the
+    /// real executable (absolute).
+    #[arg(long, value_name = "PATH")]
+    pub source: PathBuf,
+    /// The protected directory to stage into (absolute; created 0755 if
+    /// missing; it and its ancestors must be owned by root or you and
+    /// writable by nobody else).
+    #[arg(long, value_name = "DIR")]
+    pub directory: PathBuf,
+    /// Show what would be copied (files, bytes, digest, entry point) and
+    /// write nothing.
+    #[arg(long, conflicts_with = "yes")]
+    pub dry_run: bool,
+    /// Stage.
+    #[arg(long)]
+    pub yes: bool,
+    /// Print one JSON object instead of text.
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// Arguments of `glove policy generate`.
@@ -197,6 +228,7 @@ pub fn run(cli: Cli) -> i32 {
         Command::Policy(PolicyCommand::Explain(a)) => policy_explain(&a),
         Command::Policy(PolicyCommand::Detect(a)) => policy_detect(&a),
         Command::Policy(PolicyCommand::Generate(a)) => policy_generate(&a),
+        Command::Policy(PolicyCommand::Stage(a)) => crate::stage::run(&a),
         Command::Plan(PlanCommand::Check(a)) => plan_check(&a),
         Command::Exec(a) => crate::exec::run(a),
         Command::Capabilities(a) => crate::control::client_cli::capabilities(&a),
@@ -206,7 +238,7 @@ pub fn run(cli: Cli) -> i32 {
     }
 }
 
-fn fail(e: &Rejection, json: bool, extra: Option<(&str, serde_json::Value)>) -> i32 {
+pub(crate) fn fail(e: &Rejection, json: bool, extra: Option<(&str, serde_json::Value)>) -> i32 {
     if json {
         let mut v = error_json(e);
         if let (Some((k, x)), Some(m)) = (extra, v.as_object_mut()) {

@@ -10,6 +10,7 @@
 //! * [`report`] — how errors and results reach the terminal: `error[<code>]:
 //!   <message>` on stderr, or one JSON object with `--json`, and the
 //!   documented exit statuses;
+//! * [`stage`] — `glove policy stage`: confirmation, progress bar, report;
 //! * [`control`] — the `gloved` control service (socket, handshake,
 //!   JSON-RPC dispatch) and the client behind `glove capabilities`,
 //!   `glove session` and `glove receipts`.
@@ -23,3 +24,4 @@ pub mod explain;
 pub use glove_control::protected;
 pub mod receipts_verify;
 pub mod report;
+pub mod stage;

@@ -19,15 +19,20 @@ const MAX_MANIFEST_BYTES: u64 = 1 << 20;
 const MAX_PACKAGE_DEPTH: usize = 8;
 
 /// How a harness is laid out by npm.
-struct Layout {
-    runtime: &'static str,
+pub(crate) struct Layout {
+    pub(crate) runtime: &'static str,
     /// The executable name in a search directory.
-    name: &'static str,
+    pub(crate) name: &'static str,
     /// The npm package.
-    package: &'static str,
+    pub(crate) package: &'static str,
     /// The platform package holding the real executable, and its path in it
     /// (`None`: the file the name resolves to is what runs).
-    platform: Option<(&'static str, &'static str)>,
+    pub(crate) platform: Option<(&'static str, &'static str)>,
+}
+
+/// The layout of a runtime id.
+pub(crate) fn layout(runtime: &str) -> Option<&'static Layout> {
+    LAYOUTS.iter().find(|l| l.runtime == runtime)
 }
 
 const LAYOUTS: &[Layout] = &[
@@ -103,7 +108,7 @@ fn file_start(p: &Path) -> Option<Vec<u8>> {
 }
 
 /// `elf`, `script` (with its interpreter line) or `other`.
-fn kind(p: &Path) -> (&'static str, Option<String>) {
+pub(crate) fn kind(p: &Path) -> (&'static str, Option<String>) {
     match file_start(p) {
         Some(b) if b.starts_with(b"\x7fELF") => ("elf", None),
         Some(b) if b.starts_with(b"#!") => {
@@ -115,7 +120,7 @@ fn kind(p: &Path) -> (&'static str, Option<String>) {
     }
 }
 
-fn manifest(dir: &Path) -> Option<Value> {
+pub(crate) fn manifest(dir: &Path) -> Option<Value> {
     let p = dir.join("package.json");
     let m = std::fs::metadata(&p).ok()?;
     if !m.is_file() || m.len() > MAX_MANIFEST_BYTES {
@@ -138,7 +143,7 @@ fn package_root(file: &Path, package: &str) -> Option<PathBuf> {
 }
 
 /// The `node_modules` directory holding a package root.
-fn node_modules_of(root: &Path, package: &str) -> Option<PathBuf> {
+pub(crate) fn node_modules_of(root: &Path, package: &str) -> Option<PathBuf> {
     let up = Path::new(package).components().count();
     let mut d = root;
     for _ in 0..up {
@@ -148,7 +153,7 @@ fn node_modules_of(root: &Path, package: &str) -> Option<PathBuf> {
 }
 
 /// A platform package: nested under the package, or hoisted beside it.
-fn platform_dir(root: &Path, package: &str, platform: &str) -> Option<PathBuf> {
+pub(crate) fn platform_dir(root: &Path, package: &str, platform: &str) -> Option<PathBuf> {
     let nested = root.join("node_modules").join(platform);
     if nested.is_dir() {
         return Some(nested);
@@ -157,22 +162,63 @@ fn platform_dir(root: &Path, package: &str, platform: &str) -> Option<PathBuf> {
     hoisted.is_dir().then_some(hoisted)
 }
 
-fn detect_one(dir: &Path, l: &Layout) -> Value {
-    let entry = dir.join(l.name);
-    let Ok(resolved) = std::fs::canonicalize(&entry) else {
-        return json!({"runtime": l.runtime, "name": l.name, "installed": false});
-    };
+/// Where a resolved file (what a `.bin` entry, or a path given by hand,
+/// leads to) sits in a harness's npm layout.
+pub(crate) struct Located {
+    /// The npm package's root, when the file is inside it or inside its
+    /// platform package with the package beside it.
+    pub(crate) root: Option<PathBuf>,
+    /// The platform package's root, when the layout has one and it is
+    /// installed (nested under the package, hoisted beside it, or the
+    /// package the file itself is in).
+    pub(crate) platform_root: Option<PathBuf>,
+    /// The file that really runs.
+    pub(crate) executable: Option<PathBuf>,
+    /// The version the package (or, without it, the platform package)
+    /// declares.
+    pub(crate) version: Option<String>,
+    /// What is missing or odd, for a person to read.
+    pub(crate) problems: Vec<String>,
+}
+
+/// Follows `resolved` (a canonical path) through `l`'s npm layout.
+pub(crate) fn locate(resolved: &Path, l: &Layout) -> Located {
     let mut problems = Vec::new();
-    let root = package_root(&resolved, l.package);
+    let mut root = package_root(resolved, l.package);
+    // A file inside the platform package (a staged closure, or the real
+    // executable named by hand): the package, if installed, is beside it.
+    // The platform package is found by its directory, not its manifest's
+    // name (codex's is an npm alias named like the package itself).
+    let own_platform = l.platform.and_then(|(platform, _)| {
+        let p = resolved
+            .ancestors()
+            .skip(1)
+            .take(MAX_PACKAGE_DEPTH)
+            .find(|d| d.ends_with(platform) && manifest(d).is_some())?;
+        Some((platform, p.to_path_buf()))
+    });
+    if let Some((platform, p)) = &own_platform {
+        if root.is_none() || root.as_ref() == Some(p) {
+            root = node_modules_of(p, platform)
+                .map(|nm| nm.join(l.package))
+                .filter(|r| manifest(r).is_some_and(|m| m["name"] == l.package));
+        }
+    }
+    let platform_root = match (&root, l.platform, &own_platform) {
+        (_, _, Some((_, p))) => Some(p.clone()),
+        (Some(root), Some((platform, _)), None) => platform_dir(root, l.package, platform),
+        _ => None,
+    };
     let version = root
         .as_deref()
+        .or(platform_root.as_deref())
         .and_then(manifest)
         .and_then(|m| m["version"].as_str().map(str::to_owned));
-    let executable = match (&root, l.platform, kind(&resolved).0) {
+    let executable = match (&root, l.platform, kind(resolved).0) {
         // Already the real thing (claude-code's hard-linked `bin/*.exe`,
         // opencode's linked binary, or an executable outside npm).
-        (_, _, "elf") => Some(resolved.clone()),
-        (Some(root), Some((platform, path)), _) => match platform_dir(root, l.package, platform) {
+        (_, _, "elf") => Some(resolved.to_path_buf()),
+        (Some(_), Some((platform, path)), _) => match &platform_root {
             Some(p) => Some(p.join(path)).filter(|e| e.is_file()).or_else(|| {
                 problems.push(format!("{platform} has no {path}"));
                 None
@@ -182,7 +228,7 @@ fn detect_one(dir: &Path, l: &Layout) -> Value {
                 None
             }
         },
-        (_, None, _) => Some(resolved.clone()),
+        (_, None, _) => Some(resolved.to_path_buf()),
         (None, Some(_), _) => {
             problems.push(format!(
                 "{} is not inside an npm install of {}",
@@ -192,9 +238,30 @@ fn detect_one(dir: &Path, l: &Layout) -> Value {
             None
         }
     };
-    if root.is_none() {
+    if root.is_none() && platform_root.is_none() {
         problems.push("no package manifest: version unknown".into());
     }
+    Located {
+        root,
+        platform_root,
+        executable,
+        version,
+        problems,
+    }
+}
+
+fn detect_one(dir: &Path, l: &Layout) -> Value {
+    let entry = dir.join(l.name);
+    let Ok(resolved) = std::fs::canonicalize(&entry) else {
+        return json!({"runtime": l.runtime, "name": l.name, "installed": false});
+    };
+    let Located {
+        root,
+        executable,
+        version,
+        problems,
+        ..
+    } = locate(&resolved, l);
     let (exe_kind, interpreter) = executable.as_deref().map_or(("missing", None), kind);
     let exe_problems = executable
         .as_deref()

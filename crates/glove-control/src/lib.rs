@@ -15,6 +15,8 @@
 //!   launcher client, receipts, recovery, the attach transcript;
 //! * [`harness`] — what a search directory holds of the five agent
 //!   harnesses (`glove policy detect`);
+//! * [`stage`] — a harness's closure copied, content-addressed, into a
+//!   protected directory (`glove policy stage`);
 //! * [`held`] — the paths the service holds and the refusal of a grant that
 //!   would expose one;
 //! * [`ports`] — the lifecycle's logs over the session store and receipt
@@ -41,6 +43,7 @@ pub mod process;
 pub mod protected;
 pub mod protocol;
 pub mod service;
+pub mod stage;
 
 use glove_types::codes::control::CONTROL_INTERNAL;
 use glove_types::Rejection;

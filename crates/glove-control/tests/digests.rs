@@ -120,3 +120,61 @@ fn write_launch_examples_on_request() {
         serde_json::to_value(&prepared).expect("json"),
     );
 }
+
+/// The closure-digest vector: a small fixed tree (a file, an executable
+/// whose 0700 mode normalises to 0755, a link inside, an empty directory),
+/// digested by the runtime and again from the definition alone.
+#[test]
+fn the_stage_closure_vector_matches_its_definition() {
+    use std::os::unix::fs::PermissionsExt;
+    let t = tempfile::tempdir().expect("tempdir");
+    let r = t.path();
+    std::fs::create_dir_all(r.join("bin")).expect("mkdir");
+    std::fs::create_dir_all(r.join("empty")).expect("mkdir");
+    std::fs::write(r.join("a.txt"), b"abc").expect("write");
+    std::fs::write(r.join("bin/run"), b"#!/bin/sh\n").expect("write");
+    std::fs::set_permissions(r.join("bin/run"), std::fs::Permissions::from_mode(0o700))
+        .expect("chmod");
+    std::os::unix::fs::symlink("../a.txt", r.join("bin/link")).expect("link");
+    let ours = glove_control::stage::closure_digest(r).expect("digest");
+
+    let sha = |b: &[u8]| Sha256Digest::of(b).to_hex();
+    let listing = json!([
+        {"kind": "file", "mode": 0o644, "path": "a.txt", "sha256": sha(b"abc"), "size": 3},
+        {"kind": "dir", "mode": 0o755, "path": "bin"},
+        {"kind": "link", "path": "bin/link", "target": "../a.txt"},
+        {"kind": "file", "mode": 0o755, "path": "bin/run", "sha256": sha(b"#!/bin/sh\n"), "size": 10},
+        {"kind": "dir", "mode": 0o755, "path": "empty"},
+    ]);
+    assert_eq!(
+        glove_control::stage::closure_listing(r).expect("listing"),
+        listing
+    );
+    let bytes = glove_types::canon::to_canonical(&listing).expect("canonical");
+    let by_definition = Sha256Digest::of_domain("glove.stage.closure.v1", &bytes);
+    assert_eq!(
+        ours, by_definition,
+        "the runtime computes what docs/digests.md defines"
+    );
+
+    let table = format!(
+        "<!-- stage-vectors:begin -->\n| vector | value |\n| --- | --- |\n| closure digest of the tree above | `{}` |\n<!-- stage-vectors:end -->",
+        ours.to_hex()
+    );
+    let path = repo().join("docs/digests.md");
+    let text = std::fs::read_to_string(&path).expect("docs/digests.md");
+    let (Some(a), Some(b)) = (
+        text.find("<!-- stage-vectors:begin -->"),
+        text.find("<!-- stage-vectors:end -->"),
+    ) else {
+        panic!("docs/digests.md lacks the stage vector markers");
+    };
+    let current = &text[a..b + "<!-- stage-vectors:end -->".len()];
+    if current != table {
+        if std::env::var("GLOVE_BLESS").is_ok_and(|v| v == "1") {
+            std::fs::write(&path, text.replace(current, &table)).expect("write");
+        } else {
+            panic!("docs/digests.md stage vector is stale; rerun with GLOVE_BLESS=1:\n{table}");
+        }
+    }
+}

@@ -38,6 +38,7 @@ pub mod lifecycle;
 pub mod plan;
 pub mod policy;
 pub mod sandbox;
+pub mod stage;
 
 /// The part of Glove that owns a code.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -63,6 +64,8 @@ pub enum Area {
     Control,
     /// The Linux sandbox.
     Sandbox,
+    /// Staging harness closures.
+    Stage,
     /// The command-line front end.
     Cli,
 }
@@ -81,6 +84,7 @@ impl Area {
             Area::Lifecycle => "lifecycle",
             Area::Control => "control",
             Area::Sandbox => "sandbox",
+            Area::Stage => "stage",
             Area::Cli => "cli",
         }
     }
@@ -131,6 +135,7 @@ impl ErrorCode {
             lifecycle::TABLE,
             control::TABLE,
             sandbox::TABLE,
+            stage::TABLE,
             cli::TABLE,
         ]
         .into_iter()
