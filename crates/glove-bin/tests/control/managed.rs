@@ -773,16 +773,22 @@ fn recovery_signals_nothing_when_the_identity_no_longer_matches() {
     assert_eq!(body["recovery"]["killed"], false);
 }
 
+/// The example library bundle (one skill, one behavior entry) and its digest.
+fn example_bundle() -> (Vec<u8>, String) {
+    let content = example("library-bundle.json");
+    let sha = Sha256Digest::of(&content).to_hex();
+    (content, sha)
+}
+
 #[test]
-fn a_bundle_is_projected_read_only_and_named_in_the_receipt() {
+fn a_bundle_is_projected_read_only_and_its_skills_expanded() {
     if !sandbox_ok() {
         return;
     }
     let mut m = Managed::new(&ROOMY, None);
     let root = m.bundle_root();
-    let content = b"library bundle v1\n";
-    let sha = Sha256Digest::of(content).to_hex();
-    write_mode(&root.join(&sha), content, 0o600);
+    let (content, sha) = example_bundle();
+    write_mode(&root.join(&sha), &content, 0o600);
     let d = m.start();
     let mut c = created_with_bundle(&m, &d, "bundled", &sha);
     start(&mut c, &m, "bundled");
@@ -790,72 +796,74 @@ fn a_bundle_is_projected_read_only_and_named_in_the_receipt() {
         .expect("attach");
     c.call(
         "write_stdin",
-        json!({"session_id": "bundled", "data": "cat /opt/sage/library-bundles/sage-lib; echo x >> /opt/sage/library-bundles/sage-lib || echo refused-\"\"write; exit\n"}),
+        json!({"session_id": "bundled", "data": "head -c 40 /opt/sage/library-bundles/sage-lib; echo; echo x >> /opt/sage/library-bundles/sage-lib || echo refused-\"\"write; S=/home/agent/.codex/skills/code-review; grep '^name:' $S/SKILL.md; stat -c '%a %u' $S/scripts/check.sh; ls /home/agent/.codex/skills; exit\n"}),
     )
     .expect("stdin");
     let mut out = Vec::new();
     let ended = until_ended(&mut c, &mut out);
     assert_eq!(ended["stage"], "exited", "{ended}");
     let text = String::from_utf8_lossy(&out).into_owned();
-    assert!(text.contains("library bundle v1"), "{text}");
+    assert!(text.contains("glove.library-bundle.v1") || text.contains("{\"entries\""), "{text}");
     assert!(text.contains("refused-write"), "{text}");
+    assert!(text.contains("name: code-review"), "{text}");
+    assert!(text.contains("755 1000"), "the skill's script is the agent's, executable: {text}");
     let (body, _) = receipt_of(&mut c, "bundled");
     assert_eq!(
         body["projections"],
         json!([{"destination_alias": "libraries", "projection_id": "sage-lib", "sha256": sha, "target": "/opt/sage/library-bundles/sage-lib"}])
     );
+    // The behavior entry stays in the raw bundle; only the skill expands.
+    assert_eq!(body["adapter"]["skills"], json!(["code-review"]), "{body}");
+    assert_eq!(
+        body["adapter"]["skills_digest"],
+        "099844a7ca812e7ffbfe22c94f9a2823b29fec2ea7961e06d9c59287c198ca64"
+    );
 }
 
-#[test]
-fn a_bundle_whose_bytes_do_not_match_its_digest_fails_the_start() {
-    if !sandbox_ok() {
-        return;
-    }
-    let mut m = Managed::new(&ROOMY, None);
-    let root = m.bundle_root();
-    let sha = Sha256Digest::of(b"the promised bytes").to_hex();
-    write_mode(&root.join(&sha), b"other bytes", 0o600);
-    let d = m.start();
-    let mut c = created_with_bundle(&m, &d, "mismatch", &sha);
-    let auth = m.authorize("mismatch", NOW_MS);
+/// Starts `session` projecting the bundle at `sha` and expects `want`;
+/// the session is left `created` (nothing was launched).
+fn refused_bundle(m: &Managed, d: &Daemon, session: &str, sha: &str, want: &str) {
+    let mut c = created_with_bundle(m, d, session, sha);
+    let auth = m.authorize(session, NOW_MS);
     let e = code(c.call(
         "start_session",
-        json!({"session_id": "mismatch", "authorization": auth}),
+        json!({"session_id": session, "authorization": auth}),
     ));
-    assert_eq!(e, "session_launch_failed");
+    assert_eq!(e, want, "{session}");
     assert_eq!(
-        c.session_status("mismatch").expect("status")["stage"],
-        "failed"
+        c.session_status(session).expect("status")["stage"],
+        "created"
     );
-    let (body, _) = receipt_of(&mut c, "mismatch");
-    assert_eq!(body["termination"]["reason"], "failed");
-    assert_eq!(body["projections"][0]["sha256"], sha.as_str());
 }
 
 #[test]
-fn a_bundle_replaced_by_a_symlink_fails_the_start() {
+fn bundles_that_do_not_verify_or_decode_fail_the_start() {
     if !sandbox_ok() {
         return;
     }
     let mut m = Managed::new(&ROOMY, None);
     let root = m.bundle_root();
-    let content = b"library bundle v1\n";
-    let sha = Sha256Digest::of(content).to_hex();
+    // Bytes that are not the ones the plan names.
+    let promised = Sha256Digest::of(b"the promised bytes").to_hex();
+    write_mode(&root.join(&promised), b"other bytes", 0o600);
+    // A symbolic link in place of the file.
+    let (content, linked) = example_bundle();
     let real = m.home.dir.path().join("real-bundle");
-    write_mode(&real, content, 0o600);
-    std::os::unix::fs::symlink(&real, root.join(&sha)).expect("symlink");
+    write_mode(&real, &content, 0o600);
+    std::os::unix::fs::symlink(&real, root.join(&linked)).expect("symlink");
+    // An unknown kind: refused, never skipped.
+    let unknown = br#"{"entries":[{"files":[{"path":"x.md","text":"x"}],"kind":"plugin","name":"x"}],"format":"glove.library-bundle.v1"}"#;
+    let unknown_sha = Sha256Digest::of(unknown).to_hex();
+    write_mode(&root.join(&unknown_sha), unknown, 0o600);
+    // A skill file name escaping its directory.
+    let escape = br#"{"entries":[{"files":[{"path":"../../.bashrc","text":"x"},{"path":"SKILL.md","text":"---\nname: x\ndescription: d\n---\n"}],"kind":"skill","name":"x"}],"format":"glove.library-bundle.v1"}"#;
+    let escape_sha = Sha256Digest::of(escape).to_hex();
+    write_mode(&root.join(&escape_sha), escape, 0o600);
     let d = m.start();
-    let mut c = created_with_bundle(&m, &d, "linked", &sha);
-    let auth = m.authorize("linked", NOW_MS);
-    let e = code(c.call(
-        "start_session",
-        json!({"session_id": "linked", "authorization": auth}),
-    ));
-    assert_eq!(e, "session_launch_failed");
-    assert_eq!(
-        c.session_status("linked").expect("status")["stage"],
-        "failed"
-    );
+    refused_bundle(&m, &d, "mismatch", &promised, "bundle_digest_mismatch");
+    refused_bundle(&m, &d, "linked", &linked, "file_symlink");
+    refused_bundle(&m, &d, "unknown-kind", &unknown_sha, "bundle_entry_kind_unknown");
+    refused_bundle(&m, &d, "escape", &escape_sha, "bundle_path_invalid");
 }
 
 #[test]
