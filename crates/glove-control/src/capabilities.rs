@@ -187,16 +187,20 @@ impl Capabilities {
         let document = json!({
             "protocol_version": PROTOCOL_VERSION,
             "methods": names,
-            // 1 only once the native harness adapters (private home,
-            // skills, managed environment, committed to the launch binding)
-            // are active on the Linux runtime; none is yet, so 0 even with
-            // an operational runtime (issue 16).
-            "agent_runtime_adapter_schema_version": AGENT_RUNTIME_ADAPTER_SCHEMA_VERSION,
+            // 1 only where the native harness adapters (private home,
+            // expanded skills, managed environment, credential leases, all
+            // committed to the launch binding and the receipt) are active:
+            // an operational Linux managed runtime. 0 everywhere else.
+            "agent_runtime_adapter_schema_version": if lifecycle { AGENT_RUNTIME_ADAPTER_SCHEMA_VERSION } else { 0 },
             "refinement_evaluation_protocol_schema_version": refinement,
             "apply_schema_version": 0,
             "managed_runtime": {
                 "lifecycle_operational": lifecycle,
-                "managed_runtime_ids": [],
+                "managed_runtime_ids": if lifecycle {
+                    glove_types::policy::NativeRuntime::ALL.map(|r| r.runtime_id()).to_vec()
+                } else {
+                    Vec::new()
+                },
                 "resource_enforcement": lifecycle,
             },
             "remote_backend": remote,
@@ -221,9 +225,9 @@ impl Capabilities {
     }
 }
 
-/// The agent-runtime adapter schema this service serves: 0, no harness
-/// adapter exists yet (a plain pinned executable is not an adapter).
-pub const AGENT_RUNTIME_ADAPTER_SCHEMA_VERSION: u64 = 0;
+/// The agent-runtime adapter schema an operational Linux managed runtime
+/// serves: the native adapters of `docs/harnesses.md`.
+pub const AGENT_RUNTIME_ADAPTER_SCHEMA_VERSION: u64 = 1;
 
 #[cfg(test)]
 mod tests {
@@ -268,8 +272,8 @@ mod tests {
     }
 
     #[test]
-    fn no_adapter_schema_is_claimed_before_an_adapter_exists() {
-        let c = Components {
+    fn the_adapter_schema_is_claimed_only_by_an_operational_runtime() {
+        let mut c = Components {
             receipt_journal: true,
             session_store: true,
             policy_revision: Some(1),
@@ -281,6 +285,20 @@ mod tests {
             caps.document()["managed_runtime"]["lifecycle_operational"],
             true
         );
+        assert_eq!(caps.document()["agent_runtime_adapter_schema_version"], 1);
+        assert_eq!(
+            caps.document()["managed_runtime"]["managed_runtime_ids"],
+            serde_json::json!(["codex", "claude-code", "pi", "copilot", "opencode"])
+        );
+        c.managed_runtime_operational = false;
+        let caps = Capabilities::derive(&c);
+        assert_eq!(caps.document()["agent_runtime_adapter_schema_version"], 0);
+        c.managed_runtime_operational = true;
+        c.remote_backend = Some(RemoteBackendDiagnostic {
+            container_image_digest: "00".into(),
+            ssh_artifacts_prepared: true,
+        });
+        let caps = Capabilities::derive(&c);
         assert_eq!(caps.document()["agent_runtime_adapter_schema_version"], 0);
     }
 }

@@ -803,10 +803,16 @@ fn a_bundle_is_projected_read_only_and_its_skills_expanded() {
     let ended = until_ended(&mut c, &mut out);
     assert_eq!(ended["stage"], "exited", "{ended}");
     let text = String::from_utf8_lossy(&out).into_owned();
-    assert!(text.contains("glove.library-bundle.v1") || text.contains("{\"entries\""), "{text}");
+    assert!(
+        text.contains("glove.library-bundle.v1") || text.contains("{\"entries\""),
+        "{text}"
+    );
     assert!(text.contains("refused-write"), "{text}");
     assert!(text.contains("name: code-review"), "{text}");
-    assert!(text.contains("755 1000"), "the skill's script is the agent's, executable: {text}");
+    assert!(
+        text.contains("755 1000"),
+        "the skill's script is the agent's, executable: {text}"
+    );
     let (body, _) = receipt_of(&mut c, "bundled");
     assert_eq!(
         body["projections"],
@@ -862,7 +868,13 @@ fn bundles_that_do_not_verify_or_decode_fail_the_start() {
     let d = m.start();
     refused_bundle(&m, &d, "mismatch", &promised, "bundle_digest_mismatch");
     refused_bundle(&m, &d, "linked", &linked, "file_symlink");
-    refused_bundle(&m, &d, "unknown-kind", &unknown_sha, "bundle_entry_kind_unknown");
+    refused_bundle(
+        &m,
+        &d,
+        "unknown-kind",
+        &unknown_sha,
+        "bundle_entry_kind_unknown",
+    );
     refused_bundle(&m, &d, "escape", &escape_sha, "bundle_path_invalid");
 }
 
