@@ -17,6 +17,8 @@ mod adapter;
 mod auth;
 #[path = "control/framing.rs"]
 mod framing;
+#[path = "control/harness_sessions.rs"]
+mod harness_sessions;
 #[path = "control/methods.rs"]
 mod methods;
 #[path = "control/model.rs"]
