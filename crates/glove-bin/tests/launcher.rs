@@ -770,19 +770,28 @@ fn a_pinned_executable_runs_and_a_swapped_one_is_refused() {
 }
 
 #[test]
-fn seeded_home_and_a_writable_lease() {
-    use glove_sandbox::spec::{SeedFile, WritableFile};
+fn seeded_home_and_a_lease_given_and_taken_back() {
+    use glove_sandbox::spec::{LeaseFile, SeedFile};
+    use sha2::Digest;
     if !common::sandbox_ok(common::As::Caller) {
         return;
     }
     let host = readable_tempdir();
     let lease = host.path().join("lease");
     write_mode(&lease, "token-1\n", 0o600);
+    let returned = host.path().join("returned");
+    write_mode(&returned, "", 0o600);
     let script = "set -e; cd /home/agent; \
-        stat -c '%u %a %n' .codex .codex/skills .codex/skills/review .codex/skills/review/SKILL.md .codex/skills/review/run.sh; \
+        stat -c '%u %a %n' .codex .codex/skills .codex/skills/review .codex/skills/review/SKILL.md .codex/skills/review/run.sh .codex/auth.json; \
         cat .codex/skills/review/SKILL.md; ./.codex/skills/review/run.sh; \
-        echo state > .codex/state.json; cat .codex/auth.json; echo token-2 > .codex/auth.json";
-    let lease_s = lease.display().to_string();
+        echo state > .codex/state.json; cat .codex/auth.json; echo token-2 > .codex/auth.json; \
+        grep -c /home/agent/.codex/auth.json /proc/self/mountinfo || true";
+    let lease_file = LeaseFile {
+        source: lease.display().to_string(),
+        returned: returned.display().to_string(),
+        target: "/home/agent/.codex/auth.json".into(),
+    };
+    let l = lease_file.clone();
     let mut s = start_with(&["/bin/sh", "-c", script], false, |w| {
         w.seed_dirs = vec![
             "/home/agent/.codex".into(),
@@ -800,10 +809,7 @@ fn seeded_home_and_a_writable_lease() {
                 executable: true,
             },
         ];
-        w.writable_files = vec![WritableFile {
-            source: lease_s.clone(),
-            target: "/home/agent/.codex/auth.json".into(),
-        }];
+        w.leases = vec![l];
     });
     let end = run_to_end(&mut s);
     assert!(
@@ -816,30 +822,94 @@ fn seeded_home_and_a_writable_lease() {
         out,
         "1000 755 .codex\n1000 755 .codex/skills\n1000 755 .codex/skills/review\n\
          1000 644 .codex/skills/review/SKILL.md\n1000 755 .codex/skills/review/run.sh\n\
-         ---\nname: review\n---\nran\ntoken-1\n",
-        "{out}"
+         1000 600 .codex/auth.json\n\
+         ---\nname: review\n---\nran\ntoken-1\n0\n",
+        "the lease is a file of the agent's own, not a mount: {out}"
     );
     s.close_and_wait();
-    // What the agent wrote to its token file is in the lease.
-    assert_eq!(std::fs::read_to_string(&lease).expect("lease"), "token-2\n");
+    // The lease itself is untouched; what the agent left comes back with
+    // its digest.
+    assert_eq!(std::fs::read_to_string(&lease).expect("lease"), "token-1\n");
+    let back = std::fs::read(&returned).expect("returned");
+    let (content, digest) = back.split_at(back.len() - 32);
+    assert_eq!(content, b"token-2\n");
+    assert_eq!(digest, sha2::Sha256::digest(content).as_slice());
 
-    // A lease reached through a link, or with a second link, is refused.
+    // Replaced inside by a link to a file elsewhere: nothing comes back.
+    write_mode(&returned, "", 0o600);
+    let l = lease_file.clone();
+    let mut s = start_with(
+        &[
+            "/bin/sh",
+            "-c",
+            "cd /home/agent/.codex && rm auth.json && ln -s /etc/passwd auth.json",
+        ],
+        false,
+        |w| {
+            w.seed_dirs = vec!["/home/agent/.codex".into()];
+            w.leases = vec![l];
+        },
+    );
+    let end = run_to_end(&mut s);
+    assert!(
+        matches!(end, FromLauncher::Exited(_)),
+        "{}",
+        failure_code(&end)
+    );
+    s.close_and_wait();
+    assert_eq!(std::fs::read(&returned).expect("returned"), b"");
+
+    // Grown past the bound inside: nothing comes back either.
+    let l = lease_file.clone();
+    let mut s = start_with(
+        &[
+            "/bin/sh",
+            "-c",
+            "head -c 1100000 /dev/zero > /home/agent/.codex/auth.json",
+        ],
+        false,
+        |w| {
+            w.seed_dirs = vec!["/home/agent/.codex".into()];
+            w.leases = vec![l];
+        },
+    );
+    let end = run_to_end(&mut s);
+    assert!(
+        matches!(end, FromLauncher::Exited(_)),
+        "{}",
+        failure_code(&end)
+    );
+    s.close_and_wait();
+    assert_eq!(std::fs::read(&returned).expect("returned"), b"");
+
+    // A lease or return file reached through a link, or with a second
+    // link, is refused.
     let link = host.path().join("lease-link");
     std::os::unix::fs::symlink(&lease, &link).expect("symlink");
     let hard = host.path().join("lease-hard");
     std::fs::hard_link(&lease, &hard).expect("hard link");
-    for source in [&link, &hard] {
-        let source = source.display().to_string();
-        let mut s = start_with(&["/bin/true"], false, |w| {
-            w.writable_files = vec![WritableFile {
-                source: source.clone(),
-                target: "/home/agent/.codex/auth.json".into(),
-            }];
-        });
+    let rlink = host.path().join("returned-link");
+    std::os::unix::fs::symlink(&returned, &rlink).expect("symlink");
+    let p = |x: &std::path::Path| x.display().to_string();
+    for (source, ret) in [
+        (p(&link), p(&returned)),
+        (p(&hard), p(&returned)),
+        (p(&lease), p(&rlink)),
+    ] {
+        std::fs::remove_file(&hard).ok();
+        if source.ends_with("lease-hard") {
+            std::fs::hard_link(&lease, &hard).expect("hard link");
+        }
+        let l = LeaseFile {
+            source: source.clone(),
+            returned: ret.clone(),
+            target: "/home/agent/.codex/auth.json".into(),
+        };
+        let mut s = start_with(&["/bin/true"], false, |w| w.leases = vec![l]);
         let text = failure_code(&run_to_end(&mut s));
         assert!(
             text.starts_with("sandbox_lease_refused: "),
-            "{source}: {text}"
+            "{source} {ret}: {text}"
         );
         s.close_and_wait();
     }

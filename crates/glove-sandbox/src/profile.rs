@@ -347,7 +347,7 @@ pub fn exec_spec(req: ExecRequest) -> Result<LaunchSpec, SandboxError> {
         copy_in,
         seed_dirs: Vec::new(),
         seed_files: Vec::new(),
-        writable_files: Vec::new(),
+        leases: Vec::new(),
         executable_pin: None,
         cpu_rate_millicpus: req.cpu_rate_millicpus,
         hostname: "glove".into(),

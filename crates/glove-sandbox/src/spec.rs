@@ -88,6 +88,30 @@ pub struct BundleMount {
 /// Largest bundle accepted.
 pub const MAX_BUNDLE_BYTES: u64 = 16 << 20;
 
+/// A credential lease given to the agent as a file of its own and taken
+/// back after the session, without the sandbox ever holding a host file
+/// open for writing: the init reads `source` (opened without following
+/// links; a regular file with one link, at most [`MAX_LEASE_BYTES`]) into
+/// an agent-owned file at `target`; once every process of the sandbox is
+/// gone it reads `target` back (without following links, a regular file,
+/// bounded) and writes it to `returned` (a regular host file with one
+/// link, opened at launch) followed by its SHA-256, so the caller can
+/// tell a complete copy from a torn one. A lease that cannot be taken back
+/// leaves `returned` empty or torn, and the lease as it was.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LeaseFile {
+    /// The lease on the host (absolute, canonical, no symlink in it).
+    pub source: String,
+    /// Where the lease comes back on the host (same rules).
+    pub returned: String,
+    /// Sandbox path, inside one of the writable directories.
+    pub target: String,
+}
+
+/// Largest credential lease.
+pub const MAX_LEASE_BYTES: usize = 1 << 20;
+
 /// Most seeded files plus seeded directories in one spec.
 pub const MAX_SEED_ENTRIES: usize = 4096;
 /// Most bytes of seeded files together (they cross the launcher socket,
@@ -105,19 +129,6 @@ pub struct SeedFile {
     pub text: String,
     /// Mode 0755 instead of 0644.
     pub executable: bool,
-}
-
-/// A host regular file bound *writable* at a path inside a writable
-/// directory: a credential lease the agent may refresh. The init opens it
-/// without following links and refuses anything but a regular file with
-/// one link; in a privileged launch it gives the file to the agent.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct WritableFile {
-    /// Host file (absolute, canonical, no symlink anywhere in it).
-    pub source: String,
-    /// Sandbox path, inside one of the writable directories.
-    pub target: String,
 }
 
 /// How the agent's standard streams are connected.
@@ -179,8 +190,8 @@ pub struct LaunchSpec {
     pub seed_dirs: Vec<String>,
     /// Files written inside writable directories before launch.
     pub seed_files: Vec<SeedFile>,
-    /// Host files bound writable inside writable directories.
-    pub writable_files: Vec<WritableFile>,
+    /// Credential leases copied in and taken back.
+    pub leases: Vec<LeaseFile>,
     /// The identity the executable (a host path, seen at the same place
     /// inside) was resolved with ([`crate::identity::file_identity`]): the
     /// init opens it without following links, refuses the launch when the
@@ -333,9 +344,10 @@ impl LaunchSpec {
             inside(&f.path, "seeded file")?;
             all.push(&f.path);
         }
-        for w in &self.writable_files {
-            path(&w.source, "writable file source")?;
-            inside(&w.target, "writable file target")?;
+        for w in &self.leases {
+            path(&w.source, "lease source")?;
+            path(&w.returned, "lease return")?;
+            inside(&w.target, "lease target")?;
             all.push(&w.target);
         }
         all.sort_unstable();
@@ -359,7 +371,7 @@ impl LaunchSpec {
             self.host_files.len(),
             self.writable_dirs.len(),
             self.copy_in.len(),
-            self.writable_files.len(),
+            self.leases.len(),
         ];
         if counts.iter().any(|c| *c > MAX_MOUNT_ENTRIES) {
             return Err(bad(format!(
@@ -419,6 +431,9 @@ impl LaunchSpec {
             path(p, "protected path")?;
         }
         self.check_seeds()?;
+        if self.leases.len() > 16 {
+            return Err(bad("at most 16 credential leases"));
+        }
         if let Some(r) = self.cpu_rate_millicpus {
             if !(MIN_CPU_RATE_MILLICPUS..=MAX_CPU_RATE_MILLICPUS).contains(&r) {
                 return Err(bad(format!(

@@ -24,7 +24,7 @@ use crate::identity::ProcessIdentity;
 use crate::outcome::{Enforcement, Outcome};
 use crate::spec::{
     AgentCommand, Bind, BundleMount, CopyIn, Enforcement as Strictness, Grant, LaunchSpec,
-    SeedFile, Terminal, WritableFile,
+    LeaseFile, SeedFile, Terminal,
 };
 use glove_types::policy::ResourceLimits;
 use serde::{Deserialize, Serialize};
@@ -63,9 +63,9 @@ pub struct SpecWire {
     /// See [`LaunchSpec::seed_files`] (absent when empty).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub seed_files: Vec<SeedFile>,
-    /// See [`LaunchSpec::writable_files`] (absent when empty).
+    /// See [`LaunchSpec::leases`] (absent when empty).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub writable_files: Vec<WritableFile>,
+    pub leases: Vec<LeaseFile>,
     /// See [`LaunchSpec::executable_pin`] (absent when none).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub executable_pin: Option<String>,
@@ -116,7 +116,7 @@ impl SpecWire {
             copy_in: s.copy_in.clone(),
             seed_dirs: s.seed_dirs.clone(),
             seed_files: s.seed_files.clone(),
-            writable_files: s.writable_files.clone(),
+            leases: s.leases.clone(),
             executable_pin: s.executable_pin.clone(),
             cpu_rate_millicpus: s.cpu_rate_millicpus,
             hostname: s.hostname.clone(),
@@ -149,7 +149,7 @@ impl SpecWire {
             copy_in: self.copy_in,
             seed_dirs: self.seed_dirs,
             seed_files: self.seed_files,
-            writable_files: self.writable_files,
+            leases: self.leases,
             executable_pin: self.executable_pin,
             cpu_rate_millicpus: self.cpu_rate_millicpus,
             hostname: self.hostname,

@@ -5,18 +5,24 @@
 //! Layout, below the materialization root (mode 0700):
 //!
 //! ```text
-//! leases/<secret_handle>/lock    flock(LOCK_EX) held for the whole session
-//! leases/<secret_handle>/lease   the live copy (0600), bound writable inside
-//! leases/<secret_handle>/state   {"lease_sha256","source_sha256","version"}
+//! leases/<secret_handle>/lock      flock(LOCK_EX) held for the whole session
+//! leases/<secret_handle>/lease     the current copy (0600)
+//! leases/<secret_handle>/returned  what the session gave back (0600)
+//! leases/<secret_handle>/state     {"lease_sha256","source_sha256","version"}
 //! ```
 //!
 //! At launch the source is read as a protected file (regular, owned by the
 //! service user, mode 0600, one link, no final symlink, at most 1 MiB). A
 //! source whose content differs from the one last imported replaces the
 //! lease (a new version); an unchanged source keeps the lease as the last
-//! session left it (a token the harness refreshed survives). After the
-//! session the lease is hashed again: different content is a new version.
-//! The sandbox never sees the source or anything else of the operator's.
+//! session left it (a token the harness refreshed survives). The sandbox
+//! gets the lease as a file of the agent's own in its private home and
+//! gives it back after the session into `returned`, followed by its
+//! SHA-256 (`glove_sandbox::spec::LeaseFile`): a complete return whose
+//! content differs replaces the lease atomically as a new version; a torn
+//! or missing one leaves the lease as it was. The sandbox never holds a
+//! host file open for writing, and never sees the source or anything else
+//! of the operator's.
 
 use glove_journal::atomic;
 use glove_types::codes::control::{SESSION_LEASE_BUSY, SESSION_LEASE_IO};
@@ -45,6 +51,7 @@ pub struct LeaseHold {
     handle: SecretHandle,
     dir: OwnedFd,
     file: PathBuf,
+    returned: PathBuf,
     state: State,
     _lock: OwnedFd,
 }
@@ -69,32 +76,11 @@ fn write_state(dir: &OwnedFd, s: &State) -> Result<(), Rejection> {
     atomic::write_file(dir.as_fd(), OsStr::new("state"), &bytes).map_err(|e| io("state", e))
 }
 
-fn hash_lease(file: &Path) -> Result<Sha256Digest, Rejection> {
-    let bytes = crate::protected::read(
-        file,
-        crate::protected::Requirements {
-            max_bytes: MAX_LEASE_BYTES,
-            mode: 0o600,
-        },
-    );
-    match bytes {
-        Ok(b) => Ok(Sha256Digest::of(&b)),
-        // The sandbox's init gives the file to the agent in a privileged
-        // launch; its owner is then no longer the service user. Read it
-        // bounded all the same (the directory is the service's own, 0700).
-        Err(_) => {
-            use std::io::Read;
-            let f = std::fs::File::open(file).map_err(|e| io("read", e))?;
-            let mut b = Vec::new();
-            f.take(MAX_LEASE_BYTES + 1)
-                .read_to_end(&mut b)
-                .map_err(|e| io("read", e))?;
-            if b.len() as u64 > MAX_LEASE_BYTES {
-                return Err(io("read", "the lease grew over 1 MiB"));
-            }
-            Ok(Sha256Digest::of(&b))
-        }
-    }
+/// The content of a complete return (`content || SHA-256(content)`).
+fn returned_content(bytes: &[u8]) -> Option<&[u8]> {
+    let split = bytes.len().checked_sub(32)?;
+    let (content, digest) = bytes.split_at(split);
+    (Sha256Digest::of(content).as_bytes() == digest).then_some(content)
 }
 
 impl LeaseHold {
@@ -159,6 +145,7 @@ impl LeaseHold {
         })?;
         let source_sha = Sha256Digest::of(&src).to_hex();
         let file = dir_path.join("lease");
+        let returned = dir_path.join("returned");
         let state = match read_state(&dir_path)? {
             Some(s) if s.source_sha256 == source_sha && file.exists() => s,
             prev => {
@@ -173,10 +160,14 @@ impl LeaseHold {
                 s
             }
         };
+        // An empty return file: what this session gives back, if anything.
+        atomic::write_file(dir.as_fd(), OsStr::new("returned"), b"")
+            .map_err(|e| io("return file", e))?;
         Ok(LeaseHold {
             handle: handle.clone(),
             dir,
             file,
+            returned,
             state,
             _lock: lock,
         })
@@ -187,9 +178,14 @@ impl LeaseHold {
         &self.handle
     }
 
-    /// The lease file (bound writable inside the sandbox).
+    /// The lease file (its content is copied into the sandbox).
     pub fn file(&self) -> &Path {
         &self.file
+    }
+
+    /// The file the sandbox writes the lease back into.
+    pub fn returned(&self) -> &Path {
+        &self.returned
     }
 
     /// The content version the session starts with.
@@ -197,15 +193,27 @@ impl LeaseHold {
         self.state.version
     }
 
-    /// After the session: a new version when the content changed. Returns
-    /// the version the lease now has.
+    /// After the session: a complete return with new content becomes the
+    /// lease, as a new version. Returns the version the lease now has.
     pub fn finish(&mut self) -> Result<u64, Rejection> {
-        let now = hash_lease(&self.file)?.to_hex();
-        if now != self.state.lease_sha256 {
-            self.state.version += 1;
-            self.state.lease_sha256 = now;
-            write_state(&self.dir, &self.state)?;
+        use std::io::Read;
+        let f = std::fs::File::open(&self.returned).map_err(|e| io("return", e))?;
+        let mut back = Vec::new();
+        f.take(MAX_LEASE_BYTES + 33)
+            .read_to_end(&mut back)
+            .map_err(|e| io("return", e))?;
+        if let Some(content) = returned_content(&back) {
+            let now = Sha256Digest::of(content).to_hex();
+            if now != self.state.lease_sha256 {
+                atomic::write_file(self.dir.as_fd(), OsStr::new("lease"), content)
+                    .map_err(|e| io("lease", e))?;
+                self.state.version += 1;
+                self.state.lease_sha256 = now;
+                write_state(&self.dir, &self.state)?;
+            }
         }
+        atomic::write_file(self.dir.as_fd(), OsStr::new("returned"), b"")
+            .map_err(|e| io("return file", e))?;
         Ok(self.state.version)
     }
 }
@@ -231,8 +239,20 @@ mod tests {
         assert_eq!(a.version(), 1);
         let busy = LeaseHold::acquire(t.path(), &h, &src).expect_err("busy");
         assert_eq!(busy.code(), SESSION_LEASE_BUSY);
-        // The harness refreshes its token inside.
-        std::fs::write(a.file(), b"{\"token\":\"b\"}").expect("refresh");
+        // Nothing came back (a failed session): the same version.
+        assert_eq!(a.finish().expect("finish"), 1);
+        // A torn return: ignored.
+        std::fs::write(a.returned(), b"{\"token\":\"b\"}").expect("torn");
+        assert_eq!(a.finish().expect("finish"), 1);
+        // The harness refreshed its token inside; the sandbox gave it back.
+        let mut back = b"{\"token\":\"b\"}".to_vec();
+        back.extend_from_slice(Sha256Digest::of(&back).as_bytes());
+        std::fs::write(a.returned(), &back).expect("returned");
+        assert_eq!(a.finish().expect("finish"), 2);
+        // Given back unchanged: the same version.
+        let mut same = b"{\"token\":\"b\"}".to_vec();
+        same.extend_from_slice(Sha256Digest::of(&same).as_bytes());
+        std::fs::write(a.returned(), &same).expect("returned");
         assert_eq!(a.finish().expect("finish"), 2);
         drop(a);
         // Same source: the refreshed lease is kept.

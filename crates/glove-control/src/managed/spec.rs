@@ -3,7 +3,7 @@
 use super::lease::LeaseHold;
 use super::RuntimeConfig;
 use glove_sandbox::spec::{
-    Bind, BundleMount, Enforcement, Grant, GrantMode, SeedFile, Terminal, WritableFile,
+    Bind, BundleMount, Enforcement, Grant, GrantMode, LeaseFile, SeedFile, Terminal,
 };
 
 // One bound for a bundle on both sides of the launcher socket.
@@ -268,10 +268,11 @@ pub fn build_spec(
             skills = Some((x.digest().to_hex(), x.skill_names().to_vec()));
         }
     }
-    wire.writable_files = held
+    wire.leases = held
         .iter()
-        .map(|(h, target)| WritableFile {
+        .map(|(h, target)| LeaseFile {
             source: h.file().display().to_string(),
+            returned: h.returned().display().to_string(),
             target: (*target).to_owned(),
         })
         .collect();

@@ -78,7 +78,14 @@ pub(super) fn init_main(
     // The view; the network namespace is joined on the way (while the init
     // is still dumpable: joining through the helper's pidfd needs
     // ptrace-read access to it), and the helper let go.
-    let facts = match setup_fs(spec, prep.privileged, net.as_mut(), born_in_net) {
+    let mut leases = Vec::new();
+    let facts = match setup_fs(
+        spec,
+        prep.privileged,
+        net.as_mut(),
+        born_in_net,
+        &mut leases,
+    ) {
         Ok(f) => f,
         Err((step, e)) => fail(&sync, &step, e),
     };
@@ -227,7 +234,7 @@ pub(super) fn init_main(
     }
     drop(err_r);
     trace::mark("agent execed");
-    supervise_inside(spec, &sync, agent, disk_at_start)
+    supervise_inside(spec, &sync, agent, disk_at_start, &leases)
 }
 
 /// The init's loop: reap, forward signals, sample disk and pids, report the
@@ -237,6 +244,7 @@ pub(super) fn supervise_inside(
     sync: &OwnedFd,
     agent: libc::pid_t,
     disk_at_start: u64,
+    leases: &[super::mounts::HeldLease],
 ) -> ! {
     let disk_path = spec.writable_dirs.first().cloned();
     let mut disk_peak = disk_at_start;
@@ -283,6 +291,8 @@ pub(super) fn supervise_inside(
     trace::mark("agent reaped");
     let _ = process::kill(-1, libc::SIGKILL);
     while let Ok(Some(_)) = process::reap_any() {}
+    // Nothing of the agent is left to race with: the leases go back.
+    super::mounts::take_back(leases);
     let (kind, value) = match status {
         Some(Exit::Code(c)) => (0u8, c),
         Some(Exit::Signal(s)) => (1u8, s),

@@ -1,7 +1,7 @@
 //! The sandbox's file system: mounts, binds, grants, copies and the new root.
 
 use super::{join_net, PreparedFacts, INSIDE_ID, PTY_MAX, PTY_MODE, SCRATCH, USER_NS_LIMITS};
-use crate::spec::{LaunchSpec, MAX_HOST_FILES_TOTAL, MAX_HOST_FILE_BYTES};
+use crate::spec::{LaunchSpec, MAX_HOST_FILES_TOTAL, MAX_HOST_FILE_BYTES, MAX_LEASE_BYTES};
 use crate::sys::at;
 use crate::sys::process::{self};
 use crate::sys::{fd, mount, resolve, trace, Errno};
@@ -13,6 +13,7 @@ pub(super) fn setup_fs(
     privileged: bool,
     net: Option<&mut process::NetUnsharer>,
     born_in_net: u64,
+    leases: &mut Vec<HeldLease>,
 ) -> Result<PreparedFacts, (String, Errno)> {
     let owner = privileged.then_some((INSIDE_ID, INSIDE_ID));
     let mut facts = PreparedFacts::default();
@@ -201,7 +202,7 @@ pub(super) fn setup_fs(
         }
         crate::copy::copy_tree(src.as_fd(), dst.as_fd(), owner).map_err(|(w, e)| (what(&w), e))?;
     }
-    seed(spec, &slice_fds, owner)?;
+    seed(spec, &slice_fds, owner, leases)?;
     drop(slice_fds);
     drop(scratch);
 
@@ -354,13 +355,51 @@ fn owned_dir(base: BorrowedFd<'_>, rel: &str, owner: Option<(u32, u32)>) -> Resu
     Ok(cur)
 }
 
-/// Seeded directories and files, and the writable host files, all inside
+/// A lease to take back after the session: its path inside and the host
+/// file it goes back to.
+#[derive(Debug)]
+pub(super) struct HeldLease {
+    target: String,
+    returned: OwnedFd,
+}
+
+/// Writes each lease back (see [`crate::spec::LeaseFile`]), once no process
+/// of the sandbox is left: the file at its path inside, reached without
+/// following links, a regular file of at most [`MAX_LEASE_BYTES`], then its
+/// SHA-256. Anything else leaves the return file as it was (empty).
+pub(super) fn take_back(held: &[HeldLease]) {
+    use sha2::Digest;
+    for h in held {
+        let Ok(fd) = resolve::open_no_links(
+            &h.target,
+            libc::O_RDONLY | libc::O_NOCTTY | libc::O_NONBLOCK,
+        ) else {
+            continue;
+        };
+        let Ok(m) = resolve::meta(fd.as_fd()) else {
+            continue;
+        };
+        if !m.is_file() || m.size > MAX_LEASE_BYTES as u64 {
+            continue;
+        }
+        let Ok(mut body) = resolve::read_all_sized(fd.as_fd(), m.size as usize, MAX_LEASE_BYTES)
+        else {
+            continue;
+        };
+        let digest = sha2::Sha256::digest(&body);
+        body.extend_from_slice(&digest);
+        let _ = fd::replace_contents(h.returned.as_fd(), &body);
+    }
+}
+
+/// Seeded directories and files, and the credential leases, all inside
 /// writable directories (checked by the spec), reached from the slices'
 /// descriptors and owned by the agent.
 fn seed(
     spec: &LaunchSpec,
     slices: &[(&str, OwnedFd)],
     owner: Option<(u32, u32)>,
+    held: &mut Vec<HeldLease>,
 ) -> Result<(), (String, Errno)> {
     fn place<'a>(
         slices: &'a [(&str, OwnedFd)],
@@ -388,34 +427,50 @@ fn seed(
             at::chown(fd.as_fd(), "", u, g).map_err(what)?;
         }
     }
-    for w in &spec.writable_files {
-        let what = |s: &'static str| move |e| (format!("lease {}: {s}", w.target), e);
-        let src = resolve::open_no_links(&format!("/oldroot{}", w.source), libc::O_PATH)
-            .map_err(what("open"))?;
+    for l in &spec.leases {
+        let what = |s: &'static str| move |e| (format!("lease {}: {s}", l.target), e);
+        // The lease, read now; the return file, held for the end. Neither
+        // is ever visible inside.
+        let src = resolve::open_no_links(
+            &format!("/oldroot{}", l.source),
+            libc::O_RDONLY | libc::O_NOCTTY | libc::O_NONBLOCK,
+        )
+        .map_err(what("open"))?;
         let m = resolve::meta(src.as_fd()).map_err(what("stat"))?;
-        if !m.is_file() || m.nlink != 1 {
-            return Err(what("not a regular file with one link")(Errno(libc::EPERM)));
+        if !m.is_file() || m.nlink != 1 || m.size > MAX_LEASE_BYTES as u64 {
+            return Err(what("not a regular file with one link of at most 1 MiB")(
+                Errno(libc::EPERM),
+            ));
         }
-        if let Some((u, g)) = owner {
-            at::chown(src.as_fd(), "", u, g).map_err(what("chown"))?;
+        let body = resolve::read_all_sized(src.as_fd(), m.size as usize, MAX_LEASE_BYTES)
+            .map_err(what("read"))?;
+        let ret = resolve::open_no_links(
+            &format!("/oldroot{}", l.returned),
+            libc::O_WRONLY | libc::O_NOCTTY | libc::O_NONBLOCK,
+        )
+        .map_err(what("open return"))?;
+        let rm = resolve::meta(ret.as_fd()).map_err(what("stat return"))?;
+        if !rm.is_file() || rm.nlink != 1 {
+            return Err(what("return not a regular file with one link")(Errno(
+                libc::EPERM,
+            )));
         }
-        let (slice, rel) = place(slices, &w.target)?;
+        let (slice, rel) = place(slices, &l.target)?;
         let (dir, name) = match rel.rsplit_once('/') {
             Some((d, n)) => (d, n),
             None => ("", rel),
         };
         let dir = owned_dir(slice, dir, owner).map_err(what("mkdir"))?;
-        drop(at::create_file(dir.as_fd(), name, 0o600).map_err(what("target"))?);
-        // The mount goes on the file as reached through the writable
-        // directory's bind (a mount on the scratch file system's own view
-        // of it would not show there).
-        let target = at::target_file(&w.target, 0o600).map_err(what("target"))?;
-        at::bind_tree(
-            src.as_fd(),
-            target.as_fd(),
-            mount::MOUNT_ATTR_NOSUID | mount::MOUNT_ATTR_NODEV | mount::MOUNT_ATTR_NOEXEC,
-        )
-        .map_err(what("bind"))?;
+        let fd = at::create_file(dir.as_fd(), name, 0o600).map_err(what("create"))?;
+        fd::write_all(fd.as_fd(), &body).map_err(what("write"))?;
+        at::chmod(fd.as_fd(), 0o600).map_err(what("chmod"))?;
+        if let Some((u, g)) = owner {
+            at::chown(fd.as_fd(), "", u, g).map_err(what("chown"))?;
+        }
+        held.push(HeldLease {
+            target: l.target.clone(),
+            returned: ret,
+        });
     }
     Ok(())
 }

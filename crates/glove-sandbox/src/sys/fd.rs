@@ -75,6 +75,19 @@ pub(crate) fn write_all(fd: BorrowedFd<'_>, mut buf: &[u8]) -> SysResult<()> {
     Ok(())
 }
 
+/// Replaces the contents of the regular file open (for writing) at `fd`
+/// with `bytes`: `ftruncate` to 0, write from offset 0, `fsync`.
+pub(crate) fn replace_contents(fd: BorrowedFd<'_>, bytes: &[u8]) -> SysResult<()> {
+    // SAFETY: plain system calls on a descriptor.
+    check_int(unsafe { libc::ftruncate(fd.as_raw_fd(), 0) })?;
+    // SAFETY: as above.
+    check(unsafe { libc::lseek(fd.as_raw_fd(), 0, libc::SEEK_SET) } as libc::c_long)?;
+    write_all(fd, bytes)?;
+    // SAFETY: as above.
+    check_int(unsafe { libc::fsync(fd.as_raw_fd()) })?;
+    Ok(())
+}
+
 /// `dup2` then clear `FD_CLOEXEC` on the target (it must survive `execve`).
 pub(crate) fn dup_to(fd: RawFd, target: RawFd) -> SysResult<()> {
     if fd == target {
