@@ -16,6 +16,6 @@ define_codes! { Sandbox;
     SANDBOX_GRANT_REFUSED = "sandbox_grant_refused": "a path grant was refused at launch (link in the path, not a directory, exposes a protected path, missing)",
     SANDBOX_BUNDLE_REFUSED = "sandbox_bundle_refused": "a library bundle was refused (root or file mode, owner, link count, size, symlink, digest mismatch, changed while read)",
     SANDBOX_EXECUTABLE_CHANGED = "sandbox_executable_changed": "the resolved executable was replaced or changed between resolution and launch (its device, inode or change time differ)",
-    SANDBOX_LEASE_REFUSED = "sandbox_lease_refused": "a credential lease file could not be bound writable into the private home (link, not a regular file, more than one link)",
+    SANDBOX_LEASE_REFUSED = "sandbox_lease_refused": "a credential lease or its return file is not a regular host file with one link of at most 1 MiB (or could not be read or placed in the private home)",
     SANDBOX_IO_FAILED = "sandbox_io_failed": "talking to the sandbox (pipes, terminal, status channel) failed",
 }

@@ -254,7 +254,7 @@ impl NativeRuntime {
     }
 
     /// Where the adapter keeps its login token: the exact path a
-    /// credential lease is mounted writable at.
+    /// credential lease is placed at (a file of the agent's own).
     pub const fn credential_path(self) -> &'static str {
         match self {
             Self::Codex => "/home/agent/.codex/auth.json",
