@@ -159,3 +159,130 @@ fn a_handle_without_a_credential_source_fails_the_start() {
     ));
     assert_eq!(e, "session_credential_unsupported");
 }
+
+/// A discovery template over a directory of ours (below the target
+/// directory: every ancestor safe), its `codex` a link to a script.
+fn discovery_home() -> (Managed, PathBuf, tempfile::TempDir) {
+    use std::os::unix::fs::PermissionsExt;
+    let t = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("tempdir");
+    std::fs::set_permissions(t.path(), std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    let bin = t.path().join("bin");
+    let pkg = t.path().join("pkg");
+    for d in [&bin, &pkg] {
+        std::fs::create_dir(d).expect("mkdir");
+    }
+    write_mode(&pkg.join("one"), b"#!/bin/sh\necho ran-one\n", 0o755);
+    std::os::unix::fs::symlink("../pkg/one", bin.join("codex")).expect("link");
+    let m = Managed::new(&ROOMY, None);
+    let launch = json!({
+        "runtime_discovery": "codex",
+        "executable_search_paths": [bin.display().to_string()],
+        "arguments": [],
+        "environment": ["PATH=/usr/bin:/bin"],
+        "read_only_paths": [],
+    });
+    let mut obj = launch.clone();
+    obj["runtime_id"] = json!("codex");
+    let digest = glove_types::Sha256Digest::of_domain(
+        "glove.adapter-command.v1",
+        &glove_types::canon::to_canonical(&obj).expect("canonical"),
+    )
+    .to_hex();
+    m.edit_policy(|p| {
+        p["runtime_templates"][0]["launch"] = launch.clone();
+        p["runtime_templates"][0]["adapter_command_digest"] = json!(digest);
+        p["runtime_templates"]
+            .as_array_mut()
+            .expect("templates")
+            .truncate(1);
+    });
+    (m, pkg, t)
+}
+
+fn discovery_plan(m: &Managed, session: &str) -> String {
+    let p: Value = serde_json::from_slice(
+        &std::fs::read(m.home.dir.path().join("managed-policy.json")).expect("policy"),
+    )
+    .expect("json");
+    let digest = p["runtime_templates"][0]["adapter_command_digest"].clone();
+    let mut v: Value = serde_json::from_str(&m.plan(&ROOMY, session)).expect("json");
+    v["adapter_command_digest"] = digest;
+    String::from_utf8(glove_types::canon::to_canonical(&v).expect("canon")).expect("utf8")
+}
+
+fn run_session(m: &Managed, d: &Daemon, session: &str) -> (Result<Value, String>, String) {
+    let mut c = d.client();
+    c.create_session(&discovery_plan(m, session), None)
+        .expect("create");
+    let auth = m.authorize(session, NOW_MS);
+    let started = c.call(
+        "start_session",
+        json!({"session_id": session, "authorization": auth}),
+    );
+    let started = match started {
+        Ok(v) => v,
+        Err(e) => return (Err(format!("{e:?}")), String::new()),
+    };
+    let mut out = attached(&mut c, session);
+    let ended = until_ended(&mut c, &mut out);
+    (
+        Ok(json!({"started": started, "ended": ended})),
+        String::from_utf8_lossy(&out).into_owned(),
+    )
+}
+
+#[test]
+fn the_executable_is_resolved_at_each_start_and_a_swap_after_resolution_fails_it() {
+    if !sandbox_ok() {
+        return;
+    }
+    let (m, pkg, _t) = discovery_home();
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_gloved"));
+    cmd.env("GLOVE_TEST_HOLD_AT", "after_resolve");
+    let d = Daemon::spawn(cmd, &m.home.args(&m.config()), &m.home.run);
+    let resume = m.home.run.join("resume-after_resolve");
+    let held = m.home.run.join("held-after_resolve");
+
+    // Resolved and run as it is.
+    std::fs::write(&resume, b"").expect("resume");
+    let (r, out) = run_session(&m, &d, "disc-1");
+    assert!(r.is_ok(), "{r:?}");
+    assert!(out.contains("ran-one"), "{out}");
+
+    // The file replaced (a new inode renamed over it) after gloved
+    // resolved and pinned it, before the sandbox is built: the start
+    // fails with the sandbox's code, and nothing of the new file runs.
+    let swapper = std::thread::spawn({
+        let pkg = pkg.clone();
+        let held = held.clone();
+        let resume = resume.clone();
+        move || {
+            for _ in 0..6000 {
+                if held.exists() {
+                    break;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+            write_mode(&pkg.join("two"), b"#!/bin/sh\necho ran-two\n", 0o755);
+            std::fs::rename(pkg.join("two"), pkg.join("one")).expect("swap");
+            std::fs::write(&resume, b"").expect("resume");
+        }
+    });
+    let (r, out) = run_session(&m, &d, "disc-2");
+    swapper.join().expect("swapper");
+    let e = r.expect_err("the swapped start fails");
+    assert!(
+        e.contains("session_launch_failed") && e.contains("sandbox_executable_changed"),
+        "{e}"
+    );
+    assert!(!out.contains("ran-two"), "{out}");
+    let mut c = d.client();
+    let (body, _) = receipt_of(&mut c, "disc-2");
+    assert_eq!(body["termination"]["reason"], "failed", "{body}");
+
+    // The next start resolves again and runs what is there now.
+    std::fs::write(&resume, b"").expect("resume");
+    let (r, out) = run_session(&m, &d, "disc-3");
+    assert!(r.is_ok(), "{r:?}");
+    assert!(out.contains("ran-two"), "{out}");
+}

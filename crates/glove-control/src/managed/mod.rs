@@ -330,6 +330,30 @@ impl Runtime {
         }
     }
 
+    /// Debug builds only: with `GLOVE_TEST_HOLD_AT=<point>`, writes
+    /// `held-<point>` in the runtime directory and waits (at most 60 s)
+    /// until `resume-<point>` appears there, then removes both. A test
+    /// changes the world at a known point and lets the service go on.
+    fn test_hold(&self, point: &str) {
+        if !cfg!(debug_assertions) {
+            return;
+        }
+        if std::env::var("GLOVE_TEST_HOLD_AT").ok().as_deref() != Some(point) {
+            return;
+        }
+        let held = self.cfg.runtime_dir.join(format!("held-{point}"));
+        let resume = self.cfg.runtime_dir.join(format!("resume-{point}"));
+        let _ = std::fs::write(&held, b"");
+        for _ in 0..6000 {
+            if resume.exists() {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        let _ = std::fs::remove_file(&resume);
+        let _ = std::fs::remove_file(&held);
+    }
+
     /// The used nonces with their expiry, as a compaction carries them;
     /// `None` when their lock is poisoned.
     pub(crate) fn nonce_carry(&self) -> Option<Vec<([u8; 16], u64)>> {

@@ -135,6 +135,7 @@ impl Runtime {
             })?;
             let built = build_spec(policy, &admitted, &self.cfg, size.0, size.1)
                 .map_err(ControlError::from)?;
+            self.test_hold("after_resolve");
             let spec = built.wire;
             let leases = built.leases;
             let mut facts = ReceiptFacts {
