@@ -75,6 +75,11 @@ fn plan_must_be_canonical() {
         reject(|v| v["path_grants"][0]["host_path"] = json!("/etc")),
         JSON_UNKNOWN_FIELD
     );
+    // A projection is a bundle by digest, never a prompt reference.
+    assert_eq!(
+        reject(|v| v["library_projections"][0]["prompt_ref"] = json!("prompts/x")),
+        JSON_UNKNOWN_FIELD
+    );
     assert_eq!(
         reject(|v| v["schema_version"] = json!(2)),
         PLAN_SCHEMA_VERSION
