@@ -145,6 +145,15 @@ impl PidHandle {
     }
 }
 
+/// The identity a resolved executable is pinned with
+/// ([`crate::spec::LaunchSpec::executable_pin`]): device, inode and change
+/// time (`st_ctime` in nanoseconds), as `dev:ino:ctime_ns`. A replacement
+/// (another inode) or any change to the file (write, chmod, link) since it
+/// was resolved gives another identity.
+pub fn file_identity(dev: u64, ino: u64, ctime_ns: i128) -> String {
+    format!("{dev}:{ino}:{ctime_ns}")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -190,13 +199,4 @@ mod tests {
         other.boot_id = "00000000-0000-0000-0000-000000000000".into();
         assert!(!other.still_matches());
     }
-}
-
-/// The identity a resolved executable is pinned with
-/// ([`crate::spec::LaunchSpec::executable_pin`]): device, inode and change
-/// time (`st_ctime` in nanoseconds), as `dev:ino:ctime_ns`. A replacement
-/// (another inode) or any change to the file (write, chmod, link) since it
-/// was resolved gives another identity.
-pub fn file_identity(dev: u64, ino: u64, ctime_ns: i128) -> String {
-    format!("{dev}:{ino}:{ctime_ns}")
 }
