@@ -171,9 +171,28 @@ impl Cgroup {
                 let own = own_path_in(&own, "cpu").ok_or_else(|| err("no v1 cpu hierarchy"))?;
                 let base = Path::new(ROOT).join("cpu");
                 let dir = base.join(own.trim_start_matches('/')).join(name);
-                fs::create_dir(&dir).map_err(|e| err(format!("mkdir {}: {e}", dir.display())))?;
-                // Removed with the others from here on.
-                self.dirs.push(dir.clone());
+                // Where `cpu` and `cpuacct` are one hierarchy (mounted
+                // together, as systemd does), the session's cpuacct
+                // directory is already this one.
+                let same = |a: &Path, b: &Path| {
+                    use std::os::unix::fs::MetadataExt;
+                    match (fs::metadata(a), fs::metadata(b)) {
+                        (Ok(x), Ok(y)) => x.dev() == y.dev() && x.ino() == y.ino(),
+                        _ => false,
+                    }
+                };
+                let dir = match self.dirs.get(2) {
+                    Some(acct) if same(&dir.with_file_name(""), &acct.with_file_name("")) => {
+                        acct.clone()
+                    }
+                    _ => {
+                        fs::create_dir(&dir)
+                            .map_err(|e| err(format!("mkdir {}: {e}", dir.display())))?;
+                        // Removed with the others from here on.
+                        self.dirs.push(dir.clone());
+                        dir
+                    }
+                };
                 write(&dir.join("cpu.cfs_period_us"), &CPU_PERIOD_US.to_string())?;
                 write(&dir.join("cpu.cfs_quota_us"), &quota_us.to_string())
             }

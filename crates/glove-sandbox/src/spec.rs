@@ -466,6 +466,20 @@ impl LaunchSpec {
             {
                 return Err(bad("the pinned executable lies under a reserved path"));
             }
+            // A grant or bundle mounted at or above the pinned path would
+            // lay another file over it.
+            if let Some(t) = self
+                .grants
+                .iter()
+                .map(|g| &g.target)
+                .chain(self.bundles.iter().map(|b| &b.target))
+                .find(|t| is_within(&self.executable, t))
+            {
+                return Err(bad(format!(
+                    "the pinned executable {} lies at or below the mount {t}",
+                    self.executable
+                )));
+            }
         }
         if let Some(d) = &self.network_pool {
             match d.to_str() {

@@ -34,6 +34,47 @@ fn bind(source: &str, target: &str) -> Bind {
 }
 
 #[test]
+fn a_grant_or_bundle_over_a_pinned_executable_is_refused() {
+    use glove_sandbox::spec::{BundleMount, Grant, GrantMode};
+    let pinned = |s: &mut LaunchSpec| {
+        s.executable = "/opt/h/bin/codex".into();
+        s.executable_pin = Some("1:2:3".into());
+    };
+    let mut ok = base();
+    pinned(&mut ok);
+    ok.validate().expect("a pin alone is valid");
+    for target in ["/opt/h", "/opt/h/bin", "/opt/h/bin/codex", "/opt"] {
+        invalid(|s| {
+            pinned(s);
+            s.grants.push(Grant {
+                host_path: "/srv/w".into(),
+                target: target.into(),
+                mode: GrantMode::ReadOnly,
+                create_if_missing: false,
+            });
+        });
+        invalid(|s| {
+            pinned(s);
+            s.bundles.push(BundleMount {
+                root: "/srv/b".into(),
+                sha256: "ab".repeat(32),
+                target: target.into(),
+            });
+        });
+    }
+    // Beside it is fine.
+    let mut beside = base();
+    pinned(&mut beside);
+    beside.grants.push(Grant {
+        host_path: "/srv/w".into(),
+        target: "/opt/work".into(),
+        mode: GrantMode::ReadOnly,
+        create_if_missing: false,
+    });
+    beside.validate().expect("a grant beside the pin");
+}
+
+#[test]
 fn rules() {
     invalid(|s| s.executable = "relative/path".into());
     invalid(|s| s.network_pool = Some("relative/pool".into()));

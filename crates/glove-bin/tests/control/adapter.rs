@@ -16,7 +16,8 @@ fn with_lease(source_mode: u32) -> (Managed, PathBuf) {
     write_mode(&source, b"{\"token\":\"first\"}\n", source_mode);
     let s = source.display().to_string();
     m.edit_policy(|p| {
-        p["credential_sources"] = json!([{"secret_handle": "codex-token", "source_path": s}]);
+        p["credential_sources"] =
+            json!([{"runtime_id": "codex", "secret_handle": "codex-token", "source_path": s}]);
     });
     (m, source)
 }
@@ -140,6 +141,34 @@ fn a_loose_or_linked_credential_source_fails_the_start() {
         json!({"session_id": "link-1", "authorization": auth}),
     ));
     assert_eq!(e, "file_symlink");
+}
+
+#[test]
+fn a_credential_source_bound_to_another_runtime_or_none_is_not_leased() {
+    if !sandbox_ok() {
+        return;
+    }
+    for bound in [json!("claude-code"), Value::Null] {
+        let (m, source) = with_lease(0o600);
+        let s = source.display().to_string();
+        m.edit_policy(|p| {
+            let mut c = json!({"secret_handle": "codex-token", "source_path": s});
+            if !bound.is_null() {
+                c["runtime_id"] = bound.clone();
+            }
+            p["credential_sources"] = json!([c]);
+        });
+        let d = m.start();
+        let mut c = d.client();
+        c.create_session(&plan_with_token(&m, "other-1"), None)
+            .expect("create");
+        let auth = m.authorize("other-1", NOW_MS);
+        let e = code(c.call(
+            "start_session",
+            json!({"session_id": "other-1", "authorization": auth}),
+        ));
+        assert_eq!(e, "session_credential_unsupported", "{bound}");
+    }
 }
 
 #[test]

@@ -72,6 +72,13 @@ fn leases(
                     h.as_str()
                 ))
             })?;
+        if source.runtime_id().map(|r| r.as_str()) != Some(native.runtime_id()) {
+            return Err(unsupported(format!(
+                "the credential source of {} is not bound to runtime {} (its runtime_id)",
+                h.as_str(),
+                native.runtime_id()
+            )));
+        }
         let hold = LeaseHold::acquire(
             &cfg.materialization_root,
             h,

@@ -96,15 +96,17 @@ pub(super) fn setup_fs(
         )
         .map_err(step(&format!("bind {}", b.target)))?;
     }
-    if let Some(pin) = &spec.executable_pin {
-        pin_executable(&spec.executable, pin)?;
-    }
     trace::mark("v:binds");
     // Grants and bundles, opened without following links and bound from
     // the held descriptors.
     crate::grants::apply_grants(&spec.grants, &spec.protected_paths, owner, &mut facts)?;
     let owner_inside = if privileged { 0 } else { INSIDE_ID };
     crate::grants::apply_bundles(&spec.bundles, owner_inside, &mut facts)?;
+    // The pin last of the mounts over the root's tree (the spec keeps
+    // grants and bundles off its path as well).
+    if let Some(pin) = &spec.executable_pin {
+        pin_executable(&spec.executable, pin)?;
+    }
 
     trace::mark("v:grants");
     // A minimal /dev with its own devpts: a directory of the root, so it

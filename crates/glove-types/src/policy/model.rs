@@ -449,6 +449,8 @@ impl EgressPolicy {
 pub struct CredentialSource {
     pub(crate) secret_handle: SecretHandle,
     pub(crate) source_path: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) runtime_id: Option<RuntimeId>,
 }
 
 impl CredentialSource {
@@ -459,6 +461,12 @@ impl CredentialSource {
     /// The owner-protected source file (local only).
     pub fn source_path(&self) -> &str {
         &self.source_path
+    }
+    /// The only runtime whose sessions may receive it as a lease (a
+    /// harness's token is that harness's: a plan cannot hand it to
+    /// another template's runtime). `None`: it is never leased.
+    pub fn runtime_id(&self) -> Option<&RuntimeId> {
+        self.runtime_id.as_ref()
     }
 }
 

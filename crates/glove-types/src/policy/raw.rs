@@ -104,6 +104,8 @@ pub(crate) struct RawEgress {
 pub(crate) struct RawCredential {
     pub(crate) secret_handle: String,
     pub(crate) source_path: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) runtime_id: Option<String>,
 }
 
 #[derive(Debug, Clone, Deserialize, Serialize)]

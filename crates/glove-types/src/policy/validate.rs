@@ -248,9 +248,15 @@ pub(crate) fn validate(
             .at(format!("{at}.secret_handle")));
         }
         let p = path(&c.source_path, format!("{at}.source_path"))?;
+        let runtime_id = c
+            .runtime_id
+            .as_ref()
+            .map(|r| RuntimeId::new(r.clone()).map_err(|e| e.at(format!("{at}.runtime_id"))))
+            .transpose()?;
         credential_sources.push(CredentialSource {
             secret_handle: h,
             source_path: p,
+            runtime_id,
         });
     }
 

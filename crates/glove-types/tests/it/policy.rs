@@ -516,6 +516,19 @@ fn egress_secret_remote_rules() {
             json!([{"secret_handle":"codex-token","source_path":"secret"}])),
         POLICY_PATH_INVALID
     );
+    assert_eq!(
+        reject(
+            |v| v["credential_sources"] = json!([{"runtime_id":"Codex!","secret_handle":"codex-token","source_path":"/srv/secret"}])
+        ),
+        glove_types::codes::ids::ID_INVALID
+    );
+    assert!(check(&{
+        let mut v = base();
+        v["credential_sources"] =
+            json!([{"runtime_id":"codex","secret_handle":"codex-token","source_path":"/srv/secret"}]);
+        v
+    })
+    .is_ok());
     let cf: Value =
         serde_json::from_slice(&crate::example("cloudflare-os-session-policy.json")).expect("json");
     let cf_reject = |f: &dyn Fn(&mut Value)| {
