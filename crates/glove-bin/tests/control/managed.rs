@@ -865,7 +865,22 @@ fn bundles_that_do_not_verify_or_decode_fail_the_start() {
     let escape = br#"{"entries":[{"files":[{"path":"../../.bashrc","text":"x"},{"path":"SKILL.md","text":"---\nname: x\ndescription: d\n---\n"}],"kind":"skill","name":"x"}],"format":"glove.library-bundle.v1"}"#;
     let escape_sha = Sha256Digest::of(escape).to_hex();
     write_mode(&root.join(&escape_sha), escape, 0o600);
+    // Valid, but its skills are more than a launch can carry (4 MiB).
+    let big = "a".repeat(1 << 20);
+    let mut files =
+        vec![json!({"path": "SKILL.md", "text": "---\nname: big\ndescription: d\n---\n"})];
+    for i in 0..5 {
+        files.push(json!({"path": format!("part{i}.md"), "text": big}));
+    }
+    let big_bundle = glove_types::canon::to_canonical(&json!({
+        "format": "glove.library-bundle.v1",
+        "entries": [{"kind": "skill", "name": "big", "files": files}],
+    }))
+    .expect("canonical");
+    let big_sha = Sha256Digest::of(&big_bundle).to_hex();
+    write_mode(&root.join(&big_sha), &big_bundle, 0o600);
     let d = m.start();
+    refused_bundle(&m, &d, "too-big", &big_sha, "session_spec_too_large");
     refused_bundle(&m, &d, "mismatch", &promised, "bundle_digest_mismatch");
     refused_bundle(&m, &d, "linked", &linked, "file_symlink");
     refused_bundle(

@@ -76,6 +76,14 @@ fn write_state(dir: &OwnedFd, s: &State) -> Result<(), Rejection> {
     atomic::write_file(dir.as_fd(), OsStr::new("state"), &bytes).map_err(|e| io("state", e))
 }
 
+fn read_bounded(p: &Path) -> std::io::Result<Vec<u8>> {
+    use std::io::Read;
+    let f = std::fs::File::open(p)?;
+    let mut b = Vec::new();
+    f.take(MAX_LEASE_BYTES + 33).read_to_end(&mut b)?;
+    Ok(b)
+}
+
 /// The content of a complete return (`content || SHA-256(content)`).
 fn returned_content(bytes: &[u8]) -> Option<&[u8]> {
     let split = bytes.len().checked_sub(32)?;
@@ -144,6 +152,21 @@ impl LeaseHold {
             )
         })?;
         let source_sha = Sha256Digest::of(&src).to_hex();
+        // A session that ended while gloved was down gave its lease back
+        // without anyone taking it: taken now, before anything else.
+        let returned_path = dir_path.join("returned");
+        if let (Some(mut s), Ok(back)) = (read_state(&dir_path)?, read_bounded(&returned_path)) {
+            if let Some(content) = returned_content(&back) {
+                let now = Sha256Digest::of(content).to_hex();
+                if now != s.lease_sha256 {
+                    atomic::write_file(dir.as_fd(), OsStr::new("lease"), content)
+                        .map_err(|e| io("lease", e))?;
+                    s.version += 1;
+                    s.lease_sha256 = now;
+                    write_state(&dir, &s)?;
+                }
+            }
+        }
         let file = dir_path.join("lease");
         let returned = dir_path.join("returned");
         let state = match read_state(&dir_path)? {
@@ -196,12 +219,7 @@ impl LeaseHold {
     /// After the session: a complete return with new content becomes the
     /// lease, as a new version. Returns the version the lease now has.
     pub fn finish(&mut self) -> Result<u64, Rejection> {
-        use std::io::Read;
-        let f = std::fs::File::open(&self.returned).map_err(|e| io("return", e))?;
-        let mut back = Vec::new();
-        f.take(MAX_LEASE_BYTES + 33)
-            .read_to_end(&mut back)
-            .map_err(|e| io("return", e))?;
+        let back = read_bounded(&self.returned).map_err(|e| io("return", e))?;
         if let Some(content) = returned_content(&back) {
             let now = Sha256Digest::of(content).to_hex();
             if now != self.state.lease_sha256 {
@@ -265,6 +283,14 @@ mod tests {
         let c = LeaseHold::acquire(t.path(), &h, &src).expect("import");
         assert_eq!(c.version(), 3);
         assert_eq!(std::fs::read(c.file()).expect("read"), b"{\"token\":\"c\"}");
+        // gloved went down before taking a return: the next acquire takes it.
+        let mut back = b"{\"token\":\"d\"}".to_vec();
+        back.extend_from_slice(Sha256Digest::of(&back).as_bytes());
+        std::fs::write(c.returned(), &back).expect("returned");
+        drop(c);
+        let d = LeaseHold::acquire(t.path(), &h, &src).expect("after a crash");
+        assert_eq!(d.version(), 4);
+        assert_eq!(std::fs::read(d.file()).expect("read"), b"{\"token\":\"d\"}");
     }
 
     #[test]

@@ -299,6 +299,25 @@ pub fn build_spec(
             .collect(),
         cpu_rate_millicpus: cpu_rate,
     });
+    // Said here with its own code rather than as a frame error later.
+    let seeded: usize = wire.seed_files.iter().map(|f| f.text.len()).sum();
+    let encoded = serde_json::to_vec(&wire)
+        .map(|v| v.len())
+        .unwrap_or(usize::MAX);
+    if seeded > glove_sandbox::spec::MAX_SEED_BYTES
+        || wire.seed_dirs.len() + wire.seed_files.len() > glove_sandbox::spec::MAX_SEED_ENTRIES
+        || encoded > glove_sandbox::wire::MAX_FRAME
+    {
+        return Err(Rejection::new(
+            SESSION_SPEC_TOO_LARGE,
+            format!(
+                "the launch spec is {encoded} bytes with {seeded} bytes of skills; the bounds are {} and {}",
+                glove_sandbox::wire::MAX_FRAME,
+                glove_sandbox::spec::MAX_SEED_BYTES
+            ),
+        )
+        .at("library_projections"));
+    }
     Ok(Built {
         wire,
         projections,

@@ -44,6 +44,7 @@ define_codes! { Control;
     SESSION_LEASE_BUSY = "session_lease_busy": "the credential lease of a secret handle the plan names is held by another session",
     SESSION_LEASE_IO = "session_lease_io": "a credential lease could not be imported, locked, read back or recorded",
     SESSION_CREDENTIAL_UNSUPPORTED = "session_credential_unsupported": "the plan names a secret handle this template cannot receive (no credential source for it, no native adapter with a credential path, or two handles for one adapter)",
+    SESSION_SPEC_TOO_LARGE = "session_spec_too_large": "the launch spec (with its expanded skills) is larger than the launcher frame or the seeded-file bound",
     SESSION_PLAN_NOT_ADMITTED = "session_plan_not_admitted": "the stored plan is no longer admitted by the frozen policy at start",
     SESSION_LAUNCH_FAILED = "session_launch_failed": "the sandbox launcher refused or failed the launch (its own code is in the message and the receipt)",
     SESSION_LAUNCHER_LOST = "session_launcher_lost": "the sandbox launcher closed its socket without reporting an outcome",
