@@ -17,6 +17,18 @@ pub(crate) fn open_pair(ptmx: &str, pts_dir: &str) -> SysResult<(OwnedFd, OwnedF
     let unlock: libc::c_int = 0;
     // SAFETY: TIOCSPTLCK reads one int from the valid pointer.
     check_int(unsafe { libc::ioctl(m, libc::TIOCSPTLCK, &unlock) })?;
+    // The slave straight from the master (no path lookup in the devpts
+    // that could meet another file); by its path only on kernels without
+    // TIOCGPTPEER (before 4.13).
+    let flags = libc::O_RDWR | libc::O_NOCTTY | libc::O_CLOEXEC;
+    // SAFETY: TIOCGPTPEER takes open flags as its integer argument and
+    // returns a new descriptor, owned below.
+    match check_int(unsafe { libc::ioctl(m, libc::TIOCGPTPEER, flags) }) {
+        // SAFETY: a fresh descriptor we own.
+        Ok(s) => return Ok((master, unsafe { OwnedFd::from_raw_fd(s) })),
+        Err(e) if e.0 == libc::EINVAL || e.0 == libc::ENOTTY => {}
+        Err(e) => return Err(e),
+    }
     let mut n: libc::c_uint = 0;
     // SAFETY: TIOCGPTN writes one unsigned int to the valid pointer.
     check_int(unsafe { libc::ioctl(m, libc::TIOCGPTN, &mut n) })?;
