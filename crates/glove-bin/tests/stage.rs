@@ -107,7 +107,8 @@ fn fake_opencode(root: &Path) -> PathBuf {
     .expect("write");
     let exe = p.join("bin/opencode");
     std::fs::copy("/usr/bin/true", &exe).expect("copy");
-    std::fs::set_permissions(&exe, std::fs::Permissions::from_mode(0o700)).expect("chmod");
+    // Readable by others (staging refuses what is not), one odd bit.
+    std::fs::set_permissions(&exe, std::fs::Permissions::from_mode(0o745)).expect("chmod");
     std::os::unix::fs::symlink("opencode", p.join("bin/alias")).expect("link");
     std::fs::create_dir_all(nm.join("opencode-ai")).expect("mkdir");
     std::fs::write(
@@ -144,7 +145,7 @@ fn a_fake_install_stages_once_and_a_second_stage_is_idempotent() {
     );
     let link = std::fs::read_link(store.join("node_modules/opencode-linux-x64/bin/alias"));
     assert_eq!(link.expect("link kept"), Path::new("opencode"));
-    // Modes normalised: 0700 became 0755, directories 0755.
+    // Modes normalised: 0745 became 0755, directories 0755.
     let mode = |p: &Path| std::fs::metadata(p).expect("stat").permissions().mode() & 0o7777;
     assert_eq!(
         mode(&store.join("node_modules/opencode-linux-x64/bin/opencode")),
@@ -409,4 +410,107 @@ fn every_pinned_harness_stages_into_one_directory_detect_calls_safe_and_each_run
             assert_eq!(outcome["usage"]["disk_bytes"], 0, "{rt}: {outcome}");
         }
     }
+}
+
+/// Review 2, H2: the closure was listed, then hashed and copied by path,
+/// with only the last component opened without following links. The tree's
+/// owner swaps a directory for a link after the listing and a file of the
+/// listed size elsewhere (here a root-only 0600 file in a 0700 directory,
+/// standing for /etc/shadow) was copied into the store at mode 0644. Now
+/// every file is reopened beneath a held descriptor, one component at a
+/// time without following links, and its dev:ino, size and mtime compared
+/// with the listing's: the stage fails whenever the swap lands, and the
+/// secret never reaches the store. (A sparse 1 GiB file listed first widens
+/// the window; the swap may also land before the listing, then the link is
+/// refused as absolute.) The deterministic version is the unit test
+/// `closure::tests::a_directory_swapped_for_a_link_after_the_listing_is_a_change`.
+#[test]
+fn review2_a_directory_swapped_after_the_listing_never_stages_a_root_only_file() {
+    let src = tempfile::tempdir().expect("tempdir");
+    let exe = fake_opencode(src.path());
+    let pkg = exe
+        .parent()
+        .and_then(Path::parent)
+        .expect("pkg")
+        .to_path_buf();
+    let vault = tempfile::tempdir().expect("vault");
+    std::fs::set_permissions(vault.path(), std::fs::Permissions::from_mode(0o700)).expect("chmod");
+    let secret = vault.path().join("secret");
+    let body = b"root-only secret: hunter2\n";
+    std::fs::write(&secret, body).expect("write");
+    std::fs::set_permissions(&secret, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+    std::fs::create_dir(pkg.join("z")).expect("mkdir");
+    std::fs::write(pkg.join("z/secret"), vec![b'x'; body.len()]).expect("write");
+    let big = std::fs::File::create(pkg.join("a-big")).expect("big");
+    big.set_len(1 << 30).expect("sparse 1 GiB");
+    drop(big);
+    let t = Dir::new("review-swap");
+    let d = t.0.join("D");
+    let (pz, vault_p) = (pkg.join("z"), vault.path().to_path_buf());
+    let swapper = std::thread::spawn(move || {
+        std::thread::sleep(std::time::Duration::from_millis(400));
+        std::fs::rename(&pz, pz.with_file_name("z-old")).expect("move decoy");
+        std::os::unix::fs::symlink(&vault_p, &pz).expect("link");
+    });
+    let (out, v) = stage("opencode", &exe, &d, "--yes");
+    swapper.join().expect("swapper");
+    let stored = d.join("store");
+    let leaked = walk_files(&stored)
+        .into_iter()
+        .any(|f| std::fs::read(&f).is_ok_and(|b| b == body));
+    assert!(!leaked, "the root-only file reached the store: {v}");
+    assert!(!out.status.success(), "the swap is noticed: {v}");
+    let code = v["code"].as_str().expect("code");
+    assert!(
+        ["stage_source_changed", "stage_link_escapes"].contains(&code),
+        "{v}"
+    );
+}
+
+fn walk_files(d: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let Ok(rd) = std::fs::read_dir(d) else {
+        return out;
+    };
+    for e in rd.flatten() {
+        let p = e.path();
+        match std::fs::symlink_metadata(&p) {
+            Ok(m) if m.is_dir() => out.extend(walk_files(&p)),
+            Ok(m) if m.is_file() => out.push(p),
+            _ => {}
+        }
+    }
+    out
+}
+
+/// Review 2, H2: the store is world-readable and bound into sandboxes, so
+/// a source file nobody else may read (or a directory nobody else may
+/// search) is refused rather than widened to 0644.
+#[test]
+fn review2_a_source_file_or_directory_not_world_readable_is_refused() {
+    let src = tempfile::tempdir().expect("tempdir");
+    let exe = fake_opencode(src.path());
+    let pkg = exe
+        .parent()
+        .and_then(Path::parent)
+        .expect("pkg")
+        .to_path_buf();
+    let t = Dir::new("unreadable");
+    let d = t.0.join("D");
+    let secret = pkg.join("secret");
+    std::fs::write(&secret, b"x").expect("write");
+    std::fs::set_permissions(&secret, std::fs::Permissions::from_mode(0o640)).expect("chmod");
+    let (out, v) = stage("opencode", &exe, &d, "--dry-run");
+    refused(&out, &v, "stage_source_not_readable");
+    let (out, v) = stage("opencode", &exe, &d, "--yes");
+    refused(&out, &v, "stage_source_not_readable");
+    std::fs::remove_file(&secret).expect("rm");
+    let private = pkg.join("private");
+    std::fs::create_dir(&private).expect("mkdir");
+    std::fs::set_permissions(&private, std::fs::Permissions::from_mode(0o750)).expect("chmod");
+    let (out, v) = stage("opencode", &exe, &d, "--dry-run");
+    refused(&out, &v, "stage_source_not_readable");
+    std::fs::set_permissions(&private, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    let (out, v) = stage("opencode", &exe, &d, "--dry-run");
+    assert!(out.status.success(), "{v}");
 }
