@@ -514,3 +514,130 @@ fn review2_a_source_file_or_directory_not_world_readable_is_refused() {
     let (out, v) = stage("opencode", &exe, &d, "--dry-run");
     assert!(out.status.success(), "{v}");
 }
+
+/// A fake copilot install whose platform "binary" is a small C program:
+/// it writes `marker` (an absolute host path) if it can, then, as the real
+/// one does in extract-only mode, a complete cache for 9.9.9 under
+/// `$COPILOT_PKG_CACHE_HOME`, with its uid and whether `/proc/self/exe` is
+/// the staged copy beside it.
+/// Returns the program, or `None` without a C compiler.
+fn fake_copilot(root: &Path, marker: &Path) -> Option<PathBuf> {
+    let nm = root.join("node_modules");
+    let p = nm.join("@github/copilot-linux-x64");
+    std::fs::create_dir_all(&p).expect("mkdir");
+    std::fs::write(
+        p.join("package.json"),
+        r#"{"name":"@github/copilot-linux-x64","version":"9.9.9"}"#,
+    )
+    .expect("write");
+    std::fs::create_dir_all(nm.join("@github/copilot")).expect("mkdir");
+    std::fs::write(
+        nm.join("@github/copilot/package.json"),
+        r#"{"name":"@github/copilot","version":"9.9.9"}"#,
+    )
+    .expect("write");
+    let c = root.join("evil.c");
+    let program = r#"#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+int main(void) {
+  FILE *f = fopen("MARKER", "w");
+  if (f) { fprintf(f, "uid=%d\n", (int)getuid()); fclose(f); }
+  char exe[4096]; ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+  exe[n < 0 ? 0 : n] = 0;
+  const char *c = getenv("COPILOT_PKG_CACHE_HOME");
+  if (!c) return 2;
+  char cmd[12288];
+  snprintf(cmd, sizeof cmd, "d='%s/pkg/linux-x64/9.9.9' && mkdir -p \"$d\" && cd \"$d\" && "
+           "touch .extraction-complete index.js app.js cli-main.js && id -u > ran-as && "
+           "case '%s' in */store/.tmp-*/node_modules/@github/copilot-linux-x64/copilot) "
+           "echo staged-copy;; *) echo '%s';; esac > exe", c, exe, exe);
+  return system(cmd) == 0 ? 0 : 1;
+}
+"#;
+    std::fs::write(&c, program.replace("MARKER", s(marker))).expect("write c");
+    let exe = p.join("copilot");
+    let built = std::process::Command::new("cc")
+        .arg("-o")
+        .arg(&exe)
+        .arg(&c)
+        .status()
+        .is_ok_and(|st| st.success());
+    built.then_some(exe)
+}
+
+/// Review 2, H1: staging copilot ran the platform binary found in the
+/// (untrusted) npm tree, uncontained, as the operator, even in a dry run.
+/// Now a dry run runs nothing (and says the cache is pending), and `--yes`
+/// runs the staged copy, inside the sandbox: the host marker never
+/// appears, and the cache it made is in the store.
+#[test]
+fn review2_staging_copilot_never_runs_the_source_binary_on_the_host() {
+    let src = tempfile::tempdir().expect("tempdir");
+    let t = Dir::new("review-copilot");
+    // Not under /tmp: inside the sandbox /tmp is its own tmpfs.
+    let marker = t.0.join("ran-on-the-host");
+    let Some(exe) = fake_copilot(src.path(), &marker) else {
+        assert!(!common::required(), "no C compiler (cc)");
+        eprintln!("skipping: no C compiler (cc)");
+        return;
+    };
+    let d = t.0.join("D");
+    let (out, dry) = stage("copilot", &exe, &d, "--dry-run");
+    assert!(out.status.success(), "{dry}");
+    assert!(!marker.exists(), "a dry run ran the source binary");
+    assert_eq!(dry["package_cache_pending"], true, "{dry}");
+    assert_eq!(dry["files"], 3, "without the cache: {dry}");
+    assert!(!d.exists(), "a dry run wrote {}", d.display());
+
+    if !common::need(common::sandbox_ok(common::As::Caller), "the sandbox") {
+        return;
+    }
+    let (out, v) = stage("copilot", &exe, &d, "--yes");
+    assert!(out.status.success(), "{v}");
+    assert!(!marker.exists(), "the binary ran on the host");
+    assert_eq!(v["package_cache_pending"], false, "{v}");
+    assert_ne!(v["digest"], dry["digest"], "the cache is in the digest");
+    let store = PathBuf::from(v["store"].as_str().expect("store"));
+    let cache = store.join("pkg-cache/pkg/linux-x64/9.9.9");
+    assert!(cache.join(".extraction-complete").is_file(), "{v}");
+    let uid = std::fs::read_to_string(cache.join("ran-as")).expect("ran-as");
+    assert_ne!(uid.trim(), "0", "contained, not as root");
+    // The staged copy ran (in the temporary store directory), not the
+    // source's (the fake says which, without the random name, so that the
+    // cache and the digest are the same each time).
+    let ran = std::fs::read_to_string(cache.join("exe")).expect("exe");
+    assert_eq!(ran.trim(), "staged-copy");
+    assert_eq!(
+        v["environment"][0],
+        format!("COPILOT_PKG_CACHE_HOME={}/pkg-cache", s(&store))
+    );
+    // Again: the same digest, verified.
+    let (out, again) = stage("copilot", &exe, &d, "--yes");
+    assert!(out.status.success(), "{again}");
+    assert_eq!(again["digest"], v["digest"]);
+    assert_eq!(again["already_stored"], true, "{again}");
+    assert_eq!(again["entry_point_existed"], true, "{again}");
+}
+
+/// A staged copilot whose extraction fails is `stage_copilot_cache`, and
+/// leaves no temporary directory behind.
+#[test]
+fn a_failing_copilot_extraction_is_stage_copilot_cache() {
+    let src = tempfile::tempdir().expect("tempdir");
+    let t = Dir::new("copilot-fails");
+    let Some(exe) = fake_copilot(src.path(), &t.0.join("m")) else {
+        assert!(!common::required(), "no C compiler (cc)");
+        return;
+    };
+    // Made a copilot that exits 1 without extracting.
+    std::fs::copy("/usr/bin/false", &exe).expect("copy");
+    if !common::need(common::sandbox_ok(common::As::Caller), "the sandbox") {
+        return;
+    }
+    let d = t.0.join("D");
+    let (out, v) = stage("copilot", &exe, &d, "--yes");
+    refused(&out, &v, "stage_copilot_cache");
+    let left: Vec<_> = std::fs::read_dir(d.join("store")).expect("store").collect();
+    assert!(left.is_empty(), "{left:?}");
+}

@@ -320,22 +320,6 @@ impl Listing {
         Ok(())
     }
 
-    /// Whether the closure holds a regular file at `path`.
-    pub(crate) fn has_file(&self, path: &str) -> bool {
-        matches!(
-            self.entries.get(path),
-            Some(Entry {
-                kind: Kind::File { .. },
-                ..
-            })
-        )
-    }
-
-    /// The closure's paths (sorted).
-    pub(crate) fn paths(&self) -> impl Iterator<Item = &str> {
-        self.entries.keys().map(String::as_str)
-    }
-
     /// Regular files.
     pub(crate) fn files(&self) -> usize {
         self.entries
