@@ -49,6 +49,12 @@ fn text(r: &Report) {
     println!("{} {} {verb}", r.runtime, r.version);
     println!("  source       {}", r.source);
     println!("  digest       {}", r.digest);
+    if r.package_cache_pending {
+        println!(
+            "               (without copilot's package cache: it is extracted, contained, only \
+             with --yes, and the digest, store and paths then change)"
+        );
+    }
     println!("  files        {} ({} bytes)", r.files, r.bytes);
     println!("  store        {}", r.store);
     println!(
@@ -88,7 +94,9 @@ pub fn run(a: &StageArgs) -> i32 {
         source: a.source.clone(),
         directory: a.directory.clone(),
         home: std::env::var_os("HOME").map(Into::into),
-        scratch: None,
+        // copilot's extraction runs contained in `glove exec` of this very
+        // binary.
+        glove: std::env::current_exe().ok(),
     };
     let result = stage::plan(&req, progress.as_ref()).and_then(|p| {
         if a.yes {

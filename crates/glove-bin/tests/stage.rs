@@ -107,7 +107,8 @@ fn fake_opencode(root: &Path) -> PathBuf {
     .expect("write");
     let exe = p.join("bin/opencode");
     std::fs::copy("/usr/bin/true", &exe).expect("copy");
-    std::fs::set_permissions(&exe, std::fs::Permissions::from_mode(0o700)).expect("chmod");
+    // Readable by others (staging refuses what is not), one odd bit.
+    std::fs::set_permissions(&exe, std::fs::Permissions::from_mode(0o745)).expect("chmod");
     std::os::unix::fs::symlink("opencode", p.join("bin/alias")).expect("link");
     std::fs::create_dir_all(nm.join("opencode-ai")).expect("mkdir");
     std::fs::write(
@@ -144,7 +145,7 @@ fn a_fake_install_stages_once_and_a_second_stage_is_idempotent() {
     );
     let link = std::fs::read_link(store.join("node_modules/opencode-linux-x64/bin/alias"));
     assert_eq!(link.expect("link kept"), Path::new("opencode"));
-    // Modes normalised: 0700 became 0755, directories 0755.
+    // Modes normalised: 0745 became 0755, directories 0755.
     let mode = |p: &Path| std::fs::metadata(p).expect("stat").permissions().mode() & 0o7777;
     assert_eq!(
         mode(&store.join("node_modules/opencode-linux-x64/bin/opencode")),
@@ -409,4 +410,234 @@ fn every_pinned_harness_stages_into_one_directory_detect_calls_safe_and_each_run
             assert_eq!(outcome["usage"]["disk_bytes"], 0, "{rt}: {outcome}");
         }
     }
+}
+
+/// Review 2, H2: the closure was listed, then hashed and copied by path,
+/// with only the last component opened without following links. The tree's
+/// owner swaps a directory for a link after the listing and a file of the
+/// listed size elsewhere (here a root-only 0600 file in a 0700 directory,
+/// standing for /etc/shadow) was copied into the store at mode 0644. Now
+/// every file is reopened beneath a held descriptor, one component at a
+/// time without following links, and its dev:ino, size and mtime compared
+/// with the listing's: the stage fails whenever the swap lands, and the
+/// secret never reaches the store. (A sparse 1 GiB file listed first widens
+/// the window; the swap may also land before the listing, then the link is
+/// refused as absolute.) The deterministic version is the unit test
+/// `closure::tests::a_directory_swapped_for_a_link_after_the_listing_is_a_change`.
+#[test]
+fn review2_a_directory_swapped_after_the_listing_never_stages_a_root_only_file() {
+    let src = tempfile::tempdir().expect("tempdir");
+    let exe = fake_opencode(src.path());
+    let pkg = exe
+        .parent()
+        .and_then(Path::parent)
+        .expect("pkg")
+        .to_path_buf();
+    let vault = tempfile::tempdir().expect("vault");
+    std::fs::set_permissions(vault.path(), std::fs::Permissions::from_mode(0o700)).expect("chmod");
+    let secret = vault.path().join("secret");
+    let body = b"root-only secret: hunter2\n";
+    std::fs::write(&secret, body).expect("write");
+    std::fs::set_permissions(&secret, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+    std::fs::create_dir(pkg.join("z")).expect("mkdir");
+    std::fs::write(pkg.join("z/secret"), vec![b'x'; body.len()]).expect("write");
+    let big = std::fs::File::create(pkg.join("a-big")).expect("big");
+    big.set_len(1 << 30).expect("sparse 1 GiB");
+    drop(big);
+    let t = Dir::new("review-swap");
+    let d = t.0.join("D");
+    let (pz, vault_p) = (pkg.join("z"), vault.path().to_path_buf());
+    let swapper = std::thread::spawn(move || {
+        std::thread::sleep(std::time::Duration::from_millis(400));
+        std::fs::rename(&pz, pz.with_file_name("z-old")).expect("move decoy");
+        std::os::unix::fs::symlink(&vault_p, &pz).expect("link");
+    });
+    let (out, v) = stage("opencode", &exe, &d, "--yes");
+    swapper.join().expect("swapper");
+    let stored = d.join("store");
+    let leaked = walk_files(&stored)
+        .into_iter()
+        .any(|f| std::fs::read(&f).is_ok_and(|b| b == body));
+    assert!(!leaked, "the root-only file reached the store: {v}");
+    assert!(!out.status.success(), "the swap is noticed: {v}");
+    let code = v["code"].as_str().expect("code");
+    assert!(
+        ["stage_source_changed", "stage_link_escapes"].contains(&code),
+        "{v}"
+    );
+}
+
+fn walk_files(d: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let Ok(rd) = std::fs::read_dir(d) else {
+        return out;
+    };
+    for e in rd.flatten() {
+        let p = e.path();
+        match std::fs::symlink_metadata(&p) {
+            Ok(m) if m.is_dir() => out.extend(walk_files(&p)),
+            Ok(m) if m.is_file() => out.push(p),
+            _ => {}
+        }
+    }
+    out
+}
+
+/// Review 2, H2: the store is world-readable and bound into sandboxes, so
+/// a source file nobody else may read (or a directory nobody else may
+/// search) is refused rather than widened to 0644.
+#[test]
+fn review2_a_source_file_or_directory_not_world_readable_is_refused() {
+    let src = tempfile::tempdir().expect("tempdir");
+    let exe = fake_opencode(src.path());
+    let pkg = exe
+        .parent()
+        .and_then(Path::parent)
+        .expect("pkg")
+        .to_path_buf();
+    let t = Dir::new("unreadable");
+    let d = t.0.join("D");
+    let secret = pkg.join("secret");
+    std::fs::write(&secret, b"x").expect("write");
+    std::fs::set_permissions(&secret, std::fs::Permissions::from_mode(0o640)).expect("chmod");
+    let (out, v) = stage("opencode", &exe, &d, "--dry-run");
+    refused(&out, &v, "stage_source_not_readable");
+    let (out, v) = stage("opencode", &exe, &d, "--yes");
+    refused(&out, &v, "stage_source_not_readable");
+    std::fs::remove_file(&secret).expect("rm");
+    let private = pkg.join("private");
+    std::fs::create_dir(&private).expect("mkdir");
+    std::fs::set_permissions(&private, std::fs::Permissions::from_mode(0o750)).expect("chmod");
+    let (out, v) = stage("opencode", &exe, &d, "--dry-run");
+    refused(&out, &v, "stage_source_not_readable");
+    std::fs::set_permissions(&private, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    let (out, v) = stage("opencode", &exe, &d, "--dry-run");
+    assert!(out.status.success(), "{v}");
+}
+
+/// A fake copilot install whose platform "binary" is a small C program:
+/// it writes `marker` (an absolute host path) if it can, then, as the real
+/// one does in extract-only mode, a complete cache for 9.9.9 under
+/// `$COPILOT_PKG_CACHE_HOME`, with its uid and whether `/proc/self/exe` is
+/// the staged copy beside it.
+/// Returns the program, or `None` without a C compiler.
+fn fake_copilot(root: &Path, marker: &Path) -> Option<PathBuf> {
+    let nm = root.join("node_modules");
+    let p = nm.join("@github/copilot-linux-x64");
+    std::fs::create_dir_all(&p).expect("mkdir");
+    std::fs::write(
+        p.join("package.json"),
+        r#"{"name":"@github/copilot-linux-x64","version":"9.9.9"}"#,
+    )
+    .expect("write");
+    std::fs::create_dir_all(nm.join("@github/copilot")).expect("mkdir");
+    std::fs::write(
+        nm.join("@github/copilot/package.json"),
+        r#"{"name":"@github/copilot","version":"9.9.9"}"#,
+    )
+    .expect("write");
+    let c = root.join("evil.c");
+    let program = r#"#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+int main(void) {
+  FILE *f = fopen("MARKER", "w");
+  if (f) { fprintf(f, "uid=%d\n", (int)getuid()); fclose(f); }
+  char exe[4096]; ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+  exe[n < 0 ? 0 : n] = 0;
+  const char *c = getenv("COPILOT_PKG_CACHE_HOME");
+  if (!c) return 2;
+  char cmd[12288];
+  snprintf(cmd, sizeof cmd, "d='%s/pkg/linux-x64/9.9.9' && mkdir -p \"$d\" && cd \"$d\" && "
+           "touch .extraction-complete index.js app.js cli-main.js && id -u > ran-as && "
+           "case '%s' in */store/.tmp-*/node_modules/@github/copilot-linux-x64/copilot) "
+           "echo staged-copy;; *) echo '%s';; esac > exe", c, exe, exe);
+  return system(cmd) == 0 ? 0 : 1;
+}
+"#;
+    std::fs::write(&c, program.replace("MARKER", s(marker))).expect("write c");
+    let exe = p.join("copilot");
+    let built = std::process::Command::new("cc")
+        .arg("-o")
+        .arg(&exe)
+        .arg(&c)
+        .status()
+        .is_ok_and(|st| st.success());
+    built.then_some(exe)
+}
+
+/// Review 2, H1: staging copilot ran the platform binary found in the
+/// (untrusted) npm tree, uncontained, as the operator, even in a dry run.
+/// Now a dry run runs nothing (and says the cache is pending), and `--yes`
+/// runs the staged copy, inside the sandbox: the host marker never
+/// appears, and the cache it made is in the store.
+#[test]
+fn review2_staging_copilot_never_runs_the_source_binary_on_the_host() {
+    let src = tempfile::tempdir().expect("tempdir");
+    let t = Dir::new("review-copilot");
+    // Not under /tmp: inside the sandbox /tmp is its own tmpfs.
+    let marker = t.0.join("ran-on-the-host");
+    let Some(exe) = fake_copilot(src.path(), &marker) else {
+        assert!(!common::required(), "no C compiler (cc)");
+        eprintln!("skipping: no C compiler (cc)");
+        return;
+    };
+    let d = t.0.join("D");
+    let (out, dry) = stage("copilot", &exe, &d, "--dry-run");
+    assert!(out.status.success(), "{dry}");
+    assert!(!marker.exists(), "a dry run ran the source binary");
+    assert_eq!(dry["package_cache_pending"], true, "{dry}");
+    assert_eq!(dry["files"], 3, "without the cache: {dry}");
+    assert!(!d.exists(), "a dry run wrote {}", d.display());
+
+    if !common::need(common::sandbox_ok(common::As::Caller), "the sandbox") {
+        return;
+    }
+    let (out, v) = stage("copilot", &exe, &d, "--yes");
+    assert!(out.status.success(), "{v}");
+    assert!(!marker.exists(), "the binary ran on the host");
+    assert_eq!(v["package_cache_pending"], false, "{v}");
+    assert_ne!(v["digest"], dry["digest"], "the cache is in the digest");
+    let store = PathBuf::from(v["store"].as_str().expect("store"));
+    let cache = store.join("pkg-cache/pkg/linux-x64/9.9.9");
+    assert!(cache.join(".extraction-complete").is_file(), "{v}");
+    let uid = std::fs::read_to_string(cache.join("ran-as")).expect("ran-as");
+    assert_ne!(uid.trim(), "0", "contained, not as root");
+    // The staged copy ran (in the temporary store directory), not the
+    // source's (the fake says which, without the random name, so that the
+    // cache and the digest are the same each time).
+    let ran = std::fs::read_to_string(cache.join("exe")).expect("exe");
+    assert_eq!(ran.trim(), "staged-copy");
+    assert_eq!(
+        v["environment"][0],
+        format!("COPILOT_PKG_CACHE_HOME={}/pkg-cache", s(&store))
+    );
+    // Again: the same digest, verified.
+    let (out, again) = stage("copilot", &exe, &d, "--yes");
+    assert!(out.status.success(), "{again}");
+    assert_eq!(again["digest"], v["digest"]);
+    assert_eq!(again["already_stored"], true, "{again}");
+    assert_eq!(again["entry_point_existed"], true, "{again}");
+}
+
+/// A staged copilot whose extraction fails is `stage_copilot_cache`, and
+/// leaves no temporary directory behind.
+#[test]
+fn a_failing_copilot_extraction_is_stage_copilot_cache() {
+    let src = tempfile::tempdir().expect("tempdir");
+    let t = Dir::new("copilot-fails");
+    let Some(exe) = fake_copilot(src.path(), &t.0.join("m")) else {
+        assert!(!common::required(), "no C compiler (cc)");
+        return;
+    };
+    // Made a copilot that exits 1 without extracting.
+    std::fs::copy("/usr/bin/false", &exe).expect("copy");
+    if !common::need(common::sandbox_ok(common::As::Caller), "the sandbox") {
+        return;
+    }
+    let d = t.0.join("D");
+    let (out, v) = stage("copilot", &exe, &d, "--yes");
+    refused(&out, &v, "stage_copilot_cache");
+    let left: Vec<_> = std::fs::read_dir(d.join("store")).expect("store").collect();
+    assert!(left.is_empty(), "{left:?}");
 }

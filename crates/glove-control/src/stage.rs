@@ -9,12 +9,14 @@
 //! renamed into place; an existing digest directory is verified instead),
 //! then links the entry point `D/bin/<name>` to the executable inside it,
 //! relative and never overwriting. copilot's closure also carries its
-//! extracted package cache ([`copilot`]).
+//! extracted package cache ([`copilot`]), produced by the staged copy of
+//! its binary run inside a Glove sandbox.
 //!
-//! [`plan`] does everything that writes nothing to `D` (for copilot it
-//! extracts into a private scratch directory, removed afterwards);
-//! [`Plan::execute`] is the only step that writes. Nothing here prints:
-//! progress goes to a [`Progress`].
+//! [`plan`] does everything that writes nothing to `D` and runs nothing
+//! (for copilot its report covers the closure without the cache, and says
+//! so); [`Plan::execute`] is the only step that writes, and for copilot
+//! the only one that runs anything. Nothing here prints: progress goes to
+//! a [`Progress`].
 
 pub mod closure;
 pub mod copilot;
@@ -24,7 +26,8 @@ use crate::harness::{layout, unsafe_reasons, Layout};
 use closure::Listing;
 use glove_types::codes::cli::CLI_INVALID_ARGUMENT;
 use glove_types::codes::stage::{
-    STAGE_DIRECTORY_UNSAFE, STAGE_ENTRY_POINT_EXISTS, STAGE_IO, STAGE_STORE_MISMATCH,
+    STAGE_COPILOT_CACHE, STAGE_DIRECTORY_UNSAFE, STAGE_ENTRY_POINT_EXISTS, STAGE_IO,
+    STAGE_STORE_MISMATCH,
 };
 use glove_types::{Rejection, Sha256Digest};
 use serde::Serialize;
@@ -58,10 +61,10 @@ pub struct Request {
     pub directory: PathBuf,
     /// `$HOME`, whose harness homes are refused as sources.
     pub home: Option<PathBuf>,
-    /// Where copilot's cache is extracted before it is copied (a private
-    /// directory is made and removed there; the system temporary
-    /// directory when `None`).
-    pub scratch: Option<PathBuf>,
+    /// The `glove` binary that runs copilot's extraction contained
+    /// (`glove exec`); the caller knows where it is. Staging copilot with
+    /// `None` fails (`stage_copilot_cache`) rather than run it uncontained.
+    pub glove: Option<PathBuf>,
 }
 
 /// What staging did or would do.
@@ -97,6 +100,12 @@ pub struct Report {
     pub already_stored: bool,
     /// The entry point already pointed at this executable.
     pub entry_point_existed: bool,
+    /// copilot's package cache is not in this report: a dry run runs
+    /// nothing, so the cache (extracted, contained, only when staging) is
+    /// left out of `digest`, `files`, `entries` and `bytes`, and `store`,
+    /// `executable`, `read_only_paths` and `environment` name the digest
+    /// without it; the real stage's differ.
+    pub package_cache_pending: bool,
 }
 
 /// A planned stage: the closure walked and hashed, `D` checked. Spent by
@@ -109,8 +118,17 @@ pub struct Plan {
     /// The canonical `D`, or where it will be.
     directory: PathBuf,
     executable_in_closure: String,
-    /// copilot's extracted cache, kept until the copy is made.
-    _scratch: Option<copilot::Scratch>,
+    /// The closure runs the staged node (pi): its `bin` goes on `PATH`.
+    node: bool,
+    /// copilot: the cache still to be extracted when staging, with the
+    /// `glove` binary to contain it.
+    cache: Option<PendingCache>,
+}
+
+/// copilot's package cache, extracted by [`Plan::execute`].
+struct PendingCache {
+    version: String,
+    glove: Option<PathBuf>,
 }
 
 fn bad_arg(m: String, at: &str) -> Rejection {
@@ -227,59 +245,54 @@ pub fn plan(req: &Request, progress: &dyn Progress) -> Result<Plan, Rejection> {
     })?;
     let directory = check_directory(&req.directory)?;
     let src = source::resolve(l, &req.source, req.home.as_deref())?;
-    let mut trees = src.trees;
-    let scratch = if l.runtime == "copilot" {
-        let parent = req.scratch.clone().unwrap_or_else(std::env::temp_dir);
-        let s = copilot::extract(&src.executable, &src.version, &parent)?;
-        trees.push(closure::Tree {
-            src: s.cache(),
-            dest: "pkg-cache".into(),
-            skip_node_modules: false,
-        });
-        Some(s)
-    } else {
-        None
-    };
-    let listing = Listing::of_trees(&trees, progress)?;
-    let digest = listing.digest()?;
-    let store = directory.join("store").join(digest.to_hex());
-    let entry = directory.join("bin").join(l.name);
-    let executable = store.join(&src.executable_in_closure);
-    let target = format!("../store/{}/{}", digest.to_hex(), src.executable_in_closure);
-    let existed = matches!(entry_point(&entry, &target, &executable)?, EntryPoint::Same);
-    let store_s = utf8(&store)?;
-    let mut environment = Vec::new();
-    if src.node {
-        environment.push(format!("PATH={store_s}/node/bin:/usr/bin:/bin"));
-    }
-    if l.runtime == "copilot" {
-        environment.push(format!("COPILOT_PKG_CACHE_HOME={store_s}/pkg-cache"));
-    }
-    let report = Report {
+    // copilot's cache is not produced here: nothing from the source tree
+    // runs in a plan (it is untrusted, and a dry run must be harmless).
+    let cache = (l.runtime == "copilot").then(|| PendingCache {
+        version: src.version.clone(),
+        glove: req.glove.clone(),
+    });
+    let listing = Listing::of_trees(&src.trees, progress)?;
+    let mut report = Report {
         runtime: l.runtime.to_owned(),
         version: src.version,
         source: utf8(&src.executable)?,
-        digest: digest.to_hex(),
-        read_only_paths: vec![store_s.clone()],
-        store: store_s,
-        entry_point: utf8(&entry)?,
-        executable: utf8(&executable)?,
-        environment,
-        files: listing.files(),
-        entries: listing.entries(),
-        bytes: listing.bytes(),
+        digest: String::new(),
+        read_only_paths: Vec::new(),
+        store: String::new(),
+        entry_point: String::new(),
+        executable: String::new(),
+        environment: Vec::new(),
+        files: 0,
+        entries: 0,
+        bytes: 0,
         dry_run: true,
-        already_stored: store.is_dir(),
-        entry_point_existed: existed,
+        already_stored: false,
+        entry_point_existed: false,
+        package_cache_pending: cache.is_some(),
     };
-    Ok(Plan {
+    let plan = Plan {
         layout: l,
         listing,
-        report,
+        report: report.clone(),
         directory,
         executable_in_closure: src.executable_in_closure,
-        _scratch: scratch,
-    })
+        node: src.node,
+        cache,
+    };
+    plan.describe(&mut report)?;
+    if !report.package_cache_pending {
+        // With the cache pending the entry point's target is not known
+        // yet; staging checks it once it is.
+        let target = format!("../store/{}/{}", report.digest, plan.executable_in_closure);
+        let (entry, executable) = (
+            PathBuf::from(&report.entry_point),
+            PathBuf::from(&report.executable),
+        );
+        report.entry_point_existed =
+            matches!(entry_point(&entry, &target, &executable)?, EntryPoint::Same);
+        report.already_stored = Path::new(&report.store).is_dir();
+    }
+    Ok(Plan { report, ..plan })
 }
 
 /// Creates `d` (mode 0755) if missing.
@@ -304,6 +317,33 @@ fn ensure_dir(d: &Path) -> Result<(), Rejection> {
 }
 
 impl Plan {
+    /// Fills `r`'s digest, counts, paths and environment from the listing.
+    fn describe(&self, r: &mut Report) -> Result<(), Rejection> {
+        let digest = self.listing.digest()?.to_hex();
+        let store = self.directory.join("store").join(&digest);
+        let store_s = utf8(&store)?;
+        r.environment.clear();
+        if self.node {
+            r.environment
+                .push(format!("PATH={store_s}/node/bin:/usr/bin:/bin"));
+        }
+        if self.layout.runtime == "copilot" {
+            r.environment.push(format!(
+                "COPILOT_PKG_CACHE_HOME={store_s}/{}",
+                copilot::CACHE_DIR
+            ));
+        }
+        r.entry_point = utf8(&self.directory.join("bin").join(self.layout.name))?;
+        r.executable = utf8(&store.join(&self.executable_in_closure))?;
+        r.read_only_paths = vec![store_s.clone()];
+        r.store = store_s;
+        r.digest = digest;
+        r.files = self.listing.files();
+        r.entries = self.listing.entries();
+        r.bytes = self.listing.bytes();
+        Ok(())
+    }
+
     /// What this plan would do (a dry run's report).
     pub fn report(&self) -> &Report {
         &self.report
@@ -333,44 +373,49 @@ impl Plan {
                 .at("directory"));
             }
         }
-        let hex = self.report.digest.clone();
-        let target_dir = store.join(&hex);
         let mut report = self.report.clone();
         report.dry_run = false;
-        if target_dir.exists() {
-            self.listing.verify(&target_dir, progress)?;
+        let target_dir = store.join(&report.digest);
+        let mut plan = self;
+        if plan.cache.is_none() && target_dir.exists() {
+            plan.listing.verify(&target_dir, progress)?;
             report.already_stored = true;
         } else {
             let tmp_name: [u8; 8] = crate::random_bytes()?;
-            let tmp = store.join(format!(".tmp-{}", glove_types::digest::to_hex(&tmp_name)));
-            std::fs::create_dir(&tmp).map_err(|e| io("cannot create", &tmp, &e))?;
-            let written = closure::set_mode(&tmp, 0o755)
-                .and_then(|()| self.listing.write_into(&tmp, progress));
-            let renamed = written.and_then(|()| match std::fs::rename(&tmp, &target_dir) {
-                Ok(()) => Ok(true),
-                // Staged concurrently by someone else: verify theirs.
-                Err(_) if target_dir.is_dir() => Ok(false),
-                Err(e) => Err(io("cannot rename into", &target_dir, &e)),
-            });
-            match renamed {
-                Ok(true) => {
-                    closure::sync_dir(&store)?;
-                    report.already_stored = false;
+            let tmp = Tmp(store.join(format!(".tmp-{}", glove_types::digest::to_hex(&tmp_name))));
+            std::fs::create_dir(&tmp.0).map_err(|e| io("cannot create", &tmp.0, &e))?;
+            closure::set_mode(&tmp.0, 0o755)?;
+            plan.listing.write_into(&tmp.0, progress)?;
+            if let Some(cache) = plan.cache.take() {
+                plan.add_cache(&cache, &tmp.0, progress)?;
+                plan.describe(&mut report)?;
+                report.package_cache_pending = false;
+            }
+            let target_dir = store.join(&report.digest);
+            let placed = if target_dir.exists() {
+                Ok(false)
+            } else {
+                match std::fs::rename(&tmp.0, &target_dir) {
+                    Ok(()) => Ok(true),
+                    // Staged concurrently by someone else: verify theirs.
+                    Err(_) if target_dir.is_dir() => Ok(false),
+                    Err(e) => Err(io("cannot rename into", &target_dir, &e)),
                 }
-                Ok(false) => {
-                    let _ = std::fs::remove_dir_all(&tmp);
-                    self.listing.verify(&target_dir, progress)?;
-                    report.already_stored = true;
-                }
-                Err(e) => {
-                    let _ = std::fs::remove_dir_all(&tmp);
-                    return Err(e);
-                }
+            };
+            if placed? {
+                closure::sync_dir(&store)?;
+                report.already_stored = false;
+            } else {
+                drop(tmp);
+                plan.listing.verify(&target_dir, progress)?;
+                report.already_stored = true;
             }
         }
-        let entry = bin.join(self.layout.name);
-        let target = format!("../store/{hex}/{}", self.executable_in_closure);
-        let executable = target_dir.join(&self.executable_in_closure);
+        let hex = report.digest.clone();
+        let target_dir = store.join(&hex);
+        let entry = bin.join(plan.layout.name);
+        let target = format!("../store/{hex}/{}", plan.executable_in_closure);
+        let executable = target_dir.join(&plan.executable_in_closure);
         match entry_point(&entry, &target, &executable)? {
             EntryPoint::Same => report.entry_point_existed = true,
             EntryPoint::Missing => {
@@ -398,6 +443,41 @@ impl Plan {
             ));
         }
         Ok(report)
+    }
+}
+
+/// A temporary store directory, removed when dropped unless it was renamed
+/// into place.
+struct Tmp(PathBuf);
+
+impl Drop for Tmp {
+    fn drop(&mut self) {
+        if self.0.exists() {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+}
+
+impl Plan {
+    /// Extracts copilot's package cache from the staged copy in `tmp`,
+    /// contained, into `tmp/pkg-cache`, and adds it to the listing (walked
+    /// and hashed from what was unpacked).
+    fn add_cache(
+        &mut self,
+        cache: &PendingCache,
+        tmp: &Path,
+        progress: &dyn Progress,
+    ) -> Result<(), Rejection> {
+        let glove = cache.glove.as_deref().ok_or_else(|| {
+            Rejection::new(
+                STAGE_COPILOT_CACHE,
+                "no glove binary to contain copilot's extraction; it is never run uncontained",
+            )
+        })?;
+        copilot::extract_contained(glove, tmp, &self.executable_in_closure, &cache.version)?;
+        let listed =
+            Listing::of_dir_at(&tmp.join(copilot::CACHE_DIR), copilot::CACHE_DIR, progress)?;
+        self.listing.merge(listed)
     }
 }
 

@@ -122,7 +122,7 @@ fn write_launch_examples_on_request() {
 }
 
 /// The closure-digest vector: a small fixed tree (a file, an executable
-/// whose 0700 mode normalises to 0755, a link inside, an empty directory),
+/// whose 0705 mode normalises to 0755, a link inside, an empty directory),
 /// digested by the runtime and again from the definition alone.
 #[test]
 fn the_stage_closure_vector_matches_its_definition() {
@@ -133,7 +133,7 @@ fn the_stage_closure_vector_matches_its_definition() {
     std::fs::create_dir_all(r.join("empty")).expect("mkdir");
     std::fs::write(r.join("a.txt"), b"abc").expect("write");
     std::fs::write(r.join("bin/run"), b"#!/bin/sh\n").expect("write");
-    std::fs::set_permissions(r.join("bin/run"), std::fs::Permissions::from_mode(0o700))
+    std::fs::set_permissions(r.join("bin/run"), std::fs::Permissions::from_mode(0o705))
         .expect("chmod");
     std::os::unix::fs::symlink("../a.txt", r.join("bin/link")).expect("link");
     let ours = glove_control::stage::closure_digest(r).expect("digest");

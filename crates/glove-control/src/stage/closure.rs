@@ -9,22 +9,35 @@
 //! belongs to whoever stages it. Every walk is bounded by the constants
 //! below, each with its own code.
 //!
+//! The source tree belongs to someone else and may change under us. Each
+//! tree's root directory is opened once and held; everything below it is
+//! reached from that descriptor one component at a time with
+//! `O_NOFOLLOW` (a directory swapped for a link is `ELOOP`, never
+//! followed), and each file's device, inode, size and modification time
+//! are recorded at the listing and compared whenever it is reopened to be
+//! hashed or copied (`stage_source_changed`). The store is world-readable
+//! and bound into sandboxes, so a source file others may not read, or a
+//! directory others may not search, is refused
+//! (`stage_source_not_readable`) rather than widened.
+//!
 //! The digest is `sha256_domain("glove.stage.closure.v1", C)` over the
 //! canonical JSON array `C` of the entries, sorted by relative path (see
 //! `docs/digests.md`).
 
 use glove_types::codes::stage::{
     STAGE_IO, STAGE_LINK_ESCAPES, STAGE_NAME_INVALID, STAGE_PATH_TOO_LONG, STAGE_SOURCE_CHANGED,
-    STAGE_SOURCE_INVALID, STAGE_SPECIAL_FILE, STAGE_STORE_MISMATCH, STAGE_TOO_DEEP,
-    STAGE_TOO_LARGE, STAGE_TOO_MANY_FILES,
+    STAGE_SOURCE_INVALID, STAGE_SOURCE_NOT_READABLE, STAGE_SPECIAL_FILE, STAGE_STORE_MISMATCH,
+    STAGE_TOO_DEEP, STAGE_TOO_LARGE, STAGE_TOO_MANY_FILES,
 };
 use glove_types::{Rejection, Sha256Digest};
+use rustix::fs::{AtFlags, FileType, Mode, OFlags, Stat};
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Write};
-use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Component, Path, PathBuf};
 
 use super::Progress;
@@ -54,6 +67,38 @@ pub(crate) struct Tree {
     pub(crate) skip_node_modules: bool,
 }
 
+/// What a source file was when it was listed: a reopened file that is not
+/// this one is `stage_source_changed`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Identity {
+    dev: u64,
+    ino: u64,
+    size: u64,
+    mtime: (i64, i64),
+}
+
+impl Identity {
+    fn of(st: &Stat) -> Identity {
+        Identity {
+            dev: st.st_dev,
+            ino: st.st_ino,
+            size: u64::try_from(st.st_size).unwrap_or(u64::MAX),
+            mtime: (st.st_mtime, i64::try_from(st.st_mtime_nsec).unwrap_or(0)),
+        }
+    }
+}
+
+/// Where a listed file is read from: `rel` beneath the held directory
+/// `roots[root]` of its listing, as it was when listed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Origin {
+    root: usize,
+    rel: String,
+    /// For messages only; never opened.
+    shown: PathBuf,
+    id: Identity,
+}
+
 /// What one closure path is.
 #[derive(Clone, Debug, PartialEq, Eq)]
 enum Kind {
@@ -61,7 +106,7 @@ enum Kind {
     File {
         size: u64,
         sha256: [u8; 32],
-        src: PathBuf,
+        src: Origin,
     },
     Link {
         target: String,
@@ -79,6 +124,9 @@ struct Entry {
 pub(crate) struct Listing {
     entries: BTreeMap<String, Entry>,
     bytes: u64,
+    /// The held directory of each source tree (for a tree that is one
+    /// file, its parent): every file is reopened beneath one of these.
+    roots: Vec<OwnedFd>,
 }
 
 /// Whether a walk checks a copy already in the store: then each entry's
@@ -91,6 +139,72 @@ enum Walk {
 
 fn io(what: &str, p: &Path, e: &std::io::Error) -> Rejection {
     Rejection::new(STAGE_IO, format!("{what} {}: {e}", p.display()))
+}
+
+fn changed(p: &Path, how: &str) -> Rejection {
+    Rejection::new(
+        STAGE_SOURCE_CHANGED,
+        format!("{} {how} since it was listed", p.display()),
+    )
+}
+
+/// Opens the directory `name` in `dir` without following a link.
+fn open_dir_at(dir: BorrowedFd<'_>, name: &str) -> rustix::io::Result<OwnedFd> {
+    rustix::fs::openat(
+        dir,
+        name,
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+        Mode::empty(),
+    )
+}
+
+/// Opens `rel` (`/`-separated names, none `.`, `..` or empty) beneath
+/// `root` one component at a time, following no link on the way or at the
+/// end: whatever is reached was beneath `root` all along. The last
+/// component is opened with `last` (plus `O_NOFOLLOW | O_CLOEXEC`).
+pub(crate) fn open_beneath(
+    root: BorrowedFd<'_>,
+    rel: &str,
+    last: OFlags,
+) -> rustix::io::Result<OwnedFd> {
+    let mut names = rel.split('/').peekable();
+    let mut dir: Option<OwnedFd> = None;
+    while let Some(name) = names.next() {
+        if name.is_empty() || name == "." || name == ".." {
+            return Err(rustix::io::Errno::INVAL);
+        }
+        let at = dir.as_ref().map_or(root, AsFd::as_fd);
+        if names.peek().is_none() {
+            return rustix::fs::openat(
+                at,
+                name,
+                last | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+                Mode::empty(),
+            );
+        }
+        dir = Some(open_dir_at(at, name)?);
+    }
+    Err(rustix::io::Errno::INVAL)
+}
+
+/// A source entry others may not read (or, a directory, search) is not
+/// staged: the store is world-readable.
+fn check_readable(raw: u32, dir: bool, shown: &Path) -> Result<(), Rejection> {
+    let need = if dir { 0o005 } else { 0o004 };
+    if raw & need == need {
+        return Ok(());
+    }
+    Err(Rejection::new(
+        STAGE_SOURCE_NOT_READABLE,
+        format!(
+            "{} has mode {raw:o}: {} not {} by others, and the store is world-readable; \
+             make it so (chmod o+{}) if it is meant to be staged",
+            shown.display(),
+            if dir { "a directory" } else { "a file" },
+            if dir { "searchable" } else { "readable" },
+            if dir { "rx" } else { "r" },
+        ),
+    ))
 }
 
 /// The normalised mode of a file with `raw` permission bits.
@@ -136,10 +250,7 @@ fn check_link(path: &str, target: &Path) -> Result<String, Rejection> {
 impl Listing {
     /// Walks `trees` (not following links) and hashes every file.
     pub(crate) fn of_trees(trees: &[Tree], progress: &dyn Progress) -> Result<Listing, Rejection> {
-        let mut l = Listing {
-            entries: BTreeMap::new(),
-            bytes: 0,
-        };
+        let mut l = Listing::empty();
         for t in trees {
             l.add_tree(t, Walk::Source)?;
         }
@@ -147,14 +258,32 @@ impl Listing {
         Ok(l)
     }
 
+    fn empty() -> Listing {
+        Listing {
+            entries: BTreeMap::new(),
+            bytes: 0,
+            roots: Vec::new(),
+        }
+    }
+
+    /// Holds the directory `root` (opened by path, not followed if it is
+    /// a link) and walks its contents as closure paths under `dest`.
+    fn add_root_dir(&mut self, root: &Path, dest: &str, walk: Walk) -> Result<(), Rejection> {
+        let fd = rustix::fs::open(
+            root,
+            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            Mode::empty(),
+        )
+        .map_err(|e| io("cannot open", root, &e.into()))?;
+        self.roots.push(fd);
+        self.add_children(self.roots.len() - 1, "", root, dest, false, walk)
+    }
+
     /// Walks and hashes a directory already in the store, requiring the
     /// normalised modes and this user's ownership.
     fn of_store(root: &Path, progress: &dyn Progress) -> Result<Listing, Rejection> {
-        let mut l = Listing {
-            entries: BTreeMap::new(),
-            bytes: 0,
-        };
-        l.add_children(root, "", false, Walk::Store)?;
+        let mut l = Listing::empty();
+        l.add_root_dir(root, "", Walk::Store)?;
         l.hash(progress, Walk::Store)?;
         Ok(l)
     }
@@ -162,13 +291,33 @@ impl Listing {
     /// The listing of `root`'s contents as a copy of it would be: the
     /// digest a closure of exactly this tree has.
     pub(crate) fn of_dir(root: &Path) -> Result<Listing, Rejection> {
-        let mut l = Listing {
-            entries: BTreeMap::new(),
-            bytes: 0,
-        };
-        l.add_children(root, "", false, Walk::Source)?;
-        l.hash(&super::NoProgress, Walk::Source)?;
+        Listing::of_dir_at(root, "", &super::NoProgress)
+    }
+
+    /// The listing of `root`'s contents placed at `dest` of a closure.
+    pub(crate) fn of_dir_at(
+        root: &Path,
+        dest: &str,
+        progress: &dyn Progress,
+    ) -> Result<Listing, Rejection> {
+        let mut l = Listing::empty();
+        l.add_root_dir(root, dest, Walk::Source)?;
+        l.hash(progress, Walk::Source)?;
         Ok(l)
+    }
+
+    /// Adds every entry of `other` (already hashed) to this listing, with
+    /// the same checks and bounds as a walk.
+    pub(crate) fn merge(&mut self, other: Listing) -> Result<(), Rejection> {
+        let base = self.roots.len();
+        self.roots.extend(other.roots);
+        for (path, mut e) in other.entries {
+            if let Kind::File { src, .. } = &mut e.kind {
+                src.root += base;
+            }
+            self.insert(path, e)?;
+        }
+        Ok(())
     }
 
     /// Regular files.
@@ -288,83 +437,180 @@ impl Listing {
     }
 
     fn add_tree(&mut self, t: &Tree, walk: Walk) -> Result<(), Rejection> {
-        self.add(&t.src, t.dest.clone(), walk)?;
-        if std::fs::symlink_metadata(&t.src).is_ok_and(|m| m.is_dir()) {
-            self.add_children(&t.src, &t.dest, t.skip_node_modules, walk)?;
+        let (Some(parent), Some(name)) = (t.src.parent(), t.src.file_name()) else {
+            return Err(Rejection::new(
+                STAGE_SOURCE_INVALID,
+                format!("{} has no parent directory", t.src.display()),
+            ));
+        };
+        let name = name.to_str().ok_or_else(|| {
+            Rejection::new(
+                STAGE_NAME_INVALID,
+                format!("{} is not UTF-8", t.src.display()),
+            )
+        })?;
+        // The parent is held only for the tree's own entry: a file tree
+        // is reopened beneath it, a directory tree beneath itself.
+        let pfd = rustix::fs::open(
+            parent,
+            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+            Mode::empty(),
+        )
+        .map_err(|e| io("cannot open", parent, &e.into()))?;
+        self.roots.push(pfd);
+        let proot = self.roots.len() - 1;
+        let dir = self.add(proot, None, name, &t.src, t.dest.clone(), walk)?;
+        if let Some(fd) = dir {
+            self.roots.push(fd);
+            let root = self.roots.len() - 1;
+            self.add_children(root, "", &t.src, &t.dest, t.skip_node_modules, walk)?;
         }
         Ok(())
     }
 
-    /// Records `src` (not followed) as `dest`; a directory's children are
-    /// walked by the caller.
-    fn add(&mut self, src: &Path, dest: String, walk: Walk) -> Result<(), Rejection> {
-        let m = std::fs::symlink_metadata(src).map_err(|e| io("cannot inspect", src, &e))?;
-        let raw = m.mode() & 0o7777;
-        let ft = m.file_type();
-        let (mode, kind) = if ft.is_symlink() {
-            let target = std::fs::read_link(src).map_err(|e| io("cannot read", src, &e))?;
-            (
-                0,
-                Kind::Link {
-                    target: check_link(&dest, &target)?,
-                },
-            )
-        } else if ft.is_dir() {
-            (0o755, Kind::Dir)
-        } else if ft.is_file() {
-            (
-                file_mode(raw),
-                Kind::File {
-                    size: m.len(),
-                    sha256: [0; 32],
-                    src: src.to_path_buf(),
-                },
-            )
-        } else {
-            return Err(Rejection::new(
-                STAGE_SPECIAL_FILE,
-                format!(
-                    "{} is not a regular file, a directory or a link",
-                    src.display()
-                ),
-            ));
+    /// Records `name` in the directory `rel` beneath `roots[root]` (`None`:
+    /// the root itself), not followed, as `dest`; returns a directory's
+    /// descriptor so the caller walks its children.
+    fn add(
+        &mut self,
+        root: usize,
+        dir: Option<(&str, BorrowedFd<'_>)>,
+        name: &str,
+        shown: &Path,
+        dest: String,
+        walk: Walk,
+    ) -> Result<Option<OwnedFd>, Rejection> {
+        let (dir_rel, at) = match dir {
+            Some((r, fd)) => (r, fd),
+            None => ("", self.roots[root].as_fd()),
         };
-        if walk == Walk::Store && !ft.is_symlink() {
+        let st = rustix::fs::statat(at, name, AtFlags::SYMLINK_NOFOLLOW)
+            .map_err(|e| io("cannot inspect", shown, &e.into()))?;
+        let raw = st.st_mode & 0o7777;
+        let ft = FileType::from_raw_mode(st.st_mode);
+        let rel = if dir_rel.is_empty() {
+            name.to_owned()
+        } else {
+            format!("{dir_rel}/{name}")
+        };
+        let mut opened = None;
+        let (mode, kind) = match ft {
+            FileType::Symlink => {
+                let target = rustix::fs::readlinkat(at, name, Vec::new())
+                    .map_err(|e| io("cannot read", shown, &e.into()))?;
+                let target = PathBuf::from(
+                    <std::ffi::OsString as std::os::unix::ffi::OsStringExt>::from_vec(
+                        target.into_bytes(),
+                    ),
+                );
+                (
+                    0,
+                    Kind::Link {
+                        target: check_link(&dest, &target)?,
+                    },
+                )
+            }
+            FileType::Directory => {
+                if walk == Walk::Source {
+                    check_readable(raw, true, shown)?;
+                }
+                let fd = open_dir_at(at, name).map_err(|e| opened_error(shown, e))?;
+                let now =
+                    rustix::fs::fstat(&fd).map_err(|e| io("cannot inspect", shown, &e.into()))?;
+                if (now.st_dev, now.st_ino) != (st.st_dev, st.st_ino) {
+                    return Err(changed(shown, "was replaced"));
+                }
+                opened = Some(fd);
+                (0o755, Kind::Dir)
+            }
+            FileType::RegularFile => {
+                if walk == Walk::Source {
+                    check_readable(raw, false, shown)?;
+                }
+                let id = Identity::of(&st);
+                (
+                    file_mode(raw),
+                    Kind::File {
+                        size: id.size,
+                        sha256: [0; 32],
+                        src: Origin {
+                            root,
+                            rel,
+                            shown: shown.to_path_buf(),
+                            id,
+                        },
+                    },
+                )
+            }
+            _ => {
+                return Err(Rejection::new(
+                    STAGE_SPECIAL_FILE,
+                    format!(
+                        "{} is not a regular file, a directory or a link",
+                        shown.display()
+                    ),
+                ))
+            }
+        };
+        if walk == Walk::Store && ft != FileType::Symlink {
             let me = rustix::process::geteuid().as_raw();
-            if raw != mode || m.uid() != me {
+            if raw != mode || st.st_uid != me {
                 return Err(Rejection::new(
                     STAGE_STORE_MISMATCH,
                     format!(
                         "{} has mode {raw:o} and owner {} (want {mode:o} and {me})",
-                        src.display(),
-                        m.uid()
+                        shown.display(),
+                        st.st_uid
                     ),
                 ));
             }
         }
-        self.insert(dest, Entry { mode, kind })
+        self.insert(dest, Entry { mode, kind })?;
+        Ok(opened)
     }
 
+    /// Walks the directory `rel` beneath `roots[root]` (the root itself
+    /// when `rel` is empty), reopened beneath the root.
     fn add_children(
         &mut self,
-        dir: &Path,
+        root: usize,
+        rel: &str,
+        shown: &Path,
         dest: &str,
         skip_node_modules: bool,
         walk: Walk,
     ) -> Result<(), Rejection> {
+        // The root is reopened as "." (a new open file description, so
+        // listing it does not move the held descriptor's offset).
+        let owned = if rel.is_empty() {
+            open_dir_at(self.roots[root].as_fd(), ".")
+        } else {
+            open_beneath(
+                self.roots[root].as_fd(),
+                rel,
+                OFlags::RDONLY | OFlags::DIRECTORY,
+            )
+        }
+        .map_err(|e| opened_error(shown, e))?;
+        let fd = owned.as_fd();
         let mut names = Vec::new();
-        for e in std::fs::read_dir(dir).map_err(|e| io("cannot list", dir, &e))? {
-            let e = e.map_err(|e| io("cannot list", dir, &e))?;
-            let name = e.file_name();
-            let name = name
-                .to_str()
+        let listed =
+            rustix::fs::Dir::read_from(fd).map_err(|e| io("cannot list", shown, &e.into()))?;
+        for e in listed {
+            let e = e.map_err(|e| io("cannot list", shown, &e.into()))?;
+            let raw = e.file_name().to_bytes();
+            if raw == b"." || raw == b".." {
+                continue;
+            }
+            let name = std::str::from_utf8(raw)
+                .ok()
                 .filter(|n| !n.chars().any(char::is_control))
                 .ok_or_else(|| {
                     Rejection::new(
                         STAGE_NAME_INVALID,
                         format!(
                             "{} holds a name that is not UTF-8 or has a control character",
-                            dir.display()
+                            shown.display()
                         ),
                     )
                 })?
@@ -378,22 +624,32 @@ impl Listing {
                     STAGE_TOO_MANY_FILES,
                     format!(
                         "{} has more than {MAX_CLOSURE_ENTRIES} entries",
-                        dir.display()
+                        shown.display()
                     ),
                 ));
             }
         }
         names.sort();
         for name in names {
-            let src = dir.join(&name);
+            let child_shown = shown.join(&name);
             let d = if dest.is_empty() {
-                name
+                name.clone()
             } else {
                 format!("{dest}/{name}")
             };
-            self.add(&src, d.clone(), walk)?;
-            if std::fs::symlink_metadata(&src).is_ok_and(|m| m.is_dir()) {
-                self.add_children(&src, &d, false, walk)?;
+            let child_rel = if rel.is_empty() {
+                name.clone()
+            } else {
+                format!("{rel}/{name}")
+            };
+            // The directory's descriptor is not kept across the recursion
+            // (a deep tree would hold one per level); the child is reopened
+            // beneath the root and checked to be the one listed.
+            if self
+                .add(root, Some((rel, fd)), &name, &child_shown, d.clone(), walk)?
+                .is_some()
+            {
+                self.add_children(root, &child_rel, &child_shown, &d, false, walk)?;
             }
         }
         Ok(())
@@ -407,10 +663,11 @@ impl Listing {
             },
             self.bytes,
         );
+        let roots = &self.roots;
         for e in self.entries.values_mut() {
             if let Kind::File { size, sha256, src } = &mut e.kind {
-                let mut f = open_nofollow(src)?;
-                *sha256 = copy_hashing(&mut f, None, *size, src, progress)?;
+                let mut f = reopen(roots, src, walk)?;
+                *sha256 = copy_hashing(&mut f, None, *size, &src.shown, progress)?;
             }
         }
         Ok(())
@@ -430,18 +687,18 @@ impl Listing {
                     set_mode(&to, 0o755)?;
                 }
                 Kind::File { size, sha256, src } => {
-                    let mut from = open_nofollow(src)?;
+                    let mut from = reopen(&self.roots, src, Walk::Source)?;
                     let mut out = OpenOptions::new()
                         .write(true)
                         .create_new(true)
                         .mode(0o600)
                         .open(&to)
                         .map_err(|er| io("cannot create", &to, &er))?;
-                    let got = copy_hashing(&mut from, Some(&mut out), *size, src, progress)?;
+                    let got = copy_hashing(&mut from, Some(&mut out), *size, &src.shown, progress)?;
                     if got != *sha256 {
                         return Err(Rejection::new(
                             STAGE_SOURCE_CHANGED,
-                            format!("{} changed while it was staged", src.display()),
+                            format!("{} changed while it was staged", src.shown.display()),
                         ));
                     }
                     out.set_permissions(std::fs::Permissions::from_mode(e.mode))
@@ -477,20 +734,46 @@ impl Listing {
     }
 }
 
-fn open_nofollow(p: &Path) -> Result<File, Rejection> {
-    let f = OpenOptions::new()
-        .read(true)
-        .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
-        .open(p)
-        .map_err(|e| io("cannot open", p, &e))?;
-    let m = f.metadata().map_err(|e| io("cannot inspect", p, &e))?;
-    if !m.is_file() {
-        return Err(Rejection::new(
-            STAGE_SOURCE_CHANGED,
-            format!("{} is no longer a regular file", p.display()),
-        ));
+/// An error opening something listed: a link or a non-directory where a
+/// directory was listed means the tree changed under us.
+fn opened_error(shown: &Path, e: rustix::io::Errno) -> Rejection {
+    match e {
+        rustix::io::Errno::LOOP | rustix::io::Errno::NOTDIR | rustix::io::Errno::NOENT => {
+            changed(shown, "or a directory above it was moved or replaced")
+        }
+        e => io("cannot open", shown, &e.into()),
     }
-    Ok(f)
+}
+
+/// Reopens a listed file beneath its held root and checks that it is the
+/// file listed (device, inode, size, modification time) and, in a source,
+/// still readable by others.
+fn reopen(roots: &[OwnedFd], src: &Origin, walk: Walk) -> Result<File, Rejection> {
+    let root = roots.get(src.root).ok_or_else(|| {
+        io(
+            "cannot open",
+            &src.shown,
+            &std::io::ErrorKind::NotFound.into(),
+        )
+    })?;
+    // O_NONBLOCK: a FIFO swapped in must not block the open.
+    let fd = open_beneath(
+        root.as_fd(),
+        &src.rel,
+        OFlags::RDONLY | OFlags::NOCTTY | OFlags::NONBLOCK,
+    )
+    .map_err(|e| opened_error(&src.shown, e))?;
+    let st = rustix::fs::fstat(&fd).map_err(|e| io("cannot inspect", &src.shown, &e.into()))?;
+    if FileType::from_raw_mode(st.st_mode) != FileType::RegularFile {
+        return Err(changed(&src.shown, "is no longer a regular file"));
+    }
+    if Identity::of(&st) != src.id {
+        return Err(changed(&src.shown, "is another file, or was modified,"));
+    }
+    if walk == Walk::Source {
+        check_readable(st.st_mode & 0o7777, false, &src.shown)?;
+    }
+    Ok(File::from(fd))
 }
 
 /// Reads exactly `size` bytes of `from` (more or fewer is a change),
@@ -598,10 +881,7 @@ mod tests {
 
     #[test]
     fn a_path_too_long_or_too_deep_is_refused() {
-        let mut l = Listing {
-            entries: BTreeMap::new(),
-            bytes: 0,
-        };
+        let mut l = Listing::empty();
         let dir = || Entry {
             mode: 0o755,
             kind: Kind::Dir,
@@ -621,12 +901,131 @@ mod tests {
             kind: Kind::File {
                 size: MAX_CLOSURE_BYTES + 1,
                 sha256: [0; 32],
-                src: PathBuf::new(),
+                src: Origin {
+                    root: 0,
+                    rel: "big".into(),
+                    shown: PathBuf::new(),
+                    id: Identity {
+                        dev: 0,
+                        ino: 0,
+                        size: MAX_CLOSURE_BYTES + 1,
+                        mtime: (0, 0),
+                    },
+                },
             },
         };
         assert_eq!(
             l.insert("big".into(), big).err().map(|e| e.code()),
             Some(STAGE_TOO_LARGE)
         );
+    }
+
+    /// A package `p` with `a/f` and `z/secret`, and elsewhere a private
+    /// `vault/secret` of the same size.
+    fn swappable() -> (tempfile::TempDir, PathBuf, PathBuf) {
+        let t = tempfile::tempdir().expect("tempdir");
+        let p = t.path().join("p");
+        std::fs::create_dir_all(p.join("a")).expect("mkdir");
+        std::fs::create_dir_all(p.join("z")).expect("mkdir");
+        std::fs::write(p.join("a/f"), b"f").expect("write");
+        std::fs::write(p.join("z/secret"), b"decoy!").expect("write");
+        let vault = t.path().join("vault");
+        std::fs::create_dir(&vault).expect("mkdir");
+        std::fs::write(vault.join("secret"), b"SECRET").expect("write");
+        std::fs::set_permissions(&vault, std::fs::Permissions::from_mode(0o700)).expect("chmod");
+        std::fs::set_permissions(p.join("a"), std::fs::Permissions::from_mode(0o755))
+            .expect("chmod");
+        (t, p, vault)
+    }
+
+    fn swap_for_link(dir: &Path, to: &Path) {
+        std::fs::rename(dir, dir.with_file_name("z-old")).expect("move");
+        std::os::unix::fs::symlink(to, dir).expect("link");
+    }
+
+    fn tree(p: &Path) -> Tree {
+        Tree {
+            src: p.to_path_buf(),
+            dest: "p".into(),
+            skip_node_modules: false,
+        }
+    }
+
+    fn contains(root: &Path, body: &[u8]) -> bool {
+        std::fs::read_dir(root)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .any(|e| {
+                let p = e.path();
+                match std::fs::symlink_metadata(&p) {
+                    Ok(m) if m.is_dir() => contains(&p, body),
+                    Ok(m) if m.is_file() => std::fs::read(&p).is_ok_and(|b| b == body),
+                    _ => false,
+                }
+            })
+    }
+
+    /// Review 2, H2, deterministic: a directory of the listing replaced by
+    /// a link to a private directory between the listing and the copy.
+    #[test]
+    fn a_directory_swapped_for_a_link_after_the_listing_is_a_change() {
+        let (t, p, vault) = swappable();
+        let l = Listing::of_trees(&[tree(&p)], &super::super::NoProgress).expect("listing");
+        swap_for_link(&p.join("z"), &vault);
+        let out = t.path().join("out");
+        std::fs::create_dir(&out).expect("mkdir");
+        let err = l.write_into(&out, &super::super::NoProgress).err();
+        assert_eq!(err.map(|e| e.code()), Some(STAGE_SOURCE_CHANGED));
+        assert!(!contains(&out, b"SECRET"), "the private file was copied");
+    }
+
+    /// The same between the walk and the hashing.
+    #[test]
+    fn a_directory_swapped_for_a_link_before_the_hashing_is_a_change() {
+        let (_t, p, vault) = swappable();
+        let mut l = Listing::empty();
+        l.add_tree(&tree(&p), Walk::Source).expect("walk");
+        swap_for_link(&p.join("z"), &vault);
+        let err = l.hash(&super::super::NoProgress, Walk::Source).err();
+        assert_eq!(err.map(|e| e.code()), Some(STAGE_SOURCE_CHANGED));
+    }
+
+    /// A file replaced by another of the same size and content (a new
+    /// inode), or a directory above it renamed away, is a change too.
+    #[test]
+    fn a_file_replaced_after_the_listing_is_a_change() {
+        let (t, p, _vault) = swappable();
+        let l = Listing::of_trees(&[tree(&p)], &super::super::NoProgress).expect("listing");
+        std::fs::remove_file(p.join("a/f")).expect("rm");
+        std::fs::write(p.join("a/f"), b"f").expect("write");
+        let out = t.path().join("out");
+        std::fs::create_dir(&out).expect("mkdir");
+        let err = l.write_into(&out, &super::super::NoProgress).err();
+        assert_eq!(err.map(|e| e.code()), Some(STAGE_SOURCE_CHANGED));
+    }
+
+    /// Not readable by others: refused when listed, and when made so
+    /// after the listing.
+    #[test]
+    fn a_source_others_cannot_read_is_refused() {
+        let (t, p, _vault) = swappable();
+        let f = p.join("a/f");
+        std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+        let err = Listing::of_trees(&[tree(&p)], &super::super::NoProgress).err();
+        assert_eq!(err.map(|e| e.code()), Some(STAGE_SOURCE_NOT_READABLE));
+        std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o644)).expect("chmod");
+        std::fs::set_permissions(p.join("a"), std::fs::Permissions::from_mode(0o711))
+            .expect("chmod");
+        let err = Listing::of_trees(&[tree(&p)], &super::super::NoProgress).err();
+        assert_eq!(err.map(|e| e.code()), Some(STAGE_SOURCE_NOT_READABLE));
+        std::fs::set_permissions(p.join("a"), std::fs::Permissions::from_mode(0o755))
+            .expect("chmod");
+        let l = Listing::of_trees(&[tree(&p)], &super::super::NoProgress).expect("listing");
+        std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o640)).expect("chmod");
+        let out = t.path().join("out");
+        std::fs::create_dir(&out).expect("mkdir");
+        let err = l.write_into(&out, &super::super::NoProgress).err();
+        assert_eq!(err.map(|e| e.code()), Some(STAGE_SOURCE_NOT_READABLE));
     }
 }

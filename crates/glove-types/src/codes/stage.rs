@@ -17,6 +17,7 @@ define_codes! { Stage;
     STAGE_ENTRY_POINT_EXISTS = "stage_entry_point_exists": "the entry point already exists and is not this closure's executable; it is never overwritten",
     STAGE_STORE_MISMATCH = "stage_store_mismatch": "the store already holds this digest's directory but its content does not verify",
     STAGE_SOURCE_CHANGED = "stage_source_changed": "a source file changed between planning and copying",
+    STAGE_SOURCE_NOT_READABLE = "stage_source_not_readable": "a file of the closure is not readable by others, or a directory not searchable by others; the store is world-readable, so staging never widens it",
     STAGE_COPILOT_CACHE = "stage_copilot_cache": "producing copilot's extracted package cache failed",
     STAGE_IO = "stage_io": "a filesystem operation of staging failed",
 }
