@@ -468,6 +468,7 @@ impl Rig {
         let mut plan = example("plan.json");
         plan["adapter_command_digest"] = json!(adapter_digest());
         plan["library_projections"] = json!([]);
+        plan["secret_handles"] = json!([]);
         plan["session_id"] = json!(session);
         plan["idempotency_key"] = json!(format!("key-{session}"));
         let plan = String::from_utf8(glove_types::canon::to_canonical(&plan).expect("canon"))
@@ -925,6 +926,7 @@ fn an_id_with_a_receipt_is_not_reused_and_a_carried_nonce_is_not_replayed() {
     let mut plan = example("plan.json");
     plan["adapter_command_digest"] = json!(adapter_digest());
     plan["library_projections"] = json!([]);
+    plan["secret_handles"] = json!([]);
     plan["session_id"] = json!("s-once");
     plan["idempotency_key"] = json!("key-s-once");
     let plan =
