@@ -721,7 +721,7 @@ fn a_pinned_executable_runs_and_a_swapped_one_is_refused() {
         return;
     }
     // Not below /tmp, which is a writable directory inside.
-    let host = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("tempdir");
+    let host = common::safe_tempdir();
     let exe = host.path().join("agent");
     write_mode(&exe, "#!/bin/sh\necho pinned\n", 0o755);
     let exes = exe.display().to_string();

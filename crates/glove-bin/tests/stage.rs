@@ -3,7 +3,7 @@
 //! harnesses from `GLOVE_HARNESSES` staged into one protected directory,
 //! found by `glove policy detect` as safe, and run contained from it.
 //!
-//! Staging directories live under `CARGO_TARGET_TMPDIR`: `/tmp` is
+//! Staging directories live below `common::safe_base()`: `/tmp` is
 //! world-writable (sticky), so nothing under it passes the directory rule.
 
 #[path = "common/mod.rs"]
@@ -14,14 +14,13 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Output;
 
-/// A fresh directory under the target's temporary directory (safe
-/// ancestors), removed when dropped.
+/// A fresh directory with safe ancestors (`common::safe_base`), removed
+/// when dropped.
 struct Dir(PathBuf);
 
 impl Dir {
     fn new(name: &str) -> Dir {
-        let d = Path::new(env!("CARGO_TARGET_TMPDIR"))
-            .join(format!("stage-{}-{name}", std::process::id()));
+        let d = common::safe_base().join(format!("stage-{}-{name}", std::process::id()));
         let _ = std::fs::remove_dir_all(&d);
         std::fs::create_dir_all(&d).expect("mkdir");
         std::fs::set_permissions(&d, std::fs::Permissions::from_mode(0o755)).expect("chmod");

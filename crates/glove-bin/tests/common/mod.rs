@@ -215,3 +215,51 @@ pub(crate) fn outcome(out: &Output) -> (serde_json::Value, String) {
     });
     (v, before.to_owned())
 }
+
+/// The base of directories whose every ancestor passes the launch rule
+/// (owned by root or us, writable by nobody else) and that lie outside
+/// the sandbox's own writable `/tmp`, `/home/agent` and `/workspace`: the
+/// target's temporary directory when it qualifies (a checkout under
+/// `/tmp` does not), else `/var/lib/glove-tests` as root, else
+/// `~/.cache/glove-tests`.
+pub(crate) fn safe_base() -> PathBuf {
+    static BASE: OnceLock<PathBuf> = OnceLock::new();
+    BASE.get_or_init(|| {
+        let ok = |p: &Path| {
+            std::fs::create_dir_all(p).is_ok()
+                && !["/tmp", "/home/agent", "/workspace"]
+                    .iter()
+                    .any(|w| p.starts_with(w))
+                && glove_control::harness::unsafe_reasons(p).is_empty()
+        };
+        let target = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
+        if ok(&target) {
+            return target;
+        }
+        let fallback = if is_root() {
+            PathBuf::from("/var/lib/glove-tests")
+        } else {
+            PathBuf::from(std::env::var_os("HOME").expect("HOME")).join(".cache/glove-tests")
+        };
+        std::fs::create_dir_all(&fallback).expect("mkdir safe base");
+        std::fs::set_permissions(&fallback, std::fs::Permissions::from_mode(0o755))
+            .expect("chmod safe base");
+        assert!(
+            ok(&fallback),
+            "no directory with safe ancestors: {:?}",
+            glove_control::harness::unsafe_reasons(&fallback)
+        );
+        fallback
+    })
+    .clone()
+}
+
+/// A fresh directory (mode 0755) below [`safe_base`], removed when dropped.
+pub(crate) fn safe_tempdir() -> tempfile::TempDir {
+    let t = tempfile::Builder::new()
+        .prefix("glove-")
+        .tempdir_in(safe_base())
+        .expect("tempdir");
+    std::fs::set_permissions(t.path(), std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    t
+}

@@ -189,12 +189,10 @@ fn a_handle_without_a_credential_source_fails_the_start() {
     assert_eq!(e, "session_credential_unsupported");
 }
 
-/// A discovery template over a directory of ours (below the target
-/// directory: every ancestor safe), its `codex` a link to a script.
+/// A discovery template over a directory of ours (every ancestor safe),
+/// its `codex` a link to a script.
 fn discovery_home() -> (Managed, PathBuf, tempfile::TempDir) {
-    use std::os::unix::fs::PermissionsExt;
-    let t = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("tempdir");
-    std::fs::set_permissions(t.path(), std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    let t = super::common::safe_tempdir();
     let bin = t.path().join("bin");
     let pkg = t.path().join("pkg");
     for d in [&bin, &pkg] {

@@ -107,9 +107,9 @@ fn harness_sessions_each_pinned_harness_staged_generated_and_run_managed() {
     let lane = Instant::now();
     let pins = pins();
     let m = Managed::new(&ROOMY, None);
-    // The protected runtime directory, below the target directory (every
-    // ancestor safe; /tmp is world-writable).
-    let d = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("lane-{}", std::process::id()));
+    // The protected runtime directory, every ancestor safe (/tmp is
+    // world-writable).
+    let d = common::safe_base().join(format!("lane-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&d);
     std::fs::create_dir_all(&d).expect("mkdir");
     std::fs::set_permissions(&d, std::fs::Permissions::from_mode(0o755)).expect("chmod");
