@@ -106,7 +106,19 @@ pub(crate) fn extract_contained(
             let room = (16usize << 10).saturating_sub(kept.len());
             kept.extend_from_slice(&buf[..n.min(room)]);
         }
-        String::from_utf8_lossy(&kept).trim().to_owned()
+        // The sandboxed program's words, shown as text: control
+        // characters (terminal escapes among them) are escaped.
+        String::from_utf8_lossy(&kept)
+            .trim()
+            .chars()
+            .flat_map(|c| {
+                if c.is_control() && c != '\n' {
+                    c.escape_default().collect::<Vec<_>>()
+                } else {
+                    vec![c]
+                }
+            })
+            .collect::<String>()
     });
     let cache = staged.join(CACHE_DIR);
     let unpacked = make_dir(&cache).and_then(|root| unpack(stdout, root.as_fd()));
@@ -211,7 +223,10 @@ pub(crate) fn unpack(stream: impl Read, root: BorrowedFd<'_>) -> Result<(), Reje
     let mut archive = tar::Archive::new(stream);
     let bad = |e: std::io::Error| failed(format!("the cache stream is not a tar archive: {e}"));
     let (mut entries, mut bytes) = (0usize, 0u64);
-    for entry in archive.entries().map_err(bad)? {
+    // Raw entries: GNU long-name and PAX extension headers are not read
+    // into memory and merged; they come through as entries of their own
+    // kind and are refused below (the producer writes plain ustar).
+    for entry in archive.entries().map_err(bad)?.raw(true) {
         let mut entry = entry.map_err(bad)?;
         entries += 1;
         if entries > MAX_CACHE_ENTRIES {
@@ -248,7 +263,11 @@ pub(crate) fn unpack(stream: impl Read, root: BorrowedFd<'_>) -> Result<(), Reje
             )));
         }
         let mode = entry.header().mode().map_err(bad)?;
-        let (name, dirs) = parts.split_last().unwrap_or((&parts[0], &[]));
+        let Some((name, dirs)) = parts.split_last() else {
+            return Err(failed(format!(
+                "the cache stream holds a file named {shown:?}"
+            )));
+        };
         let parent = dir_beneath(root, dirs)?;
         let at = parent.as_ref().map_or(root, AsFd::as_fd);
         let fd = rustix::fs::openat(
@@ -361,6 +380,30 @@ mod tests {
         }
         let (_t, r) = unpacked(&[("a", Regular, b"1"), ("./a", Regular, b"2")]);
         assert_eq!(r.err().map(|e| e.code()), Some(STAGE_COPILOT_CACHE));
+    }
+
+    #[test]
+    fn gnu_long_names_and_pax_headers_are_refused_unread() {
+        use tar::EntryType::{GNULongName, XGlobalHeader, XHeader};
+        // A name longer than ustar holds: the builder writes a GNU
+        // long-name entry first, which is never merged or buffered.
+        let mut b = tar::Builder::new(Vec::new());
+        let mut h = header(tar::EntryType::Regular, 1, 0o644);
+        b.append_data(&mut h, "d/".repeat(200) + "f", &b"x"[..])
+            .expect("append");
+        let long = b.into_inner().expect("finish");
+        let t = tempfile::tempdir().expect("tempdir");
+        let root = make_dir(&t.path().join("c")).expect("root");
+        let r = unpack(long.as_slice(), root.as_fd());
+        assert_eq!(r.err().map(|e| e.code()), Some(STAGE_COPILOT_CACHE));
+        for kind in [GNULongName, XHeader, XGlobalHeader] {
+            let (_t, r) = unpacked(&[("x", kind, b"20 path=a/../../x\n")]);
+            assert_eq!(
+                r.err().map(|e| e.code()),
+                Some(STAGE_COPILOT_CACHE),
+                "{kind:?}"
+            );
+        }
     }
 
     #[test]

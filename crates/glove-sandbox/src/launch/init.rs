@@ -291,8 +291,23 @@ pub(super) fn supervise_inside(
     trace::mark("agent reaped");
     let _ = process::kill(-1, libc::SIGKILL);
     while let Ok(Some(_)) = process::reap_any() {}
-    // Nothing of the agent is left to race with: the leases go back.
-    super::mounts::take_back(leases);
+    // The leases go back once nothing of the agent is left to race with:
+    // every killed process reaped (`reap_any` does not wait for one still
+    // dying), for at most a second; otherwise they are not taken back.
+    if !leases.is_empty() {
+        let mut alone = false;
+        for _ in 0..200 {
+            while let Ok(Some(_)) = process::reap_any() {}
+            if count_processes() <= 1 {
+                alone = true;
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        if alone {
+            super::mounts::take_back(leases);
+        }
+    }
     let (kind, value) = match status {
         Some(Exit::Code(c)) => (0u8, c),
         Some(Exit::Signal(s)) => (1u8, s),
