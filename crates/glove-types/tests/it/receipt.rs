@@ -5,7 +5,8 @@
 use glove_types::ids::{AliasId, ProjectionId, SessionId};
 use glove_types::policy::ResourceLimits;
 use glove_types::receipt::{
-    Exit, LimitName, Projection, Recovery, ResourceReceiptV1, Termination, Usage,
+    AdapterReceipt, Exit, LeaseReceipt, LimitName, Projection, Recovery, ResourceReceiptV1,
+    Termination, Usage,
 };
 use glove_types::stage::SessionStage;
 use glove_types::{Blake3Digest, Sha256Digest};
@@ -57,6 +58,36 @@ fn termination() -> impl Strategy<Value = Termination> {
     ]
 }
 
+fn adapter() -> impl Strategy<Value = AdapterReceipt> {
+    (
+        prop::sample::select(vec!["codex", "claude-code", "pi", "copilot", "opencode"]),
+        prop::collection::btree_set("[A-Z]{1,6}=/home/agent/[a-z.]{0,8}", 0..4),
+        prop::collection::btree_set("[a-z][a-z0-9-]{0,10}", 0..4),
+        prop::collection::btree_map(
+            "[a-z][a-z0-9-]{0,10}",
+            (1u64..50, prop::option::of(0u64..5)),
+            0..3,
+        ),
+        prop::option::of(10u64..5000),
+    )
+        .prop_map(|(runtime, env, skills, leases, rate)| AdapterReceipt {
+            runtime: runtime.to_owned(),
+            home: "/home/agent".into(),
+            managed_environment: env.into_iter().collect(),
+            skills_digest: (!skills.is_empty()).then(|| Sha256Digest::of(b"s").to_hex()),
+            skills: skills.into_iter().collect(),
+            leases: leases
+                .into_iter()
+                .map(|(h, (start, grown))| LeaseReceipt {
+                    secret_handle: h,
+                    version_at_start: start,
+                    version_at_end: grown.map(|g| start + g),
+                })
+                .collect(),
+            cpu_rate_millicpus: rate,
+        })
+}
+
 fn receipt() -> impl Strategy<Value = ResourceReceiptV1> {
     (
         "[a-z0-9][a-z0-9-]{0,20}",
@@ -66,51 +97,54 @@ fn receipt() -> impl Strategy<Value = ResourceReceiptV1> {
         0usize..3,
         termination(),
         prop::option::of((any::<bool>(), any::<bool>(), 0u64..5, any::<bool>())),
+        prop::option::of(adapter()),
     )
-        .prop_map(|(id, seed, limit, usage, nproj, termination, recovery)| {
-            let failed = matches!(termination, Termination::Failed { .. });
-            ResourceReceiptV1 {
-                session_id: SessionId::new(id).expect("id"),
-                plan_content_digest: Sha256Digest::of(&seed),
-                controller_plan_digest: Blake3Digest::of(&seed),
-                launch_binding_digest: limit.map(|l| Sha256Digest::of(&l.to_le_bytes())),
-                limits: limit.map(|l| ResourceLimits {
-                    cpu_time_ms: l % 1_000_000,
-                    memory_bytes: l % 9_007_199_254_740_991,
-                    pids: 16,
-                    wall_time_ms: 2000,
-                    disk_bytes: 0,
-                    terminal_output_bytes: 1,
-                }),
-                projections: (0..nproj)
-                    .map(|i| Projection {
-                        projection_id: ProjectionId::new(format!("p{i}")).expect("id"),
-                        destination_alias: AliasId::new("libraries").expect("id"),
-                        target: format!("/opt/lib/p{i}"),
-                        sha256: Sha256Digest::of(&[i as u8]),
-                    })
-                    .collect(),
-                usage: (!failed).then(|| {
-                    let (a, b, c) = usage.unwrap_or_default();
-                    Usage {
-                        cpu_time_ms: a % 9_007_199_254_740_991,
-                        peak_memory_bytes: b % 9_007_199_254_740_991,
-                        pids_peak: c % 1000,
-                        ..Usage::default()
-                    }
-                }),
-                termination,
-                recovery: recovery.map(|(m, l, c, r)| Recovery {
-                    stage: SessionStage::Running,
-                    identity_matched: m,
-                    launcher_killed: l,
-                    cgroups_removed: c,
-                    killed: m || l,
-                    replay_error: r.then(|| "lifecycle_record_invalid".to_owned()),
-                }),
-                adapter: None,
-            }
-        })
+        .prop_map(
+            |(id, seed, limit, usage, nproj, termination, recovery, adapter)| {
+                let failed = matches!(termination, Termination::Failed { .. });
+                ResourceReceiptV1 {
+                    session_id: SessionId::new(id).expect("id"),
+                    plan_content_digest: Sha256Digest::of(&seed),
+                    controller_plan_digest: Blake3Digest::of(&seed),
+                    launch_binding_digest: limit.map(|l| Sha256Digest::of(&l.to_le_bytes())),
+                    limits: limit.map(|l| ResourceLimits {
+                        cpu_time_ms: l % 1_000_000,
+                        memory_bytes: l % 9_007_199_254_740_991,
+                        pids: 16,
+                        wall_time_ms: 2000,
+                        disk_bytes: 0,
+                        terminal_output_bytes: 1,
+                    }),
+                    projections: (0..nproj)
+                        .map(|i| Projection {
+                            projection_id: ProjectionId::new(format!("p{i}")).expect("id"),
+                            destination_alias: AliasId::new("libraries").expect("id"),
+                            target: format!("/opt/lib/p{i}"),
+                            sha256: Sha256Digest::of(&[i as u8]),
+                        })
+                        .collect(),
+                    usage: (!failed).then(|| {
+                        let (a, b, c) = usage.unwrap_or_default();
+                        Usage {
+                            cpu_time_ms: a % 9_007_199_254_740_991,
+                            peak_memory_bytes: b % 9_007_199_254_740_991,
+                            pids_peak: c % 1000,
+                            ..Usage::default()
+                        }
+                    }),
+                    termination,
+                    recovery: recovery.map(|(m, l, c, r)| Recovery {
+                        stage: SessionStage::Running,
+                        identity_matched: m,
+                        launcher_killed: l,
+                        cgroups_removed: c,
+                        killed: m || l,
+                        replay_error: r.then(|| "lifecycle_record_invalid".to_owned()),
+                    }),
+                    adapter,
+                }
+            },
+        )
 }
 
 proptest! {
@@ -162,6 +196,28 @@ fn body(edit: impl FnOnce(&mut serde_json::Value)) -> Vec<u8> {
     glove_types::canon::to_canonical(&v).expect("canonical")
 }
 
+/// A valid adapter object with `edit` applied.
+fn adapter_json(edit: impl FnOnce(&mut serde_json::Value)) -> serde_json::Value {
+    let mut a = serde_json::json!({
+        "runtime": "codex",
+        "home": "/home/agent",
+        "managed_environment": ["CODEX_HOME=/home/agent/.codex", "HOME=/home/agent"],
+        "skills_digest": null,
+        "skills": [],
+        "leases": [],
+        "cpu_rate_millicpus": null,
+    });
+    edit(&mut a);
+    a
+}
+
+#[test]
+fn a_valid_adapter_object_decodes() {
+    let bytes = body(|v| v["adapter"] = adapter_json(|_| {}));
+    let r = ResourceReceiptV1::decode(&bytes).expect("decodes");
+    assert_eq!(r.adapter.expect("adapter").runtime, "codex");
+}
+
 #[test]
 fn inconsistent_or_unknown_bodies_are_refused_with_a_code() {
     use serde_json::json;
@@ -203,6 +259,36 @@ fn inconsistent_or_unknown_bodies_are_refused_with_a_code() {
             body(|v| v["termination"]["limits_reached"] = json!(["fuel"])),
         ),
         ("bad id", body(|v| v["session_id"] = json!("../x"))),
+        ("null adapter", body(|v| v["adapter"] = json!(null))),
+        (
+            "adapter of another runtime",
+            body(|v| v["adapter"] = adapter_json(|a| a["runtime"] = json!("vim"))),
+        ),
+        (
+            "unsorted environment",
+            body(|v| {
+                v["adapter"] = adapter_json(|a| {
+                    a["managed_environment"] = json!(["HOME=/home/agent", "CODEX_HOME=/x"])
+                })
+            }),
+        ),
+        (
+            "skills without their digest",
+            body(|v| v["adapter"] = adapter_json(|a| a["skills"] = json!(["review"]))),
+        ),
+        (
+            "a lease going back a version",
+            body(|v| {
+                v["adapter"] = adapter_json(|a| {
+                    a["leases"] =
+                        json!([{"secret_handle": "t", "version_at_start": 3, "version_at_end": 2}])
+                })
+            }),
+        ),
+        (
+            "unknown adapter field",
+            body(|v| v["adapter"] = adapter_json(|a| a["host_path"] = json!("/root"))),
+        ),
     ];
     for (what, bytes) in cases {
         let e = ResourceReceiptV1::decode(&bytes).expect_err(what);
