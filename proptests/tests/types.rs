@@ -340,3 +340,65 @@ proptest! {
         decode_is_exact(&to_canonical(&v).expect("encodable"))?;
     }
 }
+
+mod egress {
+    use glove_types::codes::Area;
+    use glove_types::egress::{address_allowed, classify, decide, Endpoint, Host};
+    use proptest::prelude::*;
+    use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+
+    proptest! {
+        /// An IPv4 address carried in IPv6 (mapped, compatible, NAT64,
+        /// 6to4) is judged exactly as the IPv4 address itself.
+        #[test]
+        fn ipv4_in_ipv6_is_judged_as_the_ipv4(o in any::<[u8; 4]>()) {
+            let v4 = Ipv4Addr::from(o);
+            let want = classify(IpAddr::V4(v4));
+            let seg = |a: u8, b: u8| u16::from(a) << 8 | u16::from(b);
+            let (hi, lo) = (seg(o[0], o[1]), seg(o[2], o[3]));
+            let forms = [
+                v4.to_ipv6_mapped(),
+                Ipv6Addr::new(0x64, 0xff9b, 0, 0, 0, 0, hi, lo),
+                Ipv6Addr::new(0x2002, hi, lo, 0, 0, 0, 0, 1),
+            ];
+            for f in forms {
+                prop_assert_eq!(classify(IpAddr::V6(f)), want, "{}", f);
+            }
+            for allow in [false, true] {
+                prop_assert_eq!(
+                    address_allowed(IpAddr::V4(v4), allow).is_ok(),
+                    address_allowed(IpAddr::V6(v4.to_ipv6_mapped()), allow).is_ok()
+                );
+            }
+        }
+
+        /// Parsing never panics and refuses only with an egress code; a
+        /// parsed endpoint decides against itself without panicking, and
+        /// is never allowed to a metadata or reserved address.
+        #[test]
+        fn targets_never_panic(s in "\\PC{0,64}", ip in any::<[u8; 16]>()) {
+            match Endpoint::parse(&s) {
+                Ok(e) => {
+                    let addr = IpAddr::V6(Ipv6Addr::from(ip));
+                    if let Ok(addrs) = decide(std::slice::from_ref(&e), true, &e.host, e.port, &[addr]) {
+                        for a in addrs {
+                            prop_assert!(address_allowed(a, true).is_ok());
+                        }
+                    }
+                }
+                Err(r) => prop_assert_eq!(r.code().area(), Area::Egress),
+            }
+            if let Err(r) = Host::parse(&s) {
+                prop_assert_eq!(r.code().area(), Area::Egress);
+            }
+        }
+    }
+
+    #[test]
+    fn the_fuzz_seed_parses() {
+        let root = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
+        let seed =
+            std::fs::read_to_string(root.join("fuzz/seeds/egress_target/endpoint")).expect("seed");
+        Endpoint::parse(&seed).expect("the seed is an endpoint");
+    }
+}

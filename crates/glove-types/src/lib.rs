@@ -27,6 +27,7 @@ pub mod bundle;
 pub mod canon;
 pub mod codes;
 pub mod digest;
+pub mod egress;
 pub mod error;
 pub mod ids;
 pub mod paths;

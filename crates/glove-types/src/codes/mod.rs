@@ -30,6 +30,7 @@ macro_rules! define_codes {
 pub mod bundle;
 pub mod cli;
 pub mod control;
+pub mod egress;
 pub mod file;
 pub mod ids;
 pub mod journal;
@@ -64,6 +65,8 @@ pub enum Area {
     Control,
     /// The Linux sandbox.
     Sandbox,
+    /// Egress decisions (what the proxy refuses, and why).
+    Egress,
     /// Staging harness closures.
     Stage,
     /// The command-line front end.
@@ -84,6 +87,7 @@ impl Area {
             Area::Lifecycle => "lifecycle",
             Area::Control => "control",
             Area::Sandbox => "sandbox",
+            Area::Egress => "egress",
             Area::Stage => "stage",
             Area::Cli => "cli",
         }
@@ -135,6 +139,7 @@ impl ErrorCode {
             lifecycle::TABLE,
             control::TABLE,
             sandbox::TABLE,
+            egress::TABLE,
             stage::TABLE,
             cli::TABLE,
         ]

@@ -38,5 +38,6 @@ define_codes! { Policy;
     POLICY_REMOTE_BACKEND_CONFLICT = "policy_remote_backend_conflict": "remote_backend is combined with local templates, or a remote template has no remote_backend",
     POLICY_REMOTE_BACKEND_INVALID = "policy_remote_backend_invalid": "remote_backend has a malformed host, port, host key or image reference",
     POLICY_EGRESS_ENDPOINT_INVALID = "policy_egress_endpoint_invalid": "an egress endpoint is not host:port",
+    POLICY_EGRESS_ENDPOINT_FORBIDDEN = "policy_egress_endpoint_forbidden": "an egress endpoint is a cloud metadata or reserved address, which no policy may allow",
     POLICY_EGRESS_PRIVATE = "policy_egress_private": "an egress endpoint is a private or loopback address but allow_private is false",
 }

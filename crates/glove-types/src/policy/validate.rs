@@ -538,12 +538,24 @@ pub(crate) fn endpoint_is_private(ep: &str) -> Result<bool, Rejection> {
     if !port_ok {
         return Err(bad());
     }
-    if let Some(v6) = host.strip_prefix('[').and_then(|h| h.strip_suffix(']')) {
-        let ip: Ipv6Addr = v6.parse().map_err(|_| bad())?;
-        return Ok(ip_private(IpAddr::V6(ip)));
-    }
-    if let Ok(ip) = host.parse::<Ipv4Addr>() {
-        return Ok(ip_private(IpAddr::V4(ip)));
+    let literal = match host.strip_prefix('[').and_then(|h| h.strip_suffix(']')) {
+        Some(v6) => Some(IpAddr::V6(v6.parse::<Ipv6Addr>().map_err(|_| bad())?)),
+        None => host.parse::<Ipv4Addr>().ok().map(IpAddr::V4),
+    };
+    if let Some(ip) = literal {
+        // A metadata or reserved address can never be an endpoint, with
+        // or without allow_private (the proxy would refuse it anyway).
+        use crate::egress::AddressClass;
+        if matches!(
+            crate::egress::classify(ip),
+            AddressClass::Metadata | AddressClass::Reserved
+        ) {
+            return Err(r(
+                POLICY_EGRESS_ENDPOINT_FORBIDDEN,
+                format!("{ep} is a cloud metadata or reserved address"),
+            ));
+        }
+        return Ok(ip_private(ip));
     }
     if !dns_name_ok(host) {
         return Err(bad());
@@ -552,6 +564,13 @@ pub(crate) fn endpoint_is_private(ep: &str) -> Result<bool, Rejection> {
 }
 
 fn ip_private(ip: IpAddr) -> bool {
+    !matches!(
+        crate::egress::classify(ip),
+        crate::egress::AddressClass::Public
+    ) || ip_private_legacy(ip)
+}
+
+fn ip_private_legacy(ip: IpAddr) -> bool {
     match ip {
         IpAddr::V4(v4) => {
             v4.is_private()
@@ -568,7 +587,7 @@ fn ip_private(ip: IpAddr) -> bool {
                 || (s & 0xffc0) == 0xfe80
                 || v6
                     .to_ipv4_mapped()
-                    .is_some_and(|m| ip_private(IpAddr::V4(m)))
+                    .is_some_and(|m| ip_private_legacy(IpAddr::V4(m)))
         }
     }
 }

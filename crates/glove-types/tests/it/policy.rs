@@ -489,6 +489,27 @@ fn egress_secret_remote_rules() {
         reject(|v| v["egress_policies"] = eg("localhost:80", false)),
         POLICY_EGRESS_PRIVATE
     );
+    // Private whatever the spelling; metadata and reserved never.
+    for ep in ["[::ffff:10.0.0.1]:443", "100.64.0.1:443", "[fe80::1]:443"] {
+        assert_eq!(
+            reject(|v| v["egress_policies"] = eg(ep, false)),
+            POLICY_EGRESS_PRIVATE,
+            "{ep}"
+        );
+    }
+    for ep in [
+        "169.254.169.254:80",
+        "[fd00:ec2::254]:80",
+        "[::ffff:169.254.169.254]:80",
+        "0.0.0.0:80",
+        "224.0.0.1:80",
+    ] {
+        assert_eq!(
+            reject(|v| v["egress_policies"] = eg(ep, true)),
+            POLICY_EGRESS_ENDPOINT_FORBIDDEN,
+            "{ep}"
+        );
+    }
     assert_eq!(
         reject(|v| v["egress_policies"] = eg("example.com", true)),
         POLICY_EGRESS_ENDPOINT_INVALID
