@@ -394,6 +394,29 @@ mod egress {
         }
     }
 
+    proptest! {
+        /// An egress event: the seed with one byte changed, or arbitrary
+        /// bytes, never panics, and whatever decodes re-encodes to itself.
+        #[test]
+        fn events_decode_only_their_encoding(
+            at in any::<prop::sample::Index>(),
+            to in any::<u8>(),
+            junk in prop::collection::vec(any::<u8>(), 0..256),
+        ) {
+            use glove_types::egress::event::EgressEvent;
+            let root = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
+            let mut seed = std::fs::read(root.join("fuzz/seeds/egress_event/request")).expect("seed");
+            prop_assert!(EgressEvent::decode(&seed).is_ok(), "the seed decodes");
+            let i = at.index(seed.len());
+            seed[i] = to;
+            for bytes in [seed, junk] {
+                if let Ok(e) = EgressEvent::decode(&bytes) {
+                    prop_assert_eq!(e.encode().expect("encodes"), bytes);
+                }
+            }
+        }
+    }
+
     #[test]
     fn the_fuzz_seed_parses() {
         let root = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");

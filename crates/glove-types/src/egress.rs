@@ -14,6 +14,8 @@
 //! is what defeats a name that resolves to a public and a private address
 //! at once; the proxy then connects only to the addresses it checked.
 
+pub mod event;
+
 use crate::codes::egress::*;
 use crate::Rejection;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};

@@ -9,5 +9,6 @@ define_codes! { Egress;
     EGRESS_NO_ADDRESS = "egress_no_address": "the host resolved to no address",
     EGRESS_ADDRESS_PRIVATE = "egress_address_private": "the host is or resolved to a loopback, private, link-local or shared address and the policy does not allow private targets",
     EGRESS_ADDRESS_METADATA = "egress_address_metadata": "the host is or resolved to a cloud metadata address, which is never allowed",
+    EGRESS_EVENT_INVALID = "egress_event_invalid": "an egress audit event does not decode as its schema, breaks one of its rules, or is not its canonical encoding",
     EGRESS_ADDRESS_RESERVED = "egress_address_reserved": "the host is or resolved to an unspecified, multicast, broadcast, documentation or otherwise reserved address, which is never allowed",
 }
