@@ -96,6 +96,19 @@ fn a_native_session_gets_a_private_home_and_its_lease() {
         a["leases"],
         json!([{"secret_handle": "codex-token", "version_at_start": 1, "version_at_end": 2}])
     );
+    // Ended, not yet cleaned up: the lease is free for the next session.
+    let started = start(&mut c, &m, "home-2");
+    assert_eq!(
+        started["stage"], "running",
+        "the lease was released at the end: {started}"
+    );
+    let mut out2 = attached(&mut c, "home-2");
+    c.call(
+        "write_stdin",
+        json!({"session_id": "home-2", "data": "exit\n"}),
+    )
+    .expect("exit");
+    until_ended(&mut c, &mut out2);
     // The operator's source is untouched; the refreshed token is the lease's.
     assert_eq!(
         std::fs::read_to_string(&source).expect("source"),

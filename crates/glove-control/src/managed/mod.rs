@@ -101,8 +101,8 @@ struct Live {
     ended: Mutex<Option<Value>>,
     /// What the receipt needs besides the outcome.
     facts: ReceiptFacts,
-    /// The credential leases, locked until the session ends (released
-    /// when the registry forgets the session).
+    /// The credential leases, locked until the session's end is recorded
+    /// (`finish` takes and drops them).
     leases: Mutex<Vec<lease::LeaseHold>>,
 }
 

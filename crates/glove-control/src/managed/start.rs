@@ -429,8 +429,11 @@ impl Runtime {
         let id = live.id.clone();
         // The leases' versions after the session (its sandbox is gone).
         let mut facts = live.facts.clone();
+        // Taken out of the session: their locks go when this ends (the
+        // receipt written), not when the session is cleaned up.
+        let mut holds = std::mem::take(&mut *mem(&live.leases));
         if let Some(a) = facts.adapter.as_mut() {
-            for hold in mem(&live.leases).iter_mut() {
+            for hold in holds.iter_mut() {
                 let end = hold.finish();
                 if let Err(r) = &end {
                     tracing::error!(session_id = ?id.as_str(), code = r.code().as_str(), "lease not read back: {}", r.message());
