@@ -593,7 +593,12 @@ class Handler(http.server.BaseHTTPRequestHandler):
                 self.send_json(200, final)
             return
         record(e)
-        if self.command == "GET" and re.search(r"/models$", path):
+        if self.command == "HEAD":
+            # A reachability probe (claude-code sends `HEAD /`).
+            self.send_response(200)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+        elif self.command == "GET" and re.search(r"/models$", path):
             self.send_json(200, MODELS)
         elif self.command == "CONNECT":
             self.send_json(403, {"error": {"message": "the model stub is no proxy"}}, close=True)
@@ -602,6 +607,15 @@ class Handler(http.server.BaseHTTPRequestHandler):
 
     do_GET = do_POST = do_PUT = do_DELETE = do_PATCH = do_HEAD = do_OPTIONS = handle_any
     do_CONNECT = handle_any
+
+
+class Server(http.server.ThreadingHTTPServer):
+    daemon_threads = True
+
+    def handle_error(self, request, client_address):
+        # A client going away mid-request is no news; the log has the rest.
+        if not isinstance(sys.exc_info()[1], (ConnectionError, TimeoutError)):
+            super().handle_error(request, client_address)
 
 
 def main():
@@ -616,8 +630,7 @@ def main():
     LOG_PATH = a.log
     if a.isolate:
         isolate()
-    http.server.ThreadingHTTPServer.daemon_threads = True
-    srv = http.server.ThreadingHTTPServer(("127.0.0.1", a.port), Handler)
+    srv = Server(("127.0.0.1", a.port), Handler)
     print(srv.server_address[1], flush=True)
     if not a.command:
         try:
