@@ -112,6 +112,7 @@ fn plan(session: &str) -> String {
     v["session_id"] = json!(session);
     v["idempotency_key"] = json!(format!("k-{session}"));
     v["library_projections"] = json!([]);
+    v["secret_handles"] = json!([]);
     v["adapter_command_digest"] = json!(adapter());
     profile(&mut v["resource_profile"]);
     String::from_utf8(glove_types::canon::to_canonical(&v).expect("canonical")).expect("utf-8")
