@@ -50,32 +50,15 @@ const HARNESSES: &[Harness] = &[
     },
 ];
 
-fn pinned() -> serde_json::Map<String, Value> {
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let v: Value = serde_json::from_slice(
-        &std::fs::read(root.join("harnesses/package.json")).expect("harnesses/package.json"),
-    )
-    .expect("json");
-    v["dependencies"].as_object().expect("dependencies").clone()
-}
-
-fn harness_dir() -> Option<PathBuf> {
-    let d = PathBuf::from(std::env::var_os("GLOVE_HARNESSES")?);
-    d.is_dir().then_some(d)
-}
-
 #[test]
 fn every_pinned_harness_prints_its_version_contained() {
-    let Some(nm) = harness_dir() else {
-        let why = "GLOVE_HARNESSES names no installed harness tree (.ci/run installs them)";
-        assert!(!common::required(), "{why}");
-        eprintln!("skipping: {why}");
+    let Some(nm) = common::harnesses() else {
         return;
     };
     if !common::need(common::sandbox_ok(common::As::Caller), "the sandbox") {
         return;
     }
-    let pins = pinned();
+    let pins = common::harness_pins();
     assert_eq!(pins.len(), HARNESSES.len(), "one pin per harness");
     let nm_s = nm.to_str().expect("utf-8 path");
     for h in HARNESSES {
@@ -142,10 +125,7 @@ fn every_pinned_harness_prints_its_version_contained() {
 
 #[test]
 fn detect_finds_every_pinned_harness_in_the_npm_bin_directory_and_each_runs_contained() {
-    let Some(nm) = harness_dir() else {
-        let why = "GLOVE_HARNESSES names no installed harness tree (.ci/run installs them)";
-        assert!(!common::required(), "{why}");
-        eprintln!("skipping: {why}");
+    let Some(nm) = common::harnesses() else {
         return;
     };
     if !common::need(common::sandbox_ok(common::As::Caller), "the sandbox") {
@@ -170,7 +150,7 @@ fn detect_finds_every_pinned_harness_in_the_npm_bin_directory_and_each_runs_cont
     );
     let d: Value = serde_json::from_slice(&out.stdout).expect("json");
     assert_eq!(d["search_path_safe"], true, "{d}");
-    let pins = pinned();
+    let pins = common::harness_pins();
     let runtimes = d["runtimes"].as_array().expect("runtimes");
     assert_eq!(runtimes.len(), 5);
     let nm_s = nm.to_str().expect("utf-8");

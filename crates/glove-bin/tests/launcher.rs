@@ -835,52 +835,27 @@ fn seeded_home_and_a_lease_given_and_taken_back() {
     assert_eq!(content, b"token-2\n");
     assert_eq!(digest, sha2::Sha256::digest(content).as_slice());
 
-    // Replaced inside by a link to a file elsewhere: nothing comes back.
-    write_mode(&returned, "", 0o600);
-    let l = lease_file.clone();
-    let mut s = start_with(
-        &[
-            "/bin/sh",
-            "-c",
-            "cd /home/agent/.codex && rm auth.json && ln -s /etc/passwd auth.json",
-        ],
-        false,
-        |w| {
+    // Replaced inside by a link to a file elsewhere, or grown past the
+    // bound: nothing comes back.
+    for script in [
+        "cd /home/agent/.codex && rm auth.json && ln -s /etc/passwd auth.json",
+        "head -c 1100000 /dev/zero > /home/agent/.codex/auth.json",
+    ] {
+        write_mode(&returned, "", 0o600);
+        let l = lease_file.clone();
+        let mut s = start_with(&["/bin/sh", "-c", script], false, |w| {
             w.seed_dirs = vec!["/home/agent/.codex".into()];
             w.leases = vec![l];
-        },
-    );
-    let end = run_to_end(&mut s);
-    assert!(
-        matches!(end, FromLauncher::Exited(_)),
-        "{}",
-        failure_code(&end)
-    );
-    s.close_and_wait();
-    assert_eq!(std::fs::read(&returned).expect("returned"), b"");
-
-    // Grown past the bound inside: nothing comes back either.
-    let l = lease_file.clone();
-    let mut s = start_with(
-        &[
-            "/bin/sh",
-            "-c",
-            "head -c 1100000 /dev/zero > /home/agent/.codex/auth.json",
-        ],
-        false,
-        |w| {
-            w.seed_dirs = vec!["/home/agent/.codex".into()];
-            w.leases = vec![l];
-        },
-    );
-    let end = run_to_end(&mut s);
-    assert!(
-        matches!(end, FromLauncher::Exited(_)),
-        "{}",
-        failure_code(&end)
-    );
-    s.close_and_wait();
-    assert_eq!(std::fs::read(&returned).expect("returned"), b"");
+        });
+        let end = run_to_end(&mut s);
+        assert!(
+            matches!(end, FromLauncher::Exited(_)),
+            "{script}: {}",
+            failure_code(&end)
+        );
+        s.close_and_wait();
+        assert_eq!(std::fs::read(&returned).expect("returned"), b"", "{script}");
+    }
 
     // A lease or return file reached through a link, or with a second
     // link, is refused.

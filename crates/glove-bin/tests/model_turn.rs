@@ -253,19 +253,11 @@ fn stub() -> PathBuf {
 
 /// The harness tree, python3, and a network namespace for the stub; or why not.
 fn prerequisites() -> Option<PathBuf> {
-    let Some(nm) = std::env::var_os("GLOVE_HARNESSES").map(PathBuf::from) else {
-        common::need(
-            false,
-            "GLOVE_HARNESSES names no installed harness tree (.ci/run installs them)",
-        );
-        return None;
-    };
-    if !common::need(nm.is_dir(), "GLOVE_HARNESSES is no directory")
-        || !common::need(
-            Path::new("/usr/bin/python3").exists(),
-            "/usr/bin/python3 is missing (the model stub needs it)",
-        )
-    {
+    let nm = common::harnesses()?;
+    if !common::need(
+        Path::new("/usr/bin/python3").exists(),
+        "/usr/bin/python3 is missing (the model stub needs it)",
+    ) {
         return None;
     }
     let dir = tempfile::tempdir().expect("tempdir");

@@ -276,28 +276,11 @@ fn neither_dry_run_nor_yes_is_refused_and_bad_arguments_have_codes() {
     assert!(!d.exists());
 }
 
-fn harness_dir() -> Option<PathBuf> {
-    let d = PathBuf::from(std::env::var_os("GLOVE_HARNESSES")?);
-    d.is_dir().then_some(d)
-}
-
-fn pinned() -> serde_json::Map<String, Value> {
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let v: Value = serde_json::from_slice(
-        &std::fs::read(root.join("harnesses/package.json")).expect("harnesses/package.json"),
-    )
-    .expect("json");
-    v["dependencies"].as_object().expect("dependencies").clone()
-}
-
 /// All five into one directory (copilot's closure with its cache is about
 /// 440 MB, so this is done once), twice, then detected and run.
 #[test]
 fn every_pinned_harness_stages_into_one_directory_detect_calls_safe_and_each_runs_contained() {
-    let Some(nm) = harness_dir() else {
-        let why = "GLOVE_HARNESSES names no installed harness tree (.ci/run installs them)";
-        assert!(!common::required(), "{why}");
-        eprintln!("skipping: {why}");
+    let Some(nm) = common::harnesses() else {
         return;
     };
     if !common::need(common::sandbox_ok(common::As::Caller), "the sandbox") {
@@ -334,7 +317,7 @@ fn every_pinned_harness_stages_into_one_directory_detect_calls_safe_and_each_run
             nm.join("@github/copilot-linux-x64/copilot"),
         ),
     ];
-    let pins = pinned();
+    let pins = common::harness_pins();
     let (out, dry) = stage("codex", &nm, &d, "--dry-run");
     assert!(out.status.success(), "{dry}");
     assert!(!d.exists(), "a dry run wrote {}", d.display());

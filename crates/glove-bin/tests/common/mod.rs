@@ -263,3 +263,26 @@ pub(crate) fn safe_tempdir() -> tempfile::TempDir {
     std::fs::set_permissions(t.path(), std::fs::Permissions::from_mode(0o755)).expect("chmod");
     t
 }
+
+/// The installed harness tree (`GLOVE_HARNESSES`, a `node_modules`
+/// directory; `.ci/run` installs it), or `None` after saying why the test
+/// skips (a failure under `GLOVE_REQUIRE_SANDBOX=1`).
+pub(crate) fn harnesses() -> Option<PathBuf> {
+    let d = std::env::var_os("GLOVE_HARNESSES").map(PathBuf::from);
+    let ok = d.as_deref().is_some_and(Path::is_dir);
+    need(
+        ok,
+        "GLOVE_HARNESSES names no installed harness tree (.ci/run installs them)",
+    )
+    .then(|| d.unwrap_or_default())
+}
+
+/// The pinned versions (`harnesses/package.json`'s dependencies).
+pub(crate) fn harness_pins() -> serde_json::Map<String, serde_json::Value> {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let v: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(root.join("harnesses/package.json")).expect("harnesses/package.json"),
+    )
+    .expect("json");
+    v["dependencies"].as_object().expect("dependencies").clone()
+}

@@ -28,19 +28,6 @@ const HARNESSES: &[(&str, &str, &str, &str)] = &[
     ("pi", "@mariozechner/pi-coding-agent", "pi", "Usage"),
 ];
 
-fn harness_dir() -> Option<PathBuf> {
-    let d = PathBuf::from(std::env::var_os("GLOVE_HARNESSES")?);
-    d.is_dir().then_some(d)
-}
-
-fn pins() -> serde_json::Map<String, Value> {
-    let v: Value = serde_json::from_slice(
-        &std::fs::read(repo().join("harnesses/package.json")).expect("read"),
-    )
-    .expect("json");
-    v["dependencies"].as_object().expect("dependencies").clone()
-}
-
 fn glove(args: &[&str]) -> Value {
     let out = common::glove(common::As::Caller, args, None);
     let v: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|_| {
@@ -95,17 +82,14 @@ fn template(rt: &str, id: &str, bin: &Path, report: &Value, arg: &str) -> Value 
 
 #[test]
 fn harness_sessions_each_pinned_harness_staged_generated_and_run_managed() {
-    let Some(nm) = harness_dir() else {
-        let why = "GLOVE_HARNESSES names no installed harness tree (.ci/run installs them)";
-        assert!(!required(), "{why}");
-        eprintln!("skipping: {why}");
+    let Some(nm) = common::harnesses() else {
         return;
     };
     if !sandbox_ok() {
         return;
     }
     let lane = Instant::now();
-    let pins = pins();
+    let pins = common::harness_pins();
     let m = Managed::new(&ROOMY, None);
     // The protected runtime directory, every ancestor safe (/tmp is
     // world-writable).
