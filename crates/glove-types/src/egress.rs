@@ -29,12 +29,15 @@ pub enum AddressClass {
     Loopback,
     /// `10/8`, `172.16/12`, `192.168/16`, `fc00::/7`, `fec0::/10`.
     Private,
-    /// `169.254/16`, `fe80::/10` (metadata addresses excepted).
+    /// `fe80::/10` (metadata addresses excepted). IPv4 link-local is
+    /// [`AddressClass::Metadata`] as a whole.
     LinkLocal,
     /// `100.64.0.0/10` (carrier-grade NAT).
     Shared,
-    /// A cloud metadata service: `169.254.169.254`, `169.254.170.2`,
-    /// `fd00:ec2::254`, `100.100.100.200`, `168.63.129.16`.
+    /// A cloud metadata or credential service: all of `169.254/16`
+    /// (IPv4 link-local, where they live: AWS, GCE, Azure, OpenStack,
+    /// Tencent, EKS pod identity, AWS DNS), `100.100.100.200`,
+    /// `168.63.129.16`, `fd00:ec2::/32`, `fd20:ce::254`, `fe80::a9fe:a9fe`.
     Metadata,
     /// Unspecified, `0/8`, multicast, broadcast, documentation,
     /// benchmarking, `192.0.0/24`, `240/4`, `100::/64`, `2001::/32`
@@ -42,18 +45,19 @@ pub enum AddressClass {
     Reserved,
 }
 
-const METADATA_V4: [Ipv4Addr; 4] = [
-    Ipv4Addr::new(169, 254, 169, 254),
-    Ipv4Addr::new(169, 254, 170, 2),
+const METADATA_V4: [Ipv4Addr; 2] = [
     Ipv4Addr::new(100, 100, 100, 200),
     Ipv4Addr::new(168, 63, 129, 16),
 ];
 
-const METADATA_V6: [Ipv6Addr; 1] = [Ipv6Addr::new(0xfd00, 0x0ec2, 0, 0, 0, 0, 0, 0x254)];
+const METADATA_V6: [Ipv6Addr; 2] = [
+    Ipv6Addr::new(0xfd20, 0xce, 0, 0, 0, 0, 0, 0x254),
+    Ipv6Addr::new(0xfe80, 0, 0, 0, 0, 0, 0xa9fe, 0xa9fe),
+];
 
 fn classify_v4(ip: Ipv4Addr) -> AddressClass {
     let o = ip.octets();
-    if METADATA_V4.contains(&ip) {
+    if METADATA_V4.contains(&ip) || ip.is_link_local() {
         return AddressClass::Metadata;
     }
     if ip.is_loopback() {
@@ -61,9 +65,6 @@ fn classify_v4(ip: Ipv4Addr) -> AddressClass {
     }
     if ip.is_private() {
         return AddressClass::Private;
-    }
-    if ip.is_link_local() {
-        return AddressClass::LinkLocal;
     }
     if o[0] == 100 && (o[1] & 0xc0) == 64 {
         return AddressClass::Shared;
@@ -96,8 +97,10 @@ fn embedded_v4(ip: Ipv6Addr) -> Option<Ipv4Addr> {
     if s[..6] == [0; 6] && !(s[6] == 0 && s[7] <= 1) {
         return Some(tail(s[6], s[7]));
     }
-    // NAT64 well-known prefix `64:ff9b::/96` and local-use `64:ff9b:1::/48`.
-    if s[0] == 0x64 && s[1] == 0xff9b && (s[2..6] == [0; 4] || s[2] == 1) {
+    // NAT64 well-known prefix `64:ff9b::/96`. (The local-use
+    // `64:ff9b:1::/48` may embed the IPv4 at any prefix length from /48 to
+    // /96, so it cannot be read reliably: it is reserved instead.)
+    if s[0] == 0x64 && s[1] == 0xff9b && s[2..6] == [0; 4] {
         return Some(tail(s[6], s[7]));
     }
     // 6to4 `2002:a.b.c.d::/48`.
@@ -108,13 +111,16 @@ fn embedded_v4(ip: Ipv6Addr) -> Option<Ipv4Addr> {
 }
 
 fn classify_v6(ip: Ipv6Addr) -> AddressClass {
-    if METADATA_V6.contains(&ip) {
+    let s = ip.segments();
+    if METADATA_V6.contains(&ip) || (s[0] == 0xfd00 && s[1] == 0x0ec2) {
         return AddressClass::Metadata;
+    }
+    if s[0] == 0x64 && s[1] == 0xff9b && s[2] == 1 {
+        return AddressClass::Reserved;
     }
     if let Some(v4) = embedded_v4(ip) {
         return classify_v4(v4);
     }
-    let s = ip.segments();
     if ip.is_loopback() {
         return AddressClass::Loopback;
     }
@@ -333,7 +339,14 @@ mod tests {
             ("192.168.0.1", Private),
             ("fd12::1", Private),
             ("fec0::1", Private),
-            ("169.254.1.1", LinkLocal),
+            ("169.254.1.1", Metadata),
+            ("169.254.170.23", Metadata),
+            ("169.254.169.253", Metadata),
+            ("169.254.0.23", Metadata),
+            ("fd00:ec2::23", Metadata),
+            ("fd20:ce::254", Metadata),
+            ("fe80::a9fe:a9fe", Metadata),
+            ("64:ff9b:1:a00:0:100:808:808", Reserved),
             ("fe80::1", LinkLocal),
             ("100.64.0.1", Shared),
             ("100.127.255.254", Shared),
@@ -360,7 +373,7 @@ mod tests {
             ("::ffff:10.0.0.1", Private),
             ("::10.0.0.1", Private),
             ("64:ff9b::a9fe:a9fe", Metadata),
-            ("64:ff9b:1::7f00:1", Loopback),
+            ("64:ff9b:1::7f00:1", Reserved),
             ("2002:c0a8:0101::1", Private),
             ("2002:5db8:d822::1", Public),
         ] {
@@ -386,6 +399,8 @@ mod tests {
         }
         for (ip, code) in [
             ("169.254.169.254", EGRESS_ADDRESS_METADATA),
+            ("169.254.170.23", EGRESS_ADDRESS_METADATA),
+            ("fd00:ec2::23", EGRESS_ADDRESS_METADATA),
             ("::ffff:169.254.169.254", EGRESS_ADDRESS_METADATA),
             ("0.0.0.0", EGRESS_ADDRESS_RESERVED),
             ("::", EGRESS_ADDRESS_RESERVED),

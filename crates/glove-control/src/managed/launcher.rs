@@ -38,6 +38,13 @@ pub trait LauncherLink: Send {
     fn unbounded(&mut self);
     /// Closes the channel and reaps the launcher process in the background.
     fn close(self: Box<Self>);
+    /// Kills the launcher and waits for it to exit: its sandbox init dies
+    /// with it (parent-death signal), so nothing of the session can still
+    /// run or give a lease back. For a launcher that can no longer be
+    /// talked to, before the session's leases are released.
+    fn kill_and_wait(self: Box<Self>) {
+        self.close();
+    }
 }
 
 /// A sending handle of a [`LauncherLink`].
@@ -105,6 +112,16 @@ impl LauncherLink for ProcessLink {
         let ProcessLink { sock, child, .. } = *self;
         drop(sock);
         reap(child);
+    }
+
+    fn kill_and_wait(self: Box<Self>) {
+        let ProcessLink {
+            sock, mut child, ..
+        } = *self;
+        // The child is ours and unreaped: its pid cannot have been reused.
+        let _ = child.kill();
+        let _ = child.wait();
+        drop(sock);
     }
 }
 

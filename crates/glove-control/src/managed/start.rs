@@ -282,7 +282,7 @@ impl Runtime {
                 Ok(i) => i,
                 Err(r) => {
                     let _ = link.send(&ToLauncher::Stop(0));
-                    link.close();
+                    link.kill_and_wait();
                     return Err(fail_with(
                         starting.into(),
                         r.code(),
@@ -400,7 +400,14 @@ impl Runtime {
                 Err(e) => break Err((SESSION_LAUNCHER_LOST, e)),
             }
         };
-        link.close();
+        // A launcher that can no longer be talked to may still supervise
+        // its sandbox: it is ended before the session's end (and the
+        // release of its leases) is recorded.
+        if matches!(&end, Err((c, _)) if *c == SESSION_LAUNCHER_LOST) {
+            link.kill_and_wait();
+        } else {
+            link.close();
+        }
         let result = self.finish(live, end);
         if result.is_ok() {
             self.forget_launcher(&live.id);

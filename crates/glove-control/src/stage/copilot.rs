@@ -106,17 +106,17 @@ pub(crate) fn extract_contained(
             let room = (16usize << 10).saturating_sub(kept.len());
             kept.extend_from_slice(&buf[..n.min(room)]);
         }
-        // The sandboxed program's words, shown as text: control
-        // characters (terminal escapes among them) are escaped.
+        // The sandboxed program's words, shown as inert text: anything
+        // but printable ASCII (terminal escapes, bidi and other invisible
+        // format characters) is escaped, and each of its lines is marked
+        // as its own, so it cannot pass for Glove's output.
         String::from_utf8_lossy(&kept)
             .trim()
             .chars()
-            .flat_map(|c| {
-                if c.is_control() && c != '\n' {
-                    c.escape_default().collect::<Vec<_>>()
-                } else {
-                    vec![c]
-                }
+            .flat_map(|c| match c {
+                '\n' => "\n  | ".chars().collect::<Vec<_>>(),
+                ' '..='~' => vec![c],
+                c => c.escape_default().collect(),
             })
             .collect::<String>()
     });

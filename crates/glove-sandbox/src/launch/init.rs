@@ -298,7 +298,7 @@ pub(super) fn supervise_inside(
         let mut alone = false;
         for _ in 0..200 {
             while let Ok(Some(_)) = process::reap_any() {}
-            if count_processes() <= 1 {
+            if count_processes_checked().is_some_and(|n| n <= 1) {
                 alone = true;
                 break;
             }
@@ -322,17 +322,24 @@ pub(super) fn supervise_inside(
     process::exit_now(0)
 }
 
+/// Processes visible in the sandbox's `/proc`, `None` when it cannot be
+/// read (never taken for "none left").
+fn count_processes_checked() -> Option<u64> {
+    let d = std::fs::read_dir("/proc").ok()?;
+    let mut n = 0u64;
+    for e in d {
+        let e = e.ok()?;
+        if e.file_name()
+            .to_str()
+            .is_some_and(|n| n.bytes().all(|b| b.is_ascii_digit()))
+        {
+            n += 1;
+        }
+    }
+    Some(n)
+}
+
 /// Processes visible in the sandbox's `/proc` (its pid namespace).
 pub(super) fn count_processes() -> u64 {
-    std::fs::read_dir("/proc")
-        .map(|d| {
-            d.filter_map(Result::ok)
-                .filter(|e| {
-                    e.file_name()
-                        .to_str()
-                        .is_some_and(|n| n.bytes().all(|b| b.is_ascii_digit()))
-                })
-                .count() as u64
-        })
-        .unwrap_or(0)
+    count_processes_checked().unwrap_or(0)
 }

@@ -124,12 +124,16 @@ impl EgressEvent {
                 if (1..=16).contains(&m.len()) && m.bytes().all(|b| b.is_ascii_uppercase()) => {}
             _ => return Err(bad("only a request has a method, an uppercase token").at("method")),
         }
+        if self.kind == EventKind::Connection && self.credential.is_some() {
+            return Err(bad("only a request can have a credential injected").at("credential"));
+        }
+        let is_egress_code = |c: &str| {
+            crate::ErrorCode::all()
+                .any(|e| e.area() == crate::codes::Area::Egress && e.as_str() == c)
+        };
         match (self.decision, &self.code, &self.credential) {
             (Decision::Allowed, None, _) => {}
-            (Decision::Refused, Some(c), None)
-                if c.starts_with("egress_")
-                    && c.len() <= 64
-                    && c.bytes().all(|b| b.is_ascii_lowercase() || b == b'_') => {}
+            (Decision::Refused, Some(c), None) if is_egress_code(c) => {}
             _ => {
                 return Err(bad(
                     "a refusal names its egress code and injected nothing; an allowed event names no code",
@@ -256,6 +260,16 @@ mod tests {
                 x.code = Some("policy_x".into());
             },
             &|x| x.bytes_up = u64::MAX,
+            &|x| x.kind = EventKind::Connection,
+            &|x| {
+                x.method = None;
+                x.kind = EventKind::Connection;
+            },
+            &|x| {
+                x.decision = Decision::Refused;
+                x.credential = None;
+                x.code = Some("egress_".into());
+            },
         ] {
             assert_eq!(refuse(f), EGRESS_EVENT_INVALID);
         }

@@ -557,39 +557,18 @@ pub(crate) fn endpoint_is_private(ep: &str) -> Result<bool, Rejection> {
         }
         return Ok(ip_private(ip));
     }
-    if !dns_name_ok(host) {
-        return Err(bad());
+    // The egress parser's rule, in its normal form (lowercase, no trailing
+    // dot): a numeric shorthand such as `127.1` is no name.
+    match crate::egress::Host::parse(host) {
+        Ok(crate::egress::Host::Name(n)) if n == host => {}
+        _ => return Err(bad()),
     }
     Ok(host == "localhost" || host.ends_with(".localhost"))
 }
 
+/// Anything but a public address (the egress classification).
 fn ip_private(ip: IpAddr) -> bool {
-    !matches!(
-        crate::egress::classify(ip),
-        crate::egress::AddressClass::Public
-    ) || ip_private_legacy(ip)
-}
-
-fn ip_private_legacy(ip: IpAddr) -> bool {
-    match ip {
-        IpAddr::V4(v4) => {
-            v4.is_private()
-                || v4.is_loopback()
-                || v4.is_link_local()
-                || v4.is_unspecified()
-                || v4.octets()[0] == 0
-        }
-        IpAddr::V6(v6) => {
-            let s = v6.segments()[0];
-            v6.is_loopback()
-                || v6.is_unspecified()
-                || (s & 0xfe00) == 0xfc00
-                || (s & 0xffc0) == 0xfe80
-                || v6
-                    .to_ipv4_mapped()
-                    .is_some_and(|m| ip_private_legacy(IpAddr::V4(m)))
-        }
-    }
+    crate::egress::classify(ip) != crate::egress::AddressClass::Public
 }
 
 fn dns_name_ok(h: &str) -> bool {

@@ -498,7 +498,20 @@ fn egress_secret_remote_rules() {
         );
     }
     for ep in [
+        "127.1:443",
+        "2130706433:443",
+        "0x7f000001:443",
+        "Example.com:443",
+    ] {
+        assert_eq!(
+            reject(|v| v["egress_policies"] = eg(ep, true)),
+            POLICY_EGRESS_ENDPOINT_INVALID,
+            "{ep}"
+        );
+    }
+    for ep in [
         "169.254.169.254:80",
+        "169.254.170.23:80",
         "[fd00:ec2::254]:80",
         "[::ffff:169.254.169.254]:80",
         "0.0.0.0:80",
