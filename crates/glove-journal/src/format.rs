@@ -54,6 +54,8 @@ impl JournalKind {
     pub const SESSION_STORE: JournalKind = JournalKind(1);
     /// The receipt journal.
     pub const RECEIPTS: JournalKind = JournalKind(2);
+    /// A session's egress journal (`glove-egress`).
+    pub const EGRESS: JournalKind = JournalKind(3);
     /// Free-form journals used by tests and tools.
     pub const GENERIC: JournalKind = JournalKind(0x7f00);
 }

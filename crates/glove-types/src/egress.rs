@@ -15,6 +15,7 @@
 //! at once; the proxy then connects only to the addresses it checked.
 
 pub mod event;
+pub mod settings;
 
 use crate::codes::egress::*;
 use crate::Rejection;
@@ -234,6 +235,24 @@ impl Host {
             return Err(bad());
         }
         Ok(Host::Name(name))
+    }
+}
+
+impl std::fmt::Display for Host {
+    /// The normal form: a name as is, an IPv4 address dotted, an IPv6
+    /// address in brackets.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Host::Name(n) => f.write_str(n),
+            Host::Ip(IpAddr::V6(v6)) => write!(f, "[{v6}]"),
+            Host::Ip(ip) => write!(f, "{ip}"),
+        }
+    }
+}
+
+impl std::fmt::Display for Endpoint {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}:{}", self.host, self.port)
     }
 }
 

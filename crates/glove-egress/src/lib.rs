@@ -1,0 +1,1 @@
+//! The per-session egress proxy (see `docs/egress.md`).
