@@ -45,3 +45,12 @@ pub use launch::{launch, prepare, Prepared, PreparedFacts, Running, Streams};
 pub use outcome::{Limit, Outcome};
 pub use spec::LaunchSpec;
 pub use sys::Errno;
+
+/// A new egress channel, `(host end, sandbox end)`: a connected
+/// `SOCK_SEQPACKET` Unix socket pair, close-on-exec
+/// ([`spec::EgressSpec`]).
+pub fn egress_channel() -> Result<(std::os::fd::OwnedFd, std::os::fd::OwnedFd), SandboxError> {
+    sys::net::seqpacket_pair().map_err(|e| SandboxError::Io {
+        detail: format!("egress channel: {e}"),
+    })
+}

@@ -440,6 +440,39 @@ const SOCKET_NETLINK_ROUTE: &[Cond] = &[
 ];
 /// What `socket` may create.
 pub const SOCKET_ALTERNATIVES: &[&[Cond]] = &[SOCKET_UNIX, SOCKET_NETLINK_ROUTE];
+/// TCP over IPv4 or IPv6 (protocol 0 or `IPPROTO_TCP`): in egress mode
+/// only, where the sandbox's namespace has `lo` and nothing routes beyond
+/// it, so a stream socket reaches the egress forwarder or nothing. Datagram
+/// and raw sockets (DNS, ICMP, packet crafting) stay refused.
+const SOCKET_INET_STREAM: &[Cond] = &[
+    Cond {
+        arg: 0,
+        mask: u32::MAX,
+        values: &[libc::AF_INET as u32, libc::AF_INET6 as u32],
+    },
+    Cond {
+        arg: 1,
+        mask: SOCK_TYPE_MASK,
+        values: &[libc::SOCK_STREAM as u32],
+    },
+    Cond {
+        arg: 2,
+        mask: u32::MAX,
+        values: &[0, libc::IPPROTO_TCP as u32],
+    },
+];
+/// What `socket` may create in egress mode.
+pub const SOCKET_ALTERNATIVES_EGRESS: &[&[Cond]] =
+    &[SOCKET_UNIX, SOCKET_NETLINK_ROUTE, SOCKET_INET_STREAM];
+
+/// The sandbox's network: none, or the egress forwarder on `lo`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Network {
+    /// Offline: only Unix and netlink-route sockets.
+    Offline,
+    /// Egress mode: TCP sockets too (see [`SOCKET_ALTERNATIVES_EGRESS`]).
+    Egress,
+}
 
 const TIOCSTI: u32 = libc::TIOCSTI as u32;
 const TIOCLINUX: u32 = libc::TIOCLINUX as u32;
@@ -451,14 +484,22 @@ const TIOCSETD: u32 = libc::TIOCSETD as u32;
 const IOCTL_DENIED: &[u32] = &[TIOCSTI, TIOCLINUX, TIOCSETD];
 const PRCTL_DENIED: &[u32] = &[libc::PR_SET_SECCOMP as u32];
 
-/// The complete allow-list: system call number and its check.
+/// The complete allow-list of an offline sandbox.
 pub fn rules() -> Vec<(u32, Check)> {
+    rules_for(Network::Offline)
+}
+
+/// The complete allow-list: system call number and its check.
+pub fn rules_for(network: Network) -> Vec<(u32, Check)> {
     let mut r: Vec<(u32, Check)> = ALLOWED.iter().map(|n| (*n as u32, Check::Always)).collect();
     let unix = libc::AF_UNIX as u32;
     r.push((
         libc::SYS_socket as u32,
         Check::AnyOf {
-            alternatives: SOCKET_ALTERNATIVES,
+            alternatives: match network {
+                Network::Offline => SOCKET_ALTERNATIVES,
+                Network::Egress => SOCKET_ALTERNATIVES_EGRESS,
+            },
         },
     ));
     r.push((
@@ -507,14 +548,19 @@ pub fn rules() -> Vec<(u32, Check)> {
     r
 }
 
+/// The reference decision of an offline sandbox.
+pub fn decide(nr: u32, args: [u64; 6]) -> Result<(), u32> {
+    decide_for(Network::Offline, nr, args)
+}
+
 /// The reference decision the generated program must implement: `Ok(())`
 /// to allow, `Err(errno)` to refuse.
-pub fn decide(nr: u32, args: [u64; 6]) -> Result<(), u32> {
+pub fn decide_for(network: Network, nr: u32, args: [u64; 6]) -> Result<(), u32> {
     let eperm = libc::EPERM as u32;
     if nr & X32_BIT != 0 {
         return Err(eperm);
     }
-    let Some((_, check)) = rules().into_iter().find(|(n, _)| *n == nr) else {
+    let Some((_, check)) = rules_for(network).into_iter().find(|(n, _)| *n == nr) else {
         return Err(eperm);
     };
     let low = |i: u32| args[i as usize] as u32;
@@ -687,9 +733,14 @@ fn emit_bitmap(out: &mut BpfProgram, rules: &[(u32, Check)]) -> Result<(), Strin
     Ok(())
 }
 
+/// Builds the offline filter.
+pub fn build() -> Result<BpfProgram, String> {
+    build_for(Network::Offline)
+}
+
 /// Builds the filter; fails only if a jump would not fit in the 8-bit
 /// offsets of classic BPF (the list would have to grow many times over).
-pub fn build() -> Result<BpfProgram, String> {
+pub fn build_for(network: Network) -> Result<BpfProgram, String> {
     let mut allow: BpfProgram = vec![
         stmt(LD_W_ABS, OFF_ARCH),
         jump(JMP_JEQ_K, ARCH_X86_64, 1, 0),
@@ -698,7 +749,7 @@ pub fn build() -> Result<BpfProgram, String> {
         jump(JMP_JSET_K, X32_BIT, 0, 1),
         stmt(RET_K, RET_ERRNO | libc::EPERM as u32),
     ];
-    emit_bitmap(&mut allow, &rules())?;
+    emit_bitmap(&mut allow, &rules_for(network))?;
     Ok(allow)
 }
 
@@ -814,6 +865,62 @@ mod tests {
             .max()
             .unwrap_or(0);
         assert!(longest <= 40, "a call runs {longest} instructions");
+    }
+
+    #[test]
+    fn egress_mode_allows_tcp_sockets_and_nothing_else_more() {
+        let prog = build_for(Network::Egress).expect("build");
+        let run = |nr: u32, args: [u64; 6]| {
+            let got = interpret(&prog, ARCH_X86_64, nr, args).expect("runs");
+            let want = match decide_for(Network::Egress, nr, args) {
+                Ok(()) => RET_ALLOW,
+                Err(e) => RET_ERRNO | e,
+            };
+            assert_eq!(got, want, "nr {nr} {args:?}");
+            got
+        };
+        let sock = libc::SYS_socket as u32;
+        let stream = libc::SOCK_STREAM as u64;
+        for domain in [libc::AF_INET as u64, libc::AF_INET6 as u64] {
+            for flags in [0, (libc::SOCK_CLOEXEC | libc::SOCK_NONBLOCK) as u64] {
+                for proto in [0, libc::IPPROTO_TCP as u64] {
+                    assert_eq!(
+                        run(sock, [domain, stream | flags, proto, 0, 0, 0]),
+                        RET_ALLOW
+                    );
+                }
+            }
+            // Datagram (DNS), raw (ICMP), SCTP over a stream, MPTCP: refused.
+            for (ty, proto) in [
+                (libc::SOCK_DGRAM as u64, 0),
+                (libc::SOCK_DGRAM as u64, libc::IPPROTO_UDP as u64),
+                (libc::SOCK_RAW as u64, libc::IPPROTO_ICMP as u64),
+                (libc::SOCK_SEQPACKET as u64, 0),
+                (stream, libc::IPPROTO_SCTP as u64),
+                (stream, 262),
+            ] {
+                assert_ne!(run(sock, [domain, ty, proto, 0, 0, 0]), RET_ALLOW);
+            }
+        }
+        for domain in [
+            libc::AF_PACKET,
+            libc::AF_VSOCK,
+            libc::AF_ALG,
+            libc::AF_BLUETOOTH,
+        ] {
+            assert_ne!(run(sock, [domain as u64, stream, 0, 0, 0, 0]), RET_ALLOW);
+        }
+        // Outside `socket`, both modes decide alike.
+        for nr in 0..1024u32 {
+            if nr != sock {
+                assert_eq!(run(nr, [0; 6]), run_both(nr, [0; 6]), "nr {nr}");
+            }
+        }
+        // Offline refuses what egress mode allows.
+        assert_ne!(
+            run_both(sock, [libc::AF_INET as u64, stream, 0, 0, 0, 0]),
+            RET_ALLOW
+        );
     }
 
     #[test]

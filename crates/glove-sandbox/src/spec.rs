@@ -224,7 +224,26 @@ pub struct LaunchSpec {
     /// as `glove exec`) refills the pool. `None`: always made during the
     /// launch.
     pub network_pool: Option<std::path::PathBuf>,
+    /// Egress mode ([`EgressSpec`]); `None`: offline.
+    pub egress: Option<EgressSpec>,
 }
+
+/// Egress mode: the sandbox's network namespace gets `lo` up, seccomp
+/// allows TCP sockets (which reach nothing beyond `lo`), and a forwarder
+/// process inside listens on `127.0.0.1` (and `::1`) at each port and
+/// passes every accepted connection over `channel` (a `SOCK_SEQPACKET`
+/// socket, [`crate::egress_channel`]): one message per connection, its
+/// data the port's index in `ports`, the connection attached. Never pooled.
+#[derive(Debug)]
+pub struct EgressSpec {
+    /// The sandbox's end of the egress channel.
+    pub channel: OwnedFd,
+    /// The ports listened on, at most [`MAX_EGRESS_PORTS`], each 1024 or above.
+    pub ports: Vec<u16>,
+}
+
+/// Most ports of [`EgressSpec::ports`].
+pub const MAX_EGRESS_PORTS: usize = 17;
 
 fn bad(detail: impl Into<String>) -> SandboxError {
     SandboxError::Spec {
@@ -584,6 +603,18 @@ impl LaunchSpec {
         .contains(&0)
         {
             return Err(bad("every limit must be positive"));
+        }
+        if let Some(e) = &self.egress {
+            if e.ports.is_empty() || e.ports.len() > MAX_EGRESS_PORTS {
+                return Err(bad(format!(
+                    "egress mode listens on 1 to {MAX_EGRESS_PORTS} ports"
+                )));
+            }
+            for (i, p) in e.ports.iter().enumerate() {
+                if *p < 1024 || e.ports[..i].contains(p) {
+                    return Err(bad("egress ports are 1024 or above, each once"));
+                }
+            }
         }
         let mut seen = Vec::new();
         for (_, n) in &self.extra_fds {

@@ -162,6 +162,7 @@ impl SpecWire {
             protected_paths: self.protected_paths,
             // Not on the wire: the launcher's owner decides.
             network_pool: None,
+            egress: None,
         }
     }
 }

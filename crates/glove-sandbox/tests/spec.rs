@@ -78,6 +78,20 @@ fn a_grant_or_bundle_over_a_pinned_executable_is_refused() {
 fn rules() {
     invalid(|s| s.executable = "relative/path".into());
     invalid(|s| s.network_pool = Some("relative/pool".into()));
+    for ports in [
+        vec![],
+        vec![80],
+        vec![3128, 3128],
+        (2000..2018).collect::<Vec<u16>>(),
+    ] {
+        invalid(|s| {
+            let (_, inside) = glove_sandbox::egress_channel().expect("channel");
+            s.egress = Some(glove_sandbox::spec::EgressSpec {
+                channel: inside,
+                ports,
+            })
+        });
+    }
     invalid(|s| s.network_pool = Some("/run/../pool".into()));
     invalid(|s| s.working_directory = "/a/../b".into());
     invalid(|s| s.arguments.push("a\0b".into()));

@@ -19,11 +19,12 @@
 //!  ["recovery":{…},] "session_id":…,
 //!  "termination":{"exit":{…}|null,"limit":…|null,"limits_reached":[…],
 //!                 "reason":…[,"code":…,"message":…]},
-//!  "usage":{…}|null[,"adapter":{…}]}
+//!  "usage":{…}|null[,"adapter":{…}][,"egress":{…}]}
 //! ```
 //!
 //! `adapter` is present only for a session of a native runtime (see
-//! [`AdapterReceipt`]).
+//! [`AdapterReceipt`]), `egress` only for a session with egress (see
+//! [`EgressReceipt`]).
 
 use crate::canon::{self, Form};
 use crate::codes::journal::RECEIPT_BODY_INVALID;
@@ -268,6 +269,47 @@ impl AdapterReceipt {
     }
 }
 
+/// What left the session through its egress proxy: the egress policy,
+/// the decisions counted, and the head of the session's egress journal
+/// (its last record's chained digest), which authenticates them.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EgressReceipt {
+    /// The egress policy id.
+    pub policy_id: String,
+    /// Connections (tunnels, mapped connections) allowed.
+    pub connections_allowed: u64,
+    /// Connections refused.
+    pub connections_refused: u64,
+    /// Requests allowed.
+    pub requests_allowed: u64,
+    /// Requests refused.
+    pub requests_refused: u64,
+    /// Bytes from the agent.
+    pub bytes_up: u64,
+    /// Bytes to the agent.
+    pub bytes_down: u64,
+    /// Records in the egress journal.
+    pub journal_records: u64,
+    /// The journal's head, 64 lowercase hex digits.
+    pub journal_head: String,
+}
+
+impl EgressReceipt {
+    fn check(&self) -> Result<(), Rejection> {
+        crate::ids::PolicyId::new(self.policy_id.clone()).map_err(|r| r.at("egress.policy_id"))?;
+        let hex = self.journal_head.len() == 64
+            && self
+                .journal_head
+                .bytes()
+                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
+        if !hex {
+            return Err(bad("64 lowercase hex digits").at("egress.journal_head"));
+        }
+        Ok(())
+    }
+}
+
 /// A `resource_v1` receipt body (see the module docs).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ResourceReceiptV1 {
@@ -292,6 +334,8 @@ pub struct ResourceReceiptV1 {
     pub recovery: Option<Recovery>,
     /// The native adapter's facts, for a native runtime.
     pub adapter: Option<AdapterReceipt>,
+    /// The egress proxy's summary, for a session with egress.
+    pub egress: Option<EgressReceipt>,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -333,6 +377,8 @@ struct Wire {
     recovery: Option<Recovery>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     adapter: Option<AdapterReceipt>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    egress: Option<EgressReceipt>,
 }
 
 fn bad(msg: impl Into<String>) -> Rejection {
@@ -466,6 +512,7 @@ impl ResourceReceiptV1 {
             },
             recovery: self.recovery.clone(),
             adapter: self.adapter.clone(),
+            egress: self.egress.clone(),
         }
     }
 
@@ -479,6 +526,9 @@ impl ResourceReceiptV1 {
         }
         if w.projections.len() > MAX_ITEMS || w.termination.limits_reached.len() > MAX_ITEMS {
             return Err(bad(format!("more than {MAX_ITEMS} items")));
+        }
+        if let Some(e) = &w.egress {
+            e.check()?;
         }
         if let Some(a) = &w.adapter {
             a.check()?;
@@ -580,6 +630,7 @@ impl ResourceReceiptV1 {
             termination,
             recovery: w.recovery,
             adapter: w.adapter,
+            egress: w.egress,
         })
     }
 }

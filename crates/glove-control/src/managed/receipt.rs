@@ -112,6 +112,7 @@ pub(super) fn receipt_body(
         termination,
         recovery,
         adapter: f.adapter.clone(),
+        egress: f.egress.clone(),
     }
 }
 
@@ -147,6 +148,7 @@ mod tests {
             limits: None,
             projections: vec![],
             adapter: None,
+            egress: None,
         }
     }
 

@@ -123,6 +123,7 @@ impl Runtime {
                 limits: self.limits_of(&id),
                 projections: vec![],
                 adapter: None,
+                egress: None,
             };
             let body = receipt_body(
                 &id,
@@ -287,6 +288,7 @@ impl Runtime {
             limits: self.limits_of(&id),
             projections: vec![],
             adapter: None,
+            egress: None,
         };
         let body = receipt_body(
             &id,

@@ -55,6 +55,7 @@ pub(super) fn init_main(
         keep.extend([a.as_raw_fd(), b.as_raw_fd(), c.as_raw_fd()]);
     }
     keep.extend(spec.extra_fds.iter().map(|(f, _)| f.as_raw_fd()));
+    keep.extend(spec.egress.iter().map(|e| e.channel.as_raw_fd()));
     if trace::enabled() {
         keep.push(trace::TRACE_FD);
     }
@@ -93,6 +94,15 @@ pub(super) fn init_main(
         fail(&sync, "sethostname", e);
     }
     trace::mark("view built");
+    // Egress mode: `lo` up and the forwarder's listeners, made with the
+    // init's capabilities over the namespace it joined.
+    let listeners = match &spec.egress {
+        Some(e) => match super::egress::Listeners::open(&e.ports) {
+            Ok(l) => Some(l),
+            Err((step, e)) => fail(&sync, &step, e),
+        },
+        None => None,
+    };
     let _ = process::set_not_dumpable();
 
     let stdio: [OwnedFd; 3] = match (&spec.terminal, pipes) {
@@ -140,6 +150,14 @@ pub(super) fn init_main(
         process::exit_now(1);
     }
     let fallback = flags[0] & RELEASE_FALLBACK != 0;
+    // The forwarder, born before the agent and moved into its cgroup the
+    // same way (counted in the session's pid limit).
+    if let (Some(l), Some(e)) = (listeners, &spec.egress) {
+        if let Err(err) = l.spawn(&e.channel, &join_files, &prep.filter) {
+            fail(&sync, "egress forwarder", err);
+        }
+        trace::mark("i:forwarder forked");
+    }
     // What was built, sent by the agent once it is ready to `execve`.
     let body = serde_json::to_vec(&facts).unwrap_or_default();
     let mut prepared_msg = vec![TAG_PREPARED];

@@ -28,6 +28,7 @@
 //! facts, errors).
 
 mod agent;
+mod egress;
 mod init;
 mod mounts;
 mod status;
@@ -228,7 +229,12 @@ fn prepare_inner(spec: LaunchSpec, release_early: bool) -> Result<Prepared, Sand
 
     let mut prepared = ExecPrep {
         cmd: ExecCmd::new(&spec.executable, &spec.arguments, &spec.environment)?,
-        filter: seccomp::build().map_err(|e| SandboxError::Seccomp {
+        filter: seccomp::build_for(if spec.egress.is_some() {
+            seccomp::Network::Egress
+        } else {
+            seccomp::Network::Offline
+        })
+        .map_err(|e| SandboxError::Seccomp {
             detail: e.to_string(),
         })?,
         rlimits,
@@ -245,7 +251,11 @@ fn prepare_inner(spec: LaunchSpec, release_early: bool) -> Result<Prepared, Sand
         namespace: pooled_net,
         used: net_used,
         refill: net_refill,
-    } = match spec.network_pool.as_deref().filter(|_| privileged) {
+    } = match spec
+        .network_pool
+        .as_deref()
+        .filter(|_| privileged && spec.egress.is_none())
+    {
         Some(dir) => crate::net_pool::claim(dir).unwrap_or_default(),
         None => Default::default(),
     };

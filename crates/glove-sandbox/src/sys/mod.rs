@@ -13,6 +13,7 @@ pub(crate) mod at;
 pub(crate) mod caps;
 pub(crate) mod fd;
 pub(crate) mod mount;
+pub(crate) mod net;
 pub(crate) mod process;
 pub(crate) mod pty;
 pub(crate) mod resolve;

@@ -948,6 +948,17 @@ pub(crate) fn arg_area(stat: &[u8]) -> Option<(usize, usize)> {
     Some((start, end))
 }
 
+/// `fork(2)`, for the sandbox init only, which is single-threaded: the
+/// child is a full copy that may allocate, and leaves with [`exit_now`].
+pub(crate) fn fork_single_threaded() -> SysResult<Forked> {
+    // SAFETY: the caller (the init) has exactly one thread, so the child's
+    // copy of the allocator and every lock is consistent.
+    match check_int(unsafe { libc::fork() })? {
+        0 => Ok(Forked::Child),
+        pid => Ok(Forked::Parent(pid)),
+    }
+}
+
 #[cfg(test)]
 mod arg_area_tests {
     use super::arg_area;
@@ -973,3 +984,4 @@ mod arg_area_tests {
         }
     }
 }
+

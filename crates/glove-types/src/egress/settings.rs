@@ -227,9 +227,9 @@ impl EgressSettings {
         }
         let mut endpoints = Vec::new();
         for (i, e) in raw.endpoints.iter().enumerate() {
-            let e = endpoint(e).map_err(|r| r.at(&at(i, "endpoints")))?;
+            let e = endpoint(e).map_err(|r| r.at(at(i, "endpoints")))?;
             if endpoints.contains(&e) {
-                return Err(bad("an endpoint is listed twice").at(&at(i, "endpoints")));
+                return Err(bad("an endpoint is listed twice").at(at(i, "endpoints")));
             }
             endpoints.push(e);
         }

@@ -5,8 +5,8 @@
 use glove_types::ids::{AliasId, ProjectionId, SessionId};
 use glove_types::policy::ResourceLimits;
 use glove_types::receipt::{
-    AdapterReceipt, Exit, LeaseReceipt, LimitName, Projection, Recovery, ResourceReceiptV1,
-    Termination, Usage,
+    AdapterReceipt, EgressReceipt, Exit, LeaseReceipt, LimitName, Projection, Recovery,
+    ResourceReceiptV1, Termination, Usage,
 };
 use glove_types::stage::SessionStage;
 use glove_types::{Blake3Digest, Sha256Digest};
@@ -88,6 +88,25 @@ fn adapter() -> impl Strategy<Value = AdapterReceipt> {
         })
 }
 
+fn egress() -> impl Strategy<Value = EgressReceipt> {
+    (
+        "[a-z][a-z0-9-]{0,10}",
+        prop::array::uniform6(0u64..1_000_000),
+        any::<[u8; 32]>(),
+    )
+        .prop_map(|(id, n, head)| EgressReceipt {
+            policy_id: id,
+            connections_allowed: n[0],
+            connections_refused: n[1],
+            requests_allowed: n[2],
+            requests_refused: n[3],
+            bytes_up: n[4],
+            bytes_down: n[5],
+            journal_records: n[0] + n[1] + n[2] + n[3],
+            journal_head: head.iter().map(|b| format!("{b:02x}")).collect(),
+        })
+}
+
 fn receipt() -> impl Strategy<Value = ResourceReceiptV1> {
     (
         "[a-z0-9][a-z0-9-]{0,20}",
@@ -98,9 +117,10 @@ fn receipt() -> impl Strategy<Value = ResourceReceiptV1> {
         termination(),
         prop::option::of((any::<bool>(), any::<bool>(), 0u64..5, any::<bool>())),
         prop::option::of(adapter()),
+        prop::option::of(egress()),
     )
         .prop_map(
-            |(id, seed, limit, usage, nproj, termination, recovery, adapter)| {
+            |(id, seed, limit, usage, nproj, termination, recovery, adapter, egress)| {
                 let failed = matches!(termination, Termination::Failed { .. });
                 ResourceReceiptV1 {
                     session_id: SessionId::new(id).expect("id"),
@@ -142,6 +162,7 @@ fn receipt() -> impl Strategy<Value = ResourceReceiptV1> {
                         replay_error: r.then(|| "lifecycle_record_invalid".to_owned()),
                     }),
                     adapter,
+                    egress,
                 }
             },
         )
@@ -189,6 +210,7 @@ fn body(edit: impl FnOnce(&mut serde_json::Value)) -> Vec<u8> {
         },
         recovery: None,
         adapter: None,
+        egress: None,
     };
     let mut v: serde_json::Value =
         serde_json::from_slice(&r.encode().expect("encodes")).expect("json");
