@@ -23,6 +23,8 @@ pub(super) struct ReceiptFacts {
     pub(super) projections: Vec<Projection>,
     /// The native adapter's facts (lease end versions filled in at the end).
     pub(super) adapter: Option<AdapterReceipt>,
+    /// The egress proxy's summary (filled in at the end).
+    pub(super) egress: Option<glove_types::receipt::EgressReceipt>,
 }
 
 /// How a session ended, for its receipt.

@@ -144,6 +144,7 @@ impl Runtime {
                 limits: Some(*admitted.limits()),
                 projections: built.projections,
                 adapter: built.adapter,
+                egress: None,
             };
             // Preparing, then receipt capacity.
             let preparing = {
