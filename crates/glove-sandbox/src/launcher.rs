@@ -73,16 +73,35 @@ impl StreamIo for Relay {
     }
 }
 
-fn read_spec(sock: &OwnedFd, decoder: &mut Decoder) -> Result<crate::wire::SpecWire, String> {
+/// Reads the spec frame, and the egress channel that may come with it:
+/// at most one descriptor, and only a Unix `SOCK_SEQPACKET` socket.
+fn read_spec(sock: &OwnedFd, decoder: &mut Decoder) -> Result<(bool, crate::LaunchSpec), String> {
     let mut buf = vec![0u8; 64 * 1024];
+    let mut fds: Vec<OwnedFd> = Vec::new();
     loop {
         match decoder.next_to_launcher() {
-            Ok(Some(ToLauncher::Spec(s))) => return Ok(*s),
+            Ok(Some(ToLauncher::Spec(s))) => {
+                if fds.len() > 1 {
+                    return Err("more than one descriptor came with the spec".into());
+                }
+                let channel = fds.pop();
+                if let Some(c) = &channel {
+                    match fd::socket_kind(c.as_fd()) {
+                        Ok((libc::SOCK_SEQPACKET, libc::AF_UNIX)) => {}
+                        _ => return Err("the egress channel is not a Unix seqpacket socket".into()),
+                    }
+                }
+                let hold = s.hold_for_release;
+                return s.into_spec_with(channel).map(|spec| (hold, spec));
+            }
             Ok(Some(_)) => return Err("the first frame must be the spec".into()),
             Err(e) => return Err(e.to_string()),
             Ok(None) => {}
         }
-        match fd::read(sock.as_fd(), &mut buf) {
+        if fds.len() > 1 {
+            return Err("more than one descriptor came with the spec".into());
+        }
+        match fd::recv_collecting(sock.as_fd(), &mut buf, &mut fds) {
             Ok(0) => return Err("the service closed the socket before sending a spec".into()),
             Ok(n) => decoder.push(&buf[..n]),
             Err(e) => return Err(format!("read: {e}")),
@@ -133,7 +152,7 @@ pub use crate::sys::fd::adopt_inherited_fd;
 /// Serves one session on `sock`; returns the process exit status.
 pub fn serve(sock: OwnedFd) -> i32 {
     let mut decoder = Decoder::default();
-    let spec = match read_spec(&sock, &mut decoder) {
+    let (hold, spec) = match read_spec(&sock, &mut decoder) {
         Ok(s) => s,
         Err(detail) => {
             let e = SandboxError::Io { detail };
@@ -148,7 +167,6 @@ pub fn serve(sock: OwnedFd) -> i32 {
             return EXIT_PROTOCOL;
         }
     };
-    let hold = spec.hold_for_release;
     let mut relay = Relay {
         sock,
         decoder,
@@ -161,7 +179,7 @@ pub fn serve(sock: OwnedFd) -> i32 {
         }));
         EXIT_LAUNCH_FAILED
     };
-    let prepared = match crate::prepare(spec.into_spec()) {
+    let prepared = match crate::prepare(spec) {
         Ok(p) => p,
         Err(e) => return failed(&mut relay, &e),
     };

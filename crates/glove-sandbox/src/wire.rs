@@ -7,7 +7,7 @@
 //!
 //! | type | direction | payload |
 //! | --- | --- | --- |
-//! | 1 `Spec` | service → launcher | the launch spec (JSON, [`SpecWire`]) — first and once |
+//! | 1 `Spec` | service → launcher | the launch spec (JSON, [`SpecWire`]) — first and once; with `egress_ports`, the sandbox's end of the egress channel comes attached to its bytes (`SCM_RIGHTS`) |
 //! | 2 `Stdin` | service → launcher | bytes for the agent's input |
 //! | 3 `Resize` | service → launcher | rows `u16` LE, columns `u16` LE |
 //! | 4 `Signal` | service → launcher | signal number `i32` LE |
@@ -72,6 +72,10 @@ pub struct SpecWire {
     /// See [`LaunchSpec::cpu_rate_millicpus`] (absent when none).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cpu_rate_millicpus: Option<u64>,
+    /// The ports of [`LaunchSpec::egress`] (absent: offline); the channel
+    /// travels with the frame.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub egress_ports: Option<Vec<u16>>,
     /// See [`LaunchSpec::hostname`].
     pub hostname: String,
     /// See [`LaunchSpec::limits`].
@@ -119,6 +123,7 @@ impl SpecWire {
             leases: s.leases.clone(),
             executable_pin: s.executable_pin.clone(),
             cpu_rate_millicpus: s.cpu_rate_millicpus,
+            egress_ports: s.egress.as_ref().map(|e| e.ports.clone()),
             hostname: s.hostname.clone(),
             limits: s.limits,
             terminal: s.terminal,
@@ -130,7 +135,28 @@ impl SpecWire {
         })
     }
 
-    /// The launch spec (validated later by `launch`).
+    /// The launch spec (validated later by `launch`), with the egress
+    /// channel that came with the frame: required when the spec names
+    /// egress ports, refused otherwise.
+    pub fn into_spec_with(
+        self,
+        channel: Option<std::os::fd::OwnedFd>,
+    ) -> Result<LaunchSpec, String> {
+        let egress = match (&self.egress_ports, channel) {
+            (Some(ports), Some(channel)) => Some(crate::spec::EgressSpec {
+                channel,
+                ports: ports.clone(),
+            }),
+            (None, None) => None,
+            (Some(_), None) => return Err("the spec names egress ports but no channel came".into()),
+            (None, Some(_)) => return Err("a descriptor came with a spec without egress".into()),
+        };
+        let mut spec = self.into_spec();
+        spec.egress = egress;
+        Ok(spec)
+    }
+
+    /// The launch spec (validated later by `launch`), offline.
     pub fn into_spec(self) -> LaunchSpec {
         LaunchSpec {
             executable: self.executable,

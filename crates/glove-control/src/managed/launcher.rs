@@ -11,6 +11,7 @@ use glove_sandbox::wire::{Decoder, FromLauncher, SpecWire, ToLauncher};
 use glove_types::codes::control::*;
 use glove_types::{ErrorCode, Rejection};
 use std::io::{Read, Write};
+use std::os::fd::OwnedFd;
 use std::os::unix::net::UnixStream;
 use std::path::Path;
 use std::time::Duration;
@@ -25,6 +26,13 @@ pub trait Launcher: Send + Sync {
 pub trait LauncherLink: Send {
     /// Sends one frame.
     fn send(&mut self, m: &ToLauncher) -> Result<(), String>;
+    /// Sends one frame (the spec) with the sandbox's end of the egress
+    /// channel attached to its bytes.
+    fn send_with_channel(&mut self, m: &ToLauncher, channel: OwnedFd) -> Result<(), String> {
+        drop(channel);
+        let _ = m;
+        Err("this launcher takes no egress channel".into())
+    }
     /// The next frame; an error when the launcher is gone or the read
     /// deadline (while preparing and starting) passed.
     fn recv(&mut self) -> Result<FromLauncher, String>;
@@ -89,6 +97,34 @@ struct ProcessLink {
 impl LauncherLink for ProcessLink {
     fn send(&mut self, m: &ToLauncher) -> Result<(), String> {
         self.sock.write_all(&m.encode()).map_err(|e| e.to_string())
+    }
+
+    fn send_with_channel(&mut self, m: &ToLauncher, channel: OwnedFd) -> Result<(), String> {
+        use rustix::net::{SendAncillaryBuffer, SendAncillaryMessage, SendFlags};
+        use std::os::fd::AsFd;
+        let bytes = m.encode();
+        let fds = [channel.as_fd()];
+        let mut space = [std::mem::MaybeUninit::<u8>::uninit(); rustix::cmsg_space!(ScmRights(1))];
+        let mut control = SendAncillaryBuffer::new(&mut space);
+        if !control.push(SendAncillaryMessage::ScmRights(&fds)) {
+            return Err("the control buffer is too small".into());
+        }
+        let sent = loop {
+            match rustix::net::sendmsg(
+                &self.sock,
+                &[std::io::IoSlice::new(&bytes)],
+                &mut control,
+                SendFlags::NOSIGNAL,
+            ) {
+                Ok(n) => break n,
+                Err(rustix::io::Errno::INTR) => continue,
+                Err(e) => return Err(e.to_string()),
+            }
+        };
+        // The descriptor went with the first bytes; the rest follows.
+        self.sock
+            .write_all(&bytes[sent..])
+            .map_err(|e| e.to_string())
     }
 
     fn recv(&mut self) -> Result<FromLauncher, String> {

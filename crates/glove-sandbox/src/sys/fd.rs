@@ -245,6 +245,76 @@ pub(crate) fn recv_fds<const N: usize>(sock: BorrowedFd<'_>) -> SysResult<(u8, V
     Ok((byte[0], out))
 }
 
+/// One `recvmsg(2)` into `buf` on a stream socket, keeping any
+/// descriptors that came with the bytes (at most 4 per call; more are
+/// closed by the kernel as truncated). Retries on `EINTR`; 0 at the end.
+pub(crate) fn recv_collecting(
+    sock: BorrowedFd<'_>,
+    buf: &mut [u8],
+    fds: &mut Vec<OwnedFd>,
+) -> SysResult<usize> {
+    loop {
+        let mut iov = libc::iovec {
+            iov_base: buf.as_mut_ptr().cast(),
+            iov_len: buf.len(),
+        };
+        // SAFETY: CMSG_SPACE is a pure size computation.
+        let space = unsafe { libc::CMSG_SPACE((4 * std::mem::size_of::<RawFd>()) as u32) } as usize;
+        let mut cbuf = vec![0u8; space];
+        // SAFETY: msghdr is plain data; zeroed is a valid initial state.
+        let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+        msg.msg_iov = &mut iov;
+        msg.msg_iovlen = 1;
+        msg.msg_control = cbuf.as_mut_ptr().cast();
+        msg.msg_controllen = space;
+        // SAFETY: `msg` describes valid buffers that outlive the call.
+        let r = unsafe { libc::recvmsg(sock.as_raw_fd(), &mut msg, libc::MSG_CMSG_CLOEXEC) };
+        let n = match check(r as libc::c_long) {
+            Ok(n) => n as usize,
+            Err(Errno(libc::EINTR)) => continue,
+            Err(e) => return Err(e),
+        };
+        // SAFETY: we walk the control headers the kernel wrote into `cbuf`,
+        // reading only within each header's declared length.
+        unsafe {
+            let mut cmsg = libc::CMSG_FIRSTHDR(&msg);
+            while !cmsg.is_null() {
+                if (*cmsg).cmsg_level == libc::SOL_SOCKET && (*cmsg).cmsg_type == libc::SCM_RIGHTS {
+                    let data = libc::CMSG_DATA(cmsg).cast::<RawFd>();
+                    let len =
+                        ((*cmsg).cmsg_len as usize).saturating_sub(libc::CMSG_LEN(0) as usize);
+                    for i in 0..len / std::mem::size_of::<RawFd>() {
+                        fds.push(OwnedFd::from_raw_fd(std::ptr::read_unaligned(data.add(i))));
+                    }
+                }
+                cmsg = libc::CMSG_NXTHDR(&msg, cmsg);
+            }
+        }
+        return Ok(n);
+    }
+}
+
+/// A socket's `SO_TYPE` (`SOCK_STREAM`, `SOCK_SEQPACKET`, ...) and
+/// `SO_DOMAIN`.
+pub(crate) fn socket_kind(fd: BorrowedFd<'_>) -> SysResult<(i32, i32)> {
+    let get = |opt: libc::c_int| -> SysResult<i32> {
+        let mut v: libc::c_int = 0;
+        let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+        // SAFETY: `v` and `len` are valid out parameters of the sizes given.
+        check_int(unsafe {
+            libc::getsockopt(
+                fd.as_raw_fd(),
+                libc::SOL_SOCKET,
+                opt,
+                (&mut v as *mut libc::c_int).cast(),
+                &mut len,
+            )
+        })?;
+        Ok(v)
+    };
+    Ok((get(libc::SO_TYPE)?, get(libc::SO_DOMAIN)?))
+}
+
 /// One `write(2)`; returns how many bytes were written.
 pub(crate) fn write_once(fd: BorrowedFd<'_>, buf: &[u8]) -> SysResult<usize> {
     // SAFETY: `buf` is valid for `buf.len()` readable bytes.

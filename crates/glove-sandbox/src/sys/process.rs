@@ -984,4 +984,3 @@ mod arg_area_tests {
         }
     }
 }
-

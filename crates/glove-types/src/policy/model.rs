@@ -427,9 +427,16 @@ pub struct EgressPolicy {
     pub(crate) egress_policy_id: PolicyId,
     pub(crate) endpoints: Vec<String>,
     pub(crate) allow_private: bool,
+    #[serde(skip)]
+    pub(crate) settings: Option<crate::egress::settings::EgressSettings>,
 }
 
 impl EgressPolicy {
+    /// What the session's proxy enforces; `None` when the policy has no
+    /// endpoints (the session stays offline).
+    pub fn settings(&self) -> Option<&crate::egress::settings::EgressSettings> {
+        self.settings.as_ref()
+    }
     /// The policy id.
     pub fn id(&self) -> &PolicyId {
         &self.egress_policy_id

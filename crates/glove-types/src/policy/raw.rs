@@ -97,6 +97,27 @@ pub(crate) struct RawEgress {
     pub(crate) egress_policy_id: String,
     pub(crate) endpoints: Vec<String>,
     pub(crate) allow_private: bool,
+    // The proxy's settings (see `crate::egress::settings`), absent when
+    // empty so that a policy without them keeps its digest.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub(crate) limits: Vec<serde_json::Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) hosts: Option<serde_json::Value>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub(crate) port_mappings: Vec<serde_json::Value>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub(crate) brokered: Vec<RawPolicyBrokered>,
+}
+
+/// A brokered credential in a session policy: its source is the handle's
+/// credential source.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawPolicyBrokered {
+    pub(crate) secret_handle: String,
+    pub(crate) env: String,
+    pub(crate) header: String,
+    pub(crate) endpoints: Vec<String>,
 }
 
 #[derive(Debug, Clone, Deserialize, Serialize)]

@@ -221,16 +221,6 @@ pub(crate) fn validate(
         }
     }
 
-    // Egress policies.
-    check_sorted_unique(&raw.egress_policies, "egress_policies", |e| {
-        e.egress_policy_id.clone()
-    })?;
-    let mut egress_policies = Vec::with_capacity(raw.egress_policies.len());
-    for (i, e) in raw.egress_policies.iter().enumerate() {
-        let at = idx("egress_policies", i);
-        egress_policies.push(egress(e, &egress_policy_ids).map_err(|x| x.at(&at))?);
-    }
-
     // Credential sources.
     check_sorted_unique(&raw.credential_sources, "credential_sources", |c| {
         c.secret_handle.clone()
@@ -258,6 +248,17 @@ pub(crate) fn validate(
             source_path: p,
             runtime_id,
         });
+    }
+
+    // Egress policies.
+    check_sorted_unique(&raw.egress_policies, "egress_policies", |e| {
+        e.egress_policy_id.clone()
+    })?;
+    let mut egress_policies = Vec::with_capacity(raw.egress_policies.len());
+    for (i, e) in raw.egress_policies.iter().enumerate() {
+        let at = idx("egress_policies", i);
+        egress_policies
+            .push(egress(e, &egress_policy_ids, &credential_sources).map_err(|x| x.at(&at))?);
     }
 
     // Remote backend.
@@ -493,7 +494,11 @@ fn tuple(t: &RawAccess) -> Result<AccessTuple, Rejection> {
     })
 }
 
-fn egress(e: &RawEgress, listed: &[PolicyId]) -> Result<EgressPolicy, Rejection> {
+fn egress(
+    e: &RawEgress,
+    listed: &[PolicyId],
+    sources: &[CredentialSource],
+) -> Result<EgressPolicy, Rejection> {
     let id = PolicyId::new(e.egress_policy_id.clone()).map_err(|x| x.at("egress_policy_id"))?;
     if !listed.contains(&id) {
         return Err(r(
@@ -513,11 +518,71 @@ fn egress(e: &RawEgress, listed: &[PolicyId]) -> Result<EgressPolicy, Rejection>
             .at(idx("endpoints", i)));
         }
     }
+    let settings = egress_settings(e, sources)?;
     Ok(EgressPolicy {
         egress_policy_id: id,
         endpoints: e.endpoints.clone(),
         allow_private: e.allow_private,
+        settings,
     })
+}
+
+/// The proxy's full view of an egress policy with endpoints (`None`: the
+/// policy keeps a session offline): the entry in the egress policy file's
+/// form, each brokered handle's source taken from `credential_sources`.
+fn egress_settings(
+    e: &RawEgress,
+    sources: &[CredentialSource],
+) -> Result<Option<crate::egress::settings::EgressSettings>, Rejection> {
+    if e.endpoints.is_empty() {
+        let extras = !e.limits.is_empty()
+            || e.hosts.is_some()
+            || !e.port_mappings.is_empty()
+            || !e.brokered.is_empty();
+        if extras {
+            return Err(r(
+                crate::codes::egress::EGRESS_POLICY_INVALID,
+                "an egress policy without endpoints keeps the session offline: it has no limits, hosts, mappings or brokered credentials",
+            ));
+        }
+        return Ok(None);
+    }
+    let mut brokered = Vec::new();
+    for (i, b) in e.brokered.iter().enumerate() {
+        let Some(source) = sources
+            .iter()
+            .find(|c| c.secret_handle.as_str() == b.secret_handle)
+        else {
+            return Err(r(
+                POLICY_SECRET_UNRESOLVED,
+                format!(
+                    "brokered handle {} has no credential source",
+                    b.secret_handle
+                ),
+            )
+            .at(format!("brokered[{i}].secret_handle")));
+        };
+        brokered.push(serde_json::json!({
+            "secret_handle": b.secret_handle,
+            "source_path": source.source_path,
+            "env": b.env,
+            "header": b.header,
+            "endpoints": b.endpoints,
+        }));
+    }
+    let file = serde_json::json!({
+        "schema_version": 1,
+        "egress_policy_id": e.egress_policy_id,
+        "endpoints": e.endpoints,
+        "allow_private": e.allow_private,
+        "limits": e.limits,
+        "hosts": e.hosts,
+        "port_mappings": e.port_mappings,
+        "brokered": brokered,
+    });
+    let bytes = serde_json::to_vec(&file)
+        .map_err(|x| r(crate::codes::egress::EGRESS_POLICY_INVALID, x.to_string()))?;
+    crate::egress::settings::EgressSettings::from_json(&bytes).map(Some)
 }
 
 /// Parses `host:port` (IPv6 in brackets) and says whether the host is a

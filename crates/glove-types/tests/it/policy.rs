@@ -617,3 +617,54 @@ fn explain_reports_both_digests() {
     );
     assert_ne!(t.computed_adapter_command_digest.to_hex(), "00".repeat(32));
 }
+
+#[test]
+fn an_egress_policy_carries_the_proxys_settings() {
+    let mut v = base();
+    let handles = v["secret_handles"].clone();
+    let sources = v["credential_sources"].clone();
+    let eg = json!([{
+        "egress_policy_id": "no-network",
+        "endpoints": ["model.test:8000"],
+        "allow_private": true,
+        "hosts": {"model.test": ["127.0.0.1"]},
+        "port_mappings": [{"listen_port": 18000, "endpoint": "model.test:8000"}],
+        "brokered": [{"secret_handle": "zz-broker", "env": "OPENAI_API_KEY",
+                      "header": "authorization", "endpoints": ["model.test:8000"]}],
+    }]);
+    v["egress_policies"] = eg;
+    let mut hs: Vec<Value> = handles.as_array().cloned().unwrap_or_default();
+    hs.push(json!("zz-broker"));
+    v["secret_handles"] = Value::Array(hs);
+    let mut ss: Vec<Value> = sources.as_array().cloned().unwrap_or_default();
+    ss.push(json!({"secret_handle": "zz-broker", "source_path": "/etc/glove/broker.key"}));
+    v["credential_sources"] = Value::Array(ss);
+    let p = check(&v).expect("valid");
+    let s = p.egress_policies()[0].settings().expect("settings");
+    assert_eq!(s.port_mappings[0].listen_port, 18000);
+    assert_eq!(s.brokered[0].source_path, "/etc/glove/broker.key");
+    // A brokered handle without a source, a mapping to an unlisted
+    // endpoint, extras on an offline policy: refused.
+    let mut w = v.clone();
+    w["credential_sources"] = if sources.is_null() {
+        json!([])
+    } else {
+        sources.clone()
+    };
+    assert_eq!(
+        check(&w).expect_err("no source").code(),
+        POLICY_SECRET_UNRESOLVED
+    );
+    let mut w = v.clone();
+    w["egress_policies"][0]["port_mappings"][0]["endpoint"] = json!("other.test:1");
+    assert_eq!(
+        check(&w).expect_err("unlisted").code(),
+        glove_types::codes::egress::EGRESS_POLICY_INVALID
+    );
+    let mut w = v;
+    w["egress_policies"][0]["endpoints"] = json!([]);
+    assert_eq!(
+        check(&w).expect_err("offline with extras").code(),
+        glove_types::codes::egress::EGRESS_POLICY_INVALID
+    );
+}
