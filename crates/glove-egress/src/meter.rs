@@ -12,6 +12,14 @@ use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::time::{Instant, Sleep};
 
+/// `d` from now, or a far future when that would overflow.
+pub(crate) fn after(d: Duration) -> Instant {
+    let now = Instant::now();
+    now.checked_add(d)
+        .or_else(|| now.checked_add(Duration::from_secs(86_400 * 365)))
+        .unwrap_or(now)
+}
+
 /// One endpoint's use over the session, against its limits.
 #[derive(Debug, Default)]
 pub(crate) struct EndpointState {
@@ -98,7 +106,10 @@ impl IoMeter {
 
     /// When the stream will have been idle for `idle`.
     pub(crate) fn idle_deadline(&self, idle: Duration) -> Instant {
-        self.start + Duration::from_millis(self.last_ms.load(Ordering::SeqCst)) + idle
+        let last = Duration::from_millis(self.last_ms.load(Ordering::SeqCst));
+        last.checked_add(idle)
+            .and_then(|d| self.start.checked_add(d))
+            .unwrap_or_else(|| after(idle))
     }
 
     /// Notes that a response has been written whole: bytes read after this
@@ -231,7 +242,7 @@ impl Metered {
         Metered {
             inner,
             idle,
-            sleep: Box::pin(tokio::time::sleep(idle)),
+            sleep: Box::pin(tokio::time::sleep_until(after(idle))),
             flow,
         }
     }
@@ -252,7 +263,7 @@ impl Body for Metered {
                         return Poll::Ready(Some(Err(BodyError::Limit)));
                     }
                 }
-                let deadline = Instant::now() + self.idle;
+                let deadline = after(self.idle);
                 self.sleep.as_mut().reset(deadline);
                 Poll::Ready(Some(Ok(frame)))
             }

@@ -6,7 +6,7 @@
 use crate::audit::{Audit, Tally};
 use crate::broker::Broker;
 use crate::channel::{Channel, Received};
-use crate::meter::{idle_watch, AgentIo, EndpointState, Flow, IoMeter, Metered, ProxyBody};
+use crate::meter::{after, idle_watch, AgentIo, EndpointState, Flow, IoMeter, Metered, ProxyBody};
 use crate::relay::relay;
 use crate::ProxyLimits;
 use glove_types::codes::egress::*;
@@ -35,6 +35,8 @@ const MAX_RESOLVED: usize = 16;
 /// How long connections get, once told to stop, to write their closing
 /// events before they are dropped.
 const STOP_WAIT: Duration = Duration::from_secs(2);
+/// The longest head deadline handed to hyper.
+const MAX_DEADLINE: Duration = Duration::from_secs(86_400);
 /// The refusal header.
 const REFUSAL_HEADER: &str = "x-glove-refusal";
 
@@ -87,7 +89,9 @@ impl Shared {
                 })
             })
             .collect();
-        let permits = Arc::new(Semaphore::new(limits.max_concurrent));
+        let permits = Arc::new(Semaphore::new(
+            limits.max_concurrent.min(Semaphore::MAX_PERMITS),
+        ));
         Shared {
             session_id,
             settings,
@@ -374,7 +378,8 @@ async fn serve(
     let mut builder = hyper::server::conn::http1::Builder::new();
     builder
         .timer(TokioTimer::new())
-        .header_read_timeout(limits.head_deadline)
+        // hyper adds this to the clock unchecked: keep it sane.
+        .header_read_timeout(limits.head_deadline.min(MAX_DEADLINE))
         .max_buf_size(hard_head_limit(&limits))
         .max_header_size(hard_head_limit(&limits))
         .keep_alive(true);
@@ -705,7 +710,7 @@ impl ConnCtx {
     /// Connects to the checked addresses in order, the first that works,
     /// all within the connect deadline.
     async fn connect_upstream(&self, addrs: &[IpAddr], port: u16) -> Result<TcpStream, Refusal> {
-        let deadline = Instant::now() + self.shared.limits.connect_deadline;
+        let deadline = after(self.shared.limits.connect_deadline);
         let mut timed_out = false;
         for ip in addrs {
             match tokio::time::timeout_at(deadline, TcpStream::connect(SocketAddr::new(*ip, port)))
@@ -909,6 +914,11 @@ impl ConnCtx {
                         .status(StatusCode::GATEWAY_TIMEOUT))
                 }
             };
+        if resp.status() == StatusCode::SWITCHING_PROTOCOLS {
+            return Err(upstream_failed(
+                "switched protocols, which is not forwarded",
+            ));
+        }
         let ev = self.event(seen, Decision::Allowed, None, credential, 0, 0);
         if !self.shared.audit.record(ev, Tally::Decision).await {
             return Ok(audit_failed().response());
