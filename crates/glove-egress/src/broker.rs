@@ -15,9 +15,14 @@
 //! forwarded as is; it is worthless without the proxy, which never puts a
 //! real value in a body). A `CONNECT` tunnel the proxy does not terminate
 //! is opaque: nothing inside it is brokered, so a credential bound to an
-//! HTTPS endpoint needs the proxy to terminate TLS for it.
+//! HTTPS endpoint needs the proxy to terminate TLS for it: a `CONNECT` to
+//! an endpoint some credential is bound to is terminated with a leaf of
+//! the session CA ([`Broker::ca_certificate_pem`], which the sandbox must
+//! trust), and each request inside is brokered and forwarded like any
+//! other, over TLS verified against the configured roots.
 
 use crate::error::EgressError;
+use crate::tls::SessionCa;
 use glove_types::codes::egress::EGRESS_PLACEHOLDER_MISDIRECTED;
 use glove_types::egress::settings::EgressSettings;
 use glove_types::egress::Endpoint;
@@ -61,11 +66,12 @@ struct Credential {
 }
 
 /// The brokered credentials of one session, read from the host, each with
-/// its per-session placeholder. `Debug` shows handles and placeholders,
-/// never a value.
-#[derive(Debug, Default)]
+/// its per-session placeholder, and the session CA that terminates TLS
+/// for their endpoints. `Debug` never shows a value or the CA's key.
+#[derive(Debug)]
 pub struct Broker {
     creds: Vec<Credential>,
+    ca: SessionCa,
 }
 
 fn credential_error(handle: &SecretHandle, reason: impl Into<String>) -> EgressError {
@@ -180,12 +186,29 @@ impl Broker {
                 value,
             });
         }
-        Ok(Broker { creds })
+        let bound: Vec<Endpoint> = creds.iter().flat_map(|c| c.endpoints.clone()).collect();
+        let ca = SessionCa::new(&bound)?;
+        Ok(Broker { creds, ca })
     }
 
-    /// A broker with no credentials.
-    pub fn empty() -> Broker {
-        Broker::default()
+    /// A broker with no credentials (its CA is constrained to nothing it
+    /// would ever sign for).
+    pub fn empty() -> Result<Broker, EgressError> {
+        Ok(Broker {
+            creds: Vec::new(),
+            ca: SessionCa::new(&[])?,
+        })
+    }
+
+    /// The session CA's certificate (PEM), for the sandbox to trust: the
+    /// proxy presents leaves it signed when it terminates TLS for an
+    /// endpoint a credential is bound to. Its key never leaves the proxy.
+    pub fn ca_certificate_pem(&self) -> &str {
+        self.ca.pem()
+    }
+
+    pub(crate) fn ca(&self) -> &SessionCa {
+        &self.ca
     }
 
     /// What the sandbox's environment gets: each credential's variable
@@ -290,6 +313,7 @@ mod tests {
 
     fn broker(endpoint: &str) -> Broker {
         Broker {
+            ca: SessionCa::new(&[]).expect("ca"),
             creds: vec![Credential {
                 handle: SecretHandle::new("key").expect("handle"),
                 env: "KEY".into(),

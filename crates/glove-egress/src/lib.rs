@@ -48,9 +48,14 @@
 //! not complete within its deadline (the connection is closed, audited
 //! `egress_timeout` when the agent had sent part of a head).
 //!
-//! **Brokered credentials**: see [`Broker`]; bodies are not scanned, and
-//! a `CONNECT` tunnel is opaque (brokering inside HTTPS needs the proxy to
-//! terminate TLS).
+//! **Brokered credentials**: see [`Broker`]; bodies are not scanned. A
+//! `CONNECT` tunnel is opaque, except to an endpoint a credential is bound
+//! to: that one is terminated (TLS with a leaf of the session CA,
+//! [`Broker::ca_certificate_pem`]), and each request inside is brokered,
+//! audited as a request event and forwarded over TLS verified against
+//! [`TlsRoots`]. Such a tunnel's upstream connections are its requests'
+//! (one each); an agent that does not trust the session CA fails its
+//! handshake, and the tunnel ends with its closing event.
 //!
 //! The crate has no `unsafe` code; descriptor passing uses rustix's safe
 //! `recvmsg`.
@@ -62,10 +67,12 @@ mod error;
 mod meter;
 mod proxy;
 mod relay;
+mod tls;
 
 pub use audit::{journal_spec, read_events, EVENT_RECORD};
 pub use broker::{Broker, MAX_CREDENTIAL_BYTES, PLACEHOLDER_PREFIX};
 pub use error::EgressError;
+pub use tls::{TlsRoots, SYSTEM_BUNDLE};
 
 use glove_journal::JournalSpec;
 use glove_types::egress::settings::EgressSettings;
@@ -135,6 +142,8 @@ pub struct ProxyConfig {
     pub journal_path: PathBuf,
     /// The bounds.
     pub limits: ProxyLimits,
+    /// The roots upstreams of terminated tunnels are verified against.
+    pub tls_roots: TlsRoots,
 }
 
 /// Totals of a finished proxy, for the session's receipt.
@@ -193,6 +202,7 @@ pub fn start(
         channel::Channel::new(channel)?
     };
     let spec = config.limits.journal_spec();
+    let tls_client = tls::client_config(&config.tls_roots)?;
     let (audit, writer) = audit::spawn(&config.journal_path, &spec)?;
     let policy_id = config.settings.policy_id.clone();
     let shared = Arc::new(proxy::Shared::new(
@@ -201,6 +211,7 @@ pub fn start(
         config.limits,
         broker,
         audit,
+        tls_client,
     ));
     let (finish_tx, finish_rx) = oneshot::channel();
     let thread = std::thread::Builder::new()

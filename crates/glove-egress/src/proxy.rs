@@ -21,7 +21,9 @@ use hyper::header::{self, HeaderMap, HeaderName, HeaderValue};
 use hyper::{Method, Request, Response, StatusCode, Uri, Version};
 use hyper_util::rt::{TokioIo, TokioTimer};
 use std::convert::Infallible;
+use std::future::Future;
 use std::net::{IpAddr, SocketAddr};
+use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -65,6 +67,8 @@ pub(crate) struct Shared {
     pub(crate) endpoints: Vec<Arc<EndpointState>>,
     pub(crate) bytes_up: Arc<AtomicU64>,
     pub(crate) bytes_down: Arc<AtomicU64>,
+    /// The TLS client for terminated tunnels' upstreams.
+    tls_client: Arc<rustls::ClientConfig>,
     accepted: AtomicU64,
     permits: Arc<Semaphore>,
 }
@@ -76,6 +80,7 @@ impl Shared {
         limits: ProxyLimits,
         broker: Broker,
         audit: Audit,
+        tls_client: Arc<rustls::ClientConfig>,
     ) -> Shared {
         let endpoints = settings
             .endpoints
@@ -101,6 +106,7 @@ impl Shared {
             endpoints,
             bytes_up: Arc::new(AtomicU64::new(0)),
             bytes_down: Arc::new(AtomicU64::new(0)),
+            tls_client,
             accepted: AtomicU64::new(0),
             permits,
         }
@@ -114,6 +120,9 @@ enum Listener {
     Proxy,
     /// A port mapping (its index).
     Mapping(usize),
+    /// Inside a `CONNECT` tunnel the proxy terminates (the endpoint's
+    /// index).
+    Terminated(usize),
 }
 
 /// The accept loop: takes connections from the channel until it closes or
@@ -182,17 +191,7 @@ fn accept(
     } else {
         shared.permits.clone().try_acquire_owned().ok()
     };
-    let ctx = Arc::new(ConnCtx {
-        shared: shared.clone(),
-        listener,
-        local,
-        meter: IoMeter::new(),
-        tunnel: Mutex::new(None),
-        up: Arc::new(AtomicU64::new(0)),
-        down: Arc::new(AtomicU64::new(0)),
-        started_ms: now_ms(),
-        t0: Instant::now(),
-    });
+    let ctx = ConnCtx::new(shared.clone(), listener, local);
     match permit {
         Some(permit) => {
             tasks.spawn(serve(ctx, stream, phase.clone(), permit));
@@ -341,9 +340,10 @@ fn audit_failed() -> Refusal {
 /// agent's stream.
 struct Tunnel {
     on_upgrade: hyper::upgrade::OnUpgrade,
-    upstream: TcpStream,
     endpoint: usize,
     seen: Seen,
+    /// `Some`: an opaque tunnel to this upstream; `None`: terminated.
+    upstream: Option<TcpStream>,
 }
 
 /// One agent connection.
@@ -373,6 +373,30 @@ async fn serve(
     phase: watch::Receiver<Phase>,
     _permit: OwnedSemaphorePermit,
 ) {
+    serve_http(ctx, stream, phase).await;
+}
+
+/// Serves HTTP/1.1 on an agent stream (a proxy or mapped connection, or
+/// the inside of a terminated tunnel), then runs the tunnel it approved,
+/// if any, and writes the closing event of a mapped connection or a
+/// terminated tunnel.
+///
+/// Boxed: serving inside a terminated tunnel is this same future again.
+fn serve_http<T>(
+    ctx: Arc<ConnCtx>,
+    stream: T,
+    phase: watch::Receiver<Phase>,
+) -> Pin<Box<dyn Future<Output = ()> + Send>>
+where
+    T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    Box::pin(serve_http_inner(ctx, stream, phase))
+}
+
+async fn serve_http_inner<T>(ctx: Arc<ConnCtx>, stream: T, phase: watch::Receiver<Phase>)
+where
+    T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
     let limits = ctx.shared.limits.clone();
     let io = TokioIo::new(AgentIo::new(stream, ctx.meter.clone()));
     let mut builder = hyper::server::conn::http1::Builder::new();
@@ -409,20 +433,8 @@ async fn serve(
     if let Some(t) = tunnel {
         ctx.run_tunnel(t, phase).await;
     }
-    if let Listener::Mapping(_) = ctx.listener {
-        let (host, port) = ctx.listener_target();
-        let seen = Seen {
-            kind: EventKind::Connection,
-            host,
-            port,
-            method: None,
-            started_ms: ctx.started_ms,
-            t0: ctx.t0,
-        };
-        let up = ctx.up.load(Ordering::SeqCst);
-        let down = ctx.down.load(Ordering::SeqCst);
-        let ev = ctx.event(&seen, Decision::Allowed, None, None, up, down);
-        let _ = ctx.shared.audit.record(ev, Tally::Closing).await;
+    if let Listener::Mapping(_) | Listener::Terminated(_) = ctx.listener {
+        ctx.close_event().await;
     }
 }
 
@@ -461,9 +473,11 @@ fn head_len<B>(req: &Request<B>) -> usize {
         .fold(line + 2, usize::saturating_add)
 }
 
-/// The Host header for a target.
-fn host_header(host: &Host, port: u16) -> Option<HeaderValue> {
-    let s = if port == 80 {
+/// The Host header for a target (its port left out when it is the
+/// scheme's default).
+fn host_header(host: &Host, port: u16, tls: bool) -> Option<HeaderValue> {
+    let default = if tls { 443 } else { 80 };
+    let s = if port == default {
         host.to_string()
     } else {
         format!("{host}:{port}")
@@ -472,13 +486,38 @@ fn host_header(host: &Host, port: u16) -> Option<HeaderValue> {
 }
 
 impl ConnCtx {
-    fn listener_target(&self) -> (String, u16) {
+    fn new(shared: Arc<Shared>, listener: Listener, local: SocketAddr) -> Arc<ConnCtx> {
+        Arc::new(ConnCtx {
+            shared,
+            listener,
+            local,
+            meter: IoMeter::new(),
+            tunnel: Mutex::new(None),
+            up: Arc::new(AtomicU64::new(0)),
+            down: Arc::new(AtomicU64::new(0)),
+            started_ms: now_ms(),
+            t0: Instant::now(),
+        })
+    }
+
+    /// The endpoint a mapped connection or terminated tunnel reaches.
+    fn fixed_endpoint(&self) -> Option<&Endpoint> {
         match self.listener {
-            Listener::Mapping(i) => match self.shared.settings.port_mappings.get(i) {
-                Some(m) => (event_host(&m.endpoint.host), m.endpoint.port),
-                None => (self.local.ip().to_string(), self.local.port()),
-            },
-            Listener::Proxy => (self.local.ip().to_string(), self.local.port()),
+            Listener::Mapping(i) => self
+                .shared
+                .settings
+                .port_mappings
+                .get(i)
+                .map(|m| &m.endpoint),
+            Listener::Terminated(i) => self.shared.settings.endpoints.get(i),
+            Listener::Proxy => None,
+        }
+    }
+
+    fn listener_target(&self) -> (String, u16) {
+        match self.fixed_endpoint() {
+            Some(e) => (event_host(&e.host), e.port),
+            None => (self.local.ip().to_string(), self.local.port()),
         }
     }
 
@@ -550,7 +589,7 @@ impl ConnCtx {
     async fn handle(&self, req: Request<Incoming>) -> Response<ProxyBody> {
         let resp = match self.listener {
             Listener::Proxy => self.proxy_request(req).await,
-            Listener::Mapping(i) => self.mapped_request(req, i).await,
+            Listener::Mapping(_) | Listener::Terminated(_) => self.fixed_request(req).await,
         };
         resp.map(|b| b.resting(&self.meter))
     }
@@ -613,15 +652,18 @@ impl ConnCtx {
             );
             return self.refuse(&seen, r).await;
         }
-        self.forward(req, host, port, seen).await
+        self.forward(req, host, port, seen, false).await
     }
 
-    async fn mapped_request(&self, req: Request<Incoming>, i: usize) -> Response<ProxyBody> {
-        let Some(m) = self.shared.settings.port_mappings.get(i) else {
-            return Refusal::new(EGRESS_REQUEST_INVALID, "no such port mapping").response();
+    /// A request on a port mapping or inside a terminated tunnel: for its
+    /// one endpoint, origin-form only.
+    async fn fixed_request(&self, req: Request<Incoming>) -> Response<ProxyBody> {
+        let Some(e) = self.fixed_endpoint() else {
+            return Refusal::new(EGRESS_REQUEST_INVALID, "no such endpoint").response();
         };
-        let host = m.endpoint.host.clone();
-        let port = m.endpoint.port;
+        let host = e.host.clone();
+        let port = e.port;
+        let tls = matches!(self.listener, Listener::Terminated(_));
         let seen = Seen::request(req.method(), event_host(&host), port);
         if let Err(r) = self.head_checks(&req) {
             return self.refuse(&seen, r).await;
@@ -629,11 +671,11 @@ impl ConnCtx {
         if req.method() == Method::CONNECT || req.uri().authority().is_some() {
             let r = Refusal::new(
                 EGRESS_REQUEST_INVALID,
-                "a port mapping takes origin-form requests (it reaches one endpoint)",
+                "a port mapping or terminated tunnel takes origin-form requests (it reaches one endpoint)",
             );
             return self.refuse(&seen, r).await;
         }
-        self.forward(req, host, port, seen).await
+        self.forward(req, host, port, seen, tls).await
     }
 
     /// Resolves a name: the policy's `hosts` table when it has one (and
@@ -774,15 +816,32 @@ impl ConnCtx {
             Ok(v) => v,
             Err(r) => return self.refuse(&seen, r).await,
         };
-        if let Err(r) = self.take_budget(&st, &ep) {
+        // A tunnel to an endpoint a credential is bound to is terminated:
+        // its upstream connections are its requests', counted then.
+        let terminate = self.shared.broker.binds(&ep);
+        let budget = if !terminate {
+            self.take_budget(&st, &ep)
+        } else if st.bytes_exhausted() {
+            Err(Refusal::new(
+                EGRESS_LIMIT_REACHED,
+                format!("{ep} has used its byte limit"),
+            ))
+        } else {
+            Ok(())
+        };
+        if let Err(r) = budget {
             return self.refuse(&seen, r).await;
         }
         if !self.shared.audit.ensure_room(2) {
             return audit_failed().response();
         }
-        let upstream = match self.connect_upstream(&addrs, port).await {
-            Ok(s) => s,
-            Err(r) => return self.refuse(&seen, r).await,
+        let upstream = if terminate {
+            None
+        } else {
+            match self.connect_upstream(&addrs, port).await {
+                Ok(s) => Some(s),
+                Err(r) => return self.refuse(&seen, r).await,
+            }
         };
         let ev = self.event(&seen, Decision::Allowed, None, None, 0, 0);
         if !self.shared.audit.record(ev, Tally::Decision).await {
@@ -801,6 +860,12 @@ impl ConnCtx {
     }
 
     async fn run_tunnel(&self, t: Tunnel, phase: watch::Receiver<Phase>) {
+        let Some(upstream) = t.upstream else {
+            if let Ok(agent) = t.on_upgrade.await {
+                self.terminate(agent, t.endpoint, phase).await;
+            }
+            return;
+        };
         let up = Arc::new(AtomicU64::new(0));
         let down = Arc::new(AtomicU64::new(0));
         if let (Ok(agent), Some(st)) = (t.on_upgrade.await, self.shared.endpoints.get(t.endpoint)) {
@@ -817,7 +882,7 @@ impl ConnCtx {
             let stop = reached(phase, Phase::Stopping);
             relay(
                 TokioIo::new(agent),
-                t.upstream,
+                upstream,
                 &fu,
                 &fd,
                 self.shared.limits.idle_deadline,
@@ -836,19 +901,125 @@ impl ConnCtx {
         let _ = self.shared.audit.record(ev, Tally::Closing).await;
     }
 
+    /// Terminates TLS on a tunnel's agent side with a leaf of the session
+    /// CA for the endpoint, then serves HTTP/1.1 inside it (each request
+    /// brokered, decided and forwarded over TLS); its closing event is
+    /// written when it ends (with 0 bytes if the handshake failed).
+    async fn terminate(
+        &self,
+        agent: hyper::upgrade::Upgraded,
+        endpoint: usize,
+        phase: watch::Receiver<Phase>,
+    ) {
+        let inner = ConnCtx::new(
+            self.shared.clone(),
+            Listener::Terminated(endpoint),
+            self.local,
+        );
+        let config = self
+            .shared
+            .settings
+            .endpoints
+            .get(endpoint)
+            .map(|e| self.shared.broker.ca().server_config(&e.host));
+        let Some(Ok(config)) = config else {
+            inner.close_event().await;
+            return;
+        };
+        let accept = tokio_rustls::TlsAcceptor::from(config).accept(TokioIo::new(agent));
+        let deadline = self.shared.limits.head_deadline;
+        match tokio::time::timeout(deadline, accept).await {
+            Ok(Ok(tls)) => serve_http(inner, tls, phase).await,
+            _ => inner.close_event().await,
+        }
+    }
+
+    /// The closing event of a mapped connection or terminated tunnel.
+    async fn close_event(&self) {
+        let (host, port) = self.listener_target();
+        let seen = Seen {
+            kind: EventKind::Connection,
+            host,
+            port,
+            method: None,
+            started_ms: self.started_ms,
+            t0: self.t0,
+        };
+        let up = self.up.load(Ordering::SeqCst);
+        let down = self.down.load(Ordering::SeqCst);
+        let ev = self.event(&seen, Decision::Allowed, None, None, up, down);
+        let _ = self.shared.audit.record(ev, Tally::Closing).await;
+    }
+
     /// Forwards one request to a decided target over a new upstream
-    /// connection, auditing the decision once the response head is in and
-    /// before it is released.
+    /// connection (TLS, verified, when `tls`), auditing the decision once
+    /// the response head is in and before it is released.
     async fn forward(
         &self,
         req: Request<Incoming>,
         host: Host,
         port: u16,
         seen: Seen,
+        tls: bool,
     ) -> Response<ProxyBody> {
-        match self.try_forward(req, &host, port, &seen).await {
+        match self.try_forward(req, &host, port, &seen, tls).await {
             Ok(r) => r,
             Err(r) => self.refuse(&seen, r).await,
+        }
+    }
+
+    /// TLS to the upstream as `host`, verified against the configured
+    /// roots, within the connect deadline.
+    async fn upstream_tls(
+        &self,
+        host: &Host,
+        tcp: TcpStream,
+    ) -> Result<tokio_rustls::client::TlsStream<TcpStream>, Refusal> {
+        let name = rustls::pki_types::ServerName::try_from(event_host(host)).map_err(|_| {
+            Refusal::new(EGRESS_TARGET_INVALID, "the host is not a TLS server name")
+        })?;
+        let connector = tokio_rustls::TlsConnector::from(self.shared.tls_client.clone());
+        let handshake = connector.connect(name, tcp);
+        match tokio::time::timeout(self.shared.limits.connect_deadline, handshake).await {
+            Ok(Ok(s)) => Ok(s),
+            Ok(Err(e)) => Err(Refusal::new(
+                EGRESS_UPSTREAM_FAILED,
+                format!("the endpoint's TLS failed: {e}"),
+            )),
+            Err(_) => Err(Refusal::new(
+                EGRESS_UPSTREAM_FAILED,
+                "the endpoint's TLS handshake timed out",
+            )
+            .status(StatusCode::GATEWAY_TIMEOUT)),
+        }
+    }
+
+    /// Sends one request on a new HTTP/1.1 client connection over
+    /// `stream` and waits (idle deadline) for the response head.
+    async fn send_upstream<S>(
+        &self,
+        stream: S,
+        request: Request<Metered>,
+    ) -> Result<Response<Incoming>, Refusal>
+    where
+        S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+    {
+        let upstream_failed =
+            |what: &str| Refusal::new(EGRESS_UPSTREAM_FAILED, format!("the endpoint {what}"));
+        let (mut sender, conn) = hyper::client::conn::http1::Builder::new()
+            .max_buf_size(hard_head_limit(&self.shared.limits))
+            .handshake(TokioIo::new(stream))
+            .await
+            .map_err(|_| upstream_failed("failed the HTTP handshake"))?;
+        tokio::spawn(async move {
+            let _ = conn.await;
+        });
+        let idle = self.shared.limits.idle_deadline;
+        match tokio::time::timeout(idle, sender.send_request(request)).await {
+            Ok(Ok(r)) => Ok(r),
+            Ok(Err(_)) => Err(upstream_failed("failed before its response head")),
+            Err(_) => Err(upstream_failed("sent no response head in time")
+                .status(StatusCode::GATEWAY_TIMEOUT)),
         }
     }
 
@@ -858,6 +1029,7 @@ impl ConnCtx {
         host: &Host,
         port: u16,
         seen: &Seen,
+        tls: bool,
     ) -> Result<Response<ProxyBody>, Refusal> {
         let (addrs, index) = self.decide(host, port).await?;
         let (ep, st) = self.endpoint(index)?;
@@ -882,7 +1054,7 @@ impl ConnCtx {
             .unwrap_or_else(|| hyper::http::uri::PathAndQuery::from_static("/"));
         parts.uri = Uri::from(path);
         parts.version = Version::HTTP_11;
-        let host_value = host_header(host, port)
+        let host_value = host_header(host, port, tls)
             .ok_or_else(|| Refusal::new(EGRESS_TARGET_INVALID, "the host makes no Host header"))?;
         parts.headers.insert(header::HOST, host_value);
         parts.extensions = Default::default();
@@ -895,25 +1067,13 @@ impl ConnCtx {
         let body = Metered::new(body, up_flow, idle);
         let upstream_failed =
             |what: &str| Refusal::new(EGRESS_UPSTREAM_FAILED, format!("the endpoint {what}"));
-        let (mut sender, conn) = hyper::client::conn::http1::Builder::new()
-            .max_buf_size(hard_head_limit(&self.shared.limits))
-            .handshake(TokioIo::new(upstream))
-            .await
-            .map_err(|_| upstream_failed("failed the HTTP handshake"))?;
-        tokio::spawn(async move {
-            let _ = conn.await;
-        });
-        let resp =
-            match tokio::time::timeout(idle, sender.send_request(Request::from_parts(parts, body)))
-                .await
-            {
-                Ok(Ok(r)) => r,
-                Ok(Err(_)) => return Err(upstream_failed("failed before its response head")),
-                Err(_) => {
-                    return Err(upstream_failed("sent no response head in time")
-                        .status(StatusCode::GATEWAY_TIMEOUT))
-                }
-            };
+        let request = Request::from_parts(parts, body);
+        let resp = if tls {
+            let stream = self.upstream_tls(host, upstream).await?;
+            self.send_upstream(stream, request).await?
+        } else {
+            self.send_upstream(upstream, request).await?
+        };
         if resp.status() == StatusCode::SWITCHING_PROTOCOLS {
             return Err(upstream_failed(
                 "switched protocols, which is not forwarded",

@@ -716,3 +716,169 @@ async fn finish_drops_what_outlives_the_grace() {
     let n = s.read(&mut buf).await.unwrap_or(0);
     assert_eq!(n, 0);
 }
+
+/// `model.test` over TLS at the upstream, a credential bound to it.
+fn tls_policy(port: u16, source: &str) -> String {
+    format!(
+        r#"{{"schema_version":1,"egress_policy_id":"tls","endpoints":["model.test:{port}","other.test:{port}"],
+        "allow_private":true,"hosts":{{"model.test":["127.0.0.1"],"other.test":["127.0.0.1"]}},
+        "brokered":[{{"secret_handle":"model-key","source_path":"{source}","env":"MODEL_API_KEY",
+          "header":"authorization","endpoints":["model.test:{port}"]}}]}}"#
+    )
+}
+
+async fn tunnel_to(h: &Harness, target: &str) -> hyper::upgrade::Upgraded {
+    let mut s = client(h.connect(0).await).await;
+    let req = Request::builder()
+        .method(Method::CONNECT)
+        .uri(target)
+        .body(Full::new(Bytes::new()))
+        .expect("request");
+    let resp = s.send_request(req).await.expect("response");
+    assert_eq!(resp.status(), 200);
+    hyper::upgrade::on(resp).await.expect("upgrade")
+}
+
+#[tokio::test]
+async fn brokered_https_is_terminated_and_forwarded_verified() {
+    let (upstream_ca, server) = test_tls("model.test");
+    let up = upstream_with(Some(server)).await;
+    let port = up.port();
+    let dir = private_dir();
+    let source = secret_file(&dir, "key", "sk-real-secret\n");
+    let roots = glove_egress::TlsRoots {
+        extra_pem: vec![upstream_ca],
+        system_bundle: None,
+    };
+    let h = Harness::start_tls(
+        dir,
+        &tls_policy(port, &source),
+        ProxyLimits::default(),
+        roots,
+    );
+    let p = h.placeholder();
+    assert!(h.ca_pem.starts_with("-----BEGIN CERTIFICATE-----"));
+    let tunnel = tunnel_to(&h, &format!("model.test:{port}")).await;
+    // The agent trusts the session CA and sees a leaf for model.test.
+    let connector = tokio_rustls::TlsConnector::from(client_tls(&h.ca_pem));
+    let name = rustls::pki_types::ServerName::try_from("model.test").expect("name");
+    let tls = connector
+        .connect(name, hyper_util::rt::TokioIo::new(tunnel))
+        .await
+        .expect("the session CA's leaf verifies");
+    let mut inner = client_on(hyper_util::rt::TokioIo::new(tls)).await;
+    for i in 0..2 {
+        let req = Request::post(format!("/v1/chat/{i}"))
+            .header("host", "model.test")
+            .header("authorization", format!("Bearer {p}"))
+            .body(Full::new(Bytes::from_static(b"{}")))
+            .expect("request");
+        let got = send(&mut inner, req).await;
+        assert_eq!(got.status, 200, "{}", got.body);
+        assert_eq!(got.body, "hello from upstream");
+    }
+    // Misdirected inside the tunnel: refused, nothing forwarded.
+    let req = Request::get("/v1/x")
+        .header("x-api-key", p.clone())
+        .body(Full::new(Bytes::new()))
+        .expect("request");
+    let got = send(&mut inner, req).await;
+    assert_refused(&got, 403, "egress_placeholder_misdirected");
+    drop(inner);
+    let seen = up.requests();
+    assert_eq!(seen.len(), 2);
+    for r in &seen {
+        assert_eq!(r.headers["authorization"], "Bearer sk-real-secret");
+        assert_eq!(r.headers["host"], format!("model.test:{port}"));
+    }
+    assert_eq!(seen[1].uri, "/v1/chat/1");
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let (summary, events) = h.finish().await;
+    assert_eq!(summary.connections_allowed, 1);
+    assert_eq!(summary.requests_allowed, 2);
+    assert_eq!(summary.requests_refused, 1);
+    assert_eq!(summary.connections_closed, 1);
+    let kinds: Vec<(EventKind, Decision)> = events.iter().map(|e| (e.kind, e.decision)).collect();
+    assert_eq!(
+        kinds,
+        vec![
+            (EventKind::Connection, Decision::Allowed),
+            (EventKind::Request, Decision::Allowed),
+            (EventKind::Request, Decision::Allowed),
+            (EventKind::Request, Decision::Refused),
+            (EventKind::Connection, Decision::Allowed),
+        ]
+    );
+    assert_eq!(
+        events[1].credential.as_ref().map(|c| c.as_str()),
+        Some("model-key")
+    );
+    assert_eq!(events[1].method.as_deref(), Some("POST"));
+    assert_eq!(events[4].bytes_up, 4);
+    assert!(events[4].bytes_down > 0);
+}
+
+#[tokio::test]
+async fn a_terminated_upstream_is_verified() {
+    // The upstream's CA is not among the proxy's roots: 502.
+    let (_, server) = test_tls("model.test");
+    let up = upstream_with(Some(server)).await;
+    let port = up.port();
+    let dir = private_dir();
+    let source = secret_file(&dir, "key", "sk-real-secret");
+    let (other_ca, _) = test_tls("model.test");
+    let roots = glove_egress::TlsRoots {
+        extra_pem: vec![other_ca],
+        system_bundle: None,
+    };
+    let h = Harness::start_tls(
+        dir,
+        &tls_policy(port, &source),
+        ProxyLimits::default(),
+        roots,
+    );
+    let p = h.placeholder();
+    let tunnel = tunnel_to(&h, &format!("model.test:{port}")).await;
+    let connector = tokio_rustls::TlsConnector::from(client_tls(&h.ca_pem));
+    let name = rustls::pki_types::ServerName::try_from("model.test").expect("name");
+    let tls = connector
+        .connect(name, hyper_util::rt::TokioIo::new(tunnel))
+        .await
+        .expect("handshake");
+    let mut inner = client_on(hyper_util::rt::TokioIo::new(tls)).await;
+    let req = Request::get("/v1")
+        .header("authorization", format!("Bearer {p}"))
+        .body(Full::new(Bytes::new()))
+        .expect("request");
+    let got = send(&mut inner, req).await;
+    assert_refused(&got, 502, "egress_upstream_failed");
+    drop(inner);
+    assert!(
+        up.requests().is_empty(),
+        "nothing reached the unverified upstream"
+    );
+    // An agent that does not trust the session CA fails its handshake.
+    let tunnel = tunnel_to(&h, &format!("model.test:{port}")).await;
+    let (wrong_ca, _) = test_tls("model.test");
+    let connector = tokio_rustls::TlsConnector::from(client_tls(&wrong_ca));
+    let name = rustls::pki_types::ServerName::try_from("model.test").expect("name");
+    assert!(connector
+        .connect(name, hyper_util::rt::TokioIo::new(tunnel))
+        .await
+        .is_err());
+    // A tunnel to an endpoint no credential is bound to stays opaque.
+    let tunnel = tunnel_to(&h, &format!("other.test:{port}")).await;
+    let (up_ca_for_other, _) = (h.ca_pem.clone(), ());
+    let connector = tokio_rustls::TlsConnector::from(client_tls(&up_ca_for_other));
+    let name = rustls::pki_types::ServerName::try_from("other.test").expect("name");
+    assert!(
+        connector
+            .connect(name, hyper_util::rt::TokioIo::new(tunnel))
+            .await
+            .is_err(),
+        "the proxy never signs for an endpoint it does not terminate"
+    );
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let (_, events) = h.finish().await;
+    assert_eq!(refused_codes(&events), vec!["egress_upstream_failed"]);
+}

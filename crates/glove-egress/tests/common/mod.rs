@@ -4,7 +4,7 @@
 //! helpers to speak HTTP through the proxy and read the journal.
 #![allow(dead_code, unreachable_pub, missing_docs)]
 
-use glove_egress::{read_events, Broker, ProxyConfig, ProxyHandle, ProxyLimits, Summary};
+use glove_egress::{read_events, Broker, ProxyConfig, ProxyHandle, ProxyLimits, Summary, TlsRoots};
 use glove_types::egress::event::EgressEvent;
 use glove_types::egress::settings::EgressSettings;
 use glove_types::ids::SessionId;
@@ -28,6 +28,7 @@ pub struct Harness {
     pub journal: PathBuf,
     pub limits: ProxyLimits,
     pub env: Vec<(String, String)>,
+    pub ca_pem: String,
     pub chan: Option<OwnedFd>,
     handle: Option<ProxyHandle>,
     listener: std::net::TcpListener,
@@ -57,9 +58,23 @@ impl Harness {
     }
 
     pub fn start_in(dir: tempfile::TempDir, json: &str, limits: ProxyLimits) -> Harness {
+        let roots = TlsRoots {
+            extra_pem: Vec::new(),
+            system_bundle: None,
+        };
+        Harness::start_tls(dir, json, limits, roots)
+    }
+
+    pub fn start_tls(
+        dir: tempfile::TempDir,
+        json: &str,
+        limits: ProxyLimits,
+        tls_roots: TlsRoots,
+    ) -> Harness {
         let settings = settings(json);
         let broker = Broker::prepare(&settings).expect("broker");
         let env = broker.environment();
+        let ca_pem = broker.ca_certificate_pem().to_owned();
         let journal = dir.path().join("egress.journal");
         let (ours, theirs) = rustix::net::socketpair(
             rustix::net::AddressFamily::UNIX,
@@ -73,6 +88,7 @@ impl Harness {
             settings,
             journal_path: journal.clone(),
             limits: limits.clone(),
+            tls_roots,
         };
         let handle = glove_egress::start(config, broker, theirs).expect("start");
         let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
@@ -81,6 +97,7 @@ impl Harness {
             journal,
             limits,
             env,
+            ca_pem,
             chan: Some(ours),
             handle: Some(handle),
             listener,
@@ -186,6 +203,51 @@ impl Upstream {
 
 /// An HTTP/1.1 server on 127.0.0.1 answering `200 hello from upstream`.
 pub async fn upstream() -> Upstream {
+    upstream_with(None).await
+}
+
+/// A test CA and a TLS server configuration for `name` signed by it.
+pub fn test_tls(name: &str) -> (String, Arc<rustls::ServerConfig>) {
+    use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, IsCa, KeyPair};
+    let ca_key = KeyPair::generate().expect("key");
+    let mut ca = CertificateParams::new(Vec::<String>::new()).expect("params");
+    ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    let issuer = CertifiedIssuer::self_signed(ca, ca_key).expect("ca");
+    let key = KeyPair::generate().expect("key");
+    let leaf = CertificateParams::new(vec![name.to_owned()])
+        .expect("params")
+        .signed_by(&key, &issuer)
+        .expect("leaf");
+    let der = rustls::pki_types::PrivateKeyDer::Pkcs8(key.serialize_der().into());
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .expect("versions")
+        .with_no_client_auth()
+        .with_single_cert(vec![leaf.der().clone()], der)
+        .expect("server config");
+    (issuer.pem(), Arc::new(config))
+}
+
+/// A TLS client configuration trusting exactly `ca_pem`.
+pub fn client_tls(ca_pem: &str) -> Arc<rustls::ClientConfig> {
+    use rustls::pki_types::pem::PemObject;
+    let mut roots = rustls::RootCertStore::empty();
+    for c in rustls::pki_types::CertificateDer::pem_slice_iter(ca_pem.as_bytes()) {
+        roots.add(c.expect("pem")).expect("root");
+    }
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .expect("versions")
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    Arc::new(config)
+}
+
+/// The same server, over TLS with `tls` when given.
+pub async fn upstream_with(tls: Option<Arc<rustls::ServerConfig>>) -> Upstream {
     let l = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
         .expect("bind upstream");
@@ -199,6 +261,7 @@ pub async fn upstream() -> Upstream {
         while let Ok((s, _)) = l.accept().await {
             *u.accepted.lock().expect("lock") += 1;
             let u = u.clone();
+            let tls = tls.clone();
             tokio::spawn(async move {
                 let svc = hyper::service::service_fn(move |req: Request<Incoming>| {
                     let u = u.clone();
@@ -225,9 +288,18 @@ pub async fn upstream() -> Upstream {
                         Ok::<_, std::convert::Infallible>(r)
                     }
                 });
-                let _ = hyper::server::conn::http1::Builder::new()
-                    .serve_connection(TokioIo::new(s), svc)
-                    .await;
+                let builder = hyper::server::conn::http1::Builder::new();
+                match tls {
+                    Some(config) => {
+                        let acceptor = tokio_rustls::TlsAcceptor::from(config);
+                        if let Ok(s) = acceptor.accept(s).await {
+                            let _ = builder.serve_connection(TokioIo::new(s), svc).await;
+                        }
+                    }
+                    None => {
+                        let _ = builder.serve_connection(TokioIo::new(s), svc).await;
+                    }
+                }
             });
         }
     });
