@@ -29,8 +29,8 @@ pub fn journal_spec(max_bytes: u64, max_records: u64) -> JournalSpec {
 }
 
 /// Reads every event of an egress journal (for tests, receipts and
-/// tools): opens it with `spec`, which takes its writer lock, so not while
-/// the proxy runs.
+/// tools): opens it with `spec` through [`Journal::open`], which takes its
+/// writer lock (so not while the proxy runs) and cuts a torn tail.
 pub fn read_events(path: &Path, spec: &JournalSpec) -> Result<Vec<EgressEvent>, EgressError> {
     let opened = Journal::open(path, spec, None)?;
     opened

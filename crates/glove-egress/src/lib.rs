@@ -4,8 +4,9 @@
 //! A sandboxed agent has its own network namespace with only `lo`. A
 //! forwarder inside it listens on `127.0.0.1` ports and passes each
 //! accepted TCP connection over an inherited Unix `SOCK_SEQPACKET` channel
-//! (one data byte, the listener index, and one descriptor; see
-//! [`channel`](crate::channel) for the exact shape). [`start`] serves them
+//! (one data byte, the listener index, and exactly one descriptor, a
+//! connected `AF_INET`/`AF_INET6` TCP socket; any other message is dropped
+//! with its descriptors closed). [`start`] serves them
 //! on one thread running a single-threaded tokio runtime:
 //!
 //! * **listener 0** ([`PROXY_PORT`](glove_types::egress::settings::PROXY_PORT))
@@ -62,7 +63,7 @@
 
 mod audit;
 mod broker;
-pub mod channel;
+mod channel;
 mod error;
 mod meter;
 mod proxy;
