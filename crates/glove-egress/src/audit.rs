@@ -1,0 +1,221 @@
+//! The egress journal's writer: one thread that numbers events, appends
+//! each durably and answers its sender, so the runtime never blocks on
+//! `fdatasync`. The first failure closes the audit for good (fail closed):
+//! every later event is refused without being tried.
+
+use crate::error::EgressError;
+use glove_journal::{Journal, JournalKind, JournalSpec};
+use glove_types::egress::event::{Decision, EgressEvent, EventKind, MAX_EVENT_BYTES};
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use tokio::sync::{mpsc, oneshot};
+
+/// The record kind of an egress event in the egress journal.
+pub const EVENT_RECORD: u16 = 1;
+
+/// The record kinds the egress journal carries.
+const RECORD_KINDS: &[u16] = &[EVENT_RECORD];
+
+/// The egress journal's spec for these bounds.
+pub fn journal_spec(max_bytes: u64, max_records: u64) -> JournalSpec {
+    JournalSpec {
+        kind: JournalKind::EGRESS,
+        max_bytes,
+        max_records,
+        max_payload: MAX_EVENT_BYTES as u32,
+        record_kinds: RECORD_KINDS,
+    }
+}
+
+/// Reads every event of an egress journal (for tests, receipts and
+/// tools): opens it with `spec` through [`Journal::open`], which takes its
+/// writer lock (so not while the proxy runs) and cuts a torn tail.
+pub fn read_events(path: &Path, spec: &JournalSpec) -> Result<Vec<EgressEvent>, EgressError> {
+    let opened = Journal::open(path, spec, None)?;
+    opened
+        .records()
+        .map(|r| {
+            EgressEvent::decode(r.payload).map_err(|e| EgressError::Event {
+                seq: r.seq,
+                message: e.to_string(),
+            })
+        })
+        .collect()
+}
+
+/// What an event counts as in the summary.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Tally {
+    /// A decision (connection or request, allowed or refused).
+    Decision,
+    /// The end of an allowed connection.
+    Closing,
+}
+
+struct Job {
+    event: EgressEvent,
+    tally: Tally,
+    reply: oneshot::Sender<bool>,
+}
+
+/// Totals the writer keeps.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Totals {
+    pub(crate) connections_allowed: u64,
+    pub(crate) connections_refused: u64,
+    pub(crate) connections_closed: u64,
+    pub(crate) requests_allowed: u64,
+    pub(crate) requests_refused: u64,
+    pub(crate) journal_records: u64,
+    pub(crate) journal_head: [u8; 32],
+    pub(crate) audit_failed: bool,
+}
+
+/// The sending side, shared by every connection.
+pub(crate) struct Audit {
+    tx: mpsc::Sender<Job>,
+    failed: Arc<AtomicBool>,
+    bytes_left: Arc<AtomicU64>,
+    records_left: Arc<AtomicU64>,
+}
+
+/// Room one event may need: the largest encoding and its framing.
+const EVENT_ROOM: u64 = MAX_EVENT_BYTES as u64 + glove_journal::format::RECORD_OVERHEAD as u64;
+
+impl Audit {
+    /// Whether the audit has failed (so everything is refused).
+    pub(crate) fn failed(&self) -> bool {
+        self.failed.load(Ordering::SeqCst)
+    }
+
+    /// Checks, before anything is let through, that the journal has room
+    /// for `events` more events at their largest. When it has not, the
+    /// audit is closed: this and every later decision is refused.
+    pub(crate) fn ensure_room(&self, events: u64) -> bool {
+        if self.failed() {
+            return false;
+        }
+        let ok = self.bytes_left.load(Ordering::SeqCst) >= events.saturating_mul(EVENT_ROOM)
+            && self.records_left.load(Ordering::SeqCst) >= events;
+        if !ok {
+            self.failed.store(true, Ordering::SeqCst);
+        }
+        ok
+    }
+
+    /// Appends `event` durably (its `seq` is assigned by the writer);
+    /// `false` if it was not recorded.
+    pub(crate) async fn record(&self, event: EgressEvent, tally: Tally) -> bool {
+        if self.failed() {
+            return false;
+        }
+        let (reply, rx) = oneshot::channel();
+        if self
+            .tx
+            .send(Job {
+                event,
+                tally,
+                reply,
+            })
+            .await
+            .is_err()
+        {
+            return false;
+        }
+        rx.await.unwrap_or(false)
+    }
+}
+
+/// Creates the journal and starts its writer thread.
+pub(crate) fn spawn(
+    path: &Path,
+    spec: &JournalSpec,
+) -> Result<(Audit, std::thread::JoinHandle<Totals>), EgressError> {
+    let journal = Journal::create(path, spec)?;
+    let (tx, rx) = mpsc::channel::<Job>(256);
+    let failed = Arc::new(AtomicBool::new(false));
+    let bytes_left = Arc::new(AtomicU64::new(
+        spec.max_bytes.saturating_sub(journal.len_bytes()),
+    ));
+    let records_left = Arc::new(AtomicU64::new(spec.max_records));
+    let w = Writer {
+        journal,
+        rx,
+        failed: failed.clone(),
+        bytes_left: bytes_left.clone(),
+        records_left: records_left.clone(),
+    };
+    let thread = std::thread::Builder::new()
+        .name("glove-egress-audit".into())
+        .spawn(move || w.run())
+        .map_err(EgressError::io("spawn the egress audit thread"))?;
+    Ok((
+        Audit {
+            tx,
+            failed,
+            bytes_left,
+            records_left,
+        },
+        thread,
+    ))
+}
+
+struct Writer {
+    journal: Journal,
+    rx: mpsc::Receiver<Job>,
+    failed: Arc<AtomicBool>,
+    bytes_left: Arc<AtomicU64>,
+    records_left: Arc<AtomicU64>,
+}
+
+impl Writer {
+    fn run(mut self) -> Totals {
+        let mut t = Totals::default();
+        while let Some(job) = self.rx.blocking_recv() {
+            let ok = !self.failed.load(Ordering::SeqCst) && self.append(job.event.clone(), &mut t);
+            if ok {
+                count(&mut t, &job.event, job.tally);
+            } else {
+                self.failed.store(true, Ordering::SeqCst);
+            }
+            let _ = job.reply.send(ok);
+        }
+        let anchor = self.journal.anchor();
+        t.journal_records = anchor.records;
+        t.journal_head = anchor.head;
+        t.audit_failed = self.failed.load(Ordering::SeqCst);
+        t
+    }
+
+    fn append(&self, mut event: EgressEvent, t: &mut Totals) -> bool {
+        event.seq = self.journal.record_count() + 1;
+        let Ok(bytes) = event.encode() else {
+            return false;
+        };
+        let ok = self.journal.append(EVENT_RECORD, &bytes).is_ok();
+        let spec = self.journal.spec();
+        self.bytes_left.store(
+            spec.max_bytes.saturating_sub(self.journal.len_bytes()),
+            Ordering::SeqCst,
+        );
+        self.records_left.store(
+            spec.max_records.saturating_sub(self.journal.record_count()),
+            Ordering::SeqCst,
+        );
+        if ok {
+            t.journal_records += 1;
+        }
+        ok
+    }
+}
+
+fn count(t: &mut Totals, e: &EgressEvent, tally: Tally) {
+    match (tally, e.kind, e.decision) {
+        (Tally::Closing, _, _) => t.connections_closed += 1,
+        (Tally::Decision, EventKind::Connection, Decision::Allowed) => t.connections_allowed += 1,
+        (Tally::Decision, EventKind::Connection, Decision::Refused) => t.connections_refused += 1,
+        (Tally::Decision, EventKind::Request, Decision::Allowed) => t.requests_allowed += 1,
+        (Tally::Decision, EventKind::Request, Decision::Refused) => t.requests_refused += 1,
+    }
+}

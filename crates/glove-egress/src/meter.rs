@@ -1,0 +1,369 @@
+//! Counting and deadlines: the agent-side stream wrapper that notes every
+//! byte and moment of progress, the endpoint budgets, and the body
+//! wrappers that count, bound and time out what flows through a request.
+
+use hyper::body::{Body, Bytes, Frame, Incoming, SizeHint};
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::time::{Instant, Sleep};
+
+/// `d` from now, or a far future when that would overflow.
+pub(crate) fn after(d: Duration) -> Instant {
+    let now = Instant::now();
+    now.checked_add(d)
+        .or_else(|| now.checked_add(Duration::from_secs(86_400 * 365)))
+        .unwrap_or(now)
+}
+
+/// One endpoint's use over the session, against its limits.
+#[derive(Debug, Default)]
+pub(crate) struct EndpointState {
+    /// Upstream connections opened (tunnels and forwarded requests).
+    pub(crate) connections: AtomicU64,
+    /// Bytes both ways, all its connections together.
+    pub(crate) bytes: AtomicU64,
+    /// The policy's limits.
+    pub(crate) max_connections: Option<u64>,
+    /// The policy's limits.
+    pub(crate) max_bytes: Option<u64>,
+}
+
+impl EndpointState {
+    /// Counts `n` more bytes; `false` once the byte limit is exceeded.
+    pub(crate) fn spend(&self, n: u64) -> bool {
+        let total = self.bytes.fetch_add(n, Ordering::SeqCst).saturating_add(n);
+        self.max_bytes.is_none_or(|m| total <= m)
+    }
+
+    /// Whether the byte budget is used up.
+    pub(crate) fn bytes_exhausted(&self) -> bool {
+        self.max_bytes
+            .is_some_and(|m| self.bytes.load(Ordering::SeqCst) >= m)
+    }
+
+    /// Takes one connection from the budget; `false` when it is spent.
+    pub(crate) fn take_connection(&self) -> bool {
+        let n = self
+            .connections
+            .fetch_add(1, Ordering::SeqCst)
+            .saturating_add(1);
+        self.max_connections.is_none_or(|m| n <= m)
+    }
+}
+
+/// Where one direction's bytes are counted: the endpoint's budget, the
+/// session total and the connection's own total.
+#[derive(Clone, Debug)]
+pub(crate) struct Flow {
+    pub(crate) endpoint: Arc<EndpointState>,
+    pub(crate) session: Arc<AtomicU64>,
+    pub(crate) connection: Arc<AtomicU64>,
+}
+
+impl Flow {
+    /// Counts `n` bytes; `false` once the endpoint's byte limit is exceeded
+    /// (the bytes are then not to be forwarded).
+    pub(crate) fn spend(&self, n: usize) -> bool {
+        let n = n as u64;
+        if !self.endpoint.spend(n) {
+            return false;
+        }
+        self.session.fetch_add(n, Ordering::SeqCst);
+        self.connection.fetch_add(n, Ordering::SeqCst);
+        true
+    }
+}
+
+/// Progress on the agent's stream: bytes read, and the last moment
+/// anything moved.
+#[derive(Debug)]
+pub(crate) struct IoMeter {
+    start: Instant,
+    last_ms: AtomicU64,
+    read: AtomicU64,
+    read_at_rest: AtomicU64,
+}
+
+impl IoMeter {
+    pub(crate) fn new() -> Arc<IoMeter> {
+        Arc::new(IoMeter {
+            start: Instant::now(),
+            last_ms: AtomicU64::new(0),
+            read: AtomicU64::new(0),
+            read_at_rest: AtomicU64::new(0),
+        })
+    }
+
+    pub(crate) fn touch(&self) {
+        let ms = u64::try_from(self.start.elapsed().as_millis()).unwrap_or(u64::MAX);
+        self.last_ms.store(ms, Ordering::SeqCst);
+    }
+
+    /// When the stream will have been idle for `idle`.
+    pub(crate) fn idle_deadline(&self, idle: Duration) -> Instant {
+        let last = Duration::from_millis(self.last_ms.load(Ordering::SeqCst));
+        last.checked_add(idle)
+            .and_then(|d| self.start.checked_add(d))
+            .unwrap_or_else(|| after(idle))
+    }
+
+    /// Notes that a response has been written whole: bytes read after this
+    /// belong to a next request.
+    pub(crate) fn rest(&self) {
+        self.read_at_rest
+            .store(self.read.load(Ordering::SeqCst), Ordering::SeqCst);
+    }
+
+    /// Whether the agent sent bytes since the last response was written
+    /// whole (a partial request head, when the head deadline fires).
+    pub(crate) fn partial_since_rest(&self) -> bool {
+        self.read.load(Ordering::SeqCst) > self.read_at_rest.load(Ordering::SeqCst)
+    }
+}
+
+/// Resolves once `meter` has seen no progress for `idle`.
+pub(crate) async fn idle_watch(meter: &IoMeter, idle: Duration) {
+    loop {
+        let deadline = meter.idle_deadline(idle);
+        if Instant::now() >= deadline {
+            return;
+        }
+        tokio::time::sleep_until(deadline).await;
+    }
+}
+
+/// The agent's stream, noting progress in an [`IoMeter`].
+#[derive(Debug)]
+pub(crate) struct AgentIo<T> {
+    inner: T,
+    meter: Arc<IoMeter>,
+}
+
+impl<T> AgentIo<T> {
+    pub(crate) fn new(inner: T, meter: Arc<IoMeter>) -> AgentIo<T> {
+        meter.touch();
+        AgentIo { inner, meter }
+    }
+}
+
+impl<T: AsyncRead + Unpin> AsyncRead for AgentIo<T> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        let before = buf.filled().len();
+        let r = Pin::new(&mut self.inner).poll_read(cx, buf);
+        if let Poll::Ready(Ok(())) = r {
+            let n = buf.filled().len().saturating_sub(before) as u64;
+            if n > 0 {
+                self.meter.read.fetch_add(n, Ordering::SeqCst);
+                self.meter.touch();
+            }
+        }
+        r
+    }
+}
+
+impl<T: AsyncWrite + Unpin> AsyncWrite for AgentIo<T> {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        let r = Pin::new(&mut self.inner).poll_write(cx, buf);
+        if let Poll::Ready(Ok(n)) = r {
+            if n > 0 {
+                self.meter.touch();
+            }
+        }
+        r
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> Poll<std::io::Result<usize>> {
+        let r = Pin::new(&mut self.inner).poll_write_vectored(cx, bufs);
+        if let Poll::Ready(Ok(n)) = r {
+            if n > 0 {
+                self.meter.touch();
+            }
+        }
+        r
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+}
+
+/// Why a relayed body stopped.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum BodyError {
+    /// Nothing moved for the idle deadline.
+    #[error("the body was idle past its deadline")]
+    Idle,
+    /// The endpoint's byte limit was exceeded.
+    #[error("the endpoint's byte limit is reached")]
+    Limit,
+    /// The other side failed.
+    #[error("{0}")]
+    Hyper(#[from] hyper::Error),
+}
+
+/// A body relayed from one side to the other: counted into a [`Flow`],
+/// cut when the endpoint's byte limit is exceeded, and failed when no frame
+/// comes for the idle deadline.
+#[derive(Debug)]
+pub(crate) struct Metered {
+    inner: Incoming,
+    idle: Duration,
+    sleep: Pin<Box<Sleep>>,
+    flow: Flow,
+}
+
+impl Metered {
+    pub(crate) fn new(inner: Incoming, flow: Flow, idle: Duration) -> Metered {
+        Metered {
+            inner,
+            idle,
+            sleep: Box::pin(tokio::time::sleep_until(after(idle))),
+            flow,
+        }
+    }
+}
+
+impl Body for Metered {
+    type Data = Bytes;
+    type Error = BodyError;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BodyError>>> {
+        match Pin::new(&mut self.inner).poll_frame(cx) {
+            Poll::Ready(Some(Ok(frame))) => {
+                if let Some(data) = frame.data_ref() {
+                    if !self.flow.spend(data.len()) {
+                        return Poll::Ready(Some(Err(BodyError::Limit)));
+                    }
+                }
+                let deadline = after(self.idle);
+                self.sleep.as_mut().reset(deadline);
+                Poll::Ready(Some(Ok(frame)))
+            }
+            Poll::Ready(Some(Err(e))) => Poll::Ready(Some(Err(BodyError::Hyper(e)))),
+            Poll::Ready(None) => Poll::Ready(None),
+            Poll::Pending => match self.sleep.as_mut().poll(cx) {
+                Poll::Ready(()) => Poll::Ready(Some(Err(BodyError::Idle))),
+                Poll::Pending => Poll::Pending,
+            },
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+/// Marks the agent's stream at rest when a response body is dropped
+/// (hyper drops it once written whole).
+#[derive(Debug)]
+struct RestMark(Arc<IoMeter>);
+
+impl Drop for RestMark {
+    fn drop(&mut self) {
+        self.0.rest();
+    }
+}
+
+#[derive(Debug)]
+enum Kind {
+    Full(Option<Bytes>),
+    Stream(Metered),
+}
+
+/// Every response body the proxy sends the agent: a short text of its own
+/// or an upstream's metered body.
+#[derive(Debug)]
+pub(crate) struct ProxyBody {
+    kind: Kind,
+    _rest: Option<RestMark>,
+}
+
+impl ProxyBody {
+    pub(crate) fn full(text: impl Into<Bytes>) -> ProxyBody {
+        ProxyBody {
+            kind: Kind::Full(Some(text.into())),
+            _rest: None,
+        }
+    }
+
+    pub(crate) fn empty() -> ProxyBody {
+        ProxyBody {
+            kind: Kind::Full(None),
+            _rest: None,
+        }
+    }
+
+    pub(crate) fn stream(m: Metered) -> ProxyBody {
+        ProxyBody {
+            kind: Kind::Stream(m),
+            _rest: None,
+        }
+    }
+
+    /// Marks `meter` at rest when this body is dropped.
+    pub(crate) fn resting(mut self, meter: &Arc<IoMeter>) -> ProxyBody {
+        self._rest = Some(RestMark(meter.clone()));
+        self
+    }
+}
+
+impl Body for ProxyBody {
+    type Data = Bytes;
+    type Error = BodyError;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BodyError>>> {
+        match &mut self.kind {
+            Kind::Full(b) => Poll::Ready(b.take().map(|b| Ok(Frame::data(b)))),
+            Kind::Stream(m) => Pin::new(m).poll_frame(cx),
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        match &self.kind {
+            Kind::Full(b) => b.is_none(),
+            Kind::Stream(m) => m.is_end_stream(),
+        }
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        match &self.kind {
+            Kind::Full(b) => SizeHint::with_exact(b.as_ref().map_or(0, |b| b.len() as u64)),
+            Kind::Stream(m) => m.size_hint(),
+        }
+    }
+}

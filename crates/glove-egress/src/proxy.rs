@@ -1,0 +1,1099 @@
+//! The proxy proper: the accept loop over the channel, the per-connection
+//! HTTP server (hyper), and each decision — `CONNECT` tunnels,
+//! absolute-URI requests and port-mapped requests — audited before
+//! anything from upstream reaches the agent.
+
+use crate::audit::{Audit, Tally};
+use crate::broker::Broker;
+use crate::channel::{Channel, Received};
+use crate::meter::{after, idle_watch, AgentIo, EndpointState, Flow, IoMeter, Metered, ProxyBody};
+use crate::relay::relay;
+use crate::ProxyLimits;
+use glove_types::codes::egress::*;
+use glove_types::codes::ErrorCode;
+use glove_types::egress::event::{Decision, EgressEvent, EventKind};
+use glove_types::egress::settings::EgressSettings;
+use glove_types::egress::{decide, Endpoint, Host};
+use glove_types::ids::{SecretHandle, SessionId};
+use glove_types::Rejection;
+use hyper::body::Incoming;
+use hyper::header::{self, HeaderMap, HeaderName, HeaderValue};
+use hyper::{Method, Request, Response, StatusCode, Uri, Version};
+use hyper_util::rt::{TokioIo, TokioTimer};
+use std::convert::Infallible;
+use std::future::Future;
+use std::net::{IpAddr, SocketAddr};
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use tokio::net::TcpStream;
+use tokio::sync::{oneshot, watch, OwnedSemaphorePermit, Semaphore};
+use tokio::task::JoinSet;
+use tokio::time::Instant;
+
+/// Most addresses the system resolver's answer is used for.
+const MAX_RESOLVED: usize = 16;
+/// How long connections get, once told to stop, to write their closing
+/// events before they are dropped.
+const STOP_WAIT: Duration = Duration::from_secs(2);
+/// The longest head deadline handed to hyper.
+const MAX_DEADLINE: Duration = Duration::from_secs(86_400);
+/// The refusal header.
+const REFUSAL_HEADER: &str = "x-glove-refusal";
+
+/// Where the proxy is in its life; connections watch it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) enum Phase {
+    Running,
+    /// No new connections; in-flight ones finish (keep-alive ends).
+    Draining,
+    /// Every connection ends now (writing its closing event).
+    Stopping,
+}
+
+async fn reached(mut rx: watch::Receiver<Phase>, p: Phase) {
+    let _ = rx.wait_for(|x| *x >= p).await;
+}
+
+/// Everything connections share.
+pub(crate) struct Shared {
+    pub(crate) session_id: SessionId,
+    pub(crate) settings: EgressSettings,
+    pub(crate) limits: ProxyLimits,
+    pub(crate) broker: Broker,
+    pub(crate) audit: Audit,
+    /// Parallel to `settings.endpoints`.
+    pub(crate) endpoints: Vec<Arc<EndpointState>>,
+    pub(crate) bytes_up: Arc<AtomicU64>,
+    pub(crate) bytes_down: Arc<AtomicU64>,
+    /// The TLS client for terminated tunnels' upstreams.
+    tls_client: Arc<rustls::ClientConfig>,
+    accepted: AtomicU64,
+    permits: Arc<Semaphore>,
+}
+
+impl Shared {
+    pub(crate) fn new(
+        session_id: SessionId,
+        settings: EgressSettings,
+        limits: ProxyLimits,
+        broker: Broker,
+        audit: Audit,
+        tls_client: Arc<rustls::ClientConfig>,
+    ) -> Shared {
+        let endpoints = settings
+            .endpoints
+            .iter()
+            .map(|e| {
+                let l = settings.limits_of(e);
+                Arc::new(EndpointState {
+                    max_connections: l.and_then(|l| l.max_connections),
+                    max_bytes: l.and_then(|l| l.max_bytes),
+                    ..EndpointState::default()
+                })
+            })
+            .collect();
+        let permits = Arc::new(Semaphore::new(
+            limits.max_concurrent.min(Semaphore::MAX_PERMITS),
+        ));
+        Shared {
+            session_id,
+            settings,
+            limits,
+            broker,
+            audit,
+            endpoints,
+            bytes_up: Arc::new(AtomicU64::new(0)),
+            bytes_down: Arc::new(AtomicU64::new(0)),
+            tls_client,
+            accepted: AtomicU64::new(0),
+            permits,
+        }
+    }
+}
+
+/// Which of the forwarder's listeners a connection came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Listener {
+    /// The HTTP proxy port.
+    Proxy,
+    /// A port mapping (its index).
+    Mapping(usize),
+    /// Inside a `CONNECT` tunnel the proxy terminates (the endpoint's
+    /// index).
+    Terminated(usize),
+}
+
+/// The accept loop: takes connections from the channel until it closes or
+/// the handle asks to finish; then gives in-flight connections `grace`,
+/// tells the rest to stop, and drops whatever is left.
+pub(crate) async fn run(
+    shared: Arc<Shared>,
+    channel: Channel,
+    finish: oneshot::Receiver<Duration>,
+) {
+    let (phase_tx, phase_rx) = watch::channel(Phase::Running);
+    let mut tasks: JoinSet<()> = JoinSet::new();
+    let mut accepting = true;
+    let mut finish = finish;
+    let grace = loop {
+        tokio::select! {
+            r = channel.recv(), if accepting => match r {
+                Received::Closed => accepting = false,
+                Received::Dropped => {}
+                Received::Connection { index, stream } => {
+                    accept(&shared, index, stream, &mut tasks, &phase_rx);
+                }
+            },
+            g = &mut finish => break g.unwrap_or(Duration::ZERO),
+            Some(_) = tasks.join_next(), if !tasks.is_empty() => {}
+        }
+    };
+    drop(channel);
+    let _ = phase_tx.send(Phase::Draining);
+    let _ = tokio::time::timeout(grace, all_done(&mut tasks)).await;
+    let _ = phase_tx.send(Phase::Stopping);
+    let _ = tokio::time::timeout(STOP_WAIT, all_done(&mut tasks)).await;
+    tasks.abort_all();
+    while tasks.join_next().await.is_some() {}
+}
+
+async fn all_done(tasks: &mut JoinSet<()>) {
+    while tasks.join_next().await.is_some() {}
+}
+
+fn accept(
+    shared: &Arc<Shared>,
+    index: u8,
+    stream: std::net::TcpStream,
+    tasks: &mut JoinSet<()>,
+    phase: &watch::Receiver<Phase>,
+) {
+    let listener = match usize::from(index) {
+        0 => Listener::Proxy,
+        i if i <= shared.settings.port_mappings.len() => Listener::Mapping(i - 1),
+        _ => return,
+    };
+    let Ok(stream) = TcpStream::from_std(stream) else {
+        return;
+    };
+    let Ok(local) = stream.local_addr() else {
+        return;
+    };
+    let _ = stream.set_nodelay(true);
+    let n = shared
+        .accepted
+        .fetch_add(1, Ordering::SeqCst)
+        .saturating_add(1);
+    let permit = if n > shared.limits.max_session_connections {
+        None
+    } else {
+        shared.permits.clone().try_acquire_owned().ok()
+    };
+    let ctx = ConnCtx::new(shared.clone(), listener, local);
+    match permit {
+        Some(permit) => {
+            tasks.spawn(serve(ctx, stream, phase.clone(), permit));
+        }
+        None => {
+            // Closed at once; the refusal is audited after.
+            drop(stream);
+            tasks.spawn(async move {
+                let (host, port) = ctx.listener_target();
+                let seen = Seen::connection(host, port);
+                let message = "the session's connection limit is reached";
+                let r = Rejection::new(EGRESS_LIMIT_REACHED, message);
+                let _ = ctx.audit_refusal(&seen, &r).await;
+            });
+        }
+    }
+}
+
+fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| u64::try_from(d.as_millis()).unwrap_or(0))
+        .unwrap_or(0)
+}
+
+fn elapsed_ms(t0: Instant) -> u64 {
+    u64::try_from(t0.elapsed().as_millis()).unwrap_or(u64::MAX)
+}
+
+/// The host as an event names it.
+fn event_host(h: &Host) -> String {
+    match h {
+        Host::Name(n) => n.clone(),
+        Host::Ip(ip) => ip.to_string(),
+    }
+}
+
+/// What an event is about, as far as the proxy knows it.
+#[derive(Clone, Debug)]
+struct Seen {
+    kind: EventKind,
+    host: String,
+    port: u16,
+    method: Option<String>,
+    started_ms: u64,
+    t0: Instant,
+}
+
+impl Seen {
+    fn connection(host: String, port: u16) -> Seen {
+        Seen {
+            kind: EventKind::Connection,
+            host,
+            port,
+            method: None,
+            started_ms: now_ms(),
+            t0: Instant::now(),
+        }
+    }
+
+    fn request(method: &Method, host: String, port: u16) -> Seen {
+        let m = method.as_str();
+        let ok = (1..=16).contains(&m.len()) && m.bytes().all(|b| b.is_ascii_uppercase());
+        Seen {
+            kind: EventKind::Request,
+            host,
+            port,
+            method: Some(if ok { m.to_owned() } else { "INVALID".into() }),
+            started_ms: now_ms(),
+            t0: Instant::now(),
+        }
+    }
+
+    fn at(mut self, host: &Host, port: u16) -> Seen {
+        self.host = event_host(host);
+        self.port = port;
+        self
+    }
+}
+
+/// A refusal: its code, message and HTTP status.
+#[derive(Debug)]
+struct Refusal {
+    code: ErrorCode,
+    message: String,
+    status: StatusCode,
+}
+
+impl Refusal {
+    fn of(r: &Rejection) -> Refusal {
+        Refusal::new(r.code(), r.message())
+    }
+
+    fn new(code: ErrorCode, message: impl Into<String>) -> Refusal {
+        let status = if code == EGRESS_REQUEST_INVALID || code == EGRESS_TARGET_INVALID {
+            StatusCode::BAD_REQUEST
+        } else if code == EGRESS_UPSTREAM_FAILED {
+            StatusCode::BAD_GATEWAY
+        } else if code == EGRESS_AUDIT_FAILED {
+            StatusCode::SERVICE_UNAVAILABLE
+        } else if code == EGRESS_TIMEOUT {
+            StatusCode::REQUEST_TIMEOUT
+        } else {
+            StatusCode::FORBIDDEN
+        };
+        Refusal {
+            code,
+            message: message.into(),
+            status,
+        }
+    }
+
+    fn status(mut self, s: StatusCode) -> Refusal {
+        self.status = s;
+        self
+    }
+
+    fn response(&self) -> Response<ProxyBody> {
+        let body = format!(
+            "glove egress refused: {}: {}\n",
+            self.code.as_str(),
+            self.message
+        );
+        let mut r = Response::new(ProxyBody::full(body));
+        *r.status_mut() = self.status;
+        if let Ok(v) = HeaderValue::from_str(self.code.as_str()) {
+            r.headers_mut()
+                .insert(HeaderName::from_static(REFUSAL_HEADER), v);
+        }
+        r.headers_mut().insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("text/plain; charset=utf-8"),
+        );
+        r
+    }
+}
+
+fn audit_failed() -> Refusal {
+    Refusal::new(
+        EGRESS_AUDIT_FAILED,
+        "the egress journal could not record the decision",
+    )
+}
+
+/// A tunnel the service approved, waiting for hyper to hand over the
+/// agent's stream.
+struct Tunnel {
+    on_upgrade: hyper::upgrade::OnUpgrade,
+    endpoint: usize,
+    seen: Seen,
+    /// `Some`: an opaque tunnel to this upstream; `None`: terminated.
+    upstream: Option<TcpStream>,
+}
+
+/// One agent connection.
+struct ConnCtx {
+    shared: Arc<Shared>,
+    listener: Listener,
+    local: SocketAddr,
+    meter: Arc<IoMeter>,
+    tunnel: Mutex<Option<Tunnel>>,
+    /// Bytes this connection's requests sent up and got down.
+    up: Arc<AtomicU64>,
+    down: Arc<AtomicU64>,
+    started_ms: u64,
+    t0: Instant,
+}
+
+/// The bound on a request head hyper itself enforces (its own `431`),
+/// twice the proxy's: heads between the two get the proxy's refusal with
+/// its code.
+fn hard_head_limit(limits: &ProxyLimits) -> usize {
+    limits.max_head_bytes.saturating_mul(2).max(8192)
+}
+
+async fn serve(
+    ctx: Arc<ConnCtx>,
+    stream: TcpStream,
+    phase: watch::Receiver<Phase>,
+    _permit: OwnedSemaphorePermit,
+) {
+    serve_http(ctx, stream, phase).await;
+}
+
+/// Serves HTTP/1.1 on an agent stream (a proxy or mapped connection, or
+/// the inside of a terminated tunnel), then runs the tunnel it approved,
+/// if any, and writes the closing event of a mapped connection or a
+/// terminated tunnel.
+///
+/// Boxed: serving inside a terminated tunnel is this same future again.
+fn serve_http<T>(
+    ctx: Arc<ConnCtx>,
+    stream: T,
+    phase: watch::Receiver<Phase>,
+) -> Pin<Box<dyn Future<Output = ()> + Send>>
+where
+    T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    Box::pin(serve_http_inner(ctx, stream, phase))
+}
+
+async fn serve_http_inner<T>(ctx: Arc<ConnCtx>, stream: T, phase: watch::Receiver<Phase>)
+where
+    T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    let limits = ctx.shared.limits.clone();
+    let io = TokioIo::new(AgentIo::new(stream, ctx.meter.clone()));
+    let mut builder = hyper::server::conn::http1::Builder::new();
+    builder
+        .timer(TokioTimer::new())
+        // hyper adds this to the clock unchecked: keep it sane.
+        .header_read_timeout(limits.head_deadline.min(MAX_DEADLINE))
+        .max_buf_size(hard_head_limit(&limits))
+        .max_header_size(hard_head_limit(&limits))
+        .keep_alive(true);
+    let svc_ctx = ctx.clone();
+    let svc = hyper::service::service_fn(move |req| {
+        let ctx = svc_ctx.clone();
+        async move { Ok::<_, Infallible>(ctx.handle(req).await) }
+    });
+    let mut conn = Box::pin(builder.serve_connection(io, svc).with_upgrades());
+    let mut draining = false;
+    let ended: Result<(), hyper::Error> = loop {
+        tokio::select! {
+            r = conn.as_mut() => break r,
+            () = reached(phase.clone(), Phase::Draining), if !draining => {
+                conn.as_mut().graceful_shutdown();
+                draining = true;
+            }
+            () = reached(phase.clone(), Phase::Stopping) => break Ok(()),
+            () = idle_watch(&ctx.meter, limits.idle_deadline) => break Ok(()),
+        }
+    };
+    drop(conn);
+    if let Err(e) = ended {
+        ctx.audit_connection_error(&e).await;
+    }
+    let tunnel = ctx.tunnel.lock().ok().and_then(|mut t| t.take());
+    if let Some(t) = tunnel {
+        ctx.run_tunnel(t, phase).await;
+    }
+    if let Listener::Mapping(_) | Listener::Terminated(_) = ctx.listener {
+        ctx.close_event().await;
+    }
+}
+
+fn strip_hop_by_hop(h: &mut HeaderMap) {
+    let named: Vec<HeaderName> = h
+        .get_all(header::CONNECTION)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|s| s.split(','))
+        .filter_map(|t| HeaderName::from_bytes(t.trim().as_bytes()).ok())
+        .filter(|n| n != header::HOST && n != header::CONTENT_LENGTH)
+        .collect();
+    for n in named {
+        h.remove(n);
+    }
+    for n in [
+        header::CONNECTION,
+        HeaderName::from_static("proxy-connection"),
+        header::PROXY_AUTHORIZATION,
+        HeaderName::from_static("keep-alive"),
+        header::TE,
+        header::TRAILER,
+        header::UPGRADE,
+        header::TRANSFER_ENCODING,
+    ] {
+        h.remove(n);
+    }
+}
+
+/// About how many bytes the head took on the wire.
+fn head_len<B>(req: &Request<B>) -> usize {
+    let line = req.method().as_str().len() + req.uri().to_string().len() + 12;
+    req.headers()
+        .iter()
+        .map(|(n, v)| n.as_str().len() + v.len() + 4)
+        .fold(line + 2, usize::saturating_add)
+}
+
+/// The Host header for a target (its port left out when it is the
+/// scheme's default).
+fn host_header(host: &Host, port: u16, tls: bool) -> Option<HeaderValue> {
+    let default = if tls { 443 } else { 80 };
+    let s = if port == default {
+        host.to_string()
+    } else {
+        format!("{host}:{port}")
+    };
+    HeaderValue::from_str(&s).ok()
+}
+
+impl ConnCtx {
+    fn new(shared: Arc<Shared>, listener: Listener, local: SocketAddr) -> Arc<ConnCtx> {
+        Arc::new(ConnCtx {
+            shared,
+            listener,
+            local,
+            meter: IoMeter::new(),
+            tunnel: Mutex::new(None),
+            up: Arc::new(AtomicU64::new(0)),
+            down: Arc::new(AtomicU64::new(0)),
+            started_ms: now_ms(),
+            t0: Instant::now(),
+        })
+    }
+
+    /// The endpoint a mapped connection or terminated tunnel reaches.
+    fn fixed_endpoint(&self) -> Option<&Endpoint> {
+        match self.listener {
+            Listener::Mapping(i) => self
+                .shared
+                .settings
+                .port_mappings
+                .get(i)
+                .map(|m| &m.endpoint),
+            Listener::Terminated(i) => self.shared.settings.endpoints.get(i),
+            Listener::Proxy => None,
+        }
+    }
+
+    fn listener_target(&self) -> (String, u16) {
+        match self.fixed_endpoint() {
+            Some(e) => (event_host(&e.host), e.port),
+            None => (self.local.ip().to_string(), self.local.port()),
+        }
+    }
+
+    fn event(
+        &self,
+        seen: &Seen,
+        decision: Decision,
+        code: Option<ErrorCode>,
+        credential: Option<SecretHandle>,
+        bytes_up: u64,
+        bytes_down: u64,
+    ) -> EgressEvent {
+        EgressEvent {
+            session_id: self.shared.session_id.clone(),
+            seq: 0,
+            kind: seen.kind,
+            decision,
+            host: seen.host.clone(),
+            port: seen.port,
+            method: seen.method.clone(),
+            credential,
+            code: code.map(|c| c.as_str().to_owned()),
+            bytes_up,
+            bytes_down,
+            started_at_ms: seen.started_ms,
+            duration_ms: elapsed_ms(seen.t0),
+        }
+    }
+
+    /// Audits a refusal; `false` if the journal did not take it.
+    async fn audit_refusal(&self, seen: &Seen, r: &Rejection) -> bool {
+        let ev = self.event(seen, Decision::Refused, Some(r.code()), None, 0, 0);
+        self.shared.audit.record(ev, Tally::Decision).await
+    }
+
+    /// Audits a refusal, then answers it (or `503` if it was not recorded).
+    async fn refuse(&self, seen: &Seen, r: Refusal) -> Response<ProxyBody> {
+        let ev = self.event(seen, Decision::Refused, Some(r.code), None, 0, 0);
+        if self.shared.audit.record(ev, Tally::Decision).await {
+            r.response()
+        } else {
+            audit_failed().response()
+        }
+    }
+
+    /// A connection hyper ended with an error: a head that did not come
+    /// in time, or one it could not parse (which it answered itself).
+    async fn audit_connection_error(&self, e: &hyper::Error) {
+        let (code, message) = if e.is_timeout() {
+            if !self.meter.partial_since_rest() {
+                return;
+            }
+            (EGRESS_TIMEOUT, "the request head did not arrive in time")
+        } else if e.is_parse() || e.is_parse_too_large() {
+            (
+                EGRESS_REQUEST_INVALID,
+                "the request head is malformed or too large",
+            )
+        } else {
+            return;
+        };
+        let (host, port) = self.listener_target();
+        let seen = Seen::connection(host, port);
+        let _ = self
+            .audit_refusal(&seen, &Rejection::new(code, message))
+            .await;
+    }
+
+    async fn handle(&self, req: Request<Incoming>) -> Response<ProxyBody> {
+        let resp = match self.listener {
+            Listener::Proxy => self.proxy_request(req).await,
+            Listener::Mapping(_) | Listener::Terminated(_) => self.fixed_request(req).await,
+        };
+        resp.map(|b| b.resting(&self.meter))
+    }
+
+    /// The checks every request shares before its target is looked at.
+    fn head_checks(&self, req: &Request<Incoming>) -> Result<(), Refusal> {
+        if head_len(req) > self.shared.limits.max_head_bytes {
+            return Err(Refusal::new(
+                EGRESS_REQUEST_INVALID,
+                format!(
+                    "the request head is over {} bytes",
+                    self.shared.limits.max_head_bytes
+                ),
+            )
+            .status(StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE));
+        }
+        let m = req.method().as_str();
+        if !((1..=16).contains(&m.len()) && m.bytes().all(|b| b.is_ascii_uppercase())) {
+            return Err(Refusal::new(
+                EGRESS_REQUEST_INVALID,
+                "the method is not an uppercase token of at most 16 letters",
+            ));
+        }
+        if req.headers().contains_key(header::UPGRADE) {
+            return Err(Refusal::new(
+                EGRESS_REQUEST_INVALID,
+                "protocol upgrades are not forwarded",
+            ));
+        }
+        Ok(())
+    }
+
+    async fn proxy_request(&self, req: Request<Incoming>) -> Response<ProxyBody> {
+        let (lhost, lport) = self.listener_target();
+        if req.method() == Method::CONNECT {
+            return self.connect(req).await;
+        }
+        let seen = Seen::request(req.method(), lhost, lport);
+        if let Err(r) = self.head_checks(&req) {
+            return self.refuse(&seen, r).await;
+        }
+        let uri = req.uri().clone();
+        let Some(authority) = uri.authority() else {
+            let r = Refusal::new(
+                EGRESS_REQUEST_INVALID,
+                "the proxy forwards only absolute http:// URIs and CONNECT",
+            );
+            return self.refuse(&seen, r).await;
+        };
+        let host = match Host::parse(authority.host()) {
+            Ok(h) => h,
+            Err(r) => return self.refuse(&seen, Refusal::of(&r)).await,
+        };
+        let port = uri.port_u16().unwrap_or(80);
+        let seen = seen.at(&host, port);
+        if uri.scheme_str() != Some("http") || authority.as_str().contains('@') || port == 0 {
+            let r = Refusal::new(
+                EGRESS_REQUEST_INVALID,
+                "only http:// URIs without user information are forwarded (https goes through CONNECT)",
+            );
+            return self.refuse(&seen, r).await;
+        }
+        self.forward(req, host, port, seen, false).await
+    }
+
+    /// A request on a port mapping or inside a terminated tunnel: for its
+    /// one endpoint, origin-form only.
+    async fn fixed_request(&self, req: Request<Incoming>) -> Response<ProxyBody> {
+        let Some(e) = self.fixed_endpoint() else {
+            return Refusal::new(EGRESS_REQUEST_INVALID, "no such endpoint").response();
+        };
+        let host = e.host.clone();
+        let port = e.port;
+        let tls = matches!(self.listener, Listener::Terminated(_));
+        let seen = Seen::request(req.method(), event_host(&host), port);
+        if let Err(r) = self.head_checks(&req) {
+            return self.refuse(&seen, r).await;
+        }
+        if req.method() == Method::CONNECT || req.uri().authority().is_some() {
+            let r = Refusal::new(
+                EGRESS_REQUEST_INVALID,
+                "a port mapping or terminated tunnel takes origin-form requests (it reaches one endpoint)",
+            );
+            return self.refuse(&seen, r).await;
+        }
+        self.forward(req, host, port, seen, tls).await
+    }
+
+    /// Resolves a name: the policy's `hosts` table when it has one (and
+    /// nothing else), the system resolver otherwise.
+    async fn resolve(&self, host: &Host, port: u16) -> Vec<IpAddr> {
+        let Host::Name(name) = host else {
+            return Vec::new();
+        };
+        if let Some(table) = &self.shared.settings.hosts {
+            return table.get(name).cloned().unwrap_or_default();
+        }
+        let lookup = tokio::net::lookup_host((name.as_str(), port));
+        match tokio::time::timeout(self.shared.limits.connect_deadline, lookup).await {
+            Ok(Ok(addrs)) => {
+                let mut out: Vec<IpAddr> = Vec::new();
+                for a in addrs {
+                    if !out.contains(&a.ip()) {
+                        out.push(a.ip());
+                    }
+                    if out.len() >= MAX_RESOLVED {
+                        break;
+                    }
+                }
+                out
+            }
+            _ => Vec::new(),
+        }
+    }
+
+    /// Decides a target: allowed by the policy (every address checked),
+    /// then within its endpoint's limits. Returns the addresses to try and
+    /// the endpoint's index.
+    async fn decide(&self, host: &Host, port: u16) -> Result<(Vec<IpAddr>, usize), Refusal> {
+        if self.shared.audit.failed() {
+            return Err(audit_failed());
+        }
+        let resolved = self.resolve(host, port).await;
+        let s = &self.shared.settings;
+        let addrs = decide(&s.endpoints, s.allow_private, host, port, &resolved)
+            .map_err(|r| Refusal::of(&r))?;
+        let index = s
+            .endpoints
+            .iter()
+            .position(|e| &e.host == host && e.port == port)
+            .ok_or_else(|| Refusal::new(EGRESS_HOST_NOT_ALLOWED, "not an endpoint"))?;
+        Ok((addrs, index))
+    }
+
+    fn endpoint(&self, index: usize) -> Result<(Endpoint, Arc<EndpointState>), Refusal> {
+        let e = self.shared.settings.endpoints.get(index);
+        let st = self.shared.endpoints.get(index);
+        match (e, st) {
+            (Some(e), Some(st)) => Ok((e.clone(), st.clone())),
+            _ => Err(Refusal::new(EGRESS_HOST_NOT_ALLOWED, "not an endpoint")),
+        }
+    }
+
+    fn take_budget(&self, st: &EndpointState, ep: &Endpoint) -> Result<(), Refusal> {
+        if st.bytes_exhausted() {
+            return Err(Refusal::new(
+                EGRESS_LIMIT_REACHED,
+                format!("{ep} has used its byte limit"),
+            ));
+        }
+        if !st.take_connection() {
+            return Err(Refusal::new(
+                EGRESS_LIMIT_REACHED,
+                format!("{ep} has used its connection limit"),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Connects to the checked addresses in order, the first that works,
+    /// all within the connect deadline.
+    async fn connect_upstream(&self, addrs: &[IpAddr], port: u16) -> Result<TcpStream, Refusal> {
+        let deadline = after(self.shared.limits.connect_deadline);
+        let mut timed_out = false;
+        for ip in addrs {
+            match tokio::time::timeout_at(deadline, TcpStream::connect(SocketAddr::new(*ip, port)))
+                .await
+            {
+                Ok(Ok(s)) => {
+                    let _ = s.set_nodelay(true);
+                    return Ok(s);
+                }
+                Ok(Err(_)) => {}
+                Err(_) => {
+                    timed_out = true;
+                    break;
+                }
+            }
+        }
+        if timed_out {
+            Err(Refusal::new(
+                EGRESS_UPSTREAM_FAILED,
+                "connecting to the endpoint timed out",
+            )
+            .status(StatusCode::GATEWAY_TIMEOUT))
+        } else {
+            Err(Refusal::new(
+                EGRESS_UPSTREAM_FAILED,
+                "no address of the endpoint accepted a connection",
+            ))
+        }
+    }
+
+    async fn connect(&self, mut req: Request<Incoming>) -> Response<ProxyBody> {
+        let (lhost, lport) = self.listener_target();
+        let seen = Seen::connection(lhost, lport);
+        if head_len(&req) > self.shared.limits.max_head_bytes {
+            let r = Refusal::new(EGRESS_REQUEST_INVALID, "the request head is too large")
+                .status(StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE);
+            return self.refuse(&seen, r).await;
+        }
+        let Some(authority) = req.uri().authority().cloned() else {
+            let r = Refusal::new(EGRESS_TARGET_INVALID, "CONNECT needs host:port");
+            return self.refuse(&seen, r).await;
+        };
+        let host = match Host::parse(authority.host()) {
+            Ok(h) => h,
+            Err(r) => return self.refuse(&seen, Refusal::of(&r)).await,
+        };
+        let Some(port) = authority.port_u16().filter(|p| *p != 0) else {
+            let r = Refusal::new(EGRESS_TARGET_INVALID, "CONNECT needs a port 1-65535");
+            return self.refuse(&seen, r).await;
+        };
+        let seen = seen.at(&host, port);
+        let texts = [req.method().as_str(), authority.as_str()];
+        if let Err(r) = self.shared.broker.refuse_any(&texts, req.headers()) {
+            return self.refuse(&seen, Refusal::of(&r)).await;
+        }
+        let (addrs, index) = match self.decide(&host, port).await {
+            Ok(v) => v,
+            Err(r) => return self.refuse(&seen, r).await,
+        };
+        let (ep, st) = match self.endpoint(index) {
+            Ok(v) => v,
+            Err(r) => return self.refuse(&seen, r).await,
+        };
+        // A tunnel to an endpoint a credential is bound to is terminated:
+        // its upstream connections are its requests', counted then.
+        let terminate = self.shared.broker.binds(&ep);
+        let budget = if !terminate {
+            self.take_budget(&st, &ep)
+        } else if st.bytes_exhausted() {
+            Err(Refusal::new(
+                EGRESS_LIMIT_REACHED,
+                format!("{ep} has used its byte limit"),
+            ))
+        } else {
+            Ok(())
+        };
+        if let Err(r) = budget {
+            return self.refuse(&seen, r).await;
+        }
+        if !self.shared.audit.ensure_room(2) {
+            return audit_failed().response();
+        }
+        let upstream = if terminate {
+            None
+        } else {
+            match self.connect_upstream(&addrs, port).await {
+                Ok(s) => Some(s),
+                Err(r) => return self.refuse(&seen, r).await,
+            }
+        };
+        let ev = self.event(&seen, Decision::Allowed, None, None, 0, 0);
+        if !self.shared.audit.record(ev, Tally::Decision).await {
+            return audit_failed().response();
+        }
+        let on_upgrade = hyper::upgrade::on(&mut req);
+        if let Ok(mut slot) = self.tunnel.lock() {
+            *slot = Some(Tunnel {
+                on_upgrade,
+                upstream,
+                endpoint: index,
+                seen,
+            });
+        }
+        Response::new(ProxyBody::empty())
+    }
+
+    async fn run_tunnel(&self, t: Tunnel, phase: watch::Receiver<Phase>) {
+        let Some(upstream) = t.upstream else {
+            if let Ok(agent) = t.on_upgrade.await {
+                self.terminate(agent, t.endpoint, phase).await;
+            }
+            return;
+        };
+        let up = Arc::new(AtomicU64::new(0));
+        let down = Arc::new(AtomicU64::new(0));
+        if let (Ok(agent), Some(st)) = (t.on_upgrade.await, self.shared.endpoints.get(t.endpoint)) {
+            let fu = Flow {
+                endpoint: st.clone(),
+                session: self.shared.bytes_up.clone(),
+                connection: up.clone(),
+            };
+            let fd = Flow {
+                endpoint: st.clone(),
+                session: self.shared.bytes_down.clone(),
+                connection: down.clone(),
+            };
+            let stop = reached(phase, Phase::Stopping);
+            relay(
+                TokioIo::new(agent),
+                upstream,
+                &fu,
+                &fd,
+                self.shared.limits.idle_deadline,
+                stop,
+            )
+            .await;
+        }
+        let ev = self.event(
+            &t.seen,
+            Decision::Allowed,
+            None,
+            None,
+            up.load(Ordering::SeqCst),
+            down.load(Ordering::SeqCst),
+        );
+        let _ = self.shared.audit.record(ev, Tally::Closing).await;
+    }
+
+    /// Terminates TLS on a tunnel's agent side with a leaf of the session
+    /// CA for the endpoint, then serves HTTP/1.1 inside it (each request
+    /// brokered, decided and forwarded over TLS); its closing event is
+    /// written when it ends (with 0 bytes if the handshake failed).
+    async fn terminate(
+        &self,
+        agent: hyper::upgrade::Upgraded,
+        endpoint: usize,
+        phase: watch::Receiver<Phase>,
+    ) {
+        let inner = ConnCtx::new(
+            self.shared.clone(),
+            Listener::Terminated(endpoint),
+            self.local,
+        );
+        let config = self
+            .shared
+            .settings
+            .endpoints
+            .get(endpoint)
+            .map(|e| self.shared.broker.ca().server_config(&e.host));
+        let Some(Ok(config)) = config else {
+            inner.close_event().await;
+            return;
+        };
+        let accept = tokio_rustls::TlsAcceptor::from(config).accept(TokioIo::new(agent));
+        let deadline = self.shared.limits.head_deadline;
+        match tokio::time::timeout(deadline, accept).await {
+            Ok(Ok(tls)) => serve_http(inner, tls, phase).await,
+            _ => inner.close_event().await,
+        }
+    }
+
+    /// The closing event of a mapped connection or terminated tunnel.
+    async fn close_event(&self) {
+        let (host, port) = self.listener_target();
+        let seen = Seen {
+            kind: EventKind::Connection,
+            host,
+            port,
+            method: None,
+            started_ms: self.started_ms,
+            t0: self.t0,
+        };
+        let up = self.up.load(Ordering::SeqCst);
+        let down = self.down.load(Ordering::SeqCst);
+        let ev = self.event(&seen, Decision::Allowed, None, None, up, down);
+        let _ = self.shared.audit.record(ev, Tally::Closing).await;
+    }
+
+    /// Forwards one request to a decided target over a new upstream
+    /// connection (TLS, verified, when `tls`), auditing the decision once
+    /// the response head is in and before it is released.
+    async fn forward(
+        &self,
+        req: Request<Incoming>,
+        host: Host,
+        port: u16,
+        seen: Seen,
+        tls: bool,
+    ) -> Response<ProxyBody> {
+        match self.try_forward(req, &host, port, &seen, tls).await {
+            Ok(r) => r,
+            Err(r) => self.refuse(&seen, r).await,
+        }
+    }
+
+    /// TLS to the upstream as `host`, verified against the configured
+    /// roots, within the connect deadline.
+    async fn upstream_tls(
+        &self,
+        host: &Host,
+        tcp: TcpStream,
+    ) -> Result<tokio_rustls::client::TlsStream<TcpStream>, Refusal> {
+        let name = rustls::pki_types::ServerName::try_from(event_host(host)).map_err(|_| {
+            Refusal::new(EGRESS_TARGET_INVALID, "the host is not a TLS server name")
+        })?;
+        let connector = tokio_rustls::TlsConnector::from(self.shared.tls_client.clone());
+        let handshake = connector.connect(name, tcp);
+        match tokio::time::timeout(self.shared.limits.connect_deadline, handshake).await {
+            Ok(Ok(s)) => Ok(s),
+            Ok(Err(e)) => Err(Refusal::new(
+                EGRESS_UPSTREAM_FAILED,
+                format!("the endpoint's TLS failed: {e}"),
+            )),
+            Err(_) => Err(Refusal::new(
+                EGRESS_UPSTREAM_FAILED,
+                "the endpoint's TLS handshake timed out",
+            )
+            .status(StatusCode::GATEWAY_TIMEOUT)),
+        }
+    }
+
+    /// Sends one request on a new HTTP/1.1 client connection over
+    /// `stream` and waits (idle deadline) for the response head.
+    async fn send_upstream<S>(
+        &self,
+        stream: S,
+        request: Request<Metered>,
+    ) -> Result<Response<Incoming>, Refusal>
+    where
+        S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+    {
+        let upstream_failed =
+            |what: &str| Refusal::new(EGRESS_UPSTREAM_FAILED, format!("the endpoint {what}"));
+        let (mut sender, conn) = hyper::client::conn::http1::Builder::new()
+            .max_buf_size(hard_head_limit(&self.shared.limits))
+            .handshake(TokioIo::new(stream))
+            .await
+            .map_err(|_| upstream_failed("failed the HTTP handshake"))?;
+        tokio::spawn(async move {
+            let _ = conn.await;
+        });
+        let idle = self.shared.limits.idle_deadline;
+        match tokio::time::timeout(idle, sender.send_request(request)).await {
+            Ok(Ok(r)) => Ok(r),
+            Ok(Err(_)) => Err(upstream_failed("failed before its response head")),
+            Err(_) => Err(upstream_failed("sent no response head in time")
+                .status(StatusCode::GATEWAY_TIMEOUT)),
+        }
+    }
+
+    async fn try_forward(
+        &self,
+        req: Request<Incoming>,
+        host: &Host,
+        port: u16,
+        seen: &Seen,
+        tls: bool,
+    ) -> Result<Response<ProxyBody>, Refusal> {
+        let (addrs, index) = self.decide(host, port).await?;
+        let (ep, st) = self.endpoint(index)?;
+        let (mut parts, body) = req.into_parts();
+        let uri_text = parts.uri.to_string();
+        let texts = [parts.method.as_str(), uri_text.as_str()];
+        strip_hop_by_hop(&mut parts.headers);
+        let credential = self
+            .shared
+            .broker
+            .apply(Some(&ep), &texts, &mut parts.headers)
+            .map_err(|r| Refusal::of(&r))?;
+        self.take_budget(&st, &ep)?;
+        if !self.shared.audit.ensure_room(1) {
+            return Err(audit_failed());
+        }
+        let upstream = self.connect_upstream(&addrs, port).await?;
+        let path = parts
+            .uri
+            .path_and_query()
+            .cloned()
+            .unwrap_or_else(|| hyper::http::uri::PathAndQuery::from_static("/"));
+        parts.uri = Uri::from(path);
+        parts.version = Version::HTTP_11;
+        let host_value = host_header(host, port, tls)
+            .ok_or_else(|| Refusal::new(EGRESS_TARGET_INVALID, "the host makes no Host header"))?;
+        parts.headers.insert(header::HOST, host_value);
+        parts.extensions = Default::default();
+        let idle = self.shared.limits.idle_deadline;
+        let up_flow = Flow {
+            endpoint: st.clone(),
+            session: self.shared.bytes_up.clone(),
+            connection: self.up.clone(),
+        };
+        let body = Metered::new(body, up_flow, idle);
+        let upstream_failed =
+            |what: &str| Refusal::new(EGRESS_UPSTREAM_FAILED, format!("the endpoint {what}"));
+        let request = Request::from_parts(parts, body);
+        let resp = if tls {
+            let stream = self.upstream_tls(host, upstream).await?;
+            self.send_upstream(stream, request).await?
+        } else {
+            self.send_upstream(upstream, request).await?
+        };
+        if resp.status() == StatusCode::SWITCHING_PROTOCOLS {
+            return Err(upstream_failed(
+                "switched protocols, which is not forwarded",
+            ));
+        }
+        let ev = self.event(seen, Decision::Allowed, None, credential, 0, 0);
+        if !self.shared.audit.record(ev, Tally::Decision).await {
+            return Ok(audit_failed().response());
+        }
+        let (mut rparts, rbody) = resp.into_parts();
+        strip_hop_by_hop(&mut rparts.headers);
+        rparts.extensions = Default::default();
+        let down_flow = Flow {
+            endpoint: st,
+            session: self.shared.bytes_down.clone(),
+            connection: self.down.clone(),
+        };
+        Ok(Response::from_parts(
+            rparts,
+            ProxyBody::stream(Metered::new(rbody, down_flow, idle)),
+        ))
+    }
+}
