@@ -80,6 +80,16 @@ pub struct ExecArgs {
     /// --pty passes them).
     #[arg(long, conflicts_with = "json")]
     pub raw_output: bool,
+    /// Give the command audited egress under this egress policy file
+    /// (docs/egress.md): TCP through the session's proxy to the endpoints
+    /// it lists, nothing else [default: offline].
+    #[arg(long, value_name = "POLICY_FILE")]
+    pub egress: Option<std::path::PathBuf>,
+    /// Where the egress journal is written (a new file in an existing
+    /// directory of mode 0700) [default: a new file in
+    /// $XDG_STATE_HOME/glove/egress].
+    #[arg(long, value_name = "FILE", requires = "egress")]
+    pub egress_journal: Option<std::path::PathBuf>,
     /// The command and its arguments.
     #[arg(last = true, required = true, value_name = "CMD")]
     pub command: Vec<String>,
@@ -186,7 +196,11 @@ fn binds(specs: &[String]) -> Result<Vec<Bind>, SandboxError> {
 }
 
 fn fail(e: &SandboxError, json: bool) -> i32 {
-    let r = Rejection::new(e.code(), e.to_string());
+    fail_with(&Rejection::new(e.code(), e.to_string()), json)
+}
+
+fn fail_with(r: &Rejection, json: bool) -> i32 {
+    let r = r.clone();
     if json {
         print_json(&error_json(&r));
     } else {
@@ -278,14 +292,42 @@ pub fn run(a: ExecArgs) -> i32 {
         },
         cpu_rate_millicpus: a.cpu_rate,
     };
-    let spec = match exec_spec(req) {
+    let mut req = req;
+    let egress = match &a.egress {
+        Some(file) => match crate::egress::prepare(file, a.egress_journal.as_deref()) {
+            Ok(e) => {
+                req.env.extend(e.environment());
+                Some(e)
+            }
+            Err(r) => return fail_with(&r, a.json),
+        },
+        None => None,
+    };
+    let mut spec = match exec_spec(req) {
         Ok(s) => s,
         Err(e) => return fail(&e, a.json),
+    };
+    let egress = match egress {
+        Some(e) => match e.attach(&mut spec) {
+            Ok(e) => Some(e),
+            Err(r) => return fail_with(&r, a.json),
+        },
+        None => None,
     };
     glove_sandbox::launch::trace_mark("spec built");
     let running = match launch(spec) {
         Ok(r) => r,
         Err(e) => return fail(&e, a.json),
+    };
+    // Started once the sandbox is launched (the launch needs this process
+    // single-threaded; connections wait on the channel meanwhile).
+    let egress = match egress.map(crate::egress::Attached::start) {
+        Some(Ok(p)) => Some(p),
+        Some(Err(r)) => {
+            let _ = running.signal(9); // SIGKILL
+            return fail_with(&r, a.json);
+        }
+        None => None,
     };
     let raw = if a.pty && stdin_tty {
         tty::make_raw(stdin.as_fd())
@@ -329,6 +371,7 @@ pub fn run(a: ExecArgs) -> i32 {
     if let Some(mode) = &raw {
         tty::restore(io.stdin.as_fd(), mode);
     }
+    let egress = egress.map(crate::egress::Running::finish);
     match result {
         Ok(outcome) => {
             if a.json {
@@ -336,9 +379,16 @@ pub fn run(a: ExecArgs) -> i32 {
                     println!();
                 }
                 match serde_json::to_value(&outcome) {
-                    Ok(v) => print_json(&v),
+                    Ok(mut v) => {
+                        if let (Some(e), Some(m)) = (&egress, v.as_object_mut()) {
+                            m.insert("egress".into(), e.clone());
+                        }
+                        print_json(&v)
+                    }
                     Err(e) => eprintln!("error[sandbox_io_failed]: {e}"),
                 }
+            } else if let Some(e) = &egress {
+                eprintln!("{}", crate::egress::summary_line(e));
             }
             glove_sandbox::launch::trace_mark("exec end");
             exit_status(&outcome)

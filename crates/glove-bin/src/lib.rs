@@ -19,6 +19,7 @@
 pub mod cli;
 pub mod control;
 pub mod demo;
+pub mod egress;
 pub mod exec;
 pub mod explain;
 pub use glove_control::protected;

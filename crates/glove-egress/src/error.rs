@@ -45,6 +45,17 @@ pub enum EgressError {
 }
 
 impl EgressError {
+    /// The stable code.
+    pub fn code(&self) -> glove_types::ErrorCode {
+        use glove_types::codes::egress::*;
+        match self {
+            EgressError::Journal(_) => EGRESS_AUDIT_FAILED,
+            EgressError::Credential { .. } => EGRESS_CREDENTIAL_UNAVAILABLE,
+            EgressError::Event { .. } => EGRESS_EVENT_INVALID,
+            EgressError::Io { .. } | EgressError::Panicked => EGRESS_PROXY_FAILED,
+        }
+    }
+
     pub(crate) fn io(what: &'static str) -> impl FnOnce(std::io::Error) -> EgressError {
         move |source| EgressError::Io { what, source }
     }

@@ -68,11 +68,15 @@ mod error;
 mod meter;
 mod proxy;
 mod relay;
+mod sandbox;
 mod tls;
 
 pub use audit::{journal_spec, read_events, EVENT_RECORD};
 pub use broker::{Broker, MAX_CREDENTIAL_BYTES, PLACEHOLDER_PREFIX};
 pub use error::EgressError;
+pub use sandbox::{
+    sandbox_environment, sandbox_ports, sandbox_trust_files, CA_BUNDLE_FILE, CA_FILE,
+};
 pub use tls::{TlsRoots, SYSTEM_BUNDLE};
 
 use glove_journal::JournalSpec;

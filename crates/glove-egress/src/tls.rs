@@ -44,6 +44,13 @@ pub struct TlsRoots {
     pub system_bundle: Option<PathBuf>,
 }
 
+impl TlsRoots {
+    /// The system bundle's path.
+    pub fn default_bundle() -> &'static str {
+        SYSTEM_BUNDLE
+    }
+}
+
 impl Default for TlsRoots {
     fn default() -> TlsRoots {
         TlsRoots {

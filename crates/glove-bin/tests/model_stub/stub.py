@@ -17,7 +17,7 @@ the request itself (never from a counter, so a retried request gets the
 same answer):
 
   * no tool result in the conversation and a shell tool offered: a call of
-    that tool running `echo glove-turn > turn.txt` (its arguments shaped
+    that tool running `echo glove-turn > turn.txt && read l < turn.txt && echo \"read:$l:$PWD\"` (its arguments shaped
     after the tool's own JSON schema);
   * a tool result present, or no shell tool offered (title generation and
     other side requests): the text `done`.
@@ -57,7 +57,7 @@ import zlib
 
 MAX_BODY = 32 << 20  # bytes; larger requests are refused
 SOCKET_TIMEOUT = 60  # seconds without progress on one connection
-COMMAND = "echo glove-turn > turn.txt"
+COMMAND = "echo glove-turn > turn.txt && read l < turn.txt && echo \"read:$l:$PWD\""
 FINAL_TEXT = "done"
 MODEL = "glove-stub"
 

@@ -21,6 +21,7 @@
 mod authorization;
 mod binding;
 pub mod discovery;
+mod egress;
 mod identity;
 mod launcher;
 mod launcher_record;
@@ -104,6 +105,9 @@ struct Live {
     /// The credential leases, locked until the session's end is recorded
     /// (`finish` takes and drops them).
     leases: Mutex<Vec<lease::LeaseHold>>,
+    /// The session's egress proxy, finished (its summary into the
+    /// receipt) when the session ends.
+    egress: Mutex<Option<glove_egress::ProxyHandle>>,
 }
 
 /// The managed runtime.

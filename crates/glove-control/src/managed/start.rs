@@ -136,8 +136,16 @@ impl Runtime {
             let built = build_spec(policy, &admitted, &self.cfg, size.0, size.1)
                 .map_err(ControlError::from)?;
             self.test_hold("after_resolve");
-            let spec = built.wire;
+            let mut spec = built.wire;
             let leases = built.leases;
+            let egress_start =
+                match super::egress::settings_for(policy, &admitted).map_err(ControlError::from)? {
+                    Some(settings) => Some(
+                        super::egress::EgressStart::prepare(settings, &mut spec)
+                            .map_err(ControlError::from)?,
+                    ),
+                    None => None,
+                };
             let mut facts = ReceiptFacts {
                 digests,
                 binding: None,
@@ -198,7 +206,26 @@ impl Runtime {
                     ))
                 }
             };
-            let sent = link.send(&ToLauncher::Spec(Box::new(spec.clone())));
+            // The session's proxy runs before the sandbox exists; the
+            // channel's sandbox end goes with the spec.
+            let (egress, sent) = match egress_start {
+                None => (None, link.send(&ToLauncher::Spec(Box::new(spec.clone())))),
+                Some(e) => match e.start(id, &self.cfg.materialization_root.join("egress")) {
+                    Ok((handle, channel)) => (
+                        Some(handle),
+                        link.send_with_channel(&ToLauncher::Spec(Box::new(spec.clone())), channel),
+                    ),
+                    Err(r) => {
+                        link.close();
+                        return Err(fail_with(
+                            preparing.into(),
+                            r.code(),
+                            r.message().into(),
+                            &facts,
+                        ));
+                    }
+                },
+            };
             let reply = sent.and_then(|()| link.recv());
             let prepared = match expect_frame(reply, |f| match f {
                 FromLauncher::Prepared(p) => Ok(p),
@@ -350,6 +377,7 @@ impl Runtime {
                 ended: Mutex::new(None),
                 facts,
                 leases: Mutex::new(leases),
+                egress: Mutex::new(egress),
             });
             mem(&self.live).insert(id.clone(), live.clone());
             let rt = self.clone();
@@ -440,6 +468,15 @@ impl Runtime {
         // Taken out of the session: their locks go when this ends (the
         // receipt written), not when the session is cleaned up.
         let mut holds = std::mem::take(&mut *mem(&live.leases));
+        // The sandbox is gone: what its proxy saw goes into the receipt.
+        if let Some(proxy) = mem(&live.egress).take() {
+            match proxy.finish(super::egress::FINISH_GRACE) {
+                Ok(summary) => facts.egress = Some(super::egress::receipt_of(&summary)),
+                Err(e) => {
+                    tracing::error!(session_id = ?id.as_str(), code = e.code().as_str(), "egress proxy: {e}")
+                }
+            }
+        }
         if let Some(a) = facts.adapter.as_mut() {
             for hold in holds.iter_mut() {
                 let end = hold.finish();

@@ -349,6 +349,10 @@ impl AdmittedPlan {
     pub fn profile_id(&self) -> &ProfileId {
         &self.plan.profile_id
     }
+    /// The egress policies the plan names.
+    pub fn egress_policy_ids(&self) -> &[PolicyId] {
+        &self.plan.egress_policy_ids
+    }
     /// The secret handles the plan names.
     pub fn secret_handles(&self) -> &[SecretHandle] {
         &self.plan.secret_handles

@@ -1,0 +1,202 @@
+//! `glove exec --egress`: the egress policy file, the session's proxy and
+//! its summary, wired to a launch spec.
+
+use glove_egress::{Broker, ProxyConfig, ProxyHandle, ProxyLimits, Summary};
+use glove_sandbox::spec::{EgressSpec, LaunchSpec};
+use glove_types::codes::egress::EGRESS_POLICY_INVALID;
+use glove_types::egress::settings::{EgressSettings, MAX_SETTINGS_BYTES};
+use glove_types::ids::SessionId;
+use glove_types::Rejection;
+use std::os::fd::OwnedFd;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// How long connections still open when the command ends may finish.
+const FINISH_GRACE: Duration = Duration::from_secs(2);
+
+/// A read egress policy with its credentials, before the launch.
+pub struct Prepared {
+    settings: EgressSettings,
+    broker: Broker,
+    journal: PathBuf,
+    session_id: SessionId,
+}
+
+/// The spec has the sandbox's end of the channel.
+pub struct Attached {
+    prepared: Prepared,
+    host_end: OwnedFd,
+}
+
+/// The proxy serving a running sandbox.
+pub struct Running {
+    handle: ProxyHandle,
+    journal: PathBuf,
+}
+
+fn invalid(m: impl Into<String>) -> Rejection {
+    Rejection::new(EGRESS_POLICY_INVALID, m)
+}
+
+fn random_hex(n: usize) -> Result<String, Rejection> {
+    let mut b = vec![0u8; n];
+    getrandom::fill(&mut b).map_err(|e| invalid(format!("random: {e}")))?;
+    Ok(b.iter().map(|x| format!("{x:02x}")).collect())
+}
+
+/// The default journal directory: `$XDG_STATE_HOME/glove/egress`, else
+/// `$HOME/.local/state/glove/egress` (made with mode 0700).
+fn default_journal_dir() -> Result<PathBuf, Rejection> {
+    let base = match std::env::var_os("XDG_STATE_HOME").filter(|v| Path::new(v).is_absolute()) {
+        Some(v) => PathBuf::from(v),
+        None => match std::env::var_os("HOME").filter(|v| Path::new(v).is_absolute()) {
+            Some(h) => PathBuf::from(h).join(".local/state"),
+            None => {
+                return Err(invalid(
+                    "neither XDG_STATE_HOME nor HOME is set: give --egress-journal",
+                ))
+            }
+        },
+    };
+    let dir = base.join("glove/egress");
+    use std::os::unix::fs::DirBuilderExt;
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(&dir)
+        .map_err(|e| invalid(format!("{}: {e}", dir.display())))?;
+    Ok(dir)
+}
+
+/// Reads the egress policy file and the brokered credentials.
+pub fn prepare(file: &Path, journal: Option<&Path>) -> Result<Prepared, Rejection> {
+    let bytes = read_bounded(file)?;
+    let settings = EgressSettings::from_json(&bytes)
+        .map_err(|r| Rejection::new(r.code(), format!("{}: {}", file.display(), r.message())))?;
+    let broker = Broker::prepare(&settings).map_err(|e| Rejection::new(e.code(), e.to_string()))?;
+    let session_id = SessionId::new(format!("exec-{}", random_hex(8)?))?;
+    let journal = match journal {
+        Some(j) => j.to_owned(),
+        None => default_journal_dir()?.join(format!("{session_id}.journal")),
+    };
+    Ok(Prepared {
+        settings,
+        broker,
+        journal,
+        session_id,
+    })
+}
+
+fn read_bounded(file: &Path) -> Result<Vec<u8>, Rejection> {
+    use std::io::Read;
+    let f = std::fs::File::open(file).map_err(|e| invalid(format!("{}: {e}", file.display())))?;
+    let mut bytes = Vec::new();
+    f.take(MAX_SETTINGS_BYTES as u64 + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| invalid(format!("{}: {e}", file.display())))?;
+    if bytes.len() > MAX_SETTINGS_BYTES {
+        return Err(invalid(format!(
+            "{} is larger than {MAX_SETTINGS_BYTES} bytes",
+            file.display()
+        )));
+    }
+    Ok(bytes)
+}
+
+impl Prepared {
+    /// What the agent's environment gets (see
+    /// [`glove_egress::sandbox_environment`]).
+    pub fn environment(&self) -> Vec<String> {
+        glove_egress::sandbox_environment(&self.broker)
+    }
+
+    /// Puts the sandbox's end of a new egress channel into `spec`.
+    pub fn attach(self, spec: &mut LaunchSpec) -> Result<Attached, Rejection> {
+        let (host_end, sandbox_end) =
+            glove_sandbox::egress_channel().map_err(|e| Rejection::new(e.code(), e.to_string()))?;
+        spec.egress = Some(EgressSpec {
+            channel: sandbox_end,
+            ports: glove_egress::sandbox_ports(&self.settings),
+        });
+        for (path, text) in glove_egress::sandbox_trust_files(
+            &self.broker,
+            Path::new(glove_egress::TlsRoots::default_bundle()),
+        ) {
+            spec.files.retain(|(p, _)| p != &path);
+            spec.files.push((path, text.into_bytes()));
+        }
+        Ok(Attached {
+            prepared: self,
+            host_end,
+        })
+    }
+}
+
+impl Attached {
+    /// Starts the proxy on the host end.
+    pub fn start(self) -> Result<Running, Rejection> {
+        let Attached { prepared, host_end } = self;
+        let journal = prepared.journal.clone();
+        let config = ProxyConfig {
+            session_id: prepared.session_id,
+            settings: prepared.settings,
+            journal_path: prepared.journal,
+            limits: ProxyLimits::default(),
+            tls_roots: glove_egress::TlsRoots::default(),
+        };
+        let handle = glove_egress::start(config, prepared.broker, host_end)
+            .map_err(|e| Rejection::new(e.code(), e.to_string()))?;
+        Ok(Running { handle, journal })
+    }
+}
+
+impl Running {
+    /// Stops the proxy; its summary as the outcome's `egress` member.
+    pub fn finish(self) -> serde_json::Value {
+        let journal = self.journal.display().to_string();
+        match self.handle.finish(FINISH_GRACE) {
+            Ok(s) => summary_json(&s, &journal),
+            Err(e) => serde_json::json!({
+                "journal": journal,
+                "error": {"code": e.code().as_str(), "message": e.to_string()},
+            }),
+        }
+    }
+}
+
+fn summary_json(s: &Summary, journal: &str) -> serde_json::Value {
+    let head: String = s.journal_head.iter().map(|b| format!("{b:02x}")).collect();
+    serde_json::json!({
+        "policy_id": s.policy_id.as_str(),
+        "connections_allowed": s.connections_allowed,
+        "connections_refused": s.connections_refused,
+        "requests_allowed": s.requests_allowed,
+        "requests_refused": s.requests_refused,
+        "bytes_up": s.bytes_up,
+        "bytes_down": s.bytes_down,
+        "journal": journal,
+        "journal_records": s.journal_records,
+        "journal_head": head,
+    })
+}
+
+/// One line for a person: what left the sandbox.
+pub fn summary_line(v: &serde_json::Value) -> String {
+    if let Some(e) = v.get("error") {
+        return format!(
+            "glove: egress proxy failed: {} ({})",
+            e["message"].as_str().unwrap_or(""),
+            e["code"].as_str().unwrap_or("")
+        );
+    }
+    format!(
+        "glove: egress {}: {} connections and {} requests allowed, {} refused; {} bytes up, {} down; journal {}",
+        v["policy_id"].as_str().unwrap_or(""),
+        v["connections_allowed"],
+        v["requests_allowed"],
+        v["connections_refused"].as_u64().unwrap_or(0) + v["requests_refused"].as_u64().unwrap_or(0),
+        v["bytes_up"],
+        v["bytes_down"],
+        v["journal"].as_str().unwrap_or("")
+    )
+}

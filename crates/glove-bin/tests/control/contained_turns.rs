@@ -1,0 +1,487 @@
+//! The contained turn: each pinned harness, staged and run as a managed
+//! session through a real gloved, with an egress policy whose one endpoint
+//! is the scripted model endpoint (`tests/model_stub/stub.py`, on host
+//! loopback) reached through a port mapping inside the sandbox, and whose
+//! API key is brokered: the agent holds a placeholder, the proxy puts the
+//! real key into the requests to the stub only. The harness does one
+//! shell-tool turn (`echo glove-turn > turn.txt && read l < turn.txt && echo "read:$l:$PWD"` in its
+//! workspace); the test checks the exit, the tool's result in the next
+//! request, the real key at the stub and never in the sandbox, and the
+//! egress summary in the receipt. `.ci/run` runs this as its own lane.
+
+use super::common;
+use super::harness::*;
+use super::managed::*;
+use serde_json::{json, Value};
+use std::io::BufRead;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Instant;
+
+/// The loopback port inside the sandbox that reaches the stub.
+const MAPPED: u16 = 18000;
+const PROMPT: &str = "Write the word glove-turn into turn.txt.";
+
+struct Harness {
+    runtime: &'static str,
+    /// The template's arguments.
+    args: fn() -> Vec<String>,
+    /// The template's variables (besides the stage report's).
+    env: fn() -> Vec<String>,
+    /// The brokered credential's variable and header.
+    key: (&'static str, &'static str),
+    /// The request header carrying the key, and its value for `key`.
+    header: (&'static str, fn(&str) -> String),
+}
+
+fn url() -> String {
+    format!("http://127.0.0.1:{MAPPED}")
+}
+
+fn s(v: &[&str]) -> Vec<String> {
+    v.iter().map(|x| x.to_string()).collect()
+}
+
+fn bearer(k: &str) -> String {
+    format!("Bearer {k}")
+}
+
+fn plain(k: &str) -> String {
+    k.to_owned()
+}
+
+fn codex_args() -> Vec<String> {
+    let provider = format!(
+        "model_providers.glove={{name=\"glove\",base_url=\"{}/v1\",env_key=\"OPENAI_API_KEY\",wire_api=\"responses\"}}",
+        url()
+    );
+    s(&[
+        "exec",
+        "--skip-git-repo-check",
+        "-s",
+        "danger-full-access",
+        "-m",
+        "glove-stub",
+        "-c",
+        &provider,
+        "-c",
+        "model_provider=glove",
+        PROMPT,
+    ])
+}
+
+fn claude_args() -> Vec<String> {
+    s(&["-p", PROMPT, "--allowedTools", "Bash"])
+}
+
+fn claude_env() -> Vec<String> {
+    vec![
+        format!("ANTHROPIC_BASE_URL={}", url()),
+        "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1".into(),
+    ]
+}
+
+fn opencode_args() -> Vec<String> {
+    s(&["run", PROMPT])
+}
+
+fn opencode_env() -> Vec<String> {
+    let config = json!({
+        "$schema": "https://opencode.ai/config.json",
+        "provider": {"glove": {
+            "npm": "@ai-sdk/openai-compatible",
+            "name": "Glove stub",
+            "options": {"baseURL": format!("{}/v1", url()), "apiKey": "{env:GLOVE_MODEL_KEY}"},
+            "models": {"glove-stub": {"name": "glove-stub", "tool_call": true}},
+        }},
+        "model": "glove/glove-stub",
+        "permission": {"bash": "allow", "edit": "allow"},
+        "autoupdate": false,
+        "share": "disabled",
+    });
+    vec![
+        format!("OPENCODE_CONFIG_CONTENT={config}"),
+        "OPENCODE_DISABLE_MODELS_FETCH=1".into(),
+    ]
+}
+
+fn copilot_args() -> Vec<String> {
+    s(&["-p", PROMPT, "--allow-all-tools"])
+}
+
+fn copilot_env() -> Vec<String> {
+    vec![
+        format!("COPILOT_PROVIDER_BASE_URL={}/v1", url()),
+        "COPILOT_PROVIDER_TYPE=openai".into(),
+        "COPILOT_MODEL=glove-stub".into(),
+        "COPILOT_OFFLINE=true".into(),
+    ]
+}
+
+fn none() -> Vec<String> {
+    vec![]
+}
+
+const HARNESSES: &[Harness] = &[
+    Harness {
+        runtime: "claude-code",
+        args: claude_args,
+        env: claude_env,
+        key: ("ANTHROPIC_API_KEY", "x-api-key"),
+        header: ("x-api-key", plain),
+    },
+    Harness {
+        runtime: "codex",
+        args: codex_args,
+        env: none,
+        key: ("OPENAI_API_KEY", "authorization"),
+        header: ("authorization", bearer),
+    },
+    Harness {
+        runtime: "copilot",
+        args: copilot_args,
+        env: copilot_env,
+        key: ("COPILOT_PROVIDER_API_KEY", "authorization"),
+        header: ("authorization", bearer),
+    },
+    Harness {
+        runtime: "opencode",
+        args: opencode_args,
+        env: opencode_env,
+        key: ("GLOVE_MODEL_KEY", "authorization"),
+        header: ("authorization", bearer),
+    },
+];
+
+fn glove(args: &[&str]) -> Value {
+    let out = common::glove(common::As::Caller, args, None);
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|_| {
+        panic!(
+            "{args:?}: no JSON: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
+    assert!(out.status.success(), "{args:?}: {v}");
+    v
+}
+
+fn strings(v: &Value) -> Vec<String> {
+    v.as_array()
+        .expect("array")
+        .iter()
+        .map(|s| s.as_str().expect("string").to_owned())
+        .collect()
+}
+
+/// The stub on host loopback; killed on drop.
+struct Stub {
+    child: std::process::Child,
+    port: u16,
+    log: PathBuf,
+}
+
+impl Drop for Stub {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn stub(dir: &Path) -> Stub {
+    let log = dir.join("requests.jsonl");
+    let mut child = Command::new("/usr/bin/python3")
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/model_stub/stub.py"))
+        .args(["--port", "0", "--log"])
+        .arg(&log)
+        .env_clear()
+        .env("PATH", "/usr/bin:/bin")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("python3");
+    let mut first = String::new();
+    let out = child.stdout.take().expect("stdout");
+    std::io::BufReader::new(out)
+        .read_line(&mut first)
+        .expect("the stub's port");
+    let port = first.trim().parse().expect("a port");
+    Stub { child, port, log }
+}
+
+fn header<'a>(entry: &'a Value, name: &str) -> Option<&'a str> {
+    entry["headers"].as_array()?.iter().find_map(|h| {
+        (h[0].as_str()?.eq_ignore_ascii_case(name))
+            .then(|| h[1].as_str())
+            .flatten()
+    })
+}
+
+fn real_key(rt: &str) -> String {
+    format!("sk-glove-real-{rt}-7d1e")
+}
+
+#[test]
+fn contained_turns_each_harness_reaches_the_stub_through_the_proxy_with_a_brokered_key() {
+    let Some(nm) = common::harnesses() else {
+        return;
+    };
+    if !sandbox_ok() || !common::python_ok() {
+        return;
+    }
+    let lane = Instant::now();
+    let m = Managed::new(&ROOMY, None);
+    let d = common::safe_base().join(format!("turns-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).expect("mkdir");
+    std::fs::set_permissions(&d, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    struct Cleanup(PathBuf);
+    impl Drop for Cleanup {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+    let _cleanup = Cleanup(d.clone());
+    let keys = d.join("keys");
+    std::fs::create_dir_all(&keys).expect("keys");
+    std::fs::set_permissions(&keys, std::fs::Permissions::from_mode(0o700)).expect("chmod");
+    let st = stub(&d);
+    let endpoint = format!("model.test:{}", st.port);
+    let rd = d.join("runtimes");
+    let (rds, nms) = (rd.display().to_string(), nm.display().to_string());
+
+    let mut templates = Vec::new();
+    let mut brokered = Vec::new();
+    let mut sources = Vec::new();
+    let mut handles = Vec::new();
+    for h in HARNESSES {
+        let report = glove(&[
+            "policy",
+            "stage",
+            "--json",
+            "--runtime",
+            h.runtime,
+            "--source",
+            &nms,
+            "--directory",
+            &rds,
+            "--yes",
+        ]);
+        let bin = rd.join("bin").display().to_string();
+        let id = format!("{}-turn", h.runtime);
+        let mut args: Vec<String> = s(&[
+            "policy",
+            "generate",
+            "--runtime",
+            h.runtime,
+            "--search-path",
+            &bin,
+            "--template-id",
+            &id,
+            "--alias",
+            "workspace",
+            "--projection-destination",
+            "libraries",
+        ]);
+        for a in (h.args)() {
+            args.push("--arg".into());
+            args.push(a);
+        }
+        for e in strings(&report["environment"])
+            .into_iter()
+            .chain((h.env)())
+            .chain(["TERM=xterm-256color".to_owned()])
+        {
+            args.push("--env".into());
+            args.push(e);
+        }
+        for r in strings(&report["read_only_paths"]) {
+            args.push("--ro".into());
+            args.push(r);
+        }
+        let a: Vec<&str> = args.iter().map(String::as_str).collect();
+        templates.push(glove(&a));
+        let handle = format!("{}-key", h.runtime);
+        let file = keys.join(&handle);
+        std::fs::write(&file, format!("{}\n", real_key(h.runtime))).expect("key");
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+        brokered.push(
+            json!({"secret_handle": handle, "env": h.key.0, "header": h.key.1,
+                             "endpoints": [endpoint]}),
+        );
+        sources.push(json!({"secret_handle": handle, "source_path": file.display().to_string()}));
+        handles.push(json!(handle));
+    }
+    let standard = {
+        let p: Value = serde_json::from_slice(&example("policy.json")).expect("policy");
+        p["resource_profiles"]
+            .as_array()
+            .expect("profiles")
+            .iter()
+            .find(|p| p["profile_id"] == "standard")
+            .expect("standard")
+            .clone()
+    };
+    let by_runtime: Vec<Value> = templates.clone();
+    m.edit_policy(|p| {
+        p["runtime_templates"] = Value::Array(templates.clone());
+        let mut ids: Vec<Value> = p["egress_policy_ids"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        ids.push(json!("model-stub"));
+        ids.sort_by(|a, b| a.as_str().cmp(&b.as_str()));
+        p["egress_policy_ids"] = Value::Array(ids);
+        let mut eps: Vec<Value> = p["egress_policies"].as_array().cloned().unwrap_or_default();
+        eps.push(json!({
+            "egress_policy_id": "model-stub",
+            "endpoints": [endpoint],
+            "allow_private": true,
+            "hosts": {"model.test": ["127.0.0.1"]},
+            "port_mappings": [{"listen_port": MAPPED, "endpoint": endpoint}],
+            "brokered": brokered,
+        }));
+        eps.sort_by(|a, b| {
+            a["egress_policy_id"]
+                .as_str()
+                .cmp(&b["egress_policy_id"].as_str())
+        });
+        p["egress_policies"] = Value::Array(eps);
+        let mut hs: Vec<Value> = p["secret_handles"].as_array().cloned().unwrap_or_default();
+        hs.extend(handles.clone());
+        hs.sort_by(|a, b| a.as_str().cmp(&b.as_str()));
+        p["secret_handles"] = Value::Array(hs);
+        let mut cs: Vec<Value> = p["credential_sources"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        cs.extend(sources.clone());
+        cs.sort_by(|a, b| {
+            a["secret_handle"]
+                .as_str()
+                .cmp(&b["secret_handle"].as_str())
+        });
+        p["credential_sources"] = Value::Array(cs);
+    });
+    let daemon = m.start();
+
+    let mut passed = Vec::new();
+    for (h, t) in HARNESSES.iter().zip(&by_runtime) {
+        let started_at = Instant::now();
+        let id = t["runtime_template_id"].as_str().expect("id").to_owned();
+        let session = format!("turn-{}", h.runtime);
+        let plan = plan_with(|v| {
+            v["runtime_template_id"] = json!(id);
+            v["runtime_id"] = json!(h.runtime);
+            v["adapter_command_digest"] = t["adapter_command_digest"].clone();
+            v["library_projections"] = json!([]);
+            v["secret_handles"] = json!([]);
+            v["egress_policy_ids"] = json!(["model-stub"]);
+            v["session_id"] = json!(session);
+            v["idempotency_key"] = json!(format!("key-{session}"));
+            v["expires_at_ms"] = json!(v["issued_at_ms"].as_u64().expect("issued") + 120_000);
+            v["resource_profile"] = standard.clone();
+            v["resource_profile"]
+                .as_object_mut()
+                .expect("profile")
+                .remove("cpu_rate_millicpus");
+        });
+        let before = std::fs::read_to_string(&st.log)
+            .unwrap_or_default()
+            .lines()
+            .count();
+        let mut c = daemon.client();
+        c.create_session(&plan, None).expect("create");
+        let started = start(&mut c, &m, &session);
+        assert_eq!(started["stage"], "running", "{id}: {started}");
+        let att = c
+            .call("attach", json!({"session_id": session}))
+            .expect("attach");
+        let mut out: Vec<u8> = att["transcript"]
+            .as_array()
+            .expect("transcript")
+            .iter()
+            .flat_map(|ch| unhex(ch["data_hex"].as_str().unwrap_or("")))
+            .collect();
+        let ended = until_ended(&mut c, &mut out);
+        let text = String::from_utf8_lossy(&out).into_owned();
+        let (body, _) = receipt_of(&mut c, &session);
+        let requests: Vec<Value> = std::fs::read_to_string(&st.log)
+            .unwrap_or_default()
+            .lines()
+            .skip(before)
+            .filter_map(|l| serde_json::from_str(l).ok())
+            .collect();
+        // What each request ended with (the tool's result, after the call).
+        let tails: Vec<String> = requests
+            .iter()
+            .map(|r| {
+                let b = &r["body"];
+                let last = b["messages"]
+                    .as_array()
+                    .or_else(|| b["input"].as_array())
+                    .and_then(|m| m.last())
+                    .map(|m| m.to_string())
+                    .unwrap_or_default();
+                let last: String = last.chars().take(600).collect();
+                format!("{} {} -> {}: {last}", r["method"], r["path"], r["answer"])
+            })
+            .collect();
+        let what = format!(
+            "{id}: {ended}\nreceipt {body}\noutput {text}\nrequests:\n  {}",
+            tails.join("\n  ")
+        );
+        assert_eq!(ended["stage"], "exited", "{what}");
+        assert_eq!(body["termination"]["exit"]["code"], 0, "{what}");
+        let model: Vec<&Value> = requests.iter().filter(|r| r["answer"].is_array()).collect();
+        let tool = model
+            .iter()
+            .position(|r| r["answer"][0] == "tool")
+            .unwrap_or_else(|| panic!("no tool call answered\n{what}"));
+        // The tool ran in the workspace: its result is in the next request.
+        assert!(
+            model[tool + 1..]
+                .iter()
+                .any(|r| r["body"].to_string().contains("read:glove-turn:/workspace")),
+            "the tool's result never came back\n{what}"
+        );
+        let (name, value) = h.header;
+        let key = real_key(h.runtime);
+        assert!(
+            model
+                .iter()
+                .all(|r| header(r, name) == Some(value(&key).as_str())),
+            "a model request without the real key in {name}\n{what}"
+        );
+        assert!(
+            !requests
+                .iter()
+                .any(|r| r.to_string().contains("glove-placeholder")),
+            "a placeholder reached the stub\n{what}"
+        );
+        assert!(
+            !text.contains(&key),
+            "the real key is in the session's output\n{what}"
+        );
+        let e = &body["egress"];
+        assert_eq!(e["policy_id"], "model-stub", "{what}");
+        assert!(e["requests_allowed"].as_u64().unwrap_or(0) >= 2, "{what}");
+        assert_eq!(e["journal_head"].as_str().map(str::len), Some(64), "{what}");
+        eprintln!(
+            "contained turn: {} exit 0 in {:.1} s ({} model requests, egress {} allowed / {} refused)",
+            h.runtime,
+            started_at.elapsed().as_secs_f64(),
+            model.len(),
+            e["requests_allowed"],
+            e["requests_refused"].as_u64().unwrap_or(0) + e["connections_refused"].as_u64().unwrap_or(0),
+        );
+        passed.push(h.runtime);
+    }
+    eprintln!(
+        "contained turns: {}/{} in {:.1} s",
+        passed.len(),
+        HARNESSES.len(),
+        lane.elapsed().as_secs_f64()
+    );
+}

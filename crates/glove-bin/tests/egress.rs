@@ -1,0 +1,387 @@
+//! `glove exec --egress`: an approved endpoint is reached through the
+//! session's proxy (absolute URI, CONNECT, a port mapping), a brokered
+//! credential is injected where it is bound and refused elsewhere, and
+//! every way around the proxy is refused (and, where it reaches the
+//! proxy, audited in the egress journal). Every target is on this
+//! machine: an upstream on host loopback, names from the policy's own
+//! hosts table, never the configured resolver.
+
+mod common;
+
+use common::{glove, kit, outcome, python_ok, sandbox_ok, As};
+use std::io::{Read, Write};
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+
+/// A loopback HTTP upstream that records each request head and answers
+/// `upstream-ok <path>`.
+struct Upstream {
+    port: u16,
+    heads: Arc<Mutex<Vec<String>>>,
+}
+
+fn upstream() -> Upstream {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let port = l.local_addr().expect("addr").port();
+    let heads = Arc::new(Mutex::new(Vec::new()));
+    let h = heads.clone();
+    std::thread::spawn(move || {
+        for s in l.incoming() {
+            let Ok(mut s) = s else { continue };
+            let h = h.clone();
+            std::thread::spawn(move || {
+                let _ = s.set_read_timeout(Some(std::time::Duration::from_secs(10)));
+                let mut data = Vec::new();
+                let mut buf = [0u8; 4096];
+                while !data.windows(4).any(|w| w == b"\r\n\r\n") {
+                    match s.read(&mut buf) {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => data.extend_from_slice(&buf[..n]),
+                    }
+                }
+                let head = String::from_utf8_lossy(&data).into_owned();
+                let path = head.split(' ').nth(1).unwrap_or("").to_owned();
+                h.lock().expect("lock").push(head);
+                let body = format!("upstream-ok {path}");
+                let _ = write!(
+                    s,
+                    "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+            });
+        }
+    });
+    Upstream { port, heads }
+}
+
+fn write_private(path: &Path, text: &str) {
+    std::fs::write(path, text).expect("write");
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+}
+
+const REAL_KEY: &str = "sk-real-4f1c9a0e7b2d";
+
+struct Run {
+    lines: Vec<serde_json::Value>,
+    outcome: serde_json::Value,
+    journal: std::path::PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+fn run(policy: serde_json::Value, cases: &[&str]) -> Run {
+    let dir = common::safe_tempdir();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o700)).expect("chmod");
+    let file = dir.path().join("egress.json");
+    write_private(&file, &policy.to_string());
+    let journal = dir.path().join("egress.journal");
+    let k = kit();
+    let probe = k.root.join("egress.py");
+    if !probe.exists() {
+        std::fs::copy(
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/probes/egress.py"),
+            &probe,
+        )
+        .expect("copy probe");
+        std::fs::set_permissions(&probe, std::fs::Permissions::from_mode(0o644)).expect("chmod");
+    }
+    let bind = format!("{}:/probe/egress.py", probe.display());
+    let file_s = file.display().to_string();
+    let journal_s = journal.display().to_string();
+    let mut args = vec![
+        "exec",
+        "--json",
+        "--egress",
+        &file_s,
+        "--egress-journal",
+        &journal_s,
+        "--ro-bind",
+        &bind,
+        "--",
+        "/usr/bin/python3",
+        "/probe/egress.py",
+    ];
+    args.extend_from_slice(cases);
+    let out = glove(As::Caller, &args, None);
+    let (v, text) = outcome(&out);
+    let lines = text
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .collect();
+    assert_eq!(
+        v["exit"]["code"],
+        0,
+        "{v} {text} {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Run {
+        lines,
+        outcome: v,
+        journal,
+        _dir: dir,
+    }
+}
+
+fn line(r: &Run, i: usize) -> &serde_json::Value {
+    r.lines
+        .get(i)
+        .unwrap_or_else(|| panic!("no line {i}: {:?}", r.lines))
+}
+
+fn refused(r: &Run, i: usize, status: &str, code: &str) {
+    let l = line(r, i);
+    assert_eq!(l["status"], status, "line {i}: {l}");
+    assert_eq!(l["refusal"], code, "line {i}: {l}");
+}
+
+/// The codes of the events in the journal (empty for an allowed one),
+/// decoded strictly.
+fn journal_codes(path: &Path) -> Vec<String> {
+    let spec = glove_egress::ProxyLimits::default().journal_spec();
+    glove_egress::read_events(path, &spec)
+        .expect("the journal replays")
+        .into_iter()
+        .map(|e| e.code.unwrap_or_default())
+        .collect()
+}
+
+#[test]
+fn approved_endpoints_are_reached_and_every_bypass_is_refused() {
+    if !sandbox_ok(As::Caller) || !python_ok() {
+        return;
+    }
+    let up = upstream();
+    let p = up.port;
+    let keydir = common::safe_tempdir();
+    let key = keydir.path().join("openai.key");
+    write_private(&key, &format!("{REAL_KEY}\n"));
+    let model = format!("model.test:{p}");
+    let other = format!("other.test:{p}");
+    let policy = serde_json::json!({
+        "schema_version": 1,
+        "egress_policy_id": "test-egress",
+        "endpoints": [model, other, "meta.test:80"],
+        "allow_private": true,
+        "hosts": {"model.test": ["127.0.0.1"], "other.test": ["127.0.0.1"], "meta.test": ["169.254.169.254"]},
+        "port_mappings": [{"listen_port": 18000, "endpoint": model}],
+        "brokered": [{"secret_handle": "openai", "source_path": key.display().to_string(),
+                      "env": "OPENAI_API_KEY", "header": "authorization", "endpoints": [model]}],
+    });
+    let url = |host: &str, path: &str| format!("http://{host}:{p}{path}");
+    let (a1, a2, a3, a4) = (
+        url("model.test", "/via-proxy"),
+        url("other.test", "/misdirected"),
+        url("notlisted.test", "/"),
+        url("127.0.0.1", "/direct-ip"),
+    );
+    let port1 = "http://model.test:1/".to_string();
+    let ps = p.to_string();
+    let v6 = format!("[::1]:{p}");
+    let cases: Vec<&str> = vec![
+        "get",
+        &a1, // 0
+        "connect",
+        &other, // 1
+        "get",
+        "http://127.0.0.1:18000/mapped", // 2
+        "get_header",
+        "http://127.0.0.1:18000/brokered",
+        "Authorization",
+        "Bearer $OPENAI_API_KEY", // 3
+        "get_header",
+        &a2,
+        "Authorization",
+        "Bearer $OPENAI_API_KEY", // 4
+        "get_header",
+        "http://127.0.0.1:18000/elsewhere",
+        "X-Other",
+        "$OPENAI_API_KEY", // 5
+        "get",
+        &a3, // 6
+        "get",
+        &port1, // 7
+        "absolute",
+        &a4, // 8
+        "connect",
+        &v6, // 9
+        "connect",
+        "meta.test:80", // 10
+        "connect",
+        "169.254.169.254:80", // 11
+        "origin_form",        // 12
+        "big_header",
+        &ps, // 13
+        "direct",
+        "127.0.0.1",
+        &ps, // 14
+        "direct",
+        "::1",
+        &ps, // 15
+        "unset_proxy_get",
+        &a1, // 16
+        "dns",
+        "model.test", // 17
+        "udp",        // 18
+        "env_has",
+        REAL_KEY, // 19
+        "env",
+        "HTTP_PROXY", // 20
+        "slowloris",  // 21
+        "tls",
+        &model, // 22
+    ];
+    let r = run(policy, &cases);
+    for i in [0, 1, 2, 3] {
+        let l = line(&r, i);
+        assert_eq!(l["status"], "200", "line {i}: {l}");
+        assert!(
+            l["body"].as_str().unwrap_or("").contains("upstream-ok"),
+            "line {i}: {l}"
+        );
+    }
+    refused(&r, 4, "403", "egress_placeholder_misdirected");
+    refused(&r, 5, "403", "egress_placeholder_misdirected");
+    refused(&r, 6, "403", "egress_host_not_allowed");
+    refused(&r, 7, "403", "egress_port_not_allowed");
+    refused(&r, 8, "403", "egress_host_not_allowed");
+    refused(&r, 9, "403", "egress_host_not_allowed");
+    refused(&r, 10, "403", "egress_address_metadata");
+    refused(&r, 11, "403", "egress_host_not_allowed");
+    refused(&r, 12, "400", "egress_request_invalid");
+    let big = line(&r, 13);
+    assert!(
+        big["status"] == "431" || big["status"] == "400" || big.get("error").is_some(),
+        "an oversized head is refused: {big}"
+    );
+    for i in [14, 15] {
+        assert_eq!(
+            line(&r, i)["connected"],
+            false,
+            "nothing routes: {}",
+            line(&r, i)
+        );
+    }
+    assert!(
+        line(&r, 16).get("error").is_some(),
+        "no proxy, no way: {}",
+        line(&r, 16)
+    );
+    assert_eq!(line(&r, 17)["resolved"], false, "no DNS: {}", line(&r, 17));
+    assert_eq!(line(&r, 18)["created"], false);
+    assert_eq!(
+        line(&r, 18)["errno"],
+        1,
+        "UDP sockets are refused by seccomp"
+    );
+    assert_eq!(
+        line(&r, 19)["found"],
+        false,
+        "the real key is not in the sandbox"
+    );
+    assert_eq!(line(&r, 20)["value"], "http://127.0.0.1:3128");
+    assert_eq!(
+        line(&r, 21)["closed"],
+        true,
+        "a slow head is cut off: {}",
+        line(&r, 21)
+    );
+
+    // The upstream saw the real key where it is bound, never a placeholder.
+    let heads = up.heads.lock().expect("lock").clone();
+    let brokered = heads
+        .iter()
+        .find(|h| h.starts_with("GET /brokered"))
+        .expect("the brokered request arrived");
+    assert!(
+        brokered
+            .to_ascii_lowercase()
+            .contains(&format!("authorization: bearer {REAL_KEY}").to_ascii_lowercase()),
+        "{brokered}"
+    );
+    assert!(
+        heads.iter().all(|h| !h.contains("glove-placeholder")),
+        "{heads:?}"
+    );
+    assert!(!heads
+        .iter()
+        .any(|h| h.contains("/misdirected") || h.contains("/elsewhere")));
+    assert!(heads.iter().any(|h| h.starts_with("GET /via-proxy")));
+    assert!(heads.iter().any(|h| h.starts_with("GET /mapped")));
+    assert!(heads.iter().any(|h| h.starts_with("GET /tunnel")));
+
+    // The journal holds every decision that reached the proxy.
+    let codes = journal_codes(&r.journal);
+    for c in [
+        "egress_placeholder_misdirected",
+        "egress_host_not_allowed",
+        "egress_port_not_allowed",
+        "egress_address_metadata",
+        "egress_request_invalid",
+    ] {
+        assert!(codes.iter().any(|x| x == c), "{c} not journaled: {codes:?}");
+    }
+    let e = &r.outcome["egress"];
+    assert_eq!(e["policy_id"], "test-egress", "{e}");
+    assert!(e["requests_allowed"].as_u64().unwrap_or(0) >= 3, "{e}");
+    assert!(e["connections_allowed"].as_u64().unwrap_or(0) >= 1, "{e}");
+    assert!(
+        e["requests_refused"].as_u64().unwrap_or(0)
+            + e["connections_refused"].as_u64().unwrap_or(0)
+            >= 8,
+        "{e}"
+    );
+    assert_eq!(
+        e["journal_records"].as_u64(),
+        Some(codes.len() as u64),
+        "{e}"
+    );
+}
+
+#[test]
+fn names_resolving_to_private_addresses_are_refused_without_allow_private() {
+    if !sandbox_ok(As::Caller) || !python_ok() {
+        return;
+    }
+    let up = upstream();
+    let p = up.port;
+    let policy = serde_json::json!({
+        "schema_version": 1,
+        "egress_policy_id": "public-only",
+        "endpoints": [format!("model.test:{p}"), format!("rebind.test:{p}")],
+        "allow_private": false,
+        "hosts": {"model.test": ["127.0.0.1"], "rebind.test": ["10.1.2.3", "127.0.0.1"]},
+    });
+    let (a, b) = (
+        format!("http://model.test:{p}/"),
+        format!("http://rebind.test:{p}/"),
+    );
+    let m = format!("model.test:{p}");
+    let r = run(policy, &["get", &a, "get", &b, "connect", &m]);
+    refused(&r, 0, "403", "egress_address_private");
+    refused(&r, 1, "403", "egress_address_private");
+    refused(&r, 2, "403", "egress_address_private");
+    assert!(
+        up.heads.lock().expect("lock").is_empty(),
+        "nothing reached the upstream"
+    );
+    assert_eq!(journal_codes(&r.journal).len(), 3);
+}
+
+#[test]
+fn a_bad_egress_policy_fails_the_launch_with_its_code() {
+    let dir = common::safe_tempdir();
+    let file = dir.path().join("bad.json");
+    write_private(
+        &file,
+        r#"{"schema_version":1,"egress_policy_id":"x","endpoints":["169.254.169.254:80"],"allow_private":false}"#,
+    );
+    let f = file.display().to_string();
+    let out = glove(
+        As::Caller,
+        &["exec", "--json", "--egress", &f, "--", "/bin/true"],
+        None,
+    );
+    assert_eq!(out.status.code(), Some(125));
+    let (v, _) = outcome(&out);
+    assert_eq!(v["code"], "egress_policy_invalid", "{v}");
+}
