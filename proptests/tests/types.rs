@@ -417,6 +417,39 @@ mod egress {
         }
     }
 
+    proptest! {
+        /// An egress policy file: the seed with one byte changed, or
+        /// arbitrary bytes, never panics; a refusal names a code, and what
+        /// is accepted only maps, limits and brokers its own endpoints.
+        #[test]
+        fn egress_policy_files_keep_their_cross_references(
+            at in any::<prop::sample::Index>(),
+            to in any::<u8>(),
+            junk in prop::collection::vec(any::<u8>(), 0..256),
+        ) {
+            use glove_types::egress::settings::{EgressSettings, PROXY_PORT};
+            let root = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
+            let mut seed = std::fs::read(root.join("fuzz/seeds/egress_settings/policy")).expect("seed");
+            prop_assert!(EgressSettings::from_json(&seed).is_ok(), "the seed parses");
+            let i = at.index(seed.len());
+            seed[i] = to;
+            for bytes in [seed, junk] {
+                match EgressSettings::from_json(&bytes) {
+                    Ok(s) => {
+                        for m in &s.port_mappings {
+                            prop_assert!(s.endpoints.contains(&m.endpoint));
+                            prop_assert!(m.listen_port >= 1024 && m.listen_port != PROXY_PORT);
+                        }
+                        for b in &s.brokered {
+                            prop_assert!(b.endpoints.iter().all(|e| s.endpoints.contains(e)));
+                        }
+                    }
+                    Err(r) => prop_assert!(!r.code().as_str().is_empty()),
+                }
+            }
+        }
+    }
+
     #[test]
     fn the_fuzz_seed_parses() {
         let root = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");

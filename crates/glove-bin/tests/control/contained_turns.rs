@@ -7,7 +7,7 @@
 //! shell-tool turn (`echo glove-turn > turn.txt && read l < turn.txt && echo "read:$l:$PWD"` in its
 //! workspace); the test checks the exit, the tool's result in the next
 //! request, the real key at the stub and never in the sandbox, and the
-//! egress summary in the receipt. `.ci/run` runs this as its own lane.
+//! egress summary in the receipt: 5/5. `.ci/run` runs this as its own lane.
 
 use super::common;
 use super::harness::*;
@@ -119,6 +119,25 @@ fn copilot_env() -> Vec<String> {
     ]
 }
 
+fn pi_args() -> Vec<String> {
+    // pi's Azure OpenAI provider takes its base URL from the environment
+    // (a custom provider would need models.json in its managed directory).
+    s(&[
+        "-p",
+        "--no-session",
+        "--offline",
+        "--provider",
+        "azure-openai-responses",
+        "--model",
+        "gpt-4",
+        PROMPT,
+    ])
+}
+
+fn pi_env() -> Vec<String> {
+    vec![format!("AZURE_OPENAI_BASE_URL={}/v1", url())]
+}
+
 fn none() -> Vec<String> {
     vec![]
 }
@@ -151,6 +170,13 @@ const HARNESSES: &[Harness] = &[
         env: opencode_env,
         key: ("GLOVE_MODEL_KEY", "authorization"),
         header: ("authorization", bearer),
+    },
+    Harness {
+        runtime: "pi",
+        args: pi_args,
+        env: pi_env,
+        key: ("AZURE_OPENAI_API_KEY", "api-key"),
+        header: ("api-key", plain),
     },
 ];
 
@@ -467,7 +493,43 @@ fn contained_turns_each_harness_reaches_the_stub_through_the_proxy_with_a_broker
         let e = &body["egress"];
         assert_eq!(e["policy_id"], "model-stub", "{what}");
         assert!(e["requests_allowed"].as_u64().unwrap_or(0) >= 2, "{what}");
-        assert_eq!(e["journal_head"].as_str().map(str::len), Some(64), "{what}");
+        // The session's egress journal: the receipt names its head, and its
+        // events show the brokered requests (by handle, never the value).
+        let journal = m
+            .home
+            .dir
+            .path()
+            .join("mat/egress")
+            .join(format!("{session}.journal"));
+        let spec = glove_egress::ProxyLimits::default().journal_spec();
+        let opened = glove_journal::Journal::open(&journal, &spec, None).expect("the journal");
+        let head: String = opened
+            .into_parts()
+            .0
+            .anchor()
+            .head
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        assert_eq!(e["journal_head"], head.as_str(), "{what}");
+        let events = glove_egress::read_events(&journal, &spec).expect("events");
+        assert_eq!(
+            e["journal_records"].as_u64(),
+            Some(events.len() as u64),
+            "{what}"
+        );
+        let handle = format!("{}-key", h.runtime);
+        assert!(
+            events
+                .iter()
+                .any(|ev| ev.credential.as_ref().map(|c| c.as_str()) == Some(handle.as_str())),
+            "no event names the brokered {handle}: {events:?}"
+        );
+        let raw = std::fs::read(&journal).expect("journal bytes");
+        assert!(
+            !raw.windows(key.len()).any(|w| w == key.as_bytes()),
+            "the real key is in the journal"
+        );
         eprintln!(
             "contained turn: {} exit 0 in {:.1} s ({} model requests, egress {} allowed / {} refused)",
             h.runtime,
