@@ -1,15 +1,28 @@
 //! The egress journal's writer: one thread that numbers events, appends
-//! each durably and answers its sender, so the runtime never blocks on
-//! `fdatasync`. The first failure closes the audit for good (fail closed):
-//! every later event is refused without being tried.
+//! them and answers their senders, so the runtime never blocks on
+//! `fdatasync`. A decision is answered only once it is durable; the events
+//! queued together are made durable with one `fdatasync`. A closing event
+//! (a connection's totals, which release nothing) is only queued: it
+//! becomes durable with the next decision, within [`CLOSING_FLUSH`] when
+//! no decision comes, or when the proxy finishes. The first failure closes
+//! the audit for good (fail closed): every later event is refused without
+//! being tried.
 
 use crate::error::EgressError;
 use glove_journal::{Journal, JournalKind, JournalSpec};
 use glove_types::egress::event::{Decision, EgressEvent, EventKind, MAX_EVENT_BYTES};
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::mpsc;
 use std::sync::Arc;
-use tokio::sync::{mpsc, oneshot};
+use std::time::Duration;
+use tokio::sync::oneshot;
+
+/// Longest a queued closing event waits for a sync when no decision comes.
+pub(crate) const CLOSING_FLUSH: Duration = Duration::from_millis(20);
+
+/// Most events made durable by one sync.
+const BATCH: usize = 64;
 
 /// The record kind of an egress event in the egress journal.
 pub const EVENT_RECORD: u16 = 1;
@@ -111,6 +124,8 @@ impl Audit {
             return false;
         }
         let (reply, rx) = oneshot::channel();
+        // Unbounded, but every sender waits for its answer: at most one
+        // job per connection task is queued.
         if self
             .tx
             .send(Job {
@@ -118,7 +133,6 @@ impl Audit {
                 tally,
                 reply,
             })
-            .await
             .is_err()
         {
             return false;
@@ -133,7 +147,7 @@ pub(crate) fn spawn(
     spec: &JournalSpec,
 ) -> Result<(Audit, std::thread::JoinHandle<Totals>), EgressError> {
     let journal = Journal::create(path, spec)?;
-    let (tx, rx) = mpsc::channel::<Job>(256);
+    let (tx, rx) = mpsc::channel::<Job>();
     let failed = Arc::new(AtomicBool::new(false));
     let bytes_left = Arc::new(AtomicU64::new(
         spec.max_bytes.saturating_sub(journal.len_bytes()),
@@ -170,16 +184,63 @@ struct Writer {
 }
 
 impl Writer {
-    fn run(mut self) -> Totals {
+    fn run(self) -> Totals {
         let mut t = Totals::default();
-        while let Some(job) = self.rx.blocking_recv() {
-            let ok = !self.failed.load(Ordering::SeqCst) && self.append(job.event.clone(), &mut t);
-            if ok {
-                count(&mut t, &job.event, job.tally);
+        // Closing events queued but not yet covered by a sync.
+        let mut dirty = false;
+        loop {
+            let first = if dirty {
+                match self.rx.recv_timeout(CLOSING_FLUSH) {
+                    Ok(job) => job,
+                    Err(mpsc::RecvTimeoutError::Timeout) => {
+                        let _ = self.sync(&mut dirty);
+                        continue;
+                    }
+                    Err(mpsc::RecvTimeoutError::Disconnected) => break,
+                }
             } else {
-                self.failed.store(true, Ordering::SeqCst);
+                match self.rx.recv() {
+                    Ok(job) => job,
+                    Err(_) => break,
+                }
+            };
+            let mut batch = vec![first];
+            while batch.len() < BATCH {
+                match self.rx.try_recv() {
+                    Ok(job) => batch.push(job),
+                    Err(_) => break,
+                }
             }
-            let _ = job.reply.send(ok);
+            // Queue the batch, then one sync if a decision waits on it.
+            let mut queued = Vec::with_capacity(batch.len());
+            for job in batch {
+                let ok = !self.failed.load(Ordering::SeqCst) && self.queue(job.event.clone());
+                if !ok {
+                    self.failed.store(true, Ordering::SeqCst);
+                }
+                queued.push((job, ok));
+            }
+            let synced = if queued
+                .iter()
+                .any(|(j, ok)| *ok && j.tally == Tally::Decision)
+            {
+                self.sync(&mut dirty)
+            } else {
+                dirty |= queued.iter().any(|(_, ok)| *ok);
+                true
+            };
+            for (job, ok) in queued {
+                // A decision counts only once durable; a closing event
+                // once queued (its sync may come later).
+                let ok = ok && synced;
+                if ok {
+                    count(&mut t, &job.event, job.tally);
+                }
+                let _ = job.reply.send(ok);
+            }
+        }
+        if dirty {
+            let _ = self.sync(&mut dirty);
         }
         let anchor = self.journal.anchor();
         t.journal_records = anchor.records;
@@ -188,12 +249,23 @@ impl Writer {
         t
     }
 
-    fn append(&self, mut event: EgressEvent, t: &mut Totals) -> bool {
+    /// Makes everything queued durable; a failure closes the audit.
+    fn sync(&self, dirty: &mut bool) -> bool {
+        *dirty = false;
+        if self.journal.flush().is_err() {
+            self.failed.store(true, Ordering::SeqCst);
+            return false;
+        }
+        true
+    }
+
+    /// Numbers and queues one event.
+    fn queue(&self, mut event: EgressEvent) -> bool {
         event.seq = self.journal.record_count() + 1;
         let Ok(bytes) = event.encode() else {
             return false;
         };
-        let ok = self.journal.append(EVENT_RECORD, &bytes).is_ok();
+        let ok = self.journal.queue(EVENT_RECORD, &bytes).is_ok();
         let spec = self.journal.spec();
         self.bytes_left.store(
             spec.max_bytes.saturating_sub(self.journal.len_bytes()),
@@ -203,9 +275,6 @@ impl Writer {
             spec.max_records.saturating_sub(self.journal.record_count()),
             Ordering::SeqCst,
         );
-        if ok {
-            t.journal_records += 1;
-        }
         ok
     }
 }

@@ -149,6 +149,11 @@ impl<T> AgentIo<T> {
         meter.touch();
         AgentIo { inner, meter }
     }
+
+    /// The stream itself.
+    pub(crate) fn into_inner(self) -> T {
+        self.inner
+    }
 }
 
 impl<T: AsyncRead + Unpin> AsyncRead for AgentIo<T> {

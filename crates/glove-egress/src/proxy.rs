@@ -880,15 +880,17 @@ impl ConnCtx {
                 connection: down.clone(),
             };
             let stop = reached(phase, Phase::Stopping);
-            relay(
-                TokioIo::new(agent),
-                upstream,
-                &fu,
-                &fd,
-                self.shared.limits.idle_deadline,
-                stop,
-            )
-            .await;
+            let idle = self.shared.limits.idle_deadline;
+            // A proxy connection is a TCP stream under hyper: take it back
+            // and relay with `splice`; anything else is copied.
+            match agent.downcast::<TokioIo<AgentIo<TcpStream>>>() {
+                Ok(parts) => {
+                    let tcp = parts.io.into_inner().into_inner();
+                    crate::relay::relay_tcp(tcp, &parts.read_buf, upstream, &fu, &fd, idle, stop)
+                        .await;
+                }
+                Err(agent) => relay(TokioIo::new(agent), upstream, &fu, &fd, idle, stop).await,
+            }
         }
         let ev = self.event(
             &t.seen,

@@ -249,6 +249,28 @@ impl Journal {
         Ok(appended)
     }
 
+    /// Queues one record without waiting for it to be durable: it is
+    /// written and synced with the next [`append`](Self::append) (anyone's,
+    /// in one batch) or [`flush`](Self::flush). Until then a crash may lose
+    /// it (and only it and the records queued after it), and
+    /// [`anchor`](Self::anchor) does not count it. For records nothing is
+    /// released on, such as a connection's closing totals.
+    pub fn queue(&self, kind: u16, payload: &[u8]) -> Result<Appended, JournalError> {
+        let (appended, st) = self.write(kind, payload)?;
+        drop(st);
+        Ok(appended)
+    }
+
+    /// Returns once every record queued or appended so far is durable.
+    pub fn flush(&self) -> Result<(), JournalError> {
+        let st = self.state()?;
+        if st.poisoned {
+            return Err(JournalError::Poisoned);
+        }
+        let last = st.written;
+        self.wait_durable(st, last)
+    }
+
     /// Queues one record (sequence number, offset and digest assigned)
     /// without writing it; keeps the lock for the wait that follows.
     fn write(
@@ -541,6 +563,33 @@ mod tests {
         max_payload: 4096,
         record_kinds: &[1, 2],
     };
+
+    #[test]
+    fn queued_records_are_durable_only_with_a_later_append_or_flush() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o700)).unwrap();
+        let path = dir.path().join("j");
+        let j = Journal::create(&path, &SPEC).unwrap();
+        let _ = j.queue(1, b"closing").unwrap();
+        // Not durable yet: the anchor does not count it, and a handle
+        // dropped now leaves nothing on disk.
+        assert_eq!(j.anchor().records, 0);
+        assert_eq!(j.record_count(), 1);
+        let _ = j.append(2, b"decision").unwrap();
+        assert_eq!(j.anchor().records, 2, "one sync covered both");
+        let _ = j.queue(1, b"closing again").unwrap();
+        drop(j);
+        let opened = Journal::open(&path, &SPEC, None).unwrap();
+        assert_eq!(opened.record_count(), 2, "the unflushed record is gone");
+        let (j, ..) = opened.into_parts();
+        let _ = j.queue(1, b"closing").unwrap();
+        j.flush().unwrap();
+        assert_eq!(j.anchor().records, 3);
+        j.flush().unwrap();
+        drop(j);
+        assert_eq!(Journal::open(&path, &SPEC, None).unwrap().record_count(), 3);
+    }
 
     #[test]
     fn poisoned_handle_refuses_everything() {
