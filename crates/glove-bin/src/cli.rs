@@ -47,6 +47,9 @@ pub enum Command {
     /// Page and acknowledge receipts through gloved.
     #[command(subcommand)]
     Receipts(crate::control::client_cli::ReceiptsCommand),
+    /// Read a session's egress journal.
+    #[command(subcommand)]
+    Egress(crate::egress::EgressCommand),
     /// Run the whole managed-session flow (gloved, create, authorize, start,
     /// attach, a shell saying hello, receipt) in a temporary directory.
     Demo,
@@ -234,6 +237,7 @@ pub fn run(cli: Cli) -> i32 {
         Command::Capabilities(a) => crate::control::client_cli::capabilities(&a),
         Command::Session(c) => crate::control::client_cli::session(&c),
         Command::Receipts(c) => crate::control::client_cli::receipts(&c),
+        Command::Egress(c) => crate::egress::command(&c),
         Command::Demo => crate::demo::run(),
     }
 }

@@ -200,3 +200,102 @@ pub fn summary_line(v: &serde_json::Value) -> String {
         v["journal"].as_str().unwrap_or("")
     )
 }
+
+/// `glove egress …`
+#[derive(Debug, clap::Subcommand)]
+pub enum EgressCommand {
+    /// Replay an egress journal strictly (every record's chain, every
+    /// event's canonical encoding) and show its events and its head, which
+    /// a receipt's `egress.journal_head` names. Not while its proxy runs.
+    Show(ShowArgs),
+}
+
+/// Arguments of `glove egress show`.
+#[derive(Debug, clap::Args)]
+pub struct ShowArgs {
+    /// The egress journal.
+    #[arg(long, value_name = "FILE")]
+    pub journal: PathBuf,
+    /// One JSON object: `{"events": [...], "records", "head"}`.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Runs `glove egress …`.
+pub fn command(c: &EgressCommand) -> i32 {
+    match c {
+        EgressCommand::Show(a) => show(a),
+    }
+}
+
+fn show(a: &ShowArgs) -> i32 {
+    let spec = ProxyLimits::default().journal_spec();
+    let fail = |e: glove_egress::EgressError| {
+        crate::cli::fail(&Rejection::new(e.code(), e.to_string()), a.json, None)
+    };
+    let opened = match glove_journal::Journal::open(&a.journal, &spec, None) {
+        Ok(o) => o,
+        Err(e) => return fail(e.into()),
+    };
+    let (journal, ..) = opened.into_parts();
+    let head: String = journal
+        .anchor()
+        .head
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    drop(journal);
+    let events = match glove_egress::read_events(&a.journal, &spec) {
+        Ok(e) => e,
+        Err(e) => return fail(e),
+    };
+    if a.json {
+        let list: Vec<serde_json::Value> = events
+            .iter()
+            .filter_map(|e| e.encode().ok())
+            .filter_map(|b| serde_json::from_slice(&b).ok())
+            .collect();
+        crate::report::print_json(&serde_json::json!({
+            "records": events.len(),
+            "head": head,
+            "events": list,
+        }));
+        return 0;
+    }
+    println!(
+        "egress journal {} ({} events, head {head})",
+        a.journal.display(),
+        events.len()
+    );
+    for e in &events {
+        use glove_types::egress::event::{Decision, EventKind};
+        let what = match e.kind {
+            EventKind::Connection => "connection",
+            EventKind::Request => "request",
+        };
+        let verdict = match (e.decision, &e.code) {
+            (Decision::Allowed, _) => "allowed".to_owned(),
+            (Decision::Refused, Some(c)) => format!("REFUSED {c}"),
+            (Decision::Refused, None) => "REFUSED".to_owned(),
+        };
+        let host = match glove_types::egress::Host::parse(&e.host) {
+            Ok(h) => h.to_string(),
+            Err(_) => e.host.clone(),
+        };
+        let method = e
+            .method
+            .as_deref()
+            .map(|m| format!(" {m}"))
+            .unwrap_or_default();
+        let cred = e
+            .credential
+            .as_ref()
+            .map(|c| format!(" credential {}", c.as_str()))
+            .unwrap_or_default();
+        println!(
+            "{:>6}  {what:<10} {host}:{}{method}  {verdict}{cred}  up {} B, down {} B, {} ms",
+            e.seq, e.port, e.bytes_up, e.bytes_down, e.duration_ms
+        );
+    }
+    0
+}
