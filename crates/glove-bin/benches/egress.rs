@@ -55,6 +55,46 @@ fn upstreams(total: u64) -> (u16, u16) {
     ports
 }
 
+/// The floor of any relay on this machine: a plain host process that
+/// accepts on `127.0.0.1` and splices each connection to `to` (two
+/// blocking threads, no policy, no audit, no sandbox). Returns its port.
+fn splice_relay(to: u16) -> u16 {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let port = l.local_addr().expect("addr").port();
+    std::thread::spawn(move || {
+        for s in l.incoming() {
+            let Ok(a) = s else { continue };
+            let Ok(b) = std::net::TcpStream::connect(("127.0.0.1", to)) else { continue };
+            let _ = a.set_nodelay(true);
+            let _ = b.set_nodelay(true);
+            let (a2, b2) = (a.try_clone().expect("dup"), b.try_clone().expect("dup"));
+            std::thread::spawn(move || splice_loop(&a, &b));
+            std::thread::spawn(move || splice_loop(&b2, &a2));
+        }
+    });
+    port
+}
+
+fn splice_loop(from: &std::net::TcpStream, to: &std::net::TcpStream) {
+    use rustix::pipe::{splice, SpliceFlags};
+    let Ok((pr, pw)) = rustix::pipe::pipe() else { return };
+    let _ = rustix::pipe::fcntl_setpipe_size(&pw, 1 << 20);
+    loop {
+        let n = match splice(from, None, &pw, None, 1 << 20, SpliceFlags::MOVE) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => n,
+        };
+        let mut left = n;
+        while left > 0 {
+            match splice(&pr, None, to, None, left, SpliceFlags::MOVE) {
+                Ok(0) | Err(_) => return,
+                Ok(m) => left -= m,
+            }
+        }
+    }
+    let _ = rustix::net::shutdown(to, rustix::net::Shutdown::Write);
+}
+
 fn client() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("benches/egress_client.py")
 }
@@ -121,6 +161,15 @@ fn main() {
         ]
     };
     let bind = format!("{}:/bench/client.py", client().display());
+    let (rs, rp) = (splice_relay(source), splice_relay(ping));
+    let relay_args = vec![
+        "direct".to_owned(),
+        "127.0.0.1".to_owned(),
+        rs.to_string(),
+        rp.to_string(),
+        count.to_string(),
+        total.to_string(),
+    ];
     let mut runs = Vec::new();
     for round in 0..2 {
         let direct = Command::new("/usr/bin/python3")
@@ -146,10 +195,16 @@ fn main() {
             .output()
             .expect("glove");
         let p = parse(&proxied, "proxied");
-        runs.push((d, p));
+        let relayed = Command::new("/usr/bin/python3")
+            .arg(client())
+            .args(&relay_args)
+            .output()
+            .expect("python3");
+        let r = parse(&relayed, "relayed");
+        runs.push((d, p, r));
     }
     // The second round: both paths warm.
-    let (d, p) = &runs[1];
+    let (d, p, r) = &runs[1];
     let f = |v: &serde_json::Value, k: &str| v[k].as_f64().unwrap_or(0.0);
     println!(
         "egress: {count} connections each, {} MiB of throughput, host mode: {}",
@@ -172,6 +227,13 @@ fn main() {
         f(d, "mib_per_s"),
         f(p, "mib_per_s"),
         f(p, "mib_per_s") / f(d, "mib_per_s").max(1e-9),
+    );
+    println!(
+        "  floor (a bare host splice relay, no sandbox, policy or audit): setup +{:.3} ms, throughput {:.0} MiB/s (ratio {:.2}); the proxy reaches {:.2} of it",
+        f(r, "p50_ms") - f(d, "p50_ms"),
+        f(r, "mib_per_s"),
+        f(r, "mib_per_s") / f(d, "mib_per_s").max(1e-9),
+        f(p, "mib_per_s") / f(r, "mib_per_s").max(1e-9),
     );
     let _ = Path::new(&journal);
 }
