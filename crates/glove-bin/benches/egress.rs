@@ -64,7 +64,9 @@ fn splice_relay(to: u16) -> u16 {
     std::thread::spawn(move || {
         for s in l.incoming() {
             let Ok(a) = s else { continue };
-            let Ok(b) = std::net::TcpStream::connect(("127.0.0.1", to)) else { continue };
+            let Ok(b) = std::net::TcpStream::connect(("127.0.0.1", to)) else {
+                continue;
+            };
             let _ = a.set_nodelay(true);
             let _ = b.set_nodelay(true);
             let (a2, b2) = (a.try_clone().expect("dup"), b.try_clone().expect("dup"));
@@ -77,7 +79,9 @@ fn splice_relay(to: u16) -> u16 {
 
 fn splice_loop(from: &std::net::TcpStream, to: &std::net::TcpStream) {
     use rustix::pipe::{splice, SpliceFlags};
-    let Ok((pr, pw)) = rustix::pipe::pipe() else { return };
+    let Ok((pr, pw)) = rustix::pipe::pipe() else {
+        return;
+    };
     let _ = rustix::pipe::fcntl_setpipe_size(&pw, 1 << 20);
     loop {
         let n = match splice(from, None, &pw, None, 1 << 20, SpliceFlags::MOVE) {

@@ -385,3 +385,61 @@ fn a_bad_egress_policy_fails_the_launch_with_its_code() {
     let (v, _) = outcome(&out);
     assert_eq!(v["code"], "egress_policy_invalid", "{v}");
 }
+
+#[test]
+fn the_forwarder_counts_against_the_sessions_pid_limit() {
+    if !sandbox_ok(As::Caller) {
+        return;
+    }
+    let dir = common::safe_tempdir();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o700)).expect("chmod");
+    let file = dir.path().join("egress.json");
+    write_private(
+        &file,
+        r#"{"schema_version":1,"egress_policy_id":"pids","endpoints":["up.test:9"],"allow_private":true,"hosts":{"up.test":["127.0.0.1"]}}"#,
+    );
+    let f = file.display().to_string();
+    let j = dir.path().join("j").display().to_string();
+    let script = "/bin/true && echo forked";
+    // Offline, two processes fit: the shell and the one it forks.
+    let out = glove(
+        As::Caller,
+        &[
+            "exec", "--json", "--pids", "2", "--", "/bin/sh", "-c", script,
+        ],
+        None,
+    );
+    let (v, text) = outcome(&out);
+    assert!(text.contains("forked"), "{v} {text}");
+    if !v["enforcement"]["pids"]
+        .as_str()
+        .unwrap_or("")
+        .starts_with("cgroup")
+    {
+        // Per-user rlimits count users, and the forwarder is not the agent's.
+        eprintln!("skipping: no pids cgroup here ({})", v["enforcement"]);
+        return;
+    }
+    // With egress the forwarder is the second: the shell cannot fork.
+    let out = glove(
+        As::Caller,
+        &[
+            "exec",
+            "--json",
+            "--pids",
+            "2",
+            "--egress",
+            &f,
+            "--egress-journal",
+            &j,
+            "--",
+            "/bin/sh",
+            "-c",
+            script,
+        ],
+        None,
+    );
+    let (v, text) = outcome(&out);
+    assert!(!text.contains("forked"), "{v} {text}");
+    assert_ne!(v["exit"]["code"], 0, "{v}");
+}
