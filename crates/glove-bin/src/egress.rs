@@ -172,6 +172,10 @@ fn summary_json(s: &Summary, journal: &str) -> serde_json::Value {
         "connections_refused": s.connections_refused,
         "requests_allowed": s.requests_allowed,
         "requests_refused": s.requests_refused,
+        "requests_failed": s.requests_failed,
+        "connections_closed": s.connections_closed,
+        "names_resolved": s.names_resolved,
+        "audit_failed": s.audit_failed,
         "bytes_up": s.bytes_up,
         "bytes_down": s.bytes_down,
         "journal": journal,
@@ -189,8 +193,13 @@ pub fn summary_line(v: &serde_json::Value) -> String {
             e["code"].as_str().unwrap_or("")
         );
     }
+    let failed = if v["audit_failed"] == true {
+        " AUDIT FAILED (everything after the failure was refused);"
+    } else {
+        ""
+    };
     format!(
-        "glove: egress {}: {} connections and {} requests allowed, {} refused; {} bytes up, {} down; journal {}",
+        "glove: egress {}:{failed} {} connections and {} requests allowed, {} refused; {} bytes up, {} down; journal {}",
         v["policy_id"].as_str().unwrap_or(""),
         v["connections_allowed"],
         v["requests_allowed"],

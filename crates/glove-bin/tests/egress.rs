@@ -157,15 +157,20 @@ fn approved_endpoints_are_reached_and_every_bypass_is_refused() {
     write_private(&key, &format!("{REAL_KEY}\n"));
     let model = format!("model.test:{p}");
     let other = format!("other.test:{p}");
+    let tls_ep = format!("tls.test:{p}");
     let policy = serde_json::json!({
         "schema_version": 1,
         "egress_policy_id": "test-egress",
-        "endpoints": [model, other, "meta.test:80"],
+        "endpoints": [model, other, tls_ep, "meta.test:80"],
         "allow_private": true,
-        "hosts": {"model.test": ["127.0.0.1"], "other.test": ["127.0.0.1"], "meta.test": ["169.254.169.254"]},
+        "hosts": {"model.test": ["127.0.0.1"], "other.test": ["127.0.0.1"], "tls.test": ["127.0.0.1"],
+                  "meta.test": ["169.254.169.254"]},
         "port_mappings": [{"listen_port": 18000, "endpoint": model}],
         "brokered": [{"secret_handle": "openai", "source_path": key.display().to_string(),
-                      "env": "OPENAI_API_KEY", "header": "authorization", "endpoints": [model]}],
+                      "env": "OPENAI_API_KEY", "header": "authorization", "endpoints": [model],
+                      "scheme": "http"},
+                     {"secret_handle": "tls-key", "source_path": key.display().to_string(),
+                      "env": "TLS_API_KEY", "header": "authorization", "endpoints": [tls_ep]}],
     });
     let url = |host: &str, path: &str| format!("http://{host}:{p}{path}");
     let (a1, a2, a3, a4) = (
@@ -228,7 +233,7 @@ fn approved_endpoints_are_reached_and_every_bypass_is_refused() {
         "HTTP_PROXY", // 20
         "slowloris",  // 21
         "tls",
-        &model, // 22
+        &tls_ep, // 22
     ];
     let r = run(policy, &cases);
     for i in [0, 1, 2, 3] {

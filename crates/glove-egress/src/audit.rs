@@ -64,6 +64,8 @@ pub(crate) enum Tally {
     Decision,
     /// The end of an allowed connection.
     Closing,
+    /// An allowed request that failed after it was let through.
+    Failed,
 }
 
 struct Job {
@@ -80,6 +82,7 @@ pub(crate) struct Totals {
     pub(crate) connections_closed: u64,
     pub(crate) requests_allowed: u64,
     pub(crate) requests_refused: u64,
+    pub(crate) requests_failed: u64,
     pub(crate) journal_records: u64,
     pub(crate) journal_head: [u8; 32],
     pub(crate) audit_failed: bool,
@@ -213,7 +216,10 @@ impl Writer {
             }
             // Queue the batch, then one sync if a decision waits on it.
             let mut queued = Vec::with_capacity(batch.len());
-            for job in batch {
+            for mut job in batch {
+                if job.tally != Tally::Decision {
+                    job.event.phase = glove_types::egress::event::Phase::End;
+                }
                 let ok = !self.failed.load(Ordering::SeqCst) && self.queue(job.event.clone());
                 if !ok {
                     self.failed.store(true, Ordering::SeqCst);
@@ -282,6 +288,7 @@ impl Writer {
 fn count(t: &mut Totals, e: &EgressEvent, tally: Tally) {
     match (tally, e.kind, e.decision) {
         (Tally::Closing, _, _) => t.connections_closed += 1,
+        (Tally::Failed, _, _) => t.requests_failed += 1,
         (Tally::Decision, EventKind::Connection, Decision::Allowed) => t.connections_allowed += 1,
         (Tally::Decision, EventKind::Connection, Decision::Refused) => t.connections_refused += 1,
         (Tally::Decision, EventKind::Request, Decision::Allowed) => t.requests_allowed += 1,

@@ -61,6 +61,8 @@ struct Credential {
     env: String,
     header: HeaderName,
     endpoints: Vec<Endpoint>,
+    /// Injected only inside TLS (`true`) or only in plain HTTP.
+    tls: bool,
     placeholder: String,
     value: Secret,
 }
@@ -182,11 +184,16 @@ impl Broker {
                 env: b.env.clone(),
                 header,
                 endpoints: b.endpoints.clone(),
+                tls: b.scheme == glove_types::egress::settings::Scheme::Https,
                 placeholder: placeholder()?,
                 value,
             });
         }
-        let bound: Vec<Endpoint> = creds.iter().flat_map(|c| c.endpoints.clone()).collect();
+        let bound: Vec<Endpoint> = creds
+            .iter()
+            .filter(|c| c.tls)
+            .flat_map(|c| c.endpoints.clone())
+            .collect();
         let ca = SessionCa::new(&bound)?;
         Ok(Broker { creds, ca })
     }
@@ -220,15 +227,25 @@ impl Broker {
             .collect()
     }
 
-    /// Whether any credential is bound to `endpoint`.
+    /// Whether a credential that travels in TLS is bound to `endpoint`
+    /// (its `CONNECT` tunnels are then terminated).
     pub fn binds(&self, endpoint: &Endpoint) -> bool {
-        self.creds.iter().any(|c| c.endpoints.contains(endpoint))
+        self.creds
+            .iter()
+            .any(|c| c.tls && c.endpoints.contains(endpoint))
+    }
+
+    /// Whether the proxy may ever terminate TLS (some credential travels
+    /// in it): only then does the sandbox get the session CA.
+    pub fn terminates_tls(&self) -> bool {
+        self.creds.iter().any(|c| c.tls)
     }
 
     /// Refuses a head that carries any placeholder in `texts` (a method,
     /// a request target) or in any header: what a `CONNECT` is checked with.
     pub(crate) fn refuse_any(&self, texts: &[&str], headers: &HeaderMap) -> Result<(), Rejection> {
-        self.apply(None, texts, &mut headers.clone()).map(|_| ())
+        self.apply(None, false, texts, &mut headers.clone())
+            .map(|_| ())
     }
 
     /// Checks a request head bound for `target` (`None`: no credential is
@@ -236,14 +253,20 @@ impl Broker {
     /// value in place of its placeholder in its header. Returns the first
     /// credential injected. A placeholder anywhere else refuses the head
     /// (see the module docs), and then `headers` is left as it was.
+    ///
+    /// `tls`: whether the request travels inside TLS (a terminated
+    /// tunnel); a credential is injected only over its own scheme. The
+    /// values injected come back too, for the response to be checked
+    /// against (an upstream that reflects them must not reach the agent).
     pub(crate) fn apply(
         &self,
         target: Option<&Endpoint>,
+        tls: bool,
         texts: &[&str],
         headers: &mut HeaderMap,
-    ) -> Result<Option<SecretHandle>, Rejection> {
+    ) -> Result<Injected, Rejection> {
         if self.creds.is_empty() {
-            return Ok(None);
+            return Ok(Injected::default());
         }
         let misdirected = |c: &Credential, where_: &str| {
             Rejection::new(
@@ -252,7 +275,7 @@ impl Broker {
             )
         };
         let bound = |c: &Credential, name: &HeaderName| {
-            c.header == name && target.is_some_and(|t| c.endpoints.contains(t))
+            c.header == name && c.tls == tls && target.is_some_and(|t| c.endpoints.contains(t))
         };
         let mut injected: Vec<usize> = Vec::new();
         for (i, c) in self.creds.iter().enumerate() {
@@ -268,7 +291,14 @@ impl Broker {
                     continue;
                 }
                 if !bound(c, name) {
-                    let where_ = if c.header == name {
+                    let to_bound = target.is_some_and(|t| c.endpoints.contains(t));
+                    let where_ = if c.header == name && to_bound {
+                        if c.tls {
+                            "in plain HTTP; it travels only inside TLS".to_owned()
+                        } else {
+                            "inside TLS; it travels only in plain HTTP".to_owned()
+                        }
+                    } else if c.header == name {
                         format!("to an endpoint it is not bound to, in {name}")
                     } else {
                         format!("in the header {name}, not {}", c.header)
@@ -300,10 +330,35 @@ impl Broker {
                 *value = v;
             }
         }
-        Ok(injected
-            .first()
-            .and_then(|i| self.creds.get(*i))
-            .map(|c| c.handle.clone()))
+        Ok(Injected {
+            handle: injected
+                .first()
+                .and_then(|i| self.creds.get(*i))
+                .map(|c| c.handle.clone()),
+            values: injected
+                .iter()
+                .filter_map(|i| self.creds.get(*i))
+                .map(|c| c.value.0.clone())
+                .collect(),
+        })
+    }
+}
+
+/// What [`Broker::apply`] put into a request.
+#[derive(Default)]
+pub(crate) struct Injected {
+    /// The first credential injected (named in the audit).
+    pub(crate) handle: Option<SecretHandle>,
+    /// Every value injected, to check the response for.
+    pub(crate) values: Vec<Vec<u8>>,
+}
+
+impl std::fmt::Debug for Injected {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Injected")
+            .field("handle", &self.handle)
+            .field("values", &self.values.len())
+            .finish()
     }
 }
 
@@ -319,6 +374,7 @@ mod tests {
                 env: "KEY".into(),
                 header: HeaderName::from_static("authorization"),
                 endpoints: vec![Endpoint::parse(endpoint).expect("endpoint")],
+                tls: false,
                 placeholder: placeholder().expect("placeholder"),
                 value: Secret(b"real-secret".to_vec()),
             }],
@@ -338,20 +394,29 @@ mod tests {
             HeaderValue::from_str(&format!("Bearer {p}")).expect("value"),
         );
         let mut h2 = h.clone();
-        let got = b.apply(Some(&ep), &["GET", "/"], &mut h).expect("bound");
-        assert_eq!(got.expect("injected").as_str(), "key");
+        let mut h5 = h.clone();
+        let got = b
+            .apply(Some(&ep), false, &["GET", "/"], &mut h)
+            .expect("bound");
+        assert_eq!(got.handle.expect("injected").as_str(), "key");
+        assert_eq!(got.values, vec![b"real-secret".to_vec()]);
         assert_eq!(h["authorization"], "Bearer real-secret");
+        // Bound to plain HTTP: never injected inside TLS.
         let e = b
-            .apply(Some(&other), &["GET", "/"], &mut h2)
+            .apply(Some(&ep), true, &["GET", "/"], &mut h5)
+            .expect_err("wrong scheme");
+        assert_eq!(e.code(), EGRESS_PLACEHOLDER_MISDIRECTED);
+        let e = b
+            .apply(Some(&other), false, &["GET", "/"], &mut h2)
             .expect_err("unbound");
         assert_eq!(e.code(), EGRESS_PLACEHOLDER_MISDIRECTED);
         assert!(!e.message().contains("real-secret"));
         let mut h3 = HeaderMap::new();
         h3.insert("x-api-key", HeaderValue::from_str(&p).expect("value"));
-        assert!(b.apply(Some(&ep), &["GET", "/"], &mut h3).is_err());
+        assert!(b.apply(Some(&ep), false, &["GET", "/"], &mut h3).is_err());
         let mut h4 = HeaderMap::new();
         let uri = format!("/?k={p}");
-        assert!(b.apply(Some(&ep), &["GET", &uri], &mut h4).is_err());
+        assert!(b.apply(Some(&ep), false, &["GET", &uri], &mut h4).is_err());
         assert!(!format!("{b:?}").contains("real-secret"));
     }
 }

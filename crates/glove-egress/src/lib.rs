@@ -167,12 +167,17 @@ pub struct Summary {
     pub requests_allowed: u64,
     /// Refused requests.
     pub requests_refused: u64,
+    /// Requests let through that then failed (the endpoint did not
+    /// answer, answered badly, or reflected a credential).
+    pub requests_failed: u64,
     /// Bytes relayed from the agent to upstreams (tunnel data and request
     /// bodies).
     pub bytes_up: u64,
     /// Bytes relayed from upstreams to the agent (tunnel data and response
     /// bodies).
     pub bytes_down: u64,
+    /// Names looked up: only endpoints' names ever are.
+    pub names_resolved: u64,
     /// Records in the egress journal.
     pub journal_records: u64,
     /// The journal's head digest.
@@ -226,6 +231,7 @@ pub fn start(
             drop(rt);
             let bytes_up = shared.bytes_up.load(Ordering::SeqCst);
             let bytes_down = shared.bytes_down.load(Ordering::SeqCst);
+            let names_resolved = shared.lookups.load(Ordering::SeqCst);
             drop(shared);
             let t = writer.join().map_err(|_| EgressError::Panicked)?;
             Ok(Summary {
@@ -235,8 +241,10 @@ pub fn start(
                 connections_closed: t.connections_closed,
                 requests_allowed: t.requests_allowed,
                 requests_refused: t.requests_refused,
+                requests_failed: t.requests_failed,
                 bytes_up,
                 bytes_down,
+                names_resolved,
                 journal_records: t.journal_records,
                 journal_head: t.journal_head,
                 audit_failed: t.audit_failed,

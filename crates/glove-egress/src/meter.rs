@@ -229,6 +229,9 @@ pub(crate) enum BodyError {
     /// The other side failed.
     #[error("{0}")]
     Hyper(#[from] hyper::Error),
+    /// The body carried a brokered credential's value.
+    #[error("the response carried a brokered credential")]
+    Reflected,
 }
 
 /// A body relayed from one side to the other: counted into a [`Flow`],
@@ -240,6 +243,14 @@ pub(crate) struct Metered {
     idle: Duration,
     sleep: Pin<Box<Sleep>>,
     flow: Flow,
+    /// Values that must not pass (see [`Metered::withholding`]).
+    secrets: Vec<Vec<u8>>,
+    /// The tail held back: as long as the longest secret but one, so a
+    /// value split across two frames is seen whole before any of it goes.
+    held: Vec<u8>,
+    /// A trailers frame waiting behind the held tail.
+    trailers: Option<Frame<Bytes>>,
+    ended: bool,
 }
 
 impl Metered {
@@ -249,7 +260,40 @@ impl Metered {
             idle,
             sleep: Box::pin(tokio::time::sleep_until(after(idle))),
             flow,
+            secrets: Vec::new(),
+            held: Vec::new(),
+            trailers: None,
+            ended: false,
         }
+    }
+
+    /// Fails the body (before any byte of it passes) where it carries one
+    /// of `secrets`: the values a brokered request injected, which an
+    /// endpoint that echoes its request would hand back. The last
+    /// `len - 1` bytes of each frame wait for the next one.
+    pub(crate) fn withholding(mut self, secrets: Vec<Vec<u8>>) -> Metered {
+        self.secrets = secrets.into_iter().filter(|s| !s.is_empty()).collect();
+        self
+    }
+
+    fn keep(&self) -> usize {
+        self.secrets.iter().map(|s| s.len() - 1).max().unwrap_or(0)
+    }
+
+    /// Joins `data` to the held tail, checks it, and returns what may go.
+    fn pass(&mut self, data: &[u8]) -> Result<Bytes, BodyError> {
+        let mut all = std::mem::take(&mut self.held);
+        all.extend_from_slice(data);
+        if self
+            .secrets
+            .iter()
+            .any(|s| all.windows(s.len()).any(|w| w == s.as_slice()))
+        {
+            return Err(BodyError::Reflected);
+        }
+        let cut = all.len().saturating_sub(self.keep());
+        self.held = all.split_off(cut);
+        Ok(Bytes::from(all))
     }
 }
 
@@ -261,6 +305,10 @@ impl Body for Metered {
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, BodyError>>> {
+        if self.ended {
+            // The held tail went out; then the trailers, then the end.
+            return Poll::Ready(self.trailers.take().map(Ok));
+        }
         match Pin::new(&mut self.inner).poll_frame(cx) {
             Poll::Ready(Some(Ok(frame))) => {
                 if let Some(data) = frame.data_ref() {
@@ -270,9 +318,28 @@ impl Body for Metered {
                 }
                 let deadline = after(self.idle);
                 self.sleep.as_mut().reset(deadline);
-                Poll::Ready(Some(Ok(frame)))
+                if self.secrets.is_empty() {
+                    return Poll::Ready(Some(Ok(frame)));
+                }
+                match frame.into_data() {
+                    Ok(data) => match self.pass(&data) {
+                        Ok(out) => Poll::Ready(Some(Ok(Frame::data(out)))),
+                        Err(e) => Poll::Ready(Some(Err(e))),
+                    },
+                    Err(trailers) => {
+                        self.ended = true;
+                        self.trailers = Some(trailers);
+                        let tail = std::mem::take(&mut self.held);
+                        Poll::Ready(Some(Ok(Frame::data(Bytes::from(tail)))))
+                    }
+                }
             }
             Poll::Ready(Some(Err(e))) => Poll::Ready(Some(Err(BodyError::Hyper(e)))),
+            Poll::Ready(None) if !self.held.is_empty() => {
+                self.ended = true;
+                let tail = std::mem::take(&mut self.held);
+                Poll::Ready(Some(Ok(Frame::data(Bytes::from(tail)))))
+            }
             Poll::Ready(None) => Poll::Ready(None),
             Poll::Pending => match self.sleep.as_mut().poll(cx) {
                 Poll::Ready(()) => Poll::Ready(Some(Err(BodyError::Idle))),
@@ -282,7 +349,7 @@ impl Body for Metered {
     }
 
     fn is_end_stream(&self) -> bool {
-        self.inner.is_end_stream()
+        self.held.is_empty() && self.trailers.is_none() && self.inner.is_end_stream()
     }
 
     fn size_hint(&self) -> SizeHint {

@@ -67,6 +67,8 @@ pub(crate) struct Shared {
     pub(crate) endpoints: Vec<Arc<EndpointState>>,
     pub(crate) bytes_up: Arc<AtomicU64>,
     pub(crate) bytes_down: Arc<AtomicU64>,
+    /// Names looked up (in the hosts table or the system resolver).
+    pub(crate) lookups: AtomicU64,
     /// The TLS client for terminated tunnels' upstreams.
     tls_client: Arc<rustls::ClientConfig>,
     accepted: AtomicU64,
@@ -106,6 +108,7 @@ impl Shared {
             endpoints,
             bytes_up: Arc::new(AtomicU64::new(0)),
             bytes_down: Arc::new(AtomicU64::new(0)),
+            lookups: AtomicU64::new(0),
             tls_client,
             accepted: AtomicU64::new(0),
             permits,
@@ -531,6 +534,7 @@ impl ConnCtx {
         bytes_down: u64,
     ) -> EgressEvent {
         EgressEvent {
+            phase: glove_types::egress::event::Phase::Decision,
             session_id: self.shared.session_id.clone(),
             seq: 0,
             kind: seen.kind,
@@ -613,6 +617,14 @@ impl ConnCtx {
                 "the method is not an uppercase token of at most 16 letters",
             ));
         }
+        // TRACE answers with the request it got: with a credential put in,
+        // the real value would come back.
+        if req.method() == Method::TRACE {
+            return Err(Refusal::new(
+                EGRESS_REQUEST_INVALID,
+                "TRACE is not forwarded (it reflects the request)",
+            ));
+        }
         if req.headers().contains_key(header::UPGRADE) {
             return Err(Refusal::new(
                 EGRESS_REQUEST_INVALID,
@@ -684,6 +696,7 @@ impl ConnCtx {
         let Host::Name(name) = host else {
             return Vec::new();
         };
+        self.shared.lookups.fetch_add(1, Ordering::SeqCst);
         if let Some(table) = &self.shared.settings.hosts {
             return table.get(name).cloned().unwrap_or_default();
         }
@@ -712,8 +725,22 @@ impl ConnCtx {
         if self.shared.audit.failed() {
             return Err(audit_failed());
         }
-        let resolved = self.resolve(host, port).await;
         let s = &self.shared.settings;
+        // Host and port first, with no address: a name that is not an
+        // endpoint is never looked up (a lookup is itself a way out, to
+        // whatever resolver the host uses).
+        if !s
+            .endpoints
+            .iter()
+            .any(|e| &e.host == host && e.port == port)
+        {
+            let e = decide(&s.endpoints, s.allow_private, host, port, &[])
+                .err()
+                .map(|r| Refusal::of(&r))
+                .unwrap_or_else(|| Refusal::new(EGRESS_HOST_NOT_ALLOWED, "not an endpoint"));
+            return Err(e);
+        }
+        let resolved = self.resolve(host, port).await;
         let addrs = decide(&s.endpoints, s.allow_private, host, port, &resolved)
             .map_err(|r| Refusal::of(&r))?;
         let index = s
@@ -1039,16 +1066,56 @@ impl ConnCtx {
         let uri_text = parts.uri.to_string();
         let texts = [parts.method.as_str(), uri_text.as_str()];
         strip_hop_by_hop(&mut parts.headers);
-        let credential = self
+        let injected = self
             .shared
             .broker
-            .apply(Some(&ep), &texts, &mut parts.headers)
+            .apply(Some(&ep), tls, &texts, &mut parts.headers)
             .map_err(|r| Refusal::of(&r))?;
         self.take_budget(&st, &ep)?;
-        if !self.shared.audit.ensure_room(1) {
+        // Room for the decision and the failure that may follow it.
+        if !self.shared.audit.ensure_room(2) {
             return Err(audit_failed());
         }
-        let upstream = self.connect_upstream(&addrs, port).await?;
+        // The decision (with the credential it injects) is durable before
+        // anything of the request leaves: whatever happens upstream, the
+        // journal says the request went.
+        let ev = self.event(seen, Decision::Allowed, None, injected.handle.clone(), 0, 0);
+        if !self.shared.audit.record(ev, Tally::Decision).await {
+            return Ok(audit_failed().response());
+        }
+        match self
+            .dispatch(parts, body, host, port, tls, &addrs, &st, &injected)
+            .await
+        {
+            Ok(resp) => Ok(resp),
+            Err(r) => {
+                // Let through, then failed: the end of the request, with
+                // the failure's code.
+                let ev = self.event(seen, Decision::Refused, Some(r.code), None, 0, 0);
+                if self.shared.audit.record(ev, Tally::Failed).await {
+                    Ok(r.response())
+                } else {
+                    Ok(audit_failed().response())
+                }
+            }
+        }
+    }
+
+    /// Sends an allowed request to its endpoint and returns the response
+    /// to release, its body metered and checked for the values injected.
+    #[allow(clippy::too_many_arguments)]
+    async fn dispatch(
+        &self,
+        mut parts: hyper::http::request::Parts,
+        body: Incoming,
+        host: &Host,
+        port: u16,
+        tls: bool,
+        addrs: &[IpAddr],
+        st: &Arc<EndpointState>,
+        injected: &crate::broker::Injected,
+    ) -> Result<Response<ProxyBody>, Refusal> {
+        let upstream = self.connect_upstream(addrs, port).await?;
         let path = parts
             .uri
             .path_and_query()
@@ -1081,21 +1148,35 @@ impl ConnCtx {
                 "switched protocols, which is not forwarded",
             ));
         }
-        let ev = self.event(seen, Decision::Allowed, None, credential, 0, 0);
-        if !self.shared.audit.record(ev, Tally::Decision).await {
-            return Ok(audit_failed().response());
-        }
         let (mut rparts, rbody) = resp.into_parts();
         strip_hop_by_hop(&mut rparts.headers);
         rparts.extensions = Default::default();
+        // An endpoint that echoes the request (an error message quoting the
+        // key, a debugging echo) must not hand the real value back.
+        for v in &injected.values {
+            if rparts
+                .headers
+                .iter()
+                .any(|(n, h)| contains(n.as_str().as_bytes(), v) || contains(h.as_bytes(), v))
+            {
+                return Err(Refusal::new(
+                    EGRESS_CREDENTIAL_REFLECTED,
+                    "the endpoint's response head carried the brokered credential",
+                )
+                .status(StatusCode::BAD_GATEWAY));
+            }
+        }
         let down_flow = Flow {
-            endpoint: st,
+            endpoint: st.clone(),
             session: self.shared.bytes_down.clone(),
             connection: self.down.clone(),
         };
-        Ok(Response::from_parts(
-            rparts,
-            ProxyBody::stream(Metered::new(rbody, down_flow, idle)),
-        ))
+        let metered = Metered::new(rbody, down_flow, idle).withholding(injected.values.clone());
+        Ok(Response::from_parts(rparts, ProxyBody::stream(metered)))
     }
+}
+
+/// Whether `needle` (non-empty) occurs in `hay`.
+fn contains(hay: &[u8], needle: &[u8]) -> bool {
+    !needle.is_empty() && hay.windows(needle.len()).any(|w| w == needle)
 }

@@ -41,8 +41,11 @@ pub fn sandbox_environment(broker: &Broker) -> Vec<String> {
     }
     // Node 24 and later honour the proxy variables in `fetch` with it.
     env.push("NODE_USE_ENV_PROXY=1".into());
-    env.push(format!("NODE_EXTRA_CA_CERTS={CA_FILE}"));
-    env.push(format!("SSL_CERT_FILE={CA_BUNDLE_FILE}"));
+    // The session CA only where the proxy terminates TLS for a credential.
+    if broker.terminates_tls() {
+        env.push(format!("NODE_EXTRA_CA_CERTS={CA_FILE}"));
+        env.push(format!("SSL_CERT_FILE={CA_BUNDLE_FILE}"));
+    }
     for (k, v) in broker.environment() {
         env.push(format!("{k}={v}"));
     }
@@ -53,7 +56,13 @@ pub fn sandbox_environment(broker: &Broker) -> Vec<String> {
 /// host's bundle (`bundle`, when readable and at most 4 MiB) with the CA
 /// appended, so that a client reading `SSL_CERT_FILE` still trusts the
 /// public roots for tunnels the proxy does not terminate.
+///
+/// None when no credential travels in TLS: the proxy then never
+/// terminates a tunnel, and the sandbox trusts only the host's roots.
 pub fn sandbox_trust_files(broker: &Broker, bundle: &std::path::Path) -> Vec<(String, String)> {
+    if !broker.terminates_tls() {
+        return Vec::new();
+    }
     let ca = broker.ca_certificate_pem().to_owned();
     let mut combined = String::new();
     if let Ok(f) = std::fs::File::open(bundle) {

@@ -5,8 +5,8 @@ mod common;
 
 use common::*;
 use glove_egress::{Broker, ProxyLimits};
-use glove_types::egress::event::{Decision, EventKind};
-use http_body_util::Full;
+use glove_types::egress::event::{Decision, EventKind, Phase};
+use http_body_util::{BodyExt, Full};
 use hyper::body::Bytes;
 use hyper::{Method, Request};
 use rustix::fd::AsFd;
@@ -275,7 +275,7 @@ fn brokered_policy(port: u16, source: &str) -> String {
         &format!(
             r#","port_mappings":[{{"listen_port":18000,"endpoint":"model.test:{port}"}}],
             "brokered":[{{"secret_handle":"model-key","source_path":"{source}","env":"MODEL_API_KEY",
-              "header":"authorization","endpoints":["model.test:{port}"]}}]"#
+              "header":"authorization","endpoints":["model.test:{port}"],"scheme":"http"}}]"#
         ),
     )
 }
@@ -546,14 +546,14 @@ async fn audit_failure_fails_closed() {
 }
 
 #[tokio::test]
-async fn an_append_failure_after_the_upstream_answered_releases_nothing() {
+async fn no_request_reaches_the_upstream_before_its_decision_is_on_disk() {
     let up = upstream().await;
     let port = up.port();
-    // Room for one record. Two slow requests at once both pass the room
-    // check before either is recorded; the second append then fails after
-    // its upstream answered, and the agent gets nothing of that answer.
+    // Room for two records: a request needs room for its decision and for
+    // a failure that may follow. Two slow requests at once: one is
+    // decided (on disk) and sent; the other finds no room and never leaves.
     let limits = ProxyLimits {
-        journal_max_records: 1,
+        journal_max_records: 2,
         ..ProxyLimits::default()
     };
     let h = Harness::start(&loopback_policy(port, ""), limits);
@@ -563,23 +563,132 @@ async fn an_append_failure_after_the_upstream_answered_releases_nothing() {
         send(&mut a, get(&format!("http://model.test:{port}/slow/a"))),
         send(&mut b, get(&format!("http://model.test:{port}/slow/b")))
     );
-    assert_eq!(up.requests().len(), 2);
     let mut statuses = [ga.status, gb.status];
     statuses.sort();
     assert_eq!(statuses, [200, 503]);
     let failed = if ga.status == 503 { &ga } else { &gb };
     assert_refused(failed, 503, "egress_audit_failed");
     assert!(!failed.body.contains("hello from upstream"));
-    assert!(!failed.headers.contains_key("x-upstream"));
     // Closed for good.
     let got = send(&mut a, get(&format!("http://model.test:{port}/"))).await;
     assert_refused(&got, 503, "egress_audit_failed");
     drop((a, b));
-    assert_eq!(up.requests().len(), 2);
     let (summary, events) = h.finish().await;
     assert!(summary.audit_failed);
+    // Every request the upstream saw has its allowed decision in the
+    // journal, and no other request reached it.
+    assert_eq!(up.requests().len(), 1);
     assert_eq!(events.len(), 1);
+    assert_eq!(events[0].decision, Decision::Allowed);
     assert_eq!(summary.requests_allowed, 1);
+}
+
+#[tokio::test]
+async fn a_request_that_fails_after_it_was_let_through_is_journaled_twice() {
+    // An endpoint that accepts and closes: the decision (with the
+    // credential) is on disk before the request left, then its end says
+    // how it failed.
+    let l = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let port = l.local_addr().expect("addr").port();
+    tokio::spawn(async move {
+        while let Ok((s, _)) = l.accept().await {
+            drop(s);
+        }
+    });
+    let dir = private_dir();
+    let source = secret_file(&dir, "key", "sk-real-secret");
+    let h = Harness::start_in(dir, &brokered_policy(port, &source), ProxyLimits::default());
+    let p = h.placeholder();
+    let req = Request::get(format!("http://model.test:{port}/"))
+        .header("authorization", format!("Bearer {p}"))
+        .body(Full::new(Bytes::new()))
+        .expect("request");
+    let got = once(&h, 0, req).await;
+    assert_refused(&got, 502, "egress_upstream_failed");
+    let (summary, events) = h.finish().await;
+    assert_eq!(events.len(), 2, "{events:?}");
+    assert_eq!(events[0].decision, Decision::Allowed);
+    assert_eq!(events[0].phase, Phase::Decision);
+    assert_eq!(
+        events[0].credential.as_ref().map(|c| c.as_str()),
+        Some("model-key")
+    );
+    assert_eq!(events[1].decision, Decision::Refused);
+    assert_eq!(events[1].phase, Phase::End);
+    assert_eq!(events[1].code.as_deref(), Some("egress_upstream_failed"));
+    assert_eq!((summary.requests_allowed, summary.requests_failed), (1, 1));
+}
+
+#[tokio::test]
+async fn a_credential_bound_to_https_is_never_sent_in_plain_http() {
+    let up = upstream().await;
+    let port = up.port();
+    let dir = private_dir();
+    let source = secret_file(&dir, "key", "sk-real-secret");
+    let h = Harness::start_in(dir, &tls_policy(port, &source), ProxyLimits::default());
+    let p = h.placeholder();
+    let req = Request::get(format!("http://model.test:{port}/plain"))
+        .header("authorization", format!("Bearer {p}"))
+        .body(Full::new(Bytes::new()))
+        .expect("request");
+    let got = once(&h, 0, req).await;
+    assert_refused(&got, 403, "egress_placeholder_misdirected");
+    assert!(up.requests().is_empty());
+    let _ = h.finish().await;
+}
+
+#[tokio::test]
+async fn trace_and_reflected_credentials_never_reach_the_agent() {
+    let up = upstream().await;
+    let port = up.port();
+    let dir = private_dir();
+    let source = secret_file(&dir, "key", "sk-real-secret-0123456789");
+    let h = Harness::start_in(dir, &brokered_policy(port, &source), ProxyLimits::default());
+    let p = h.placeholder();
+    let with = |method: Method, path: &str| {
+        Request::builder()
+            .method(method)
+            .uri(format!("http://model.test:{port}{path}"))
+            .header("authorization", format!("Bearer {p}"))
+            .body(Full::new(Bytes::new()))
+            .expect("request")
+    };
+    let mut s = client(h.connect(0).await).await;
+    let got = send(&mut s, with(Method::TRACE, "/")).await;
+    assert_refused(&got, 400, "egress_request_invalid");
+    // Reflected in a response header: the response is withheld.
+    let got = send(&mut s, with(Method::GET, "/echo-head")).await;
+    assert_refused(&got, 502, "egress_credential_reflected");
+    assert!(!got.headers.contains_key("x-echo"));
+    drop(s);
+    // Reflected in the body, past 100 kB: the body is cut before any byte
+    // of the value (the tail before it is held back) reaches the agent.
+    let mut s = client(h.connect(0).await).await;
+    let resp = s
+        .send_request(with(Method::GET, "/echo-body"))
+        .await
+        .expect("response head");
+    assert_eq!(resp.status(), 200);
+    let mut got = Vec::new();
+    let mut body = resp.into_body();
+    while let Some(frame) = body.frame().await {
+        match frame {
+            Ok(f) => {
+                if let Some(d) = f.data_ref() {
+                    got.extend_from_slice(d);
+                }
+            }
+            Err(_) => break,
+        }
+    }
+    let text = String::from_utf8_lossy(&got);
+    assert!(!text.contains("sk-real"), "a prefix of the value went out");
+    assert!(!text.contains("tail"));
+    assert!(got.len() < 100_000 + 8, "{}", got.len());
+    drop(s);
+    let _ = h.finish().await;
 }
 
 #[tokio::test]
@@ -881,4 +990,26 @@ async fn a_terminated_upstream_is_verified() {
     tokio::time::sleep(Duration::from_millis(200)).await;
     let (_, events) = h.finish().await;
     assert_eq!(refused_codes(&events), vec!["egress_upstream_failed"]);
+}
+
+#[tokio::test]
+async fn only_endpoint_names_are_ever_looked_up() {
+    // A lookup is itself a way out (to whatever resolver the host uses):
+    // names the policy does not list are refused before any lookup.
+    let up = upstream().await;
+    let port = up.port();
+    let h = Harness::start(&loopback_policy(port, ""), ProxyLimits::default());
+    let mut s = client(h.connect(0).await).await;
+    for name in ["data-1.exfil.test", "data-2.exfil.test", "model.test"] {
+        let got = send(&mut s, get(&format!("http://{name}:1/"))).await;
+        assert_eq!(got.status, 403, "{name}");
+    }
+    drop(s);
+    let (summary, _) = h.finish().await;
+    assert_eq!(summary.names_resolved, 0, "nothing was looked up");
+    let h = Harness::start(&loopback_policy(port, ""), ProxyLimits::default());
+    let got = once(&h, 0, get(&format!("http://model.test:{port}/"))).await;
+    assert_eq!(got.status, 200);
+    let (summary, _) = h.finish().await;
+    assert_eq!(summary.names_resolved, 1);
 }

@@ -285,14 +285,23 @@ pub struct EgressReceipt {
     pub requests_allowed: u64,
     /// Requests refused.
     pub requests_refused: u64,
+    /// Requests let through that then failed upstream.
+    pub requests_failed: u64,
+    /// Tunnels and mapped connections that ended.
+    pub connections_closed: u64,
     /// Bytes from the agent.
     pub bytes_up: u64,
     /// Bytes to the agent.
     pub bytes_down: u64,
     /// Records in the egress journal.
     pub journal_records: u64,
-    /// The journal's head, 64 lowercase hex digits.
+    /// The journal's head, 64 lowercase hex digits (all zeros when the
+    /// proxy could not report it).
     pub journal_head: String,
+    /// Whether the audit failed: the proxy then refused everything, or
+    /// (with a zero head) the proxy itself failed and the counts are not
+    /// known.
+    pub audit_failed: bool,
 }
 
 impl EgressReceipt {

@@ -332,9 +332,10 @@ fn contained_turns_each_harness_reaches_the_stub_through_the_proxy_with_a_broker
         let file = keys.join(&handle);
         std::fs::write(&file, format!("{}\n", real_key(h.runtime))).expect("key");
         std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+        // The stub speaks plain HTTP on host loopback.
         brokered.push(
             json!({"secret_handle": handle, "env": h.key.0, "header": h.key.1,
-                             "endpoints": [endpoint]}),
+                             "endpoints": [endpoint], "scheme": "http"}),
         );
         sources.push(json!({"secret_handle": handle, "source_path": file.display().to_string()}));
         handles.push(json!(handle));
@@ -402,7 +403,8 @@ fn contained_turns_each_harness_reaches_the_stub_through_the_proxy_with_a_broker
             v["runtime_id"] = json!(h.runtime);
             v["adapter_command_digest"] = t["adapter_command_digest"].clone();
             v["library_projections"] = json!([]);
-            v["secret_handles"] = json!([]);
+            // The plan names the credential it may use: brokered, not leased.
+            v["secret_handles"] = json!([format!("{}-key", h.runtime)]);
             v["egress_policy_ids"] = json!(["model-stub"]);
             v["session_id"] = json!(session);
             v["idempotency_key"] = json!(format!("key-{session}"));
@@ -539,6 +541,48 @@ fn contained_turns_each_harness_reaches_the_stub_through_the_proxy_with_a_broker
             e["requests_refused"].as_u64().unwrap_or(0) + e["connections_refused"].as_u64().unwrap_or(0),
         );
         passed.push(h.runtime);
+    }
+    // The same claude-code template with a plan that names no credential:
+    // no placeholder, no key; the stub never sees the real one.
+    {
+        let (h, t) = (&HARNESSES[0], &by_runtime[0]);
+        let session = "turn-unnamed".to_owned();
+        let plan = plan_with(|v| {
+            v["runtime_template_id"] = t["runtime_template_id"].clone();
+            v["runtime_id"] = json!(h.runtime);
+            v["adapter_command_digest"] = t["adapter_command_digest"].clone();
+            v["library_projections"] = json!([]);
+            v["secret_handles"] = json!([]);
+            v["egress_policy_ids"] = json!(["model-stub"]);
+            v["session_id"] = json!(session);
+            v["idempotency_key"] = json!(format!("key-{session}"));
+            v["expires_at_ms"] = json!(v["issued_at_ms"].as_u64().expect("issued") + 120_000);
+            v["resource_profile"] = standard.clone();
+            v["resource_profile"]
+                .as_object_mut()
+                .expect("profile")
+                .remove("cpu_rate_millicpus");
+        });
+        let before = std::fs::read_to_string(&st.log)
+            .unwrap_or_default()
+            .lines()
+            .count();
+        let mut c = daemon.client();
+        c.create_session(&plan, None).expect("create");
+        let started = start(&mut c, &m, &session);
+        assert_eq!(started["stage"], "running", "{started}");
+        let _ = c
+            .call("attach", json!({"session_id": session}))
+            .expect("attach");
+        let mut out = Vec::new();
+        let ended = until_ended(&mut c, &mut out);
+        assert_eq!(ended["stage"], "exited", "{ended}");
+        let key = real_key(h.runtime);
+        let log = std::fs::read_to_string(&st.log).unwrap_or_default();
+        assert!(
+            !log.lines().skip(before).any(|l| l.contains(&key)),
+            "an unnamed credential was brokered"
+        );
     }
     eprintln!(
         "contained turns: {}/{} in {:.1} s",

@@ -104,7 +104,7 @@ def main():
                 out(case, status=status, refusal=refusal, body=body)
             except OSError as e:
                 out(case, error=type(e).__name__, errno=e.errno)
-        elif case == "tls":  # HOST:PORT through CONNECT, TLS trusting $NODE_EXTRA_CA_CERTS only
+        elif case == "tls":  # HOST:PORT through CONNECT, TLS trusting $NODE_EXTRA_CA_CERTS only, $TLS_API_KEY
             import ssl
             target = args.pop(0)
             host = target.rsplit(":", 1)[0]
@@ -114,7 +114,7 @@ def main():
                 status, _ = status_and_refusal(head_of(s))
                 ctx = ssl.create_default_context(cafile=os.environ["NODE_EXTRA_CA_CERTS"])
                 t = ctx.wrap_socket(s, server_hostname=host)
-                t.sendall(f"GET /tls HTTP/1.1\r\nHost: {host}\r\nAuthorization: Bearer {os.environ.get('OPENAI_API_KEY', '')}\r\nConnection: close\r\n\r\n".encode())
+                t.sendall(f"GET /tls HTTP/1.1\r\nHost: {host}\r\nAuthorization: Bearer {os.environ.get('TLS_API_KEY', '')}\r\nConnection: close\r\n\r\n".encode())
                 inner_status, refusal = status_and_refusal(head_of(t))
                 out(case, connect=status, verified=True, status=inner_status, refusal=refusal)
             except ssl.SSLError as e:

@@ -4,9 +4,11 @@
 
 use glove_egress::{Broker, ProxyConfig, ProxyHandle, ProxyLimits, Summary};
 use glove_sandbox::wire::SpecWire;
-use glove_types::codes::control::{SESSION_EGRESS_CONFLICT, SESSION_EGRESS_FAILED};
+use glove_types::codes::control::{
+    SESSION_CREDENTIAL_UNSUPPORTED, SESSION_EGRESS_CONFLICT, SESSION_EGRESS_FAILED,
+};
 use glove_types::egress::settings::EgressSettings;
-use glove_types::ids::SessionId;
+use glove_types::ids::{SecretHandle, SessionId};
 use glove_types::plan::AdmittedPlan;
 use glove_types::policy::ValidatedPolicy;
 use glove_types::receipt::EgressReceipt;
@@ -18,9 +20,65 @@ use std::time::Duration;
 /// How long connections still open at the agent's end may finish.
 pub(super) const FINISH_GRACE: Duration = Duration::from_secs(2);
 
+/// The handles the plan's egress policy brokers that the plan names (each
+/// one the proxy's; none of them is a lease).
+pub(super) fn brokered_handles(
+    policy: &ValidatedPolicy,
+    admitted: &AdmittedPlan,
+) -> Vec<SecretHandle> {
+    match settings_for(policy, admitted) {
+        Ok(Some(s)) => s
+            .brokered
+            .iter()
+            .map(|b| b.secret_handle.clone())
+            .filter(|h| admitted.secret_handles().contains(h))
+            .collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// What the session's proxy enforces: the plan's egress policy, with only
+/// the brokered credentials the plan names in `secret_handles` (so an
+/// approver sees every credential a session can use; the others are not
+/// even given a placeholder). A credential source bound to a runtime
+/// (`runtime_id`) is brokered only for that runtime.
+pub(super) fn session_settings(
+    policy: &ValidatedPolicy,
+    admitted: &AdmittedPlan,
+    runtime: &str,
+) -> Result<Option<EgressSettings>, Rejection> {
+    let Some(s) = settings_for(policy, admitted)? else {
+        return Ok(None);
+    };
+    let mut s = s.clone();
+    let named = admitted.secret_handles();
+    s.brokered.retain(|b| named.contains(&b.secret_handle));
+    for b in &s.brokered {
+        let bound = policy
+            .credential_sources()
+            .iter()
+            .find(|c| c.handle() == &b.secret_handle)
+            .and_then(|c| c.runtime_id());
+        if let Some(r) = bound {
+            if r.as_str() != runtime {
+                return Err(Rejection::new(
+                    SESSION_CREDENTIAL_UNSUPPORTED,
+                    format!(
+                        "the credential source of {} is bound to runtime {}",
+                        b.secret_handle.as_str(),
+                        r.as_str()
+                    ),
+                )
+                .at("secret_handles"));
+            }
+        }
+    }
+    Ok(Some(s))
+}
+
 /// The egress policy a plan's session gets: `None` (offline) when it names
 /// none with endpoints; more than one is refused.
-pub(super) fn settings_for<'a>(
+fn settings_for<'a>(
     policy: &'a ValidatedPolicy,
     admitted: &AdmittedPlan,
 ) -> Result<Option<&'a EgressSettings>, Rejection> {
@@ -87,6 +145,11 @@ impl EgressStart {
         })
     }
 
+    /// The egress policy's id.
+    pub(super) fn policy_id(&self) -> String {
+        self.settings.policy_id.as_str().to_owned()
+    }
+
     /// Makes the channel and starts the proxy on its host end; returns the
     /// running proxy and the sandbox's end (for the launcher).
     pub(super) fn start(
@@ -130,9 +193,32 @@ pub(super) fn receipt_of(s: &Summary) -> EgressReceipt {
         connections_refused: s.connections_refused,
         requests_allowed: s.requests_allowed,
         requests_refused: s.requests_refused,
+        requests_failed: s.requests_failed,
+        connections_closed: s.connections_closed,
         bytes_up: s.bytes_up,
         bytes_down: s.bytes_down,
         journal_records: s.journal_records,
         journal_head: s.journal_head.iter().map(|b| format!("{b:02x}")).collect(),
+        audit_failed: s.audit_failed,
+    }
+}
+
+/// The receipt's egress member when the proxy could not report: the
+/// policy, no counts, a zero head, and `audit_failed`, so a failed proxy
+/// is never mistaken for an offline session.
+pub(super) fn receipt_of_failure(policy_id: &str) -> EgressReceipt {
+    EgressReceipt {
+        policy_id: policy_id.to_owned(),
+        connections_allowed: 0,
+        connections_refused: 0,
+        requests_allowed: 0,
+        requests_refused: 0,
+        requests_failed: 0,
+        connections_closed: 0,
+        bytes_up: 0,
+        bytes_down: 0,
+        journal_records: 0,
+        journal_head: "0".repeat(64),
+        audit_failed: true,
     }
 }

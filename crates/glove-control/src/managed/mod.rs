@@ -107,7 +107,7 @@ struct Live {
     leases: Mutex<Vec<lease::LeaseHold>>,
     /// The session's egress proxy, finished (its summary into the
     /// receipt) when the session ends.
-    egress: Mutex<Option<glove_egress::ProxyHandle>>,
+    egress: Mutex<Option<(String, glove_egress::ProxyHandle)>>,
 }
 
 /// The managed runtime.

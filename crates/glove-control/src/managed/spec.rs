@@ -42,7 +42,14 @@ fn leases(
     native: Option<NativeRuntime>,
     cfg: &RuntimeConfig,
 ) -> Result<Vec<(LeaseHold, &'static str)>, Rejection> {
-    let handles = admitted.secret_handles();
+    // A handle the session's egress policy brokers is the proxy's, not a
+    // lease (see `managed::egress`).
+    let brokered = super::egress::brokered_handles(policy, admitted);
+    let handles: Vec<&glove_types::ids::SecretHandle> = admitted
+        .secret_handles()
+        .iter()
+        .filter(|h| !brokered.contains(h))
+        .collect();
     if handles.is_empty() {
         return Ok(Vec::new());
     }

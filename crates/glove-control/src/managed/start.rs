@@ -138,14 +138,21 @@ impl Runtime {
             self.test_hold("after_resolve");
             let mut spec = built.wire;
             let leases = built.leases;
-            let egress_start =
-                match super::egress::settings_for(policy, &admitted).map_err(ControlError::from)? {
-                    Some(settings) => Some(
-                        super::egress::EgressStart::prepare(settings, &mut spec)
-                            .map_err(ControlError::from)?,
-                    ),
-                    None => None,
-                };
+            let runtime = policy
+                .runtime_templates()
+                .iter()
+                .find(|t| t.id() == admitted.runtime_template_id())
+                .map(|t| t.runtime_id().as_str().to_owned())
+                .unwrap_or_default();
+            let egress_start = match super::egress::session_settings(policy, &admitted, &runtime)
+                .map_err(ControlError::from)?
+            {
+                Some(settings) => Some(
+                    super::egress::EgressStart::prepare(&settings, &mut spec)
+                        .map_err(ControlError::from)?,
+                ),
+                None => None,
+            };
             let mut facts = ReceiptFacts {
                 digests,
                 binding: None,
@@ -210,21 +217,27 @@ impl Runtime {
             // channel's sandbox end goes with the spec.
             let (egress, sent) = match egress_start {
                 None => (None, link.send(&ToLauncher::Spec(Box::new(spec.clone())))),
-                Some(e) => match e.start(id, &self.cfg.materialization_root.join("egress")) {
-                    Ok((handle, channel)) => (
-                        Some(handle),
-                        link.send_with_channel(&ToLauncher::Spec(Box::new(spec.clone())), channel),
-                    ),
-                    Err(r) => {
-                        link.close();
-                        return Err(fail_with(
-                            preparing.into(),
-                            r.code(),
-                            r.message().into(),
-                            &facts,
-                        ));
+                Some(e) => {
+                    let policy_id = e.policy_id();
+                    match e.start(id, &self.cfg.materialization_root.join("egress")) {
+                        Ok((handle, channel)) => (
+                            Some((policy_id, handle)),
+                            link.send_with_channel(
+                                &ToLauncher::Spec(Box::new(spec.clone())),
+                                channel,
+                            ),
+                        ),
+                        Err(r) => {
+                            link.close();
+                            return Err(fail_with(
+                                preparing.into(),
+                                r.code(),
+                                r.message().into(),
+                                &facts,
+                            ));
+                        }
                     }
-                },
+                }
             };
             let reply = sent.and_then(|()| link.recv());
             let prepared = match expect_frame(reply, |f| match f {
@@ -469,13 +482,14 @@ impl Runtime {
         // receipt written), not when the session is cleaned up.
         let mut holds = std::mem::take(&mut *mem(&live.leases));
         // The sandbox is gone: what its proxy saw goes into the receipt.
-        if let Some(proxy) = mem(&live.egress).take() {
-            match proxy.finish(super::egress::FINISH_GRACE) {
-                Ok(summary) => facts.egress = Some(super::egress::receipt_of(&summary)),
+        if let Some((policy_id, proxy)) = mem(&live.egress).take() {
+            facts.egress = Some(match proxy.finish(super::egress::FINISH_GRACE) {
+                Ok(summary) => super::egress::receipt_of(&summary),
                 Err(e) => {
-                    tracing::error!(session_id = ?id.as_str(), code = e.code().as_str(), "egress proxy: {e}")
+                    tracing::error!(session_id = ?id.as_str(), code = e.code().as_str(), "egress proxy: {e}");
+                    super::egress::receipt_of_failure(&policy_id)
                 }
-            }
+            });
         }
         if let Some(a) = facts.adapter.as_mut() {
             for hold in holds.iter_mut() {

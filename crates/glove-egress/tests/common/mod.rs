@@ -270,6 +270,16 @@ pub async fn upstream_with(tls: Option<Arc<rustls::ServerConfig>>) -> Upstream {
                         if parts.uri.path().starts_with("/slow") {
                             tokio::time::sleep(Duration::from_millis(300)).await;
                         }
+                        // `/echo-body`: the request's authorization in the
+                        // body, after a long prefix (so it spans frames);
+                        // `/echo-head`: in a response header.
+                        let auth = parts
+                            .headers
+                            .get("authorization")
+                            .map(|v| v.as_bytes().to_vec())
+                            .unwrap_or_default();
+                        let echo_body = parts.uri.path().starts_with("/echo-body");
+                        let echo_head = parts.uri.path().starts_with("/echo-head");
                         let body = body
                             .collect()
                             .await
@@ -281,10 +291,22 @@ pub async fn upstream_with(tls: Option<Arc<rustls::ServerConfig>>) -> Upstream {
                             headers: parts.headers,
                             body,
                         });
-                        let mut r =
-                            Response::new(Full::new(Bytes::from_static(b"hello from upstream")));
+                        let text = if echo_body {
+                            let mut t = vec![b'x'; 100_000];
+                            t.extend_from_slice(&auth);
+                            t.extend_from_slice(b" tail");
+                            Bytes::from(t)
+                        } else {
+                            Bytes::from_static(b"hello from upstream")
+                        };
+                        let mut r = Response::new(Full::new(text));
                         r.headers_mut()
                             .insert("x-upstream", hyper::header::HeaderValue::from_static("1"));
+                        if echo_head {
+                            if let Ok(v) = hyper::header::HeaderValue::from_bytes(&auth) {
+                                r.headers_mut().insert("x-echo", v);
+                            }
+                        }
                         Ok::<_, std::convert::Infallible>(r)
                     }
                 });

@@ -115,7 +115,17 @@ fn forward(
                 // moment: the next one.
                 Err(_) => continue,
             };
-            fd::send_fds(channel.as_fd(), *index, &[conn.as_raw_fd()])?;
+            match fd::send_fds(channel.as_fd(), *index, &[conn.as_raw_fd()]) {
+                Ok(()) => {}
+                // The host side is gone: nothing can be passed any more.
+                Err(Errno(
+                    libc::EPIPE | libc::ECONNRESET | libc::ENOTCONN | libc::ECONNREFUSED,
+                )) => return Ok(()),
+                // Too many descriptors in flight, no buffer for a moment:
+                // this connection is dropped (its client sees it closed),
+                // the next one is tried.
+                Err(_) => {}
+            }
         }
     }
 }

@@ -174,7 +174,9 @@ pub(crate) fn send_fds(sock: BorrowedFd<'_>, tag: u8, fds: &[RawFd]) -> SysResul
     let payload = std::mem::size_of_val(fds);
     // SAFETY: CMSG_SPACE is a pure size computation.
     let space = unsafe { libc::CMSG_SPACE(payload as u32) } as usize;
-    let mut cbuf = vec![0u8; space];
+    // u64 elements: the buffer is read and written as `cmsghdr`, which
+    // needs its alignment (a byte vector guarantees none).
+    let mut cbuf = vec![0u64; space.div_ceil(8)];
     // SAFETY: msghdr is plain data; zeroed is a valid initial state.
     let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
     msg.msg_iov = &mut iov;
@@ -211,7 +213,9 @@ pub(crate) fn recv_fds<const N: usize>(sock: BorrowedFd<'_>) -> SysResult<(u8, V
     };
     // SAFETY: CMSG_SPACE is a pure size computation.
     let space = unsafe { libc::CMSG_SPACE((N * std::mem::size_of::<RawFd>()) as u32) } as usize;
-    let mut cbuf = vec![0u8; space];
+    // u64 elements: the buffer is read and written as `cmsghdr`, which
+    // needs its alignment (a byte vector guarantees none).
+    let mut cbuf = vec![0u64; space.div_ceil(8)];
     // SAFETY: msghdr is plain data; zeroed is a valid initial state.
     let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
     msg.msg_iov = &mut iov;
@@ -260,7 +264,9 @@ pub(crate) fn recv_collecting(
         };
         // SAFETY: CMSG_SPACE is a pure size computation.
         let space = unsafe { libc::CMSG_SPACE((4 * std::mem::size_of::<RawFd>()) as u32) } as usize;
-        let mut cbuf = vec![0u8; space];
+        // u64 elements: the buffer is read and written as `cmsghdr`, which
+        // needs its alignment (a byte vector guarantees none).
+        let mut cbuf = vec![0u64; space.div_ceil(8)];
         // SAFETY: msghdr is plain data; zeroed is a valid initial state.
         let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
         msg.msg_iov = &mut iov;

@@ -19,5 +19,6 @@ define_codes! { Egress;
     EGRESS_AUDIT_FAILED = "egress_audit_failed": "the egress journal could not record the decision, so nothing was let through",
     EGRESS_CREDENTIAL_UNAVAILABLE = "egress_credential_unavailable": "a brokered credential's source file is missing, not a regular file, readable by others than its owner, empty, too large or not text",
     EGRESS_PROXY_FAILED = "egress_proxy_failed": "the session's egress proxy could not be started or ended abnormally",
+    EGRESS_CREDENTIAL_REFLECTED = "egress_credential_reflected": "the endpoint's response carried a brokered credential's real value, so the rest of it was withheld from the agent",
     EGRESS_ADDRESS_RESERVED = "egress_address_reserved": "the host is or resolved to an unspecified, multicast, broadcast, documentation or otherwise reserved address, which is never allowed",
 }

@@ -6,9 +6,13 @@
 //!
 //! ```text
 //! {"bytes_down":u64,"bytes_up":u64,"code":…?,"credential":…?,"decision":"allowed"|"refused",
-//!  "duration_ms":u64,"host":…,"kind":"connection"|"request","method":…?,"port":1-65535,
-//!  "seq":u64,"session_id":…,"started_at_ms":u64}
+//!  "duration_ms":u64,"host":…,"kind":"connection"|"request","method":…?,
+//!  "phase":"end"?,"port":1-65535,"seq":u64,"session_id":…,"started_at_ms":u64}
 //! ```
+//!
+//! A decision has no `phase`; `"phase":"end"` marks the end of something
+//! allowed earlier: a connection's totals, or a request that failed after
+//! it was let through (refused, with the code of the failure).
 //!
 //! Rules: a refusal names its `egress_*` code and injected no credential;
 //! an allowed event names no code; only a request has a method (an
@@ -45,6 +49,25 @@ pub enum Decision {
     Refused,
 }
 
+/// Whether an event is a decision or the end of what was decided.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum Phase {
+    /// The decision, recorded before anything is released (absent on the
+    /// wire).
+    #[default]
+    Decision,
+    /// The end of an allowed connection or request: its totals, or (a
+    /// refusal) how it failed after it was let through.
+    End,
+}
+
+impl Phase {
+    fn is_decision(&self) -> bool {
+        *self == Phase::Decision
+    }
+}
+
 /// One audit event (see the module docs).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct EgressEvent {
@@ -56,6 +79,8 @@ pub struct EgressEvent {
     pub kind: EventKind,
     /// Allowed or refused.
     pub decision: Decision,
+    /// A decision, or the end of one.
+    pub phase: Phase,
     /// The target host (normal form).
     pub host: String,
     /// The target port.
@@ -83,6 +108,8 @@ struct Wire {
     seq: u64,
     kind: EventKind,
     decision: Decision,
+    #[serde(default, skip_serializing_if = "Phase::is_decision")]
+    phase: Phase,
     host: String,
     port: u16,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -161,6 +188,7 @@ impl EgressEvent {
             seq: self.seq,
             kind: self.kind,
             decision: self.decision,
+            phase: self.phase,
             host: self.host.clone(),
             port: self.port,
             method: self.method.clone(),
@@ -191,6 +219,7 @@ impl EgressEvent {
             seq: w.seq,
             kind: w.kind,
             decision: w.decision,
+            phase: w.phase,
             host: w.host,
             port: w.port,
             method: w.method,
@@ -223,6 +252,7 @@ mod tests {
             seq: 1,
             kind: EventKind::Request,
             decision: Decision::Allowed,
+            phase: Phase::Decision,
             host: "api.openai.com".into(),
             port: 443,
             method: Some("POST".into()),

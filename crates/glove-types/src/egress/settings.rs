@@ -25,7 +25,9 @@
 //!   plain HTTP to it, and the proxy forwards each request.
 //! * A brokered credential is read from `source_path` by the proxy; the
 //!   agent's variable `env` holds a per-session placeholder, which the proxy
-//!   replaces in the named header of requests to the listed endpoints only.
+//!   replaces in the named header of requests to the listed endpoints only,
+//!   and only over TLS unless `"scheme": "http"` says the endpoints speak
+//!   plain HTTP (so a key bound to an HTTPS API never leaves in the clear).
 
 use super::Endpoint;
 use crate::canon::{self, Form};
@@ -71,6 +73,17 @@ pub struct PortMapping {
     pub endpoint: Endpoint,
 }
 
+/// How a brokered credential may travel to its endpoints.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Scheme {
+    /// Only inside TLS: a terminated `CONNECT` tunnel, re-encrypted to the
+    /// endpoint (the default).
+    Https,
+    /// Only in plain HTTP (absolute-URI requests and port mappings): for
+    /// endpoints on loopback or a private network the operator trusts.
+    Http,
+}
+
 /// A credential the proxy injects.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Brokered {
@@ -85,6 +98,8 @@ pub struct Brokered {
     pub header: String,
     /// The endpoints it is sent to.
     pub endpoints: Vec<Endpoint>,
+    /// Whether it travels in TLS (default) or plain HTTP.
+    pub scheme: Scheme,
 }
 
 /// A validated egress policy.
@@ -131,6 +146,8 @@ struct RawBrokered {
     env: String,
     header: String,
     endpoints: Vec<String>,
+    #[serde(default)]
+    scheme: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -350,12 +367,20 @@ impl EgressSettings {
                 listed(&e, &w)?;
                 eps.push(e);
             }
+            let scheme = match b.scheme.as_deref() {
+                None | Some("https") => Scheme::Https,
+                Some("http") => Scheme::Http,
+                Some(other) => {
+                    return Err(bad(format!("scheme {other:?} is neither https nor http")).at(&w))
+                }
+            };
             brokered.push(Brokered {
                 secret_handle,
                 source_path: b.source_path.clone(),
                 env: b.env.clone(),
                 header: b.header.clone(),
                 endpoints: eps,
+                scheme,
             });
         }
         Ok(EgressSettings {

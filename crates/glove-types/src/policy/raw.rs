@@ -118,6 +118,8 @@ pub(crate) struct RawPolicyBrokered {
     pub(crate) env: String,
     pub(crate) header: String,
     pub(crate) endpoints: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) scheme: Option<String>,
 }
 
 #[derive(Debug, Clone, Deserialize, Serialize)]

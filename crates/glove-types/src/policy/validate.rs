@@ -568,6 +568,7 @@ fn egress_settings(
             "env": b.env,
             "header": b.header,
             "endpoints": b.endpoints,
+            "scheme": b.scheme,
         }));
     }
     let file = serde_json::json!({

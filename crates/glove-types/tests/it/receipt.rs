@@ -91,19 +91,23 @@ fn adapter() -> impl Strategy<Value = AdapterReceipt> {
 fn egress() -> impl Strategy<Value = EgressReceipt> {
     (
         "[a-z][a-z0-9-]{0,10}",
-        prop::array::uniform6(0u64..1_000_000),
+        prop::array::uniform8(0u64..1_000_000),
         any::<[u8; 32]>(),
+        any::<bool>(),
     )
-        .prop_map(|(id, n, head)| EgressReceipt {
+        .prop_map(|(id, n, head, failed)| EgressReceipt {
             policy_id: id,
             connections_allowed: n[0],
             connections_refused: n[1],
             requests_allowed: n[2],
             requests_refused: n[3],
+            requests_failed: n[6],
+            connections_closed: n[7],
             bytes_up: n[4],
             bytes_down: n[5],
             journal_records: n[0] + n[1] + n[2] + n[3],
             journal_head: head.iter().map(|b| format!("{b:02x}")).collect(),
+            audit_failed: failed,
         })
 }
 
