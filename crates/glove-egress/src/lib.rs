@@ -178,6 +178,10 @@ pub struct Summary {
     pub bytes_down: u64,
     /// Names looked up: only endpoints' names ever are.
     pub names_resolved: u64,
+    /// Connections over the concurrency or session cap that were closed
+    /// and counted but not journaled one by one (at most 16 such refusals
+    /// a second are journaled).
+    pub connections_refused_unjournaled: u64,
     /// Records in the egress journal.
     pub journal_records: u64,
     /// The journal's head digest.
@@ -232,6 +236,7 @@ pub fn start(
             let bytes_up = shared.bytes_up.load(Ordering::SeqCst);
             let bytes_down = shared.bytes_down.load(Ordering::SeqCst);
             let names_resolved = shared.lookups.load(Ordering::SeqCst);
+            let unjournaled = shared.overcap_unjournaled.load(Ordering::SeqCst);
             drop(shared);
             let t = writer.join().map_err(|_| EgressError::Panicked)?;
             Ok(Summary {
@@ -245,6 +250,7 @@ pub fn start(
                 bytes_up,
                 bytes_down,
                 names_resolved,
+                connections_refused_unjournaled: unjournaled,
                 journal_records: t.journal_records,
                 journal_head: t.journal_head,
                 audit_failed: t.audit_failed,

@@ -69,6 +69,10 @@ pub(crate) struct Shared {
     pub(crate) bytes_down: Arc<AtomicU64>,
     /// Names looked up (in the hosts table or the system resolver).
     pub(crate) lookups: AtomicU64,
+    /// Over-cap connections refused and not journaled one by one.
+    pub(crate) overcap_unjournaled: AtomicU64,
+    /// The current second and the over-cap events journaled in it.
+    overcap_window: std::sync::Mutex<(u64, u32)>,
     /// The TLS client for terminated tunnels' upstreams.
     tls_client: Arc<rustls::ClientConfig>,
     accepted: AtomicU64,
@@ -109,6 +113,8 @@ impl Shared {
             bytes_up: Arc::new(AtomicU64::new(0)),
             bytes_down: Arc::new(AtomicU64::new(0)),
             lookups: AtomicU64::new(0),
+            overcap_unjournaled: AtomicU64::new(0),
+            overcap_window: std::sync::Mutex::new((0, 0)),
             tls_client,
             accepted: AtomicU64::new(0),
             permits,
@@ -200,8 +206,15 @@ fn accept(
             tasks.spawn(serve(ctx, stream, phase.clone(), permit));
         }
         None => {
-            // Closed at once; the refusal is audited after.
+            // Closed at once; the refusal is audited after — at most
+            // OVERCAP_EVENTS_PER_SECOND of them, so that a flood of
+            // connections cannot fill the journal (and close the audit)
+            // or keep the host syncing. The rest are counted only.
             drop(stream);
+            if !shared.overcap_event_allowed() {
+                shared.overcap_unjournaled.fetch_add(1, Ordering::SeqCst);
+                return;
+            }
             tasks.spawn(async move {
                 let (host, port) = ctx.listener_target();
                 let seen = Seen::connection(host, port);
@@ -210,6 +223,26 @@ fn accept(
                 let _ = ctx.audit_refusal(&seen, &r).await;
             });
         }
+    }
+}
+
+/// Over-cap refusals journaled per second at most (see `accept`).
+const OVERCAP_EVENTS_PER_SECOND: u32 = 16;
+
+impl Shared {
+    fn overcap_event_allowed(&self) -> bool {
+        let second = now_ms() / 1000;
+        let Ok(mut w) = self.overcap_window.lock() else {
+            return false;
+        };
+        if w.0 != second {
+            *w = (second, 0);
+        }
+        if w.1 >= OVERCAP_EVENTS_PER_SECOND {
+            return false;
+        }
+        w.1 += 1;
+        true
     }
 }
 
