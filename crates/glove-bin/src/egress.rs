@@ -175,7 +175,7 @@ fn summary_json(s: &Summary, journal: &str) -> serde_json::Value {
         "requests_failed": s.requests_failed,
         "connections_closed": s.connections_closed,
         "names_resolved": s.names_resolved,
-        "connections_refused_unjournaled": s.connections_refused_unjournaled,
+        "refusals_unjournaled": s.refusals_unjournaled,
         "audit_failed": s.audit_failed,
         "bytes_up": s.bytes_up,
         "bytes_down": s.bytes_down,

@@ -92,6 +92,12 @@ pub(crate) struct Totals {
 pub(crate) struct Audit {
     tx: mpsc::Sender<Job>,
     failed: Arc<AtomicBool>,
+    /// No room for another decision's events: decisions are refused, the
+    /// end events already reserved for are still written.
+    full: Arc<AtomicBool>,
+    /// Events kept free beyond a decision's own: room for the end events
+    /// of every connection that may be open (two per connection).
+    margin: u64,
     bytes_left: Arc<AtomicU64>,
     records_left: Arc<AtomicU64>,
 }
@@ -100,22 +106,26 @@ pub(crate) struct Audit {
 const EVENT_ROOM: u64 = MAX_EVENT_BYTES as u64 + glove_journal::format::RECORD_OVERHEAD as u64;
 
 impl Audit {
-    /// Whether the audit has failed (so everything is refused).
+    /// Whether the audit has failed or is full (so every decision is
+    /// refused).
     pub(crate) fn failed(&self) -> bool {
-        self.failed.load(Ordering::SeqCst)
+        self.failed.load(Ordering::SeqCst) || self.full.load(Ordering::SeqCst)
     }
 
     /// Checks, before anything is let through, that the journal has room
-    /// for `events` more events at their largest. When it has not, the
-    /// audit is closed: this and every later decision is refused.
+    /// for `events` more events at their largest, beyond the margin kept
+    /// for the end events of what is already open. When it has not, the
+    /// audit is full: this and every later decision is refused, while the
+    /// end events still fit.
     pub(crate) fn ensure_room(&self, events: u64) -> bool {
         if self.failed() {
             return false;
         }
+        let events = events.saturating_add(self.margin);
         let ok = self.bytes_left.load(Ordering::SeqCst) >= events.saturating_mul(EVENT_ROOM)
             && self.records_left.load(Ordering::SeqCst) >= events;
         if !ok {
-            self.failed.store(true, Ordering::SeqCst);
+            self.full.store(true, Ordering::SeqCst);
         }
         ok
     }
@@ -123,7 +133,14 @@ impl Audit {
     /// Appends `event` durably (its `seq` is assigned by the writer);
     /// `false` if it was not recorded.
     pub(crate) async fn record(&self, event: EgressEvent, tally: Tally) -> bool {
-        if self.failed() {
+        // A full journal still takes the end events of what it let
+        // through (their room was reserved); a failed one takes nothing.
+        let closed = if tally == Tally::Decision {
+            self.failed()
+        } else {
+            self.failed.load(Ordering::SeqCst)
+        };
+        if closed {
             return false;
         }
         let (reply, rx) = oneshot::channel();
@@ -148,10 +165,12 @@ impl Audit {
 pub(crate) fn spawn(
     path: &Path,
     spec: &JournalSpec,
+    max_concurrent: usize,
 ) -> Result<(Audit, std::thread::JoinHandle<Totals>), EgressError> {
     let journal = Journal::create(path, spec)?;
     let (tx, rx) = mpsc::channel::<Job>();
     let failed = Arc::new(AtomicBool::new(false));
+    let full = Arc::new(AtomicBool::new(false));
     let bytes_left = Arc::new(AtomicU64::new(
         spec.max_bytes.saturating_sub(journal.len_bytes()),
     ));
@@ -160,6 +179,7 @@ pub(crate) fn spawn(
         journal,
         rx,
         failed: failed.clone(),
+        full: full.clone(),
         bytes_left: bytes_left.clone(),
         records_left: records_left.clone(),
     };
@@ -171,6 +191,8 @@ pub(crate) fn spawn(
         Audit {
             tx,
             failed,
+            full: full.clone(),
+            margin: 2 * max_concurrent as u64,
             bytes_left,
             records_left,
         },
@@ -182,6 +204,7 @@ struct Writer {
     journal: Journal,
     rx: mpsc::Receiver<Job>,
     failed: Arc<AtomicBool>,
+    full: Arc<AtomicBool>,
     bytes_left: Arc<AtomicU64>,
     records_left: Arc<AtomicU64>,
 }
@@ -251,7 +274,7 @@ impl Writer {
         let anchor = self.journal.anchor();
         t.journal_records = anchor.records;
         t.journal_head = anchor.head;
-        t.audit_failed = self.failed.load(Ordering::SeqCst);
+        t.audit_failed = self.failed.load(Ordering::SeqCst) || self.full.load(Ordering::SeqCst);
         t
     }
 

@@ -235,6 +235,22 @@ impl Broker {
             .any(|c| c.tls && c.endpoints.contains(endpoint))
     }
 
+    /// Whether any credential, of either scheme, is bound to `endpoint`.
+    pub(crate) fn binds_any(&self, endpoint: &Endpoint) -> bool {
+        self.creds.iter().any(|c| c.endpoints.contains(endpoint))
+    }
+
+    /// The real values of every credential bound to `endpoint`, of either
+    /// scheme: what no response from it may carry back (an endpoint can
+    /// have kept one from an earlier request).
+    pub(crate) fn values_for(&self, endpoint: &Endpoint) -> Vec<Vec<u8>> {
+        self.creds
+            .iter()
+            .filter(|c| c.endpoints.contains(endpoint))
+            .map(|c| c.value.0.clone())
+            .collect()
+    }
+
     /// Whether the proxy may ever terminate TLS (some credential travels
     /// in it): only then does the sandbox get the session CA.
     pub fn terminates_tls(&self) -> bool {

@@ -178,10 +178,10 @@ pub struct Summary {
     pub bytes_down: u64,
     /// Names looked up: only endpoints' names ever are.
     pub names_resolved: u64,
-    /// Connections over the concurrency or session cap that were closed
-    /// and counted but not journaled one by one (at most 16 such refusals
-    /// a second are journaled).
-    pub connections_refused_unjournaled: u64,
+    /// Refusals (requests answered, connections over a cap closed) past
+    /// the journal's budget of 64 a second: counted, not journaled one by
+    /// one, and not in the other counts.
+    pub refusals_unjournaled: u64,
     /// Records in the egress journal.
     pub journal_records: u64,
     /// The journal's head digest.
@@ -217,7 +217,7 @@ pub fn start(
     };
     let spec = config.limits.journal_spec();
     let tls_client = tls::client_config(&config.tls_roots)?;
-    let (audit, writer) = audit::spawn(&config.journal_path, &spec)?;
+    let (audit, writer) = audit::spawn(&config.journal_path, &spec, config.limits.max_concurrent)?;
     let policy_id = config.settings.policy_id.clone();
     let shared = Arc::new(proxy::Shared::new(
         config.session_id,
@@ -236,7 +236,7 @@ pub fn start(
             let bytes_up = shared.bytes_up.load(Ordering::SeqCst);
             let bytes_down = shared.bytes_down.load(Ordering::SeqCst);
             let names_resolved = shared.lookups.load(Ordering::SeqCst);
-            let unjournaled = shared.overcap_unjournaled.load(Ordering::SeqCst);
+            let unjournaled = shared.refusals_unjournaled.load(Ordering::SeqCst);
             drop(shared);
             let t = writer.join().map_err(|_| EgressError::Panicked)?;
             Ok(Summary {
@@ -250,7 +250,7 @@ pub fn start(
                 bytes_up,
                 bytes_down,
                 names_resolved,
-                connections_refused_unjournaled: unjournaled,
+                refusals_unjournaled: unjournaled,
                 journal_records: t.journal_records,
                 journal_head: t.journal_head,
                 audit_failed: t.audit_failed,

@@ -244,13 +244,37 @@ pub(crate) struct Metered {
     sleep: Pin<Box<Sleep>>,
     flow: Flow,
     /// Values that must not pass (see [`Metered::withholding`]).
-    secrets: Vec<Vec<u8>>,
-    /// The tail held back: as long as the longest secret but one, so a
-    /// value split across two frames is seen whole before any of it goes.
+    secrets: Secrets,
+    /// The tail held back: what could begin a run of a secret, so a run
+    /// split across two frames is seen whole before any of it goes.
     held: Vec<u8>,
     /// A trailers frame waiting behind the held tail.
     trailers: Option<Frame<Bytes>>,
     ended: bool,
+    /// Told, once, why the body failed (see [`Metered::on_failure`]).
+    on_fail: Option<FailHook>,
+}
+
+/// What a [`Metered`] body calls when it fails.
+pub(crate) struct FailHook(Box<dyn FnOnce(glove_types::ErrorCode) + Send + Sync>);
+
+impl std::fmt::Debug for FailHook {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("FailHook")
+    }
+}
+
+impl BodyError {
+    /// The egress code a failure is audited with.
+    pub(crate) fn code(&self) -> glove_types::ErrorCode {
+        use glove_types::codes::egress::*;
+        match self {
+            BodyError::Idle => EGRESS_TIMEOUT,
+            BodyError::Limit => EGRESS_LIMIT_REACHED,
+            BodyError::Hyper(_) => EGRESS_UPSTREAM_FAILED,
+            BodyError::Reflected => EGRESS_CREDENTIAL_REFLECTED,
+        }
+    }
 }
 
 impl Metered {
@@ -260,40 +284,109 @@ impl Metered {
             idle,
             sleep: Box::pin(tokio::time::sleep_until(after(idle))),
             flow,
-            secrets: Vec::new(),
+            secrets: Secrets::default(),
             held: Vec::new(),
             trailers: None,
             ended: false,
+            on_fail: None,
         }
     }
 
-    /// Fails the body (before any byte of it passes) where it carries one
-    /// of `secrets`: the values a brokered request injected, which an
-    /// endpoint that echoes its request would hand back. The last
-    /// `len - 1` bytes of each frame wait for the next one.
-    pub(crate) fn withholding(mut self, secrets: Vec<Vec<u8>>) -> Metered {
-        self.secrets = secrets.into_iter().filter(|s| !s.is_empty()).collect();
+    /// Calls `hook` with the failure's code the first time the body fails
+    /// (the response head is out by then: this is how the failure still
+    /// reaches the journal).
+    pub(crate) fn on_failure(
+        mut self,
+        hook: impl FnOnce(glove_types::ErrorCode) + Send + Sync + 'static,
+    ) -> Metered {
+        self.on_fail = Some(FailHook(Box::new(hook)));
         self
     }
 
-    fn keep(&self) -> usize {
-        self.secrets.iter().map(|s| s.len() - 1).max().unwrap_or(0)
+    fn failed(&mut self, e: BodyError) -> Poll<Option<Result<Frame<Bytes>, BodyError>>> {
+        if let Some(FailHook(hook)) = self.on_fail.take() {
+            hook(e.code());
+        }
+        Poll::Ready(Some(Err(e)))
+    }
+
+    /// Fails the body (before any byte of it passes) where it carries a
+    /// run of [`MIN_RUN`] or more bytes of one of `secrets` (see
+    /// [`Secrets`]): the credentials bound to the endpoint, which one that
+    /// echoes a request, or keeps and returns it, would hand back. Only
+    /// the bytes that could begin such a run wait for the next frame.
+    pub(crate) fn withholding_secrets(mut self, secrets: Secrets) -> Metered {
+        self.secrets = secrets;
+        self
     }
 
     /// Joins `data` to the held tail, checks it, and returns what may go.
     fn pass(&mut self, data: &[u8]) -> Result<Bytes, BodyError> {
         let mut all = std::mem::take(&mut self.held);
         all.extend_from_slice(data);
-        if self
-            .secrets
-            .iter()
-            .any(|s| all.windows(s.len()).any(|w| w == s.as_slice()))
-        {
+        if self.secrets.found_in(&all) {
             return Err(BodyError::Reflected);
         }
-        let cut = all.len().saturating_sub(self.keep());
+        let cut = all.len().saturating_sub(self.secrets.open_suffix(&all));
         self.held = all.split_off(cut);
         Ok(Bytes::from(all))
+    }
+}
+
+/// Runs shorter than this may pass (a secret's shortest run checked).
+pub(crate) const MIN_RUN: usize = 12;
+
+/// The secrets a response is checked for: every run of `k` bytes of each
+/// (`k` = [`MIN_RUN`], or the whole of a shorter one). Exact bytes only:
+/// an endpoint that returns a credential encoded, or in pieces shorter
+/// than `k`, is not caught (`docs/egress.md`).
+#[derive(Debug, Default)]
+pub(crate) struct Secrets {
+    values: Vec<Vec<u8>>,
+    runs: std::collections::HashSet<Vec<u8>>,
+    k: usize,
+}
+
+impl Secrets {
+    pub(crate) fn new(values: Vec<Vec<u8>>) -> Secrets {
+        let values: Vec<Vec<u8>> = values.into_iter().filter(|v| !v.is_empty()).collect();
+        let k = values
+            .iter()
+            .map(|v| v.len().min(MIN_RUN))
+            .min()
+            .unwrap_or(0);
+        let mut runs = std::collections::HashSet::new();
+        if k > 0 {
+            for v in &values {
+                for w in v.windows(k) {
+                    runs.insert(w.to_vec());
+                }
+            }
+        }
+        Secrets { values, runs, k }
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.values.is_empty()
+    }
+
+    /// Whether `hay` holds a run of `k` bytes of a secret.
+    pub(crate) fn found_in(&self, hay: &[u8]) -> bool {
+        self.k > 0 && hay.windows(self.k).any(|w| self.runs.contains(w))
+    }
+
+    /// The longest suffix of `hay` shorter than `k` that is part of a
+    /// secret (it could begin a run with what comes next); for random keys
+    /// and ordinary text usually 0.
+    fn open_suffix(&self, hay: &[u8]) -> usize {
+        let most = self.k.saturating_sub(1).min(hay.len());
+        (1..=most)
+            .rev()
+            .find(|&j| {
+                let tail = &hay[hay.len() - j..];
+                self.values.iter().any(|v| v.windows(j).any(|w| w == tail))
+            })
+            .unwrap_or(0)
     }
 }
 
@@ -313,7 +406,7 @@ impl Body for Metered {
             Poll::Ready(Some(Ok(frame))) => {
                 if let Some(data) = frame.data_ref() {
                     if !self.flow.spend(data.len()) {
-                        return Poll::Ready(Some(Err(BodyError::Limit)));
+                        return self.failed(BodyError::Limit);
                     }
                 }
                 let deadline = after(self.idle);
@@ -324,7 +417,7 @@ impl Body for Metered {
                 match frame.into_data() {
                     Ok(data) => match self.pass(&data) {
                         Ok(out) => Poll::Ready(Some(Ok(Frame::data(out)))),
-                        Err(e) => Poll::Ready(Some(Err(e))),
+                        Err(e) => self.failed(e),
                     },
                     Err(trailers) => {
                         self.ended = true;
@@ -334,7 +427,7 @@ impl Body for Metered {
                     }
                 }
             }
-            Poll::Ready(Some(Err(e))) => Poll::Ready(Some(Err(BodyError::Hyper(e)))),
+            Poll::Ready(Some(Err(e))) => self.failed(BodyError::Hyper(e)),
             Poll::Ready(None) if !self.held.is_empty() => {
                 self.ended = true;
                 let tail = std::mem::take(&mut self.held);
@@ -342,7 +435,7 @@ impl Body for Metered {
             }
             Poll::Ready(None) => Poll::Ready(None),
             Poll::Pending => match self.sleep.as_mut().poll(cx) {
-                Poll::Ready(()) => Poll::Ready(Some(Err(BodyError::Idle))),
+                Poll::Ready(()) => self.failed(BodyError::Idle),
                 Poll::Pending => Poll::Pending,
             },
         }
@@ -437,5 +530,25 @@ impl Body for ProxyBody {
             Kind::Full(b) => SizeHint::with_exact(b.as_ref().map_or(0, |b| b.len() as u64)),
             Kind::Stream(m) => m.size_hint(),
         }
+    }
+}
+
+#[cfg(test)]
+mod secret_tests {
+    use super::Secrets;
+
+    #[test]
+    fn runs_are_found_and_only_a_possible_start_is_held_back() {
+        let s = Secrets::new(vec![b"sk-abcdef0123456789".to_vec()]);
+        // A run of 12 bytes anywhere, and the whole value.
+        assert!(s.found_in(b"key: abcdef012345 (masked)"));
+        assert!(s.found_in(b"sk-abcdef0123456789"));
+        assert!(!s.found_in(b"sk-abcdef01 and 23456789"));
+        // An SSE event's end is no part of the key: nothing waits.
+        assert_eq!(s.open_suffix(b"data: {\"delta\":\"hi\"}\n\n"), 0);
+        // A tail that could begin a run waits, at most 11 bytes of it.
+        assert_eq!(s.open_suffix(b"error: sk-ab"), 5);
+        assert_eq!(s.open_suffix(b"zzz sk-abcdef0123"), 11);
+        assert!(Secrets::new(vec![]).is_empty());
     }
 }

@@ -69,10 +69,11 @@ pub(crate) struct Shared {
     pub(crate) bytes_down: Arc<AtomicU64>,
     /// Names looked up (in the hosts table or the system resolver).
     pub(crate) lookups: AtomicU64,
-    /// Over-cap connections refused and not journaled one by one.
-    pub(crate) overcap_unjournaled: AtomicU64,
-    /// The current second and the over-cap events journaled in it.
-    overcap_window: std::sync::Mutex<(u64, u32)>,
+    /// Refusals answered (or connections closed) and counted, not
+    /// journaled one by one (past the budget).
+    pub(crate) refusals_unjournaled: AtomicU64,
+    /// The current second and the refusals journaled in it.
+    refusal_window: std::sync::Mutex<(u64, u32)>,
     /// The TLS client for terminated tunnels' upstreams.
     tls_client: Arc<rustls::ClientConfig>,
     accepted: AtomicU64,
@@ -113,8 +114,8 @@ impl Shared {
             bytes_up: Arc::new(AtomicU64::new(0)),
             bytes_down: Arc::new(AtomicU64::new(0)),
             lookups: AtomicU64::new(0),
-            overcap_unjournaled: AtomicU64::new(0),
-            overcap_window: std::sync::Mutex::new((0, 0)),
+            refusals_unjournaled: AtomicU64::new(0),
+            refusal_window: std::sync::Mutex::new((0, 0)),
             tls_client,
             accepted: AtomicU64::new(0),
             permits,
@@ -206,13 +207,11 @@ fn accept(
             tasks.spawn(serve(ctx, stream, phase.clone(), permit));
         }
         None => {
-            // Closed at once; the refusal is audited after — at most
-            // OVERCAP_EVENTS_PER_SECOND of them, so that a flood of
-            // connections cannot fill the journal (and close the audit)
-            // or keep the host syncing. The rest are counted only.
+            // Closed at once; the refusal is audited after, within the
+            // session's refusal budget (see `refuse`).
             drop(stream);
-            if !shared.overcap_event_allowed() {
-                shared.overcap_unjournaled.fetch_add(1, Ordering::SeqCst);
+            if !shared.refusal_event_allowed() {
+                shared.refusals_unjournaled.fetch_add(1, Ordering::SeqCst);
                 return;
             }
             tasks.spawn(async move {
@@ -226,19 +225,19 @@ fn accept(
     }
 }
 
-/// Over-cap refusals journaled per second at most (see `accept`).
-const OVERCAP_EVENTS_PER_SECOND: u32 = 16;
+/// Refusals journaled per second at most, per session (see `refuse`).
+pub(crate) const REFUSAL_EVENTS_PER_SECOND: u32 = 64;
 
 impl Shared {
-    fn overcap_event_allowed(&self) -> bool {
+    fn refusal_event_allowed(&self) -> bool {
         let second = now_ms() / 1000;
-        let Ok(mut w) = self.overcap_window.lock() else {
+        let Ok(mut w) = self.refusal_window.lock() else {
             return false;
         };
         if w.0 != second {
             *w = (second, 0);
         }
-        if w.1 >= OVERCAP_EVENTS_PER_SECOND {
+        if w.1 >= REFUSAL_EVENTS_PER_SECOND {
             return false;
         }
         w.1 += 1;
@@ -586,12 +585,27 @@ impl ConnCtx {
 
     /// Audits a refusal; `false` if the journal did not take it.
     async fn audit_refusal(&self, seen: &Seen, r: &Rejection) -> bool {
+        if !self.shared.refusal_event_allowed() {
+            self.shared
+                .refusals_unjournaled
+                .fetch_add(1, Ordering::SeqCst);
+            return true;
+        }
         let ev = self.event(seen, Decision::Refused, Some(r.code()), None, 0, 0);
         self.shared.audit.record(ev, Tally::Decision).await
     }
 
     /// Audits a refusal, then answers it (or `503` if it was not recorded).
     async fn refuse(&self, seen: &Seen, r: Refusal) -> Response<ProxyBody> {
+        // A flood of refused requests (each its own fsync) would fill the
+        // journal and close the audit: past the per-second budget they
+        // are answered and counted, not journaled one by one.
+        if !self.shared.refusal_event_allowed() {
+            self.shared
+                .refusals_unjournaled
+                .fetch_add(1, Ordering::SeqCst);
+            return r.response();
+        }
         let ev = self.event(seen, Decision::Refused, Some(r.code), None, 0, 0);
         if self.shared.audit.record(ev, Tally::Decision).await {
             r.response()
@@ -650,12 +664,13 @@ impl ConnCtx {
                 "the method is not an uppercase token of at most 16 letters",
             ));
         }
-        // TRACE answers with the request it got: with a credential put in,
-        // the real value would come back.
-        if req.method() == Method::TRACE {
+        // The usual methods only: TRACE (and IIS's TRACK) answer with the
+        // request they got, so a credential put in would come back.
+        const METHODS: &[&str] = &["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"];
+        if !METHODS.contains(&m) {
             return Err(Refusal::new(
                 EGRESS_REQUEST_INVALID,
-                "TRACE is not forwarded (it reflects the request)",
+                "only GET, HEAD, POST, PUT, PATCH, DELETE and OPTIONS are forwarded",
             ));
         }
         if req.headers().contains_key(header::UPGRADE) {
@@ -879,6 +894,16 @@ impl ConnCtx {
         // A tunnel to an endpoint a credential is bound to is terminated:
         // its upstream connections are its requests', counted then.
         let terminate = self.shared.broker.binds(&ep);
+        // An endpoint a plain-HTTP credential is bound to is reached in
+        // plain HTTP only, where its responses are checked: an opaque
+        // tunnel could carry a kept credential back unseen.
+        if !terminate && self.shared.broker.binds_any(&ep) {
+            let r = Refusal::new(
+                EGRESS_REQUEST_INVALID,
+                "no tunnel to an endpoint a plain-HTTP credential is bound to",
+            );
+            return self.refuse(&seen, r).await;
+        }
         let budget = if !terminate {
             self.take_budget(&st, &ep)
         } else if st.bytes_exhausted() {
@@ -895,18 +920,26 @@ impl ConnCtx {
         if !self.shared.audit.ensure_room(2) {
             return audit_failed().response();
         }
+        // The decision is durable before the upstream sees even a
+        // handshake; a connection that then fails is its end event.
+        let ev = self.event(&seen, Decision::Allowed, None, None, 0, 0);
+        if !self.shared.audit.record(ev, Tally::Decision).await {
+            return audit_failed().response();
+        }
         let upstream = if terminate {
             None
         } else {
             match self.connect_upstream(&addrs, port).await {
                 Ok(s) => Some(s),
-                Err(r) => return self.refuse(&seen, r).await,
+                Err(r) => {
+                    let ev = self.event(&seen, Decision::Refused, Some(r.code), None, 0, 0);
+                    if self.shared.audit.record(ev, Tally::Failed).await {
+                        return r.response();
+                    }
+                    return audit_failed().response();
+                }
             }
         };
-        let ev = self.event(&seen, Decision::Allowed, None, None, 0, 0);
-        if !self.shared.audit.record(ev, Tally::Decision).await {
-            return audit_failed().response();
-        }
         let on_upgrade = hyper::upgrade::on(&mut req);
         if let Ok(mut slot) = self.tunnel.lock() {
             *slot = Some(Tunnel {
@@ -1116,8 +1149,18 @@ impl ConnCtx {
         if !self.shared.audit.record(ev, Tally::Decision).await {
             return Ok(audit_failed().response());
         }
+        // The end event a failure of the response body (after its head went
+        // out) is recorded with.
+        let end = self.event(
+            seen,
+            Decision::Refused,
+            Some(EGRESS_UPSTREAM_FAILED),
+            None,
+            0,
+            0,
+        );
         match self
-            .dispatch(parts, body, host, port, tls, &addrs, &st, &injected)
+            .dispatch(parts, body, host, port, tls, &addrs, &st, &ep, end)
             .await
         {
             Ok(resp) => Ok(resp),
@@ -1146,8 +1189,19 @@ impl ConnCtx {
         tls: bool,
         addrs: &[IpAddr],
         st: &Arc<EndpointState>,
-        injected: &crate::broker::Injected,
+        ep: &Endpoint,
+        end: EgressEvent,
     ) -> Result<Response<ProxyBody>, Refusal> {
+        // Every credential bound to the endpoint, injected now or not: an
+        // endpoint may echo one, or keep it and hand it back later.
+        let secrets = crate::meter::Secrets::new(self.shared.broker.values_for(ep));
+        if !secrets.is_empty() {
+            // Compressed bytes could not be checked.
+            parts.headers.insert(
+                header::ACCEPT_ENCODING,
+                hyper::header::HeaderValue::from_static("identity"),
+            );
+        }
         let upstream = self.connect_upstream(addrs, port).await?;
         let path = parts
             .uri
@@ -1186,15 +1240,22 @@ impl ConnCtx {
         rparts.extensions = Default::default();
         // An endpoint that echoes the request (an error message quoting the
         // key, a debugging echo) must not hand the real value back.
-        for v in &injected.values {
-            if rparts
+        if !secrets.is_empty() {
+            let encoded = rparts
                 .headers
-                .iter()
-                .any(|(n, h)| contains(n.as_str().as_bytes(), v) || contains(h.as_bytes(), v))
-            {
+                .get(header::CONTENT_ENCODING)
+                .is_some_and(|v| !v.as_bytes().eq_ignore_ascii_case(b"identity"));
+            if encoded {
+                return Err(upstream_failed(
+                    "answered with a content encoding, which the proxy cannot check for credentials",
+                ));
+            }
+            if rparts.headers.iter().any(|(n, h)| {
+                secrets.found_in(n.as_str().as_bytes()) || secrets.found_in(h.as_bytes())
+            }) {
                 return Err(Refusal::new(
                     EGRESS_CREDENTIAL_REFLECTED,
-                    "the endpoint's response head carried the brokered credential",
+                    "the endpoint's response head carried a brokered credential",
                 )
                 .status(StatusCode::BAD_GATEWAY));
             }
@@ -1204,12 +1265,16 @@ impl ConnCtx {
             session: self.shared.bytes_down.clone(),
             connection: self.down.clone(),
         };
-        let metered = Metered::new(rbody, down_flow, idle).withholding(injected.values.clone());
+        let shared = self.shared.clone();
+        let metered = Metered::new(rbody, down_flow, idle)
+            .withholding_secrets(secrets)
+            .on_failure(move |code| {
+                let mut ev = end;
+                ev.code = Some(code.as_str().to_owned());
+                tokio::spawn(async move {
+                    let _ = shared.audit.record(ev, Tally::Failed).await;
+                });
+            });
         Ok(Response::from_parts(rparts, ProxyBody::stream(metered)))
     }
-}
-
-/// Whether `needle` (non-empty) occurs in `hay`.
-fn contains(hay: &[u8], needle: &[u8]) -> bool {
-    !needle.is_empty() && hay.windows(needle.len()).any(|w| w == needle)
 }

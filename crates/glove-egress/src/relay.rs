@@ -59,8 +59,9 @@ pub(crate) async fn relay<A, U>(
     }
 }
 
-/// Most bytes one `splice` moves.
-const SPLICE_CHUNK: usize = 1 << 20;
+/// Most bytes one `splice` moves, and each tunnel pipe's size: a pipe
+/// pins kernel memory charged to the proxy's user, outside the session.
+const SPLICE_CHUNK: usize = 256 << 10;
 
 /// One direction of a TCP-to-TCP tunnel with `splice(2)` through a pipe:
 /// the bytes never enter this process, and each chunk is counted (and the

@@ -549,11 +549,14 @@ async fn audit_failure_fails_closed() {
 async fn no_request_reaches_the_upstream_before_its_decision_is_on_disk() {
     let up = upstream().await;
     let port = up.port();
-    // Room for two records: a request needs room for its decision and for
-    // a failure that may follow. The first is decided (on disk) and sent;
-    // the second finds no room and never leaves.
+    // Room for four records with one connection at a time: a request
+    // needs room for its decision and a failure that may follow, beyond
+    // the two end events kept for each connection that may be open. The
+    // first is decided (on disk) and sent; the second finds no room and
+    // never leaves.
     let limits = ProxyLimits {
-        journal_max_records: 2,
+        journal_max_records: 4,
+        max_concurrent: 1,
         ..ProxyLimits::default()
     };
     let h = Harness::start(&loopback_policy(port, ""), limits);
@@ -682,7 +685,61 @@ async fn trace_and_reflected_credentials_never_reach_the_agent() {
     assert!(!text.contains("tail"));
     assert!(got.len() < 100_000 + 8, "{}", got.len());
     drop(s);
-    let _ = h.finish().await;
+    // What a cut body let through (the head may be out already).
+    async fn lossy(h: &Harness, req: Request<Full<Bytes>>) -> (u16, String) {
+        let mut s = client(h.connect(0).await).await;
+        let Ok(resp) = s.send_request(req).await else {
+            return (0, String::new());
+        };
+        let status = resp.status().as_u16();
+        let mut body = resp.into_body();
+        let mut got = Vec::new();
+        while let Some(Ok(f)) = body.frame().await {
+            if let Some(d) = f.data_ref() {
+                got.extend_from_slice(d);
+            }
+        }
+        (status, String::from_utf8_lossy(&got).into_owned())
+    }
+    // All but its last byte: still a run of the value, withheld.
+    let (_, body) = lossy(&h, with(Method::GET, "/echo-trunc")).await;
+    assert!(!body.contains("sk-real-secret"), "{body}");
+    // Kept by the endpoint and handed back to a request with no
+    // credential in it: every response from a bound endpoint is checked.
+    let _ = lossy(&h, with(Method::GET, "/store")).await;
+    let plain = Request::get(format!("http://model.test:{port}/kept"))
+        .body(Full::new(Bytes::new()))
+        .expect("request");
+    let (_, body) = lossy(&h, plain).await;
+    assert!(!body.contains("sk-real-secret"), "{body}");
+    // Compressed bytes could not be checked: refused; and the request
+    // asked for none.
+    let got = once(&h, 0, with(Method::GET, "/gzip")).await;
+    assert_refused(&got, 502, "egress_upstream_failed");
+    let asked = up.requests();
+    let last = asked.last().expect("a request");
+    assert_eq!(
+        last.headers.get("accept-encoding").map(|v| v.as_bytes()),
+        Some(&b"identity"[..])
+    );
+    // A tunnel to the endpoint (plain-HTTP credential) would go unchecked.
+    let req = Request::builder()
+        .method(Method::CONNECT)
+        .uri(format!("model.test:{port}"))
+        .body(Full::new(Bytes::new()))
+        .expect("request");
+    let got = once(&h, 0, req).await;
+    assert_refused(&got, 400, "egress_request_invalid");
+    let (summary, events) = h.finish().await;
+    // Each withheld body is an end event with its code.
+    let reflected = events
+        .iter()
+        .filter(|e| {
+            e.phase == Phase::End && e.code.as_deref() == Some("egress_credential_reflected")
+        })
+        .count();
+    assert!(reflected >= 3, "{events:?}");
+    assert!(summary.requests_failed >= 4, "{summary:?}");
 }
 
 #[tokio::test]
@@ -1006,4 +1063,29 @@ async fn only_endpoint_names_are_ever_looked_up() {
     assert_eq!(got.status, 200);
     let (summary, _) = h.finish().await;
     assert_eq!(summary.names_resolved, 1);
+}
+
+#[tokio::test]
+async fn a_flood_of_refusals_cannot_fill_the_journal() {
+    let up = upstream().await;
+    let port = up.port();
+    let h = Harness::start(&loopback_policy(port, ""), ProxyLimits::default());
+    let mut s = client(h.connect(0).await).await;
+    for _ in 0..300 {
+        let got = send(&mut s, get("http://nope.test/")).await;
+        assert_eq!(got.status, 403);
+    }
+    // The audit is still open: an allowed request goes through.
+    let got = send(&mut s, get(&format!("http://model.test:{port}/"))).await;
+    assert_eq!(got.status, 200);
+    drop(s);
+    let (summary, events) = h.finish().await;
+    assert!(!summary.audit_failed);
+    let refused = events
+        .iter()
+        .filter(|e| e.decision == Decision::Refused)
+        .count() as u64;
+    assert!(refused < 300, "{refused} refusals journaled one by one");
+    assert_eq!(refused + summary.refusals_unjournaled, 300);
+    assert_eq!(summary.requests_refused, refused);
 }

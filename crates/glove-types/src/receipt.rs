@@ -289,6 +289,11 @@ pub struct EgressReceipt {
     pub requests_failed: u64,
     /// Tunnels and mapped connections that ended.
     pub connections_closed: u64,
+    /// Refusals past the journal's per-second budget: answered and
+    /// counted, not journaled one by one.
+    pub refusals_unjournaled: u64,
+    /// Names the proxy looked up (only endpoints' names ever are).
+    pub names_resolved: u64,
     /// Bytes from the agent.
     pub bytes_up: u64,
     /// Bytes to the agent.

@@ -280,6 +280,21 @@ pub async fn upstream_with(tls: Option<Arc<rustls::ServerConfig>>) -> Upstream {
                             .unwrap_or_default();
                         let echo_body = parts.uri.path().starts_with("/echo-body");
                         let echo_head = parts.uri.path().starts_with("/echo-head");
+                        // `/echo-trunc`: the authorization but its last
+                        // byte; `/kept`: the authorization of the request
+                        // before; `/gzip`: a compressed answer.
+                        let path = parts.uri.path().to_owned();
+                        let kept = u
+                            .seen
+                            .lock()
+                            .expect("lock")
+                            .last()
+                            .and_then(|r| {
+                                r.headers
+                                    .get("authorization")
+                                    .map(|v| v.as_bytes().to_vec())
+                            })
+                            .unwrap_or_default();
                         let body = body
                             .collect()
                             .await
@@ -291,7 +306,13 @@ pub async fn upstream_with(tls: Option<Arc<rustls::ServerConfig>>) -> Upstream {
                             headers: parts.headers,
                             body,
                         });
-                        let text = if echo_body {
+                        let text = if path.starts_with("/echo-trunc") {
+                            let mut t = b"invalid key: ".to_vec();
+                            t.extend_from_slice(&auth[..auth.len().saturating_sub(1)]);
+                            Bytes::from(t)
+                        } else if path.starts_with("/kept") {
+                            Bytes::from(kept)
+                        } else if echo_body {
                             let mut t = vec![b'x'; 100_000];
                             t.extend_from_slice(&auth);
                             t.extend_from_slice(b" tail");
@@ -302,6 +323,12 @@ pub async fn upstream_with(tls: Option<Arc<rustls::ServerConfig>>) -> Upstream {
                         let mut r = Response::new(Full::new(text));
                         r.headers_mut()
                             .insert("x-upstream", hyper::header::HeaderValue::from_static("1"));
+                        if path.starts_with("/gzip") {
+                            r.headers_mut().insert(
+                                "content-encoding",
+                                hyper::header::HeaderValue::from_static("gzip"),
+                            );
+                        }
                         if echo_head {
                             if let Ok(v) = hyper::header::HeaderValue::from_bytes(&auth) {
                                 r.headers_mut().insert("x-echo", v);

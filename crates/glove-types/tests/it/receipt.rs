@@ -91,7 +91,7 @@ fn adapter() -> impl Strategy<Value = AdapterReceipt> {
 fn egress() -> impl Strategy<Value = EgressReceipt> {
     (
         "[a-z][a-z0-9-]{0,10}",
-        prop::array::uniform8(0u64..1_000_000),
+        prop::array::uniform10(0u64..1_000_000),
         any::<[u8; 32]>(),
         any::<bool>(),
     )
@@ -103,6 +103,8 @@ fn egress() -> impl Strategy<Value = EgressReceipt> {
             requests_refused: n[3],
             requests_failed: n[6],
             connections_closed: n[7],
+            refusals_unjournaled: n[8],
+            names_resolved: n[9],
             bytes_up: n[4],
             bytes_down: n[5],
             journal_records: n[0] + n[1] + n[2] + n[3],
