@@ -464,7 +464,7 @@ impl Drop for RestMark {
 #[derive(Debug)]
 enum Kind {
     Full(Option<Bytes>),
-    Stream(Metered),
+    Stream(Box<Metered>),
 }
 
 /// Every response body the proxy sends the agent: a short text of its own
@@ -492,7 +492,7 @@ impl ProxyBody {
 
     pub(crate) fn stream(m: Metered) -> ProxyBody {
         ProxyBody {
-            kind: Kind::Stream(m),
+            kind: Kind::Stream(Box::new(m)),
             _rest: None,
         }
     }
@@ -514,7 +514,7 @@ impl Body for ProxyBody {
     ) -> Poll<Option<Result<Frame<Bytes>, BodyError>>> {
         match &mut self.kind {
             Kind::Full(b) => Poll::Ready(b.take().map(|b| Ok(Frame::data(b)))),
-            Kind::Stream(m) => Pin::new(m).poll_frame(cx),
+            Kind::Stream(m) => Pin::new(m.as_mut()).poll_frame(cx),
         }
     }
 
