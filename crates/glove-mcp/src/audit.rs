@@ -33,9 +33,12 @@
 //!
 //! **The writer.** One thread owns the journal: it numbers events, queues
 //! each batch and makes it durable with one `fdatasync`, then answers each
-//! sender. The first failure (a write or sync error, a full journal) closes
-//! the audit for good: the decision that failed and every later one are
-//! answered `mcp_audit_failed`, nothing from upstream is released.
+//! sender. Room for an event is reserved (at its largest) before the
+//! request it records is forwarded, so nothing reaches an upstream that
+//! the journal could not record. The first failure (no room, a write or
+//! sync error) closes the audit for good: the decision that failed and
+//! every later one are answered `mcp_audit_failed`, nothing from upstream
+//! is released.
 
 use crate::error::McpError;
 use glove_journal::{Journal, JournalKind, JournalSpec};
@@ -313,11 +316,39 @@ struct Job {
     reply: oneshot::Sender<bool>,
 }
 
+/// Room one event may need: the largest encoding and its framing.
+const EVENT_ROOM: u64 = MAX_EVENT_BYTES as u64 + glove_journal::format::RECORD_OVERHEAD as u64;
+
+/// What the journal still holds, and how much of it is promised.
+#[derive(Debug)]
+struct Room {
+    records_left: u64,
+    bytes_left: u64,
+    reserved: u64,
+}
+
+/// Room for one event, promised before its request is forwarded, so a
+/// call never reaches an upstream unless its event will fit. Dropping it
+/// gives the room back.
+#[derive(Debug)]
+#[must_use = "a reservation is spent on one event"]
+pub(crate) struct Reservation {
+    room: Arc<std::sync::Mutex<Room>>,
+}
+
+impl Drop for Reservation {
+    fn drop(&mut self) {
+        let mut r = self.room.lock().unwrap_or_else(|e| e.into_inner());
+        r.reserved = r.reserved.saturating_sub(1);
+    }
+}
+
 /// The sending side, shared by every task of the mediator.
 #[derive(Debug)]
 pub(crate) struct Audit {
     tx: std::sync::Mutex<Option<mpsc::Sender<Job>>>,
     failed: Arc<AtomicBool>,
+    room: Arc<std::sync::Mutex<Room>>,
 }
 
 impl Audit {
@@ -331,9 +362,38 @@ impl Audit {
         self.failed.store(true, Ordering::SeqCst);
     }
 
+    /// Promises room for one more event (on top of every promise still
+    /// open). When there is none the audit closes: this and every later
+    /// decision is refused.
+    pub(crate) fn reserve(&self) -> Option<Reservation> {
+        if self.failed() {
+            return None;
+        }
+        let mut r = self.room.lock().unwrap_or_else(|e| e.into_inner());
+        let n = r.reserved + 1;
+        if r.records_left >= n && r.bytes_left >= n.saturating_mul(EVENT_ROOM) {
+            r.reserved = n;
+            Some(Reservation {
+                room: self.room.clone(),
+            })
+        } else {
+            drop(r);
+            self.close();
+            None
+        }
+    }
+
     /// Appends `event` durably (its `seq` assigned by the writer); `false`
     /// when it was not recorded, after which the audit is closed.
     pub(crate) async fn record(&self, event: AuditEvent) -> bool {
+        match self.reserve() {
+            Some(res) => self.record_reserved(event, res).await,
+            None => false,
+        }
+    }
+
+    /// [`record`](Self::record) in room reserved earlier.
+    pub(crate) async fn record_reserved(&self, event: AuditEvent, res: Reservation) -> bool {
         if self.failed() {
             return false;
         }
@@ -344,6 +404,7 @@ impl Audit {
                 .is_some_and(|tx| tx.send(Job { event, reply }).is_ok())
         };
         let ok = sent && rx.await.unwrap_or(false);
+        drop(res);
         if !ok {
             self.close();
         }
@@ -364,10 +425,16 @@ pub(crate) fn spawn(
     let journal = Journal::create(path, spec)?;
     let (tx, rx) = mpsc::channel::<Job>();
     let failed = Arc::new(AtomicBool::new(false));
+    let room = Arc::new(std::sync::Mutex::new(Room {
+        records_left: spec.max_records,
+        bytes_left: spec.max_bytes.saturating_sub(journal.len_bytes()),
+        reserved: 0,
+    }));
     let w = Writer {
         journal,
         rx,
         failed: failed.clone(),
+        room: room.clone(),
     };
     let thread = std::thread::Builder::new()
         .name("glove-mcp-audit".into())
@@ -380,6 +447,7 @@ pub(crate) fn spawn(
         Audit {
             tx: std::sync::Mutex::new(Some(tx)),
             failed,
+            room,
         },
         thread,
     ))
@@ -389,6 +457,7 @@ struct Writer {
     journal: Journal,
     rx: mpsc::Receiver<Job>,
     failed: Arc<AtomicBool>,
+    room: Arc<std::sync::Mutex<Room>>,
 }
 
 impl Writer {
@@ -440,7 +509,12 @@ impl Writer {
         let Ok(bytes) = e.encode() else {
             return false;
         };
-        self.journal.queue(EVENT_RECORD, &bytes).is_ok()
+        let ok = self.journal.queue(EVENT_RECORD, &bytes).is_ok();
+        let spec = self.journal.spec();
+        let mut r = self.room.lock().unwrap_or_else(|e| e.into_inner());
+        r.records_left = spec.max_records.saturating_sub(self.journal.record_count());
+        r.bytes_left = spec.max_bytes.saturating_sub(self.journal.len_bytes());
+        ok
     }
 }
 

@@ -54,7 +54,9 @@
 //! from upstream, and every later request is answered `mcp_audit_failed`
 //! without being forwarded (fail closed).
 
-use crate::audit::{self, Audit, AuditEvent, Decision, Summary, ARGUMENTS_DOMAIN, RESULT_DOMAIN};
+use crate::audit::{
+    self, Audit, AuditEvent, Decision, Reservation, Summary, ARGUMENTS_DOMAIN, RESULT_DOMAIN,
+};
 use crate::error::McpError;
 use crate::frame::{self, glove_error, Id, Line, LineReader, Message, RpcError, MAX_FRAME_BYTES};
 use crate::json;
@@ -417,7 +419,10 @@ impl Mediator {
                             started_at_ms,
                         };
                         let o = Outcome::denied(rej.code(), rej.message());
-                        shared.release(&tx, &req, o).await;
+                        match shared.audit.reserve() {
+                            Some(res) => shared.release(&tx, &req, o, res).await,
+                            None => shared.refuse_closed(&tx, &req.id).await,
+                        }
                     }
                     None => shared.dropped(None, rej.code()).await,
                 },
@@ -496,7 +501,13 @@ impl Shared {
 
     /// Audits `o`, then (only then) writes its reply; `mcp_audit_failed`
     /// instead when the audit did not record it.
-    async fn release(&self, tx: &mpsc::Sender<Vec<u8>>, req: &Req, mut o: Outcome) {
+    async fn release(
+        &self,
+        tx: &mpsc::Sender<Vec<u8>>,
+        req: &Req,
+        mut o: Outcome,
+        res: Reservation,
+    ) {
         let mut result = None;
         let mut bytes = match &mut o.reply {
             Reply::Result(v) => {
@@ -535,7 +546,7 @@ impl Shared {
             ));
         }
         let e = self.event(Some(req), &o, result);
-        if self.audit.record(e).await {
+        if self.audit.record_reserved(e, res).await {
             if let Some(b) = bytes {
                 let _ = tx.send(b).await;
             }
@@ -548,27 +559,37 @@ impl Shared {
         }
     }
 
+    /// Answers `mcp_audit_failed` without deciding anything.
+    async fn refuse_closed(&self, tx: &mpsc::Sender<Vec<u8>>, id: &Id) {
+        let err = glove_error(
+            MCP_AUDIT_FAILED,
+            "the audit cannot record decisions; the mediator refuses everything",
+        );
+        let _ = tx.send(frame::encode_error(id, &err)).await;
+    }
+
     async fn handle(&self, session: &Session, tx: &mpsc::Sender<Vec<u8>>, mut req: Req) {
-        if self.audit.failed() {
-            let err = glove_error(
-                MCP_AUDIT_FAILED,
-                "the audit failed earlier; the mediator refuses everything",
-            );
-            let _ = tx.send(frame::encode_error(&req.id, &err)).await;
+        // Room for this request's event is promised before anything is
+        // decided or forwarded.
+        let Some(res) = self.audit.reserve() else {
+            self.refuse_closed(tx, &req.id).await;
             return;
-        }
+        };
         if !lock(&session.active).insert(req.id.clone()) {
             let o = Outcome::denied(MCP_FRAME_INVALID, "a request with this id is in flight");
-            self.release(tx, &req, o).await;
+            self.release(tx, &req, o, res).await;
             return;
         }
         let o = self.decide(session, &mut req).await;
-        self.release(tx, &req, o).await;
-        if req.method == "initialize" {
+        // Set before the answer is written: the agent's next request may
+        // come the moment it reads it. (If the audit fails, everything is
+        // refused anyway.)
+        if req.method == "initialize" && o.decision == Decision::Allowed {
             session
                 .initialized
                 .store(true, std::sync::atomic::Ordering::SeqCst);
         }
+        self.release(tx, &req, o, res).await;
         lock(&session.active).remove(&req.id);
     }
 

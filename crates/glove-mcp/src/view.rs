@@ -15,9 +15,11 @@
 //! **Resolution** of a called name: a shown name resolves to its tool
 //! (which may be blocked by its pin: `mcp_pin_mismatch`). Otherwise a
 //! name that an upstream lists but the profile does not allow (plain, or
-//! as `<server>__<tool>`) is `mcp_tool_denied`; anything else is
-//! `mcp_tool_unknown` — whatever the upstream would have said (the SDK
-//! servers answer an unknown tool with an `isError` result).
+//! as `<server>__<tool>`) is `mcp_tool_denied`; anything else — including
+//! the plain name of a tool shown namespaced, and the namespaced name of
+//! a tool shown plain — is `mcp_tool_unknown`, whatever the upstream would
+//! have said (the SDK servers answer an unknown tool with an `isError`
+//! result).
 
 use crate::pin::{self, PinFile, Verdict};
 use crate::profile::{ServerProfile, NAMESPACE_SEPARATOR};
@@ -206,16 +208,15 @@ impl View {
                 });
             }
         }
+        // Listed upstream but not allowed (an allowed tool is reached only
+        // by its shown name).
+        let unlisted = |s: &ServerView, t: &str| s.listed.contains(t) && !s.allowed.contains_key(t);
         if let Some((server, tool)) = name.split_once(NAMESPACE_SEPARATOR) {
-            if self
-                .servers
-                .get(server)
-                .is_some_and(|s| s.listed.contains(tool))
-            {
+            if self.servers.get(server).is_some_and(|s| unlisted(s, tool)) {
                 return Err((MCP_TOOL_DENIED, Some((server.to_owned(), tool.to_owned()))));
             }
         }
-        if let Some((server, _)) = self.servers.iter().find(|(_, s)| s.listed.contains(name)) {
+        if let Some((server, _)) = self.servers.iter().find(|(_, s)| unlisted(s, name)) {
             return Err((MCP_TOOL_DENIED, Some((server.clone(), name.to_owned()))));
         }
         Err((MCP_TOOL_UNKNOWN, None))
