@@ -9,4 +9,5 @@
 mod common;
 mod everything;
 mod filesystem;
+mod props;
 mod script;
