@@ -316,6 +316,11 @@ async fn malformed_oversized_batched_and_duplicate_key_frames() {
     big.extend(std::iter::repeat_n(b'a', 5 << 20));
     big.extend_from_slice(br#""}}}"#);
     h.agent.send_raw(&big).await;
+    // One invalid UTF-8 byte drops that frame only (the Python SDK client
+    // drops its whole session).
+    h.agent
+        .send_raw(b"{\"jsonrpc\":\"2.0\",\"id\":74,\"method\":\"ping\",\"x\":\"\xff\"}")
+        .await;
     h.agent
         .send_raw(br#"{"jsonrpc":"2.0","id":73,"result":{}}"#)
         .await;
@@ -353,10 +358,11 @@ async fn malformed_oversized_batched_and_duplicate_key_frames() {
             "mcp_frame_invalid",
             "mcp_frame_invalid",
             "mcp_frame_too_large",
+            "mcp_frame_invalid",
             "mcp_frame_invalid"
         ]
     );
-    assert_eq!(summary.dropped, 8);
+    assert_eq!(summary.dropped, 9);
     // No tools/call reached a decision other than refusal.
     assert!(of(&events, Decision::Allowed, "tools/call").is_empty());
 }

@@ -442,3 +442,88 @@ async fn two_servers_with_one_tool_name_are_namespaced_never_shadowed() {
     assert_eq!(calls[1].server.as_deref(), Some("script"));
     assert!(calls.iter().all(|e| e.tool.as_deref() == Some("echo")));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_request_with_an_id_in_flight_is_refused() {
+    if !have_python() {
+        return;
+    }
+    let m = marked();
+    let mut h = start(&script_profile(&m, false, r#"{"request_timeout_ms":1500}"#)).await;
+    h.agent.initialize().await;
+    let slow = br#"{"jsonrpc":"2.0","id":"dup","method":"tools/call","params":{"name":"slow","arguments":{}}}"#;
+    h.agent.send_raw(slow).await;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !marks(&m.file).iter().any(|l| l.starts_with("call slow")) {
+        assert!(std::time::Instant::now() < deadline);
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    h.agent.send_raw(slow).await;
+    // The second is refused at once; the first times out later.
+    let first = h.agent.answer(&json!("dup")).await;
+    assert_eq!(code(&first), "mcp_frame_invalid");
+    let second = h.agent.answer(&json!("dup")).await;
+    assert_eq!(code(&second), "mcp_upstream_timeout");
+    let calls = marks(&m.file)
+        .into_iter()
+        .filter(|l| l.starts_with("call slow"))
+        .count();
+    assert_eq!(calls, 1, "the duplicate was not forwarded");
+    h.finish().await;
+}
+
+/// The same mediator over a real Unix socket pair instead of a duplex.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serves_over_a_unix_socket_pair() {
+    use glove_mcp::{Mediator, MediatorConfig, Profile};
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+    if !have_python() {
+        return;
+    }
+    let m = marked();
+    let dir = private_dir();
+    let audit = dir.path().join("mcp.journal");
+    let spec = glove_mcp::journal_spec(1 << 20, 1000);
+    let p = Profile::decode(script_profile(&m, false, "").as_bytes()).expect("profile");
+    let mediator = Mediator::start(
+        p,
+        MediatorConfig {
+            session_id: glove_types::ids::SessionId::new("unix").expect("id"),
+            audit_path: audit.clone(),
+            audit_spec: spec,
+            pin_file: None,
+        },
+    )
+    .await
+    .expect("start");
+    let (ours, theirs) = tokio::net::UnixStream::pair().expect("socketpair");
+    let serving = async { mediator.serve(theirs).await.expect("serve") };
+    let agent = async {
+        let (r, mut w) = ours.into_split();
+        let mut lines = BufReader::new(r).lines();
+        let send = [
+            r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"0"}}}"#,
+            r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+            r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"greet","arguments":{"who":"unix"}}}"#,
+        ];
+        for l in send {
+            w.write_all(l.as_bytes()).await.expect("write");
+            w.write_all(b"\n").await.expect("write");
+        }
+        let mut got = Vec::new();
+        while got.len() < 2 {
+            let l = lines.next_line().await.expect("read").expect("a line");
+            got.push(serde_json::from_str::<Value>(&l).expect("json"));
+        }
+        w.shutdown().await.expect("shutdown");
+        drop(w);
+        got
+    };
+    let ((), got) = tokio::join!(serving, agent);
+    let greet = got.iter().find(|f| f["id"] == 2).expect("answer 2");
+    assert_eq!(text(greet), "hello unix");
+    let summary = mediator.finish().await;
+    let events = glove_mcp::read_events(&audit, &spec).expect("events");
+    assert_eq!(summary.journal_records, events.len() as u64);
+    assert_eq!(of(&events, Decision::Allowed, "tools/call").len(), 1);
+}
