@@ -201,15 +201,25 @@ impl Mediator {
                         message: format!("{method}: cancelled"),
                     },
                 };
-                let hs = up
-                    .handshake(&limits)
+                // One deadline from the handshake to the listed tools.
+                let ready = async {
+                    let hs = up
+                        .handshake(&limits)
+                        .await
+                        .map_err(|e| fail("initialize", e))?;
+                    let tools = up
+                        .list_tools(&limits)
+                        .await
+                        .map_err(|e| fail("tools/list", e))?;
+                    Ok::<_, McpError>((tools, hs.instructions))
+                };
+                let (tools, instructions) = tokio::time::timeout(limits.startup_timeout, ready)
                     .await
-                    .map_err(|e| fail("initialize", e))?;
-                let tools = up
-                    .list_tools(&limits)
-                    .await
-                    .map_err(|e| fail("tools/list", e))?;
-                listings.push((s.id().to_owned(), tools, hs.instructions));
+                    .map_err(|_| McpError::UpstreamTimeout {
+                        server: s.id().to_owned(),
+                        method: "initialize and tools/list".to_owned(),
+                    })??;
+                listings.push((s.id().to_owned(), tools, instructions));
             }
             Ok::<(), McpError>(())
         }

@@ -536,3 +536,28 @@ async fn listed_resources_and_prompts_only() {
     assert_eq!(of(&events, Decision::Allowed, "resources/read").len(), 1);
     assert_eq!(of(&events, Decision::Denied, "prompts/get").len(), 1);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_upstream_environment_is_exactly_the_profiles() {
+    if !have_node() {
+        return;
+    }
+    let Some(nm) = servers() else {
+        return;
+    };
+    let entry = everything(&nm, r#","tools":[{"name":"get-env"}]"#).replace(
+        r#""PATH=/usr/bin:/bin""#,
+        r#""PATH=/usr/bin:/bin","GLOVE_TEST_MARK=1""#,
+    );
+    let mut h = start(&profile(&[entry], "")).await;
+    h.agent.initialize().await;
+    let r = h.agent.call("get-env", json!({})).await;
+    let env: serde_json::Map<String, Value> = serde_json::from_str(text(&r)).expect("json env");
+    let keys: Vec<_> = env.keys().map(String::as_str).collect();
+    assert_eq!(
+        keys,
+        ["GLOVE_TEST_MARK", "PATH"],
+        "nothing inherited: {keys:?}"
+    );
+    h.finish().await;
+}

@@ -527,3 +527,34 @@ async fn serves_over_a_unix_socket_pair() {
     assert_eq!(summary.journal_records, events.len() as u64);
     assert_eq!(of(&events, Decision::Allowed, "tools/call").len(), 1);
 }
+
+/// Start fails cleanly: a server that cannot be started, and one that
+/// never finishes its handshake within the startup deadline.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn start_fails_on_a_missing_or_mute_server() {
+    use glove_mcp::{Mediator, MediatorConfig, Profile};
+    let dir = private_dir();
+    let try_start = |cmd: &str, n: usize| {
+        let p = profile(
+            &[format!(
+                r#"{{"server_id":"mute","command":{{"path":"{cmd}","arguments":["30"],"working_directory":"/"}}}}"#
+            )],
+            r#"{"startup_timeout_ms":500}"#,
+        );
+        let config = MediatorConfig {
+            session_id: glove_types::ids::SessionId::new("s").expect("id"),
+            audit_path: dir.path().join(format!("j{n}")),
+            audit_spec: glove_mcp::journal_spec(1 << 20, 100),
+            pin_file: None,
+        };
+        Mediator::start(Profile::decode(p.as_bytes()).expect("profile"), config)
+    };
+    let e = try_start("/nonexistent/server", 1)
+        .await
+        .expect_err("no such file");
+    assert_eq!(e.code().as_str(), "mcp_upstream_failed");
+    let t0 = std::time::Instant::now();
+    let e = try_start("/bin/sleep", 2).await.expect_err("never answers");
+    assert_eq!(e.code().as_str(), "mcp_upstream_timeout");
+    assert!(t0.elapsed() < std::time::Duration::from_secs(10));
+}
