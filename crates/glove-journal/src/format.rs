@@ -56,6 +56,8 @@ impl JournalKind {
     pub const RECEIPTS: JournalKind = JournalKind(2);
     /// A session's egress journal (`glove-egress`).
     pub const EGRESS: JournalKind = JournalKind(3);
+    /// A session's MCP audit journal (`glove-mcp`).
+    pub const MCP_AUDIT: JournalKind = JournalKind(4);
     /// Free-form journals used by tests and tools.
     pub const GENERIC: JournalKind = JournalKind(0x7f00);
 }

@@ -36,6 +36,7 @@ pub mod ids;
 pub mod journal;
 pub mod json;
 pub mod lifecycle;
+pub mod mcp;
 pub mod plan;
 pub mod policy;
 pub mod sandbox;
@@ -67,6 +68,8 @@ pub enum Area {
     Sandbox,
     /// Egress decisions (what the proxy refuses, and why).
     Egress,
+    /// MCP mediation (what the mediator refuses, and why).
+    Mcp,
     /// Staging harness closures.
     Stage,
     /// The command-line front end.
@@ -88,6 +91,7 @@ impl Area {
             Area::Control => "control",
             Area::Sandbox => "sandbox",
             Area::Egress => "egress",
+            Area::Mcp => "mcp",
             Area::Stage => "stage",
             Area::Cli => "cli",
         }
@@ -140,6 +144,7 @@ impl ErrorCode {
             control::TABLE,
             sandbox::TABLE,
             egress::TABLE,
+            mcp::TABLE,
             stage::TABLE,
             cli::TABLE,
         ]

@@ -1,0 +1,576 @@
+//! The MCP audit: one [`AuditEvent`] per decision, appended durably to the
+//! session's MCP audit journal (kind `MCP_AUDIT`) **before** the agent
+//! sees the outcome.
+//!
+//! **The event.** One canonical encoding (Glove's canonical JSON, members
+//! sorted, absent optional members omitted, at most [`MAX_EVENT_BYTES`]):
+//!
+//! ```text
+//! {"arguments_sha256":hex?,"code":"mcp_…"?,"decision":…,"latency_ms":u64,"method":…?,
+//!  "result_sha256":hex?,"seq":u64,"server":…?,"session_id":…,"started_at_ms":u64,"tool":…?}
+//! ```
+//!
+//! | decision | what happened | code | result_sha256 |
+//! | --- | --- | --- | --- |
+//! | `allowed` | answered (locally or by the upstream) with a result | none | the released result |
+//! | `denied` | refused before anything was forwarded; or a server-to-client request answered with an error; or a tool blocked by its pin | an `mcp_*` refusal | none; for `mcp_pin_mismatch` seen in a listing, the digest seen |
+//! | `upstream_error` | forwarded; the upstream failed, timed out, or answered an error | `mcp_upstream_failed`, `mcp_upstream_timeout`, `mcp_upstream_error` | the released error, for `mcp_upstream_error` |
+//! | `dropped` | a frame without a usable id, dropped unanswered | `mcp_frame_invalid`, `mcp_frame_too_large`, `mcp_batch_refused` | none |
+//! | `pinned` | an allowed tool's definition seen first and recorded | none | the tool digest |
+//! | `cancelled` | the agent cancelled a forwarded call; nothing released | none | none |
+//!
+//! `arguments_sha256` is `SHA-256("glove.mcp-arguments.v1" || 0x00 ||
+//! canonical(arguments))` of a `tools/call`'s `arguments` (or of a request's
+//! `params` for other methods), `result_sha256` is
+//! `SHA-256("glove.mcp-result.v1" || 0x00 || canonical(result))` of what
+//! was released, both with [`crate::json::canonical`]. `server` is a
+//! server id, `tool` an upstream tool name (as the upstream knows it),
+//! `method` printable ASCII of 1-128 bytes; an unusable name sent by the
+//! agent is recorded as absent (the arguments digest still covers it).
+//! [`AuditEvent::decode`] accepts exactly the bytes
+//! [`AuditEvent::encode`] writes for a valid event and refuses anything
+//! else with `mcp_event_invalid`.
+//!
+//! **The writer.** One thread owns the journal: it numbers events, queues
+//! each batch and makes it durable with one `fdatasync`, then answers each
+//! sender. Room for an event is reserved (at its largest) before the
+//! request it records is forwarded, so nothing reaches an upstream that
+//! the journal could not record. The first failure (no room, a write or
+//! sync error) closes the audit for good: the decision that failed and
+//! every later one are answered `mcp_audit_failed`, nothing from upstream
+//! is released.
+
+use crate::error::McpError;
+use glove_journal::{Journal, JournalKind, JournalSpec};
+use glove_types::canon::{self, Form};
+use glove_types::codes::mcp::*;
+use glove_types::codes::Area;
+use glove_types::ids::SessionId;
+use glove_types::{ErrorCode, Rejection, Sha256Digest};
+use serde::{Deserialize, Serialize};
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Arc};
+use tokio::sync::oneshot;
+
+/// Largest encoded event.
+pub const MAX_EVENT_BYTES: usize = 4096;
+/// The record kind of an event in the MCP audit journal.
+pub const EVENT_RECORD: u16 = 1;
+/// Domain of `arguments_sha256`.
+pub const ARGUMENTS_DOMAIN: &str = "glove.mcp-arguments.v1";
+/// Domain of `result_sha256`.
+pub const RESULT_DOMAIN: &str = "glove.mcp-result.v1";
+
+const RECORD_KINDS: &[u16] = &[EVENT_RECORD];
+const BATCH: usize = 64;
+
+/// The MCP audit journal's spec for these bounds.
+pub fn journal_spec(max_bytes: u64, max_records: u64) -> JournalSpec {
+    JournalSpec {
+        kind: JournalKind::MCP_AUDIT,
+        max_bytes,
+        max_records,
+        max_payload: MAX_EVENT_BYTES as u32,
+        record_kinds: RECORD_KINDS,
+    }
+}
+
+/// What was decided (see the module docs).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Decision {
+    /// Answered with a result.
+    Allowed,
+    /// Refused before forwarding, or a server-to-client request denied.
+    Denied,
+    /// Forwarded; the upstream failed, timed out or answered an error.
+    UpstreamError,
+    /// A frame dropped without an answer.
+    Dropped,
+    /// A tool definition recorded at first sight.
+    Pinned,
+    /// Cancelled by the agent.
+    Cancelled,
+}
+
+/// One audit event (see the module docs).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AuditEvent {
+    /// Number within the session, from 1 (assigned by the writer).
+    pub seq: u64,
+    /// The session.
+    pub session_id: SessionId,
+    /// The upstream server concerned.
+    pub server: Option<String>,
+    /// The upstream tool concerned.
+    pub tool: Option<String>,
+    /// The JSON-RPC method.
+    pub method: Option<String>,
+    /// The decision.
+    pub decision: Decision,
+    /// The refusal or failure code.
+    pub code: Option<ErrorCode>,
+    /// Digest of the arguments.
+    pub arguments_sha256: Option<Sha256Digest>,
+    /// Digest of what was released.
+    pub result_sha256: Option<Sha256Digest>,
+    /// From receipt of the request to the decision, milliseconds.
+    pub latency_ms: u64,
+    /// When the request arrived, Unix milliseconds.
+    pub started_at_ms: u64,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Wire {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    arguments_sha256: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    code: Option<String>,
+    decision: Decision,
+    latency_ms: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    method: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    result_sha256: Option<String>,
+    seq: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    server: Option<String>,
+    session_id: String,
+    started_at_ms: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    tool: Option<String>,
+}
+
+fn bad(m: impl Into<String>) -> Rejection {
+    Rejection::new(MCP_EVENT_INVALID, m)
+}
+
+/// Whether `m` can be recorded as a method: 1-128 bytes of printable ASCII.
+pub fn is_method(m: &str) -> bool {
+    !m.is_empty() && m.len() <= 128 && m.bytes().all(|b| (0x21..=0x7e).contains(&b))
+}
+
+fn one_of(code: Option<ErrorCode>, set: &[ErrorCode]) -> bool {
+    code.is_some_and(|c| set.contains(&c))
+}
+
+impl AuditEvent {
+    fn check(&self) -> Result<(), Rejection> {
+        if self.seq == 0 {
+            return Err(bad("seq starts at 1").at("seq"));
+        }
+        if self
+            .server
+            .as_deref()
+            .is_some_and(|s| !crate::profile::is_server_id(s))
+        {
+            return Err(bad("not a server id").at("server"));
+        }
+        if self
+            .tool
+            .as_deref()
+            .is_some_and(|t| !crate::profile::is_tool_name(t))
+        {
+            return Err(bad("not a tool name").at("tool"));
+        }
+        if self.method.as_deref().is_some_and(|m| !is_method(m)) {
+            return Err(bad("not a method").at("method"));
+        }
+        if self.code.is_some_and(|c| c.area() != Area::Mcp) {
+            return Err(bad("codes are from the mcp area").at("code"));
+        }
+        let (code, result) = (self.code, self.result_sha256.is_some());
+        let ok = match self.decision {
+            Decision::Allowed => code.is_none() && result,
+            // A pin mismatch names the digest it saw.
+            Decision::Denied => code.is_some() && (!result || code == Some(MCP_PIN_MISMATCH)),
+            Decision::UpstreamError => {
+                (one_of(code, &[MCP_UPSTREAM_FAILED, MCP_UPSTREAM_TIMEOUT]) && !result)
+                    || one_of(code, &[MCP_UPSTREAM_ERROR])
+            }
+            Decision::Dropped => {
+                one_of(
+                    code,
+                    &[MCP_FRAME_INVALID, MCP_FRAME_TOO_LARGE, MCP_BATCH_REFUSED],
+                ) && !result
+                    && self.tool.is_none()
+            }
+            Decision::Pinned => {
+                code.is_none() && result && self.tool.is_some() && self.server.is_some()
+            }
+            Decision::Cancelled => code.is_none() && !result,
+        };
+        if !ok {
+            return Err(bad("the code and result digest do not fit the decision").at("decision"));
+        }
+        if self.latency_ms > canon::MAX_SAFE_INTEGER || self.started_at_ms > canon::MAX_SAFE_INTEGER
+        {
+            return Err(bad("a count beyond 2^53 - 1"));
+        }
+        Ok(())
+    }
+
+    /// The canonical encoding (refuses a value [`decode`](Self::decode)
+    /// would refuse).
+    pub fn encode(&self) -> Result<Vec<u8>, Rejection> {
+        self.check()?;
+        let w = Wire {
+            arguments_sha256: self.arguments_sha256.map(|d| d.to_hex()),
+            code: self.code.map(|c| c.as_str().to_owned()),
+            decision: self.decision,
+            latency_ms: self.latency_ms,
+            method: self.method.clone(),
+            result_sha256: self.result_sha256.map(|d| d.to_hex()),
+            seq: self.seq,
+            server: self.server.clone(),
+            session_id: self.session_id.as_str().to_owned(),
+            started_at_ms: self.started_at_ms,
+            tool: self.tool.clone(),
+        };
+        let b = canon::encode(&w).map_err(|r| bad(r.to_string()))?;
+        if b.len() > MAX_EVENT_BYTES {
+            return Err(bad("the event is over 4 KiB"));
+        }
+        Ok(b)
+    }
+
+    /// Decodes strictly: only the canonical encoding of a valid event.
+    pub fn decode(bytes: &[u8]) -> Result<AuditEvent, Rejection> {
+        let w: Wire = canon::decode(bytes, MAX_EVENT_BYTES, Form::Canonical)
+            .map_err(|r| bad(format!("{}: {}", r.code(), r.message())).at(r.location()))?;
+        let digest = |s: Option<String>, at: &str| {
+            s.map(|s| Sha256Digest::parse(&s).map_err(|r| bad(r.message().to_owned()).at(at)))
+                .transpose()
+        };
+        let code = match w.code {
+            None => None,
+            Some(c) => {
+                Some(ErrorCode::from_code(&c).ok_or_else(|| bad("unknown code").at("code"))?)
+            }
+        };
+        let e = AuditEvent {
+            seq: w.seq,
+            session_id: SessionId::new(w.session_id)
+                .map_err(|r| bad(r.message().to_owned()).at("session_id"))?,
+            server: w.server,
+            tool: w.tool,
+            method: w.method,
+            decision: w.decision,
+            code,
+            arguments_sha256: digest(w.arguments_sha256, "arguments_sha256")?,
+            result_sha256: digest(w.result_sha256, "result_sha256")?,
+            latency_ms: w.latency_ms,
+            started_at_ms: w.started_at_ms,
+        };
+        // `null` for an optional member is canonical JSON but not the
+        // encoding (which omits it): only the exact bytes pass.
+        if e.encode()? != bytes {
+            return Err(bad("not the canonical encoding of the event"));
+        }
+        Ok(e)
+    }
+}
+
+/// Reads every event of an MCP audit journal: opens it with `spec` (which
+/// takes the writer lock, so not while a mediator writes it).
+pub fn read_events(path: &Path, spec: &JournalSpec) -> Result<Vec<AuditEvent>, McpError> {
+    let opened = Journal::open(path, spec, None)?;
+    opened
+        .records()
+        .map(|r| {
+            AuditEvent::decode(r.payload).map_err(|e| McpError::Event {
+                seq: r.seq,
+                message: e.to_string(),
+            })
+        })
+        .collect()
+}
+
+/// A session's audit totals, for its receipt.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Summary {
+    /// `allowed` events.
+    pub allowed: u64,
+    /// `denied` events.
+    pub denied: u64,
+    /// `upstream_error` events.
+    pub upstream_errors: u64,
+    /// `dropped` events.
+    pub dropped: u64,
+    /// `pinned` events.
+    pub pinned: u64,
+    /// `cancelled` events.
+    pub cancelled: u64,
+    /// Durable records in the journal.
+    pub journal_records: u64,
+    /// The journal's head digest (the header digest when empty).
+    pub journal_head: [u8; 32],
+    /// Whether the audit failed (and the mediator refused everything after).
+    pub audit_failed: bool,
+}
+
+struct Job {
+    event: AuditEvent,
+    reply: oneshot::Sender<bool>,
+}
+
+/// Room one event may need: the largest encoding and its framing.
+const EVENT_ROOM: u64 = MAX_EVENT_BYTES as u64 + glove_journal::format::RECORD_OVERHEAD as u64;
+
+/// What the journal still holds, and how much of it is promised.
+#[derive(Debug)]
+struct Room {
+    records_left: u64,
+    bytes_left: u64,
+    reserved: u64,
+}
+
+/// Room for one event, promised before its request is forwarded, so a
+/// call never reaches an upstream unless its event will fit. Dropping it
+/// gives the room back.
+#[derive(Debug)]
+#[must_use = "a reservation is spent on one event"]
+pub(crate) struct Reservation {
+    room: Arc<std::sync::Mutex<Room>>,
+}
+
+impl Drop for Reservation {
+    fn drop(&mut self) {
+        let mut r = self.room.lock().unwrap_or_else(|e| e.into_inner());
+        r.reserved = r.reserved.saturating_sub(1);
+    }
+}
+
+/// The sending side, shared by every task of the mediator.
+#[derive(Debug)]
+pub(crate) struct Audit {
+    tx: std::sync::Mutex<Option<mpsc::Sender<Job>>>,
+    failed: Arc<AtomicBool>,
+    room: Arc<std::sync::Mutex<Room>>,
+}
+
+impl Audit {
+    /// Whether the audit has failed (everything is refused).
+    pub(crate) fn failed(&self) -> bool {
+        self.failed.load(Ordering::SeqCst)
+    }
+
+    /// Closes the audit (fail closed).
+    pub(crate) fn close(&self) {
+        self.failed.store(true, Ordering::SeqCst);
+    }
+
+    /// Promises room for one more event (on top of every promise still
+    /// open). When there is none the audit closes: this and every later
+    /// decision is refused.
+    pub(crate) fn reserve(&self) -> Option<Reservation> {
+        if self.failed() {
+            return None;
+        }
+        let mut r = self.room.lock().unwrap_or_else(|e| e.into_inner());
+        let n = r.reserved + 1;
+        if r.records_left >= n && r.bytes_left >= n.saturating_mul(EVENT_ROOM) {
+            r.reserved = n;
+            Some(Reservation {
+                room: self.room.clone(),
+            })
+        } else {
+            drop(r);
+            self.close();
+            None
+        }
+    }
+
+    /// Appends `event` durably (its `seq` assigned by the writer); `false`
+    /// when it was not recorded, after which the audit is closed.
+    pub(crate) async fn record(&self, event: AuditEvent) -> bool {
+        match self.reserve() {
+            Some(res) => self.record_reserved(event, res).await,
+            None => false,
+        }
+    }
+
+    /// [`record`](Self::record) in room reserved earlier.
+    pub(crate) async fn record_reserved(&self, event: AuditEvent, res: Reservation) -> bool {
+        if self.failed() {
+            return false;
+        }
+        let (reply, rx) = oneshot::channel();
+        let sent = {
+            let tx = self.tx.lock().unwrap_or_else(|e| e.into_inner());
+            tx.as_ref()
+                .is_some_and(|tx| tx.send(Job { event, reply }).is_ok())
+        };
+        let ok = sent && rx.await.unwrap_or(false);
+        drop(res);
+        if !ok {
+            self.close();
+        }
+        ok
+    }
+
+    /// Stops accepting events (the writer ends once the queue is empty).
+    pub(crate) fn shut(&self) {
+        self.tx.lock().unwrap_or_else(|e| e.into_inner()).take();
+    }
+}
+
+/// Creates the journal and starts its writer thread.
+pub(crate) fn spawn(
+    path: &Path,
+    spec: &JournalSpec,
+) -> Result<(Audit, std::thread::JoinHandle<Summary>), McpError> {
+    let journal = Journal::create(path, spec)?;
+    let (tx, rx) = mpsc::channel::<Job>();
+    let failed = Arc::new(AtomicBool::new(false));
+    let room = Arc::new(std::sync::Mutex::new(Room {
+        records_left: spec.max_records,
+        bytes_left: spec.max_bytes.saturating_sub(journal.len_bytes()),
+        reserved: 0,
+    }));
+    let w = Writer {
+        journal,
+        rx,
+        failed: failed.clone(),
+        room: room.clone(),
+    };
+    let thread = std::thread::Builder::new()
+        .name("glove-mcp-audit".into())
+        .spawn(move || w.run())
+        .map_err(|source| McpError::Io {
+            what: "spawn the MCP audit thread",
+            source,
+        })?;
+    Ok((
+        Audit {
+            tx: std::sync::Mutex::new(Some(tx)),
+            failed,
+            room,
+        },
+        thread,
+    ))
+}
+
+struct Writer {
+    journal: Journal,
+    rx: mpsc::Receiver<Job>,
+    failed: Arc<AtomicBool>,
+    room: Arc<std::sync::Mutex<Room>>,
+}
+
+impl Writer {
+    fn run(self) -> Summary {
+        let mut s = Summary::default();
+        while let Ok(first) = self.rx.recv() {
+            let mut batch = vec![first];
+            while batch.len() < BATCH {
+                match self.rx.try_recv() {
+                    Ok(job) => batch.push(job),
+                    Err(_) => break,
+                }
+            }
+            let mut queued = Vec::with_capacity(batch.len());
+            for job in batch {
+                let ok = !self.failed.load(Ordering::SeqCst) && self.queue(&job.event);
+                if !ok {
+                    self.failed.store(true, Ordering::SeqCst);
+                }
+                queued.push((job, ok));
+            }
+            let synced = if queued.iter().any(|(_, ok)| *ok) {
+                let ok = self.journal.flush().is_ok();
+                if !ok {
+                    self.failed.store(true, Ordering::SeqCst);
+                }
+                ok
+            } else {
+                true
+            };
+            for (job, ok) in queued {
+                let ok = ok && synced;
+                if ok {
+                    count(&mut s, job.event.decision);
+                }
+                let _ = job.reply.send(ok);
+            }
+        }
+        let anchor = self.journal.anchor();
+        s.journal_records = anchor.records;
+        s.journal_head = anchor.head;
+        s.audit_failed = self.failed.load(Ordering::SeqCst);
+        s
+    }
+
+    fn queue(&self, event: &AuditEvent) -> bool {
+        let mut e = event.clone();
+        e.seq = self.journal.record_count() + 1;
+        let Ok(bytes) = e.encode() else {
+            return false;
+        };
+        let ok = self.journal.queue(EVENT_RECORD, &bytes).is_ok();
+        let spec = self.journal.spec();
+        let mut r = self.room.lock().unwrap_or_else(|e| e.into_inner());
+        r.records_left = spec.max_records.saturating_sub(self.journal.record_count());
+        r.bytes_left = spec.max_bytes.saturating_sub(self.journal.len_bytes());
+        ok
+    }
+}
+
+fn count(s: &mut Summary, d: Decision) {
+    match d {
+        Decision::Allowed => s.allowed += 1,
+        Decision::Denied => s.denied += 1,
+        Decision::UpstreamError => s.upstream_errors += 1,
+        Decision::Dropped => s.dropped += 1,
+        Decision::Pinned => s.pinned += 1,
+        Decision::Cancelled => s.cancelled += 1,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ev() -> AuditEvent {
+        AuditEvent {
+            seq: 1,
+            session_id: SessionId::new("s1").expect("id"),
+            server: Some("everything".into()),
+            tool: Some("echo".into()),
+            method: Some("tools/call".into()),
+            decision: Decision::Allowed,
+            code: None,
+            arguments_sha256: Some(Sha256Digest::of(b"a")),
+            result_sha256: Some(Sha256Digest::of(b"r")),
+            latency_ms: 3,
+            started_at_ms: 1_700_000_000_000,
+        }
+    }
+
+    #[test]
+    fn round_trip_and_rules() {
+        let b = ev().encode().expect("valid");
+        assert_eq!(AuditEvent::decode(&b).expect("decodes"), ev());
+        let mut e = ev();
+        e.decision = Decision::Denied;
+        assert!(e.encode().is_err(), "a denial names a code, no result");
+        e.result_sha256 = None;
+        e.code = Some(MCP_TOOL_DENIED);
+        assert!(e.encode().is_ok());
+        e.code = Some(glove_types::codes::egress::EGRESS_TIMEOUT);
+        assert!(e.encode().is_err(), "mcp codes only");
+        let with_null = String::from_utf8(b.clone()).expect("utf-8").replacen(
+            "\"decision\"",
+            "\"code\":null,\"decision\"",
+            1,
+        );
+        assert!(AuditEvent::decode(with_null.as_bytes()).is_err());
+        let spaced = String::from_utf8(b).expect("utf-8").replacen(':', ": ", 1);
+        assert_eq!(
+            AuditEvent::decode(spaced.as_bytes()).map_err(|r| r.code().as_str()),
+            Err("mcp_event_invalid")
+        );
+    }
+}

@@ -1,0 +1,247 @@
+//! The methods forwarded to an upstream: `tools/call` with every check
+//! before it, and the listed resources and prompts.
+
+use super::outcome::{upstream_outcome, Outcome, Req};
+use super::{lock, Shared};
+use crate::audit::ARGUMENTS_DOMAIN;
+use crate::json;
+use crate::schema;
+use glove_types::codes::mcp::*;
+use serde_json::{Map, Value};
+
+impl Shared {
+    pub(super) async fn tools_call(&self, req: &Req) -> Outcome {
+        let p = &req.params;
+        let args = match p.get("arguments") {
+            None => Value::Object(Map::new()),
+            Some(Value::Object(a)) => Value::Object(a.clone()),
+            Some(_) => return Outcome::denied(MCP_PARAMS_INVALID, "`arguments` must be an object"),
+        };
+        let digest = json::digest(ARGUMENTS_DOMAIN, &args);
+        let Some(name) = p.get("name").and_then(Value::as_str) else {
+            return Outcome::denied(MCP_PARAMS_INVALID, "`name` must be a string").args(digest);
+        };
+        if p.contains_key("task") {
+            return Outcome::denied(MCP_TASK_REFUSED, "task-augmented calls are not mediated")
+                .args(digest)
+                .on(None, Some(name));
+        }
+        let resolved = lock(&self.view).resolve(name);
+        let target = match resolved {
+            Ok(t) => t,
+            Err((code, at)) => {
+                let msg = match code {
+                    c if c == MCP_TOOL_UNKNOWN => "unknown tool",
+                    c if c == MCP_TOOL_DENIED => "the profile does not allow this tool",
+                    _ => "the tool's definition differs from its pin; it is blocked",
+                };
+                let (server, tool) = match &at {
+                    Some((s, t)) => (Some(s.as_str()), Some(t.as_str())),
+                    None => (None, Some(name)),
+                };
+                return Outcome::denied(code, msg).args(digest).on(server, tool);
+            }
+        };
+        let here = |o: Outcome| o.args(digest).on(Some(&target.server), Some(&target.tool));
+        let Some(server) = self.profile.server(&target.server) else {
+            return here(Outcome::denied(MCP_TOOL_UNKNOWN, "unknown tool"));
+        };
+        let Some(policy) = server.tools().get(&target.tool) else {
+            return here(Outcome::denied(
+                MCP_TOOL_DENIED,
+                "the profile does not allow this tool",
+            ));
+        };
+        let empty = Map::new();
+        let a = args.as_object().unwrap_or(&empty);
+        for (arg, rule) in policy.arguments() {
+            match a.get(arg) {
+                None if rule.required => {
+                    return here(Outcome::denied(
+                        MCP_ARGUMENT_REFUSED,
+                        &format!("argument `{arg}` is required"),
+                    ))
+                }
+                None => {}
+                Some(v) => {
+                    if let Err(why) = rule.check(v) {
+                        return here(Outcome::denied(
+                            MCP_ARGUMENT_REFUSED,
+                            &format!("argument `{arg}` {why}"),
+                        ));
+                    }
+                }
+            }
+        }
+        let input = target.entry.definition.get("inputSchema");
+        if let Some(props) = input
+            .and_then(|s| s.get("properties"))
+            .and_then(Value::as_object)
+        {
+            let open = input
+                .and_then(|s| s.get("additionalProperties"))
+                .is_some_and(|v| v.as_bool() == Some(true) || v.is_object());
+            if !open {
+                if let Some(k) = a
+                    .keys()
+                    .find(|k| !props.contains_key(*k) && !policy.arguments().contains_key(*k))
+                {
+                    let shown: String = k.chars().take(64).collect();
+                    return here(Outcome::denied(
+                        MCP_SCHEMA_REFUSED,
+                        &format!("argument `{shown}` is not in the tool's input schema"),
+                    ));
+                }
+            }
+        }
+        if let Some(s) = input {
+            if let Err(why) = schema::validate(s, &args) {
+                return here(Outcome::denied(
+                    MCP_SCHEMA_REFUSED,
+                    &format!("input schema: {why}"),
+                ));
+            }
+        }
+        if let Some(s) = policy.schema() {
+            if let Err(why) = schema::validate(s, &args) {
+                return here(Outcome::denied(
+                    MCP_SCHEMA_REFUSED,
+                    &format!("profile schema: {why}"),
+                ));
+            }
+        }
+        let Some(up) = self.upstreams.get(&target.server) else {
+            return here(Outcome::denied(MCP_TOOL_UNKNOWN, "unknown tool"));
+        };
+        let mut fwd = Map::new();
+        fwd.insert("name".into(), Value::from(target.tool.clone()));
+        fwd.insert("arguments".into(), args);
+        let roots = server.path_roots();
+        let res = match up.send("tools/call", Some(fwd)).await {
+            Ok((uid, rx)) => {
+                lock(&self.in_flight).insert(req.id.clone(), (target.server.clone(), uid));
+                let r = up
+                    .wait(uid, rx, self.profile.limits().request_timeout)
+                    .await;
+                lock(&self.in_flight).remove(&req.id);
+                r
+            }
+            Err(e) => Err(e),
+        };
+        here(upstream_outcome(res, &roots))
+    }
+
+    /// `resources/list`, `prompts/list`: each server's listing, filtered
+    /// to what its profile entry lists.
+    pub(super) async fn list_listed(&self, req: &Req) -> Outcome {
+        let prompts = req.method == "prompts/list";
+        let (member, key) = if prompts {
+            ("prompts", "name")
+        } else {
+            ("resources", "uri")
+        };
+        let mut out = Vec::new();
+        for s in self.profile.servers() {
+            let listed = if prompts { s.prompts() } else { s.resources() };
+            if listed.is_empty() {
+                continue;
+            }
+            let Some(up) = self.upstreams.get(s.id()) else {
+                continue;
+            };
+            let r = up
+                .request(&req.method, None, self.profile.limits().request_timeout)
+                .await;
+            let v = match r {
+                Ok(v) => v,
+                Err(e) => return upstream_outcome(Err(e), &s.path_roots()).on(Some(s.id()), None),
+            };
+            for item in v
+                .get(member)
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+            {
+                if item
+                    .get(key)
+                    .and_then(Value::as_str)
+                    .is_some_and(|k| listed.contains(k))
+                {
+                    out.push(item.clone());
+                }
+            }
+        }
+        let mut m = Map::new();
+        m.insert(member.into(), Value::Array(out));
+        Outcome::allowed(Value::Object(m))
+    }
+
+    /// `resources/read`, `prompts/get`, `completion/complete`: forwarded
+    /// to the first server whose profile entry lists the resource or
+    /// prompt named.
+    pub(super) async fn get_listed(&self, req: &Req) -> Outcome {
+        let p = &req.params;
+        let (is_prompt, name, fwd): (bool, Option<&str>, Vec<&str>) = match req.method.as_str() {
+            "resources/read" => (false, p.get("uri").and_then(Value::as_str), vec!["uri"]),
+            "prompts/get" => (
+                true,
+                p.get("name").and_then(Value::as_str),
+                vec!["name", "arguments"],
+            ),
+            _ => {
+                let r = p.get("ref");
+                let kind = r.and_then(|r| r.get("type")).and_then(Value::as_str);
+                match kind {
+                    Some("ref/prompt") => (
+                        true,
+                        r.and_then(|r| r.get("name")).and_then(Value::as_str),
+                        vec!["ref", "argument", "context"],
+                    ),
+                    Some("ref/resource") => (
+                        false,
+                        r.and_then(|r| r.get("uri")).and_then(Value::as_str),
+                        vec!["ref", "argument", "context"],
+                    ),
+                    _ => (false, None, vec![]),
+                }
+            }
+        };
+        let digest = json::digest(ARGUMENTS_DOMAIN, &Value::Object(p.clone()));
+        let Some(name) = name else {
+            return Outcome::denied(
+                MCP_PARAMS_INVALID,
+                "the request names no resource or prompt",
+            )
+            .args(digest);
+        };
+        let server = self.profile.servers().iter().find(|s| {
+            if is_prompt {
+                s.prompts().contains(name)
+            } else {
+                s.resources().contains(name)
+            }
+        });
+        let Some(server) = server else {
+            return Outcome::denied(MCP_RESOURCE_DENIED, "not listed in the profile").args(digest);
+        };
+        let Some(up) = self.upstreams.get(server.id()) else {
+            return Outcome::denied(MCP_RESOURCE_DENIED, "not listed in the profile").args(digest);
+        };
+        let mut params = Map::new();
+        for k in fwd {
+            if let Some(v) = p.get(k) {
+                params.insert(k.into(), v.clone());
+            }
+        }
+        let r = up
+            .request(
+                &req.method,
+                Some(params),
+                self.profile.limits().request_timeout,
+            )
+            .await;
+        upstream_outcome(r, &server.path_roots())
+            .args(digest)
+            .on(Some(server.id()), None)
+    }
+}

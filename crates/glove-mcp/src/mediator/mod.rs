@@ -1,0 +1,671 @@
+//! The mediator: serves one agent connection over the upstream servers of
+//! a profile, deciding every request itself and auditing every decision
+//! before its outcome is released.
+//!
+//! **Revisions.** The agent speaks `2025-11-25` (`initialize`, then
+//! requests) or `2026-07-28` (no handshake; `server/discover` and every
+//! request carry `_meta["io.modelcontextprotocol/protocolVersion"]`), per
+//! request: a request whose `_meta` names `2026-07-28` is served in that
+//! revision (its result carries `resultType: "complete"`); one naming any
+//! other version is answered `UnsupportedProtocolVersionError` (-32004,
+//! `mcp_protocol_refused`, `data.supported`); one without a version is
+//! served only after `initialize` (else `mcp_protocol_refused`).
+//! `initialize` is answered with `2025-11-25` whatever the agent asks
+//! (the only legacy revision the mediator speaks) and only once.
+//!
+//! **Methods.** Answered locally: `initialize`, `server/discover`, `ping`,
+//! `tools/list` (Glove's view, see [`crate::view`]; one page, a `cursor`
+//! is `mcp_params_invalid`). `tools/call`: the name is resolved in Glove's
+//! view (`mcp_tool_unknown`, `mcp_tool_denied`, `mcp_pin_mismatch`); the
+//! profile's argument rules (`mcp_argument_refused`), then the tool's own
+//! pinned `inputSchema` and the profile's `schema`
+//! (`mcp_schema_refused`) are checked — and an argument that the
+//! `inputSchema` does not declare is refused unless its
+//! `additionalProperties` allows it, since the SDK servers silently drop
+//! such arguments and other servers may not. Only `name` and `arguments`
+//! are forwarded, with the request deadline. `params.task` and every
+//! `tasks/*` method are refused (`mcp_task_refused`): a task's result
+//! would arrive outside the call and escape audit-before-release.
+//! `resources/list`, `resources/read`, `prompts/list`, `prompts/get` and
+//! `completion/complete` reach only what the profile lists
+//! (`mcp_resource_denied`); `resources/templates/list` is empty. Anything
+//! else is -32601 `mcp_method_unknown`. Requests are handled concurrently,
+//! at most `limits.max_in_flight` at a time (reading pauses beyond); a
+//! request reusing the id of one still in flight is `mcp_frame_invalid`.
+//!
+//! **Upstream answers.** A result is released as it came (plus
+//! `resultType` for a `2026-07-28` request); an `isError` result has every
+//! text item passed through [`crate::sanitize::strip_paths`]. A JSON-RPC
+//! error keeps its numeric code, has its message sanitised and its `data`
+//! replaced by `{"glove_code":"mcp_upstream_error"}`. A timeout is
+//! `mcp_upstream_timeout`, an exit `mcp_upstream_failed`; a server that
+//! exited stays failed.
+//!
+//! **Notifications** from the agent are dropped, except
+//! `notifications/cancelled` for a forwarded call still in flight (it is
+//! forwarded under the upstream's id, the call ends `cancelled` and
+//! nothing is answered) and `notifications/initialized`. The agent gets
+//! `notifications/tools/list_changed` when Glove's view changes.
+//!
+//! **Audit before release.** Every request's outcome is an
+//! [`crate::AuditEvent`] appended durably before its answer is written;
+//! frames dropped unanswered are audited too. When the audit fails (or
+//! the journal is full) the agent gets `mcp_audit_failed` and nothing
+//! from upstream, and every later request is answered `mcp_audit_failed`
+//! without being forwarded (fail closed).
+
+use crate::audit::{self, Audit, AuditEvent, Decision, Reservation, Summary, RESULT_DOMAIN};
+use crate::error::McpError;
+use crate::frame::{self, glove_error, Id, Line, LineReader, Message, MAX_FRAME_BYTES};
+use crate::json;
+use crate::pin::PinFile;
+use crate::profile::Profile;
+use crate::upstream::{CallError, Upstream, LEGACY_REVISION, META_VERSION, MODERN_REVISION};
+use crate::view::View;
+use outcome::{Outcome, Reply, Req};
+
+mod call;
+mod listing;
+mod outcome;
+use glove_journal::JournalSpec;
+use glove_types::codes::mcp::*;
+use glove_types::ids::SessionId;
+use glove_types::{ErrorCode, Sha256Digest};
+use serde_json::{Map, Value};
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
+use tokio::sync::{mpsc, Semaphore};
+
+/// Where a mediator keeps its audit and pins.
+#[derive(Clone, Debug)]
+pub struct MediatorConfig {
+    /// The session the events belong to.
+    pub session_id: SessionId,
+    /// The MCP audit journal to create (its directory mode 0700).
+    pub audit_path: PathBuf,
+    /// Its bounds ([`crate::journal_spec`]).
+    pub audit_spec: JournalSpec,
+    /// The pin file (its directory mode 0700); `None` keeps first-sight
+    /// pins in memory only.
+    pub pin_file: Option<PathBuf>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+        .unwrap_or(0)
+}
+
+struct Shared {
+    profile: Profile,
+    session_id: SessionId,
+    upstreams: BTreeMap<String, Arc<Upstream>>,
+    view: Mutex<View>,
+    pins: Mutex<PinFile>,
+    pin_path: Option<PathBuf>,
+    audit: Audit,
+    /// The connected agent's writer, for list_changed notifications.
+    agent: Mutex<Option<mpsc::Sender<Vec<u8>>>>,
+    /// Agent request id → (server, upstream id) of forwarded calls.
+    in_flight: Mutex<HashMap<Id, (String, i64)>>,
+    /// Serialises re-listing of upstream tools.
+    relist: tokio::sync::Mutex<()>,
+    /// Each server's instructions from its handshake (for its digest).
+    instructions: BTreeMap<String, Option<String>>,
+}
+
+/// A running mediator (see the module docs).
+pub struct Mediator {
+    shared: Arc<Shared>,
+    audit_thread: Option<std::thread::JoinHandle<Summary>>,
+    watchers: Vec<tokio::task::JoinHandle<()>>,
+}
+
+impl std::fmt::Debug for Mediator {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Mediator")
+            .field("session_id", &self.shared.session_id)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Drop for Mediator {
+    fn drop(&mut self) {
+        for w in &self.watchers {
+            w.abort();
+        }
+        for up in self.shared.upstreams.values() {
+            up.kill_now();
+        }
+        self.shared.audit.shut();
+    }
+}
+
+#[derive(Default)]
+struct Session {
+    initialized: std::sync::atomic::AtomicBool,
+    active: Mutex<HashSet<Id>>,
+}
+
+impl Mediator {
+    /// Creates the audit journal, starts every upstream of `profile`,
+    /// completes their handshakes, lists and pins their tools (auditing
+    /// first sights and mismatches) and starts watching them. Any failure
+    /// stops the servers already started.
+    pub async fn start(profile: Profile, config: MediatorConfig) -> Result<Mediator, McpError> {
+        let (audit, thread) = audit::spawn(&config.audit_path, &config.audit_spec)?;
+        let pins = match &config.pin_file {
+            Some(p) => PinFile::load(p).map_err(McpError::PinFile)?,
+            None => PinFile::default(),
+        };
+        let limits = profile.limits();
+        let mut upstreams = BTreeMap::new();
+        let mut inbound = Vec::new();
+        let mut listings = Vec::new();
+        let started = async {
+            for s in profile.servers() {
+                let (up, rx) = Upstream::spawn(s).map_err(|message| McpError::Upstream {
+                    server: s.id().to_owned(),
+                    message,
+                })?;
+                upstreams.insert(s.id().to_owned(), up.clone());
+                inbound.push((s.id().to_owned(), rx));
+            }
+            for s in profile.servers() {
+                let Some(up) = upstreams.get(s.id()) else {
+                    continue;
+                };
+                let fail = |method: &str, e: CallError| match e {
+                    CallError::Timeout => McpError::UpstreamTimeout {
+                        server: s.id().to_owned(),
+                        method: method.to_owned(),
+                    },
+                    CallError::Rpc(e) => McpError::Upstream {
+                        server: s.id().to_owned(),
+                        message: format!("{method}: error {}: {}", e.code, e.message),
+                    },
+                    CallError::Failed(m) => McpError::Upstream {
+                        server: s.id().to_owned(),
+                        message: format!("{method}: {m}"),
+                    },
+                    CallError::Cancelled => McpError::Upstream {
+                        server: s.id().to_owned(),
+                        message: format!("{method}: cancelled"),
+                    },
+                };
+                // One deadline from the handshake to the listed tools.
+                let ready = async {
+                    let hs = up
+                        .handshake(&limits)
+                        .await
+                        .map_err(|e| fail("initialize", e))?;
+                    let tools = up
+                        .list_tools(&limits)
+                        .await
+                        .map_err(|e| fail("tools/list", e))?;
+                    Ok::<_, McpError>((tools, hs.instructions))
+                };
+                let (tools, instructions) = tokio::time::timeout(limits.startup_timeout, ready)
+                    .await
+                    .map_err(|_| McpError::UpstreamTimeout {
+                        server: s.id().to_owned(),
+                        method: "initialize and tools/list".to_owned(),
+                    })??;
+                listings.push((s.id().to_owned(), tools, instructions));
+            }
+            Ok::<(), McpError>(())
+        }
+        .await;
+        if let Err(e) = started {
+            for up in upstreams.values() {
+                up.kill().await;
+            }
+            audit.shut();
+            let _ = thread.join();
+            return Err(e);
+        }
+        let shared = Arc::new(Shared {
+            profile,
+            session_id: config.session_id,
+            upstreams,
+            view: Mutex::new(View::default()),
+            pins: Mutex::new(pins),
+            pin_path: config.pin_file,
+            audit,
+            agent: Mutex::new(None),
+            in_flight: Mutex::new(HashMap::new()),
+            relist: tokio::sync::Mutex::new(()),
+            instructions: listings
+                .iter()
+                .map(|(s, _, i)| (s.clone(), i.clone()))
+                .collect(),
+        });
+        let mut m = Mediator {
+            shared: shared.clone(),
+            audit_thread: Some(thread),
+            watchers: Vec::new(),
+        };
+        for (server, tools, instructions) in listings {
+            if !shared
+                .apply_listing(&server, &tools, instructions.as_deref(), true)
+                .await?
+            {
+                return Err(McpError::AuditFailed);
+            }
+        }
+        for (server, rx) in inbound {
+            let s = shared.clone();
+            m.watchers
+                .push(tokio::spawn(async move { s.watch(server, rx).await }));
+        }
+        Ok(m)
+    }
+
+    /// The process id of an upstream server.
+    pub fn upstream_pid(&self, server: &str) -> Option<u32> {
+        self.shared.upstreams.get(server).and_then(|u| u.pid())
+    }
+
+    /// The last bytes an upstream wrote to its stderr.
+    pub fn upstream_stderr(&self, server: &str) -> Vec<u8> {
+        self.shared
+            .upstreams
+            .get(server)
+            .map(|u| u.stderr_tail())
+            .unwrap_or_default()
+    }
+
+    /// The names the agent's `tools/list` shows now.
+    pub fn shown_tools(&self) -> Vec<String> {
+        lock(&self.shared.view)
+            .listing()
+            .iter()
+            .filter_map(|t| t.get("name").and_then(Value::as_str).map(str::to_owned))
+            .collect()
+    }
+
+    /// Whether the audit failed (the mediator refuses everything).
+    pub fn audit_failed(&self) -> bool {
+        self.shared.audit.failed()
+    }
+
+    /// Serves one agent connection until it closes, then waits for the
+    /// requests still in flight.
+    pub async fn serve<S>(&self, io: S) -> Result<(), McpError>
+    where
+        S: AsyncRead + AsyncWrite + Send + 'static,
+    {
+        let shared = &self.shared;
+        let (r, w) = tokio::io::split(io);
+        let (tx, mut rx) = mpsc::channel::<Vec<u8>>(64);
+        let writer = tokio::spawn(async move {
+            let mut w = w;
+            while let Some(mut f) = rx.recv().await {
+                f.push(b'\n');
+                if w.write_all(&f).await.is_err() || w.flush().await.is_err() {
+                    break;
+                }
+            }
+            let _ = w.shutdown().await;
+        });
+        *lock(&shared.agent) = Some(tx.clone());
+        let session = Arc::new(Session::default());
+        let max = shared.profile.limits().max_in_flight;
+        let sem = Arc::new(Semaphore::new(max));
+        let mut lines = LineReader::new(BufReader::new(r), MAX_FRAME_BYTES);
+        loop {
+            let line = match lines.next().await {
+                Ok(Line::Frame(f)) => f,
+                Ok(Line::TooLong(_)) => {
+                    shared.dropped(None, MCP_FRAME_TOO_LARGE).await;
+                    continue;
+                }
+                Ok(Line::Eof) | Err(_) => break,
+            };
+            let started = Instant::now();
+            let started_at_ms = now_ms();
+            match frame::decode(&line) {
+                Ok(Message::Request { id, method, params }) => {
+                    let Ok(permit) = sem.clone().acquire_owned().await else {
+                        break;
+                    };
+                    let req = Req {
+                        id,
+                        method,
+                        params: params.unwrap_or_default(),
+                        modern: false,
+                        started,
+                        started_at_ms,
+                    };
+                    let (s, sess, tx) = (shared.clone(), session.clone(), tx.clone());
+                    tokio::spawn(async move {
+                        s.handle(&sess, &tx, req).await;
+                        drop(permit);
+                    });
+                }
+                Ok(Message::Notification { method, params }) => {
+                    shared.notification(&method, params).await;
+                }
+                Ok(Message::Response { .. }) | Ok(Message::Error { .. }) => {
+                    // The mediator sends the agent no requests.
+                    shared.dropped(None, MCP_FRAME_INVALID).await;
+                }
+                Err(rej) => match rej.reply_to() {
+                    Some(id) => {
+                        let req = Req {
+                            id: id.clone(),
+                            method: String::new(),
+                            params: Map::new(),
+                            modern: false,
+                            started,
+                            started_at_ms,
+                        };
+                        let o = Outcome::denied(rej.code(), rej.message());
+                        match shared.audit.reserve() {
+                            Some(res) => shared.release(&tx, &req, o, res).await,
+                            None => shared.refuse_closed(&tx, &req.id).await,
+                        }
+                    }
+                    None => shared.dropped(None, rej.code()).await,
+                },
+            }
+        }
+        let all = u32::try_from(max).unwrap_or(u32::MAX);
+        let _ = sem.acquire_many(all).await;
+        *lock(&shared.agent) = None;
+        drop(tx);
+        let _ = writer.await;
+        Ok(())
+    }
+
+    /// Stops the upstreams and the audit writer; the session's totals.
+    pub async fn finish(mut self) -> Summary {
+        for w in &self.watchers {
+            w.abort();
+        }
+        for up in self.shared.upstreams.values() {
+            up.kill().await;
+        }
+        self.shared.audit.shut();
+        let thread = self.audit_thread.take();
+        let joined = match thread {
+            Some(t) => tokio::task::spawn_blocking(move || t.join().ok())
+                .await
+                .ok()
+                .flatten(),
+            None => None,
+        };
+        joined.unwrap_or(Summary {
+            audit_failed: true,
+            ..Summary::default()
+        })
+    }
+}
+
+impl Shared {
+    fn event(&self, req: Option<&Req>, o: &Outcome, result: Option<Sha256Digest>) -> AuditEvent {
+        let (method, latency_ms, started_at_ms) = match req {
+            Some(r) => (
+                Some(r.method.clone()).filter(|m| audit::is_method(m)),
+                u64::try_from(r.started.elapsed().as_millis()).unwrap_or(u64::MAX),
+                r.started_at_ms,
+            ),
+            None => (None, 0, now_ms()),
+        };
+        AuditEvent {
+            seq: 1,
+            session_id: self.session_id.clone(),
+            server: o.server.clone(),
+            tool: o.tool.clone(),
+            method,
+            decision: o.decision,
+            code: o.code,
+            arguments_sha256: o.arguments,
+            result_sha256: result,
+            latency_ms,
+            started_at_ms,
+        }
+    }
+
+    /// Audits a frame dropped unanswered.
+    async fn dropped(&self, server: Option<&str>, code: ErrorCode) {
+        let o = Outcome {
+            reply: Reply::Nothing,
+            decision: Decision::Dropped,
+            code: Some(code),
+            server: server.map(str::to_owned),
+            tool: None,
+            arguments: None,
+        };
+        let e = self.event(None, &o, None);
+        self.audit.record(e).await;
+    }
+
+    /// Audits `o`, then (only then) writes its reply; `mcp_audit_failed`
+    /// instead when the audit did not record it.
+    async fn release(
+        &self,
+        tx: &mpsc::Sender<Vec<u8>>,
+        req: &Req,
+        mut o: Outcome,
+        res: Reservation,
+    ) {
+        let mut result = None;
+        let mut bytes = match &mut o.reply {
+            Reply::Result(v) => {
+                if req.modern {
+                    if let Some(m) = v.as_object_mut() {
+                        m.insert("resultType".into(), Value::from("complete"));
+                    }
+                }
+                result = Some(json::digest(RESULT_DOMAIN, v));
+                Some(frame::encode_result(&req.id, v.clone()))
+            }
+            Reply::Error(e) => {
+                if o.code == Some(MCP_UPSTREAM_ERROR) {
+                    let mut ev = Map::new();
+                    ev.insert("code".into(), Value::from(e.code));
+                    ev.insert("message".into(), Value::from(e.message.clone()));
+                    result = Some(json::digest(RESULT_DOMAIN, &Value::Object(ev)));
+                }
+                Some(frame::encode_error(&req.id, e))
+            }
+            Reply::Nothing => None,
+        };
+        if bytes.as_ref().is_some_and(|b| b.len() > MAX_FRAME_BYTES) {
+            o = Outcome {
+                reply: Reply::Nothing,
+                decision: Decision::UpstreamError,
+                code: Some(MCP_UPSTREAM_FAILED),
+                server: o.server,
+                tool: o.tool,
+                arguments: o.arguments,
+            };
+            result = None;
+            bytes = Some(frame::encode_error(
+                &req.id,
+                &glove_error(MCP_UPSTREAM_FAILED, "the answer is over the frame bound"),
+            ));
+        }
+        let e = self.event(Some(req), &o, result);
+        if self.audit.record_reserved(e, res).await {
+            if let Some(b) = bytes {
+                let _ = tx.send(b).await;
+            }
+        } else if bytes.is_some() {
+            let err = glove_error(
+                MCP_AUDIT_FAILED,
+                "the decision could not be recorded; nothing is released",
+            );
+            let _ = tx.send(frame::encode_error(&req.id, &err)).await;
+        }
+    }
+
+    /// Answers `mcp_audit_failed` without deciding anything.
+    async fn refuse_closed(&self, tx: &mpsc::Sender<Vec<u8>>, id: &Id) {
+        let err = glove_error(
+            MCP_AUDIT_FAILED,
+            "the audit cannot record decisions; the mediator refuses everything",
+        );
+        let _ = tx.send(frame::encode_error(id, &err)).await;
+    }
+
+    async fn handle(&self, session: &Session, tx: &mpsc::Sender<Vec<u8>>, mut req: Req) {
+        // Room for this request's event is promised before anything is
+        // decided or forwarded.
+        let Some(res) = self.audit.reserve() else {
+            self.refuse_closed(tx, &req.id).await;
+            return;
+        };
+        if !lock(&session.active).insert(req.id.clone()) {
+            let o = Outcome::denied(MCP_FRAME_INVALID, "a request with this id is in flight");
+            self.release(tx, &req, o, res).await;
+            return;
+        }
+        let o = self.decide(session, &mut req).await;
+        // Set before the answer is written: the agent's next request may
+        // come the moment it reads it. (If the audit fails, everything is
+        // refused anyway.)
+        if req.method == "initialize" && o.decision == Decision::Allowed {
+            session
+                .initialized
+                .store(true, std::sync::atomic::Ordering::SeqCst);
+        }
+        self.release(tx, &req, o, res).await;
+        lock(&session.active).remove(&req.id);
+    }
+
+    async fn decide(&self, session: &Session, req: &mut Req) -> Outcome {
+        let version = req
+            .params
+            .get("_meta")
+            .and_then(|m| m.get(META_VERSION))
+            .cloned();
+        match version {
+            None => {}
+            Some(Value::String(v)) if v == MODERN_REVISION => req.modern = true,
+            Some(_) => {
+                let mut o = Outcome::denied(
+                    MCP_PROTOCOL_REFUSED,
+                    "unsupported protocol version; the mediator speaks 2026-07-28 per request and 2025-11-25 after initialize",
+                );
+                if let Reply::Error(e) = &mut o.reply {
+                    e.code = frame::UNSUPPORTED_PROTOCOL_VERSION;
+                    if let Some(Value::Object(d)) = &mut e.data {
+                        d.insert("supported".into(), serde_json::json!([MODERN_REVISION]));
+                    }
+                }
+                return o;
+            }
+        }
+        let initialized = session
+            .initialized
+            .load(std::sync::atomic::Ordering::SeqCst);
+        match req.method.as_str() {
+            "initialize" => {
+                if req.modern || initialized {
+                    return Outcome::denied(
+                        MCP_PROTOCOL_REFUSED,
+                        "initialize is answered once, and not in revision 2026-07-28",
+                    );
+                }
+                Outcome::allowed(self.initialize_result())
+            }
+            "server/discover" => Outcome::allowed(self.discover_result()),
+            "ping" => Outcome::allowed(Value::Object(Map::new())),
+            _ if !req.modern && !initialized => Outcome::denied(
+                MCP_PROTOCOL_REFUSED,
+                "send initialize first, or name revision 2026-07-28 in _meta",
+            ),
+            "tools/list" => {
+                if req.params.contains_key("cursor") {
+                    return Outcome::denied(MCP_PARAMS_INVALID, "the tool list has one page");
+                }
+                let mut m = Map::new();
+                m.insert("tools".into(), Value::Array(lock(&self.view).listing()));
+                Outcome::allowed(Value::Object(m))
+            }
+            "tools/call" => self.tools_call(req).await,
+            "resources/list" | "prompts/list" => self.list_listed(req).await,
+            "resources/templates/list" => {
+                let mut m = Map::new();
+                m.insert("resourceTemplates".into(), Value::Array(Vec::new()));
+                Outcome::allowed(Value::Object(m))
+            }
+            "resources/read" | "prompts/get" | "completion/complete" => self.get_listed(req).await,
+            m if m.starts_with("tasks/") => {
+                Outcome::denied(MCP_TASK_REFUSED, "task-augmented requests are not mediated")
+            }
+            _ => Outcome::denied(MCP_METHOD_UNKNOWN, "method not found"),
+        }
+    }
+
+    fn capabilities(&self) -> Value {
+        let servers = self.profile.servers();
+        let mut c = Map::new();
+        c.insert("tools".into(), serde_json::json!({"listChanged": true}));
+        let resources = servers.iter().any(|s| !s.resources().is_empty());
+        let prompts = servers.iter().any(|s| !s.prompts().is_empty());
+        if resources {
+            c.insert("resources".into(), Value::Object(Map::new()));
+        }
+        if prompts {
+            c.insert("prompts".into(), Value::Object(Map::new()));
+        }
+        if resources || prompts {
+            c.insert("completions".into(), Value::Object(Map::new()));
+        }
+        Value::Object(c)
+    }
+
+    fn server_info() -> Value {
+        serde_json::json!({"name": "glove-mcp", "version": env!("CARGO_PKG_VERSION")})
+    }
+
+    fn initialize_result(&self) -> Value {
+        serde_json::json!({
+            "protocolVersion": LEGACY_REVISION,
+            "capabilities": self.capabilities(),
+            "serverInfo": Self::server_info(),
+        })
+    }
+
+    fn discover_result(&self) -> Value {
+        serde_json::json!({
+            "supportedVersions": [MODERN_REVISION],
+            "capabilities": self.capabilities(),
+            "serverInfo": Self::server_info(),
+        })
+    }
+
+    async fn notification(&self, method: &str, params: Option<Map<String, Value>>) {
+        match method {
+            "notifications/initialized" => {}
+            "notifications/cancelled" => {
+                let id = params
+                    .as_ref()
+                    .and_then(|p| p.get("requestId"))
+                    .and_then(Id::from_value);
+                let Some(id) = id else {
+                    return;
+                };
+                let target = lock(&self.in_flight).get(&id).cloned();
+                if let Some((server, uid)) = target {
+                    if let Some(up) = self.upstreams.get(&server) {
+                        up.cancel(uid).await;
+                    }
+                }
+            }
+            // Everything else (roots/list_changed above all) is dropped.
+            _ => {}
+        }
+    }
+}

@@ -1,0 +1,131 @@
+//! What a decision yields: the request it answers, the reply, and the
+//! audit facts (decision, code, server, tool, arguments digest).
+
+use crate::audit::Decision;
+use crate::frame::{glove_error, Id, RpcError};
+use crate::sanitize::strip_paths;
+use crate::upstream::CallError;
+use glove_types::codes::mcp::*;
+use glove_types::{ErrorCode, Sha256Digest};
+use serde_json::{Map, Value};
+use std::time::Instant;
+
+/// One agent request being decided.
+pub(super) struct Req {
+    pub(super) id: Id,
+    pub(super) method: String,
+    pub(super) params: Map<String, Value>,
+    pub(super) modern: bool,
+    pub(super) started: Instant,
+    pub(super) started_at_ms: u64,
+}
+
+pub(super) enum Reply {
+    Result(Value),
+    Error(RpcError),
+    Nothing,
+}
+
+pub(super) struct Outcome {
+    pub(super) reply: Reply,
+    pub(super) decision: Decision,
+    pub(super) code: Option<ErrorCode>,
+    pub(super) server: Option<String>,
+    pub(super) tool: Option<String>,
+    pub(super) arguments: Option<Sha256Digest>,
+}
+
+impl Outcome {
+    pub(super) fn allowed(v: Value) -> Outcome {
+        Outcome {
+            reply: Reply::Result(v),
+            decision: Decision::Allowed,
+            code: None,
+            server: None,
+            tool: None,
+            arguments: None,
+        }
+    }
+    pub(super) fn denied(code: ErrorCode, message: &str) -> Outcome {
+        Outcome {
+            reply: Reply::Error(glove_error(code, message)),
+            decision: Decision::Denied,
+            code: Some(code),
+            server: None,
+            tool: None,
+            arguments: None,
+        }
+    }
+    pub(super) fn on(mut self, server: Option<&str>, tool: Option<&str>) -> Outcome {
+        self.server = server.map(str::to_owned);
+        self.tool = tool
+            .filter(|t| crate::profile::is_tool_name(t))
+            .map(str::to_owned);
+        self
+    }
+    pub(super) fn args(mut self, d: Sha256Digest) -> Outcome {
+        self.arguments = Some(d);
+        self
+    }
+}
+
+/// The outcome of a forwarded request (see the module docs).
+pub(super) fn upstream_outcome(r: Result<Value, CallError>, roots: &[String]) -> Outcome {
+    match r {
+        Ok(Value::Object(mut m)) => {
+            m.remove("resultType");
+            if m.get("isError") == Some(&Value::Bool(true)) {
+                if let Some(Value::Array(items)) = m.get_mut("content") {
+                    for item in items {
+                        if let Some(Value::String(t)) = item.get_mut("text") {
+                            *t = strip_paths(t, roots);
+                        }
+                    }
+                }
+            }
+            Outcome::allowed(Value::Object(m))
+        }
+        Ok(_) => Outcome {
+            decision: Decision::UpstreamError,
+            ..Outcome::denied(
+                MCP_UPSTREAM_FAILED,
+                "the upstream answered with a non-object result",
+            )
+        },
+        Err(CallError::Rpc(e)) => {
+            let mut data = Map::new();
+            data.insert(
+                "glove_code".into(),
+                Value::from(MCP_UPSTREAM_ERROR.as_str()),
+            );
+            Outcome {
+                reply: Reply::Error(RpcError {
+                    code: e.code,
+                    message: strip_paths(&e.message, roots),
+                    data: Some(Value::Object(data)),
+                }),
+                decision: Decision::UpstreamError,
+                code: Some(MCP_UPSTREAM_ERROR),
+                server: None,
+                tool: None,
+                arguments: None,
+            }
+        }
+        Err(CallError::Timeout) => Outcome {
+            decision: Decision::UpstreamError,
+            ..Outcome::denied(MCP_UPSTREAM_TIMEOUT, "the upstream did not answer in time")
+        },
+        Err(CallError::Failed(m)) => Outcome {
+            decision: Decision::UpstreamError,
+            ..Outcome::denied(MCP_UPSTREAM_FAILED, &m)
+        },
+        Err(CallError::Cancelled) => Outcome {
+            reply: Reply::Nothing,
+            decision: Decision::Cancelled,
+            code: None,
+            server: None,
+            tool: None,
+            arguments: None,
+        },
+    }
+}

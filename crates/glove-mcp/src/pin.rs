@@ -1,0 +1,463 @@
+//! Tool-definition pinning.
+//!
+//! **Digests.** A tool's *definition* is the object of exactly the members
+//! `name`, `title`, `description`, `inputSchema`, `outputSchema` and
+//! `annotations` of its `tools/list` entry that are present (anything else
+//! the upstream sends — `_meta`, `icons`, `execution` — is neither pinned
+//! nor ever shown to the agent). Its digest is
+//! `SHA-256("glove.mcp-tool.v1" || 0x00 || canonical(definition))`, with
+//! [`crate::json::canonical`] (Glove's canonical JSON, extended to
+//! non-integer numbers). A server's digest is
+//! `SHA-256("glove.mcp-server.v1" || 0x00 || canonical({"instructions":
+//! <string or null>, "tools": [<tool digests as hex, sorted>]}))` over
+//! every tool it lists, allowed or not.
+//!
+//! **Where pins come from.** A server whose profile entry has `pins` is
+//! pinned by the profile alone: an allowed tool without a profile pin is
+//! blocked, and a server digest that differs from a pinned one blocks
+//! every tool of the server. Otherwise the pins are those of the **pin
+//! file** ([`PinFile`]): an allowed tool seen for the first time is
+//! recorded there (and audited `pinned`); the server digest is recorded at
+//! first sight too. A file is protected like a journal's: a regular file of
+//! mode 0600 owned by the user, one link, no symbolic link as its last
+//! component, at most [`MAX_PIN_FILE_BYTES`], in a directory of mode 0700
+//! owned by the user, rewritten whole and atomically
+//! ([`glove_journal::atomic::write_file`]).
+//!
+//! **What a difference does.** A tool whose digest differs from its pin —
+//! at start, after `notifications/tools/list_changed`, or in any later
+//! `tools/list` — is blocked: it leaves the agent's `tools/list`, its calls
+//! fail with `mcp_pin_mismatch`, and the difference is audited once per
+//! new digest; the digest seen is kept in the file as *pending*. A renamed
+//! tool is a new tool (unpinned, recorded at first sight if allowed). A
+//! changed server digest in the pin file blocks nothing by itself — the
+//! mediator never relays upstream instructions — but is audited and kept
+//! as pending. [`approve`] makes a pending (or a given) digest the pin;
+//! it takes effect at the next start.
+
+use crate::json;
+use glove_types::canon::{self, Form};
+use glove_types::codes::mcp::MCP_PIN_FILE_INVALID;
+use glove_types::{Rejection, Sha256Digest};
+use rustix::fs::{self, FileType, Mode, OFlags, CWD};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+use std::collections::BTreeMap;
+use std::io::Read;
+use std::os::fd::AsFd;
+use std::path::Path;
+
+/// Domain of a tool digest.
+pub const TOOL_DOMAIN: &str = "glove.mcp-tool.v1";
+/// Domain of a server digest.
+pub const SERVER_DOMAIN: &str = "glove.mcp-server.v1";
+/// Largest pin file.
+pub const MAX_PIN_FILE_BYTES: usize = 1 << 20;
+
+const DEFINITION_MEMBERS: &[&str] = &[
+    "name",
+    "title",
+    "description",
+    "inputSchema",
+    "outputSchema",
+    "annotations",
+];
+
+/// The pinned part of a `tools/list` entry, or `None` when the entry has
+/// no string `name` or no object `inputSchema`.
+pub fn tool_definition(entry: &Value) -> Option<Value> {
+    let o = entry.as_object()?;
+    o.get("name")?.as_str()?;
+    o.get("inputSchema")?.as_object()?;
+    let mut d = Map::new();
+    for k in DEFINITION_MEMBERS {
+        if let Some(v) = o.get(*k) {
+            d.insert((*k).to_owned(), v.clone());
+        }
+    }
+    Some(Value::Object(d))
+}
+
+/// The digest of a definition (see the module docs).
+pub fn tool_digest(definition: &Value) -> Sha256Digest {
+    json::digest(TOOL_DOMAIN, definition)
+}
+
+/// The digest of a server (see the module docs).
+pub fn server_digest(instructions: Option<&str>, tools: &[Sha256Digest]) -> Sha256Digest {
+    let mut hex: Vec<String> = tools.iter().map(Sha256Digest::to_hex).collect();
+    hex.sort();
+    let mut m = Map::new();
+    m.insert(
+        "instructions".into(),
+        instructions.map_or(Value::Null, Value::from),
+    );
+    m.insert(
+        "tools".into(),
+        Value::Array(hex.into_iter().map(Value::from).collect()),
+    );
+    json::digest(SERVER_DOMAIN, &Value::Object(m))
+}
+
+/// The pins of one server in the pin file.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ServerPins {
+    /// The server digest recorded at first sight (or approved).
+    pub server: Option<Sha256Digest>,
+    /// A server digest seen that differs from `server`.
+    pub pending_server: Option<Sha256Digest>,
+    /// Tool pins by upstream tool name.
+    pub tools: BTreeMap<String, Sha256Digest>,
+    /// Tool digests seen that differ from their pins.
+    pub pending: BTreeMap<String, Sha256Digest>,
+}
+
+/// The pin file's contents.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PinFile {
+    /// Pins by server id.
+    pub servers: BTreeMap<String, ServerPins>,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileWire {
+    version: u32,
+    servers: BTreeMap<String, ServerWire>,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ServerWire {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    server: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pending_server: Option<String>,
+    #[serde(default)]
+    tools: BTreeMap<String, String>,
+    #[serde(default)]
+    pending: BTreeMap<String, String>,
+}
+
+fn bad(m: impl Into<String>) -> Rejection {
+    Rejection::new(MCP_PIN_FILE_INVALID, m)
+}
+
+fn digest_at(s: &str, at: &str) -> Result<Sha256Digest, Rejection> {
+    Sha256Digest::parse(s).map_err(|r| bad(r.message().to_owned()).at(at))
+}
+
+impl PinFile {
+    /// Decodes a pin file's bytes (strict JSON, `version` 1, server ids
+    /// and tool names as the profile allows them, digests as 64 hex).
+    pub fn decode(bytes: &[u8]) -> Result<PinFile, Rejection> {
+        let w: FileWire = canon::decode(bytes, MAX_PIN_FILE_BYTES, Form::Strict)
+            .map_err(|r| bad(format!("{}: {}", r.code(), r.message())).at(r.location()))?;
+        if w.version != 1 {
+            return Err(bad("only version 1 is known").at("version"));
+        }
+        let mut out = PinFile::default();
+        for (id, s) in w.servers {
+            let at = format!("servers.{id}");
+            if !crate::profile::is_server_id(&id) {
+                return Err(bad("not a server id").at(at));
+            }
+            let mut p = ServerPins::default();
+            if let Some(d) = &s.server {
+                p.server = Some(digest_at(d, &format!("{at}.server"))?);
+            }
+            if let Some(d) = &s.pending_server {
+                p.pending_server = Some(digest_at(d, &format!("{at}.pending_server"))?);
+            }
+            for (map, into, what) in [
+                (&s.tools, &mut p.tools, "tools"),
+                (&s.pending, &mut p.pending, "pending"),
+            ] {
+                for (name, d) in map {
+                    let here = format!("{at}.{what}.{name}");
+                    if !crate::profile::is_tool_name(name) {
+                        return Err(bad("not a tool name").at(here));
+                    }
+                    into.insert(name.clone(), digest_at(d, &here)?);
+                }
+            }
+            out.servers.insert(id, p);
+        }
+        Ok(out)
+    }
+
+    /// The canonical encoding.
+    pub fn encode(&self) -> Vec<u8> {
+        let hex = |m: &BTreeMap<String, Sha256Digest>| {
+            m.iter()
+                .map(|(k, v)| (k.clone(), v.to_hex()))
+                .collect::<BTreeMap<_, _>>()
+        };
+        let w = FileWire {
+            version: 1,
+            servers: self
+                .servers
+                .iter()
+                .map(|(id, p)| {
+                    (
+                        id.clone(),
+                        ServerWire {
+                            server: p.server.map(|d| d.to_hex()),
+                            pending_server: p.pending_server.map(|d| d.to_hex()),
+                            tools: hex(&p.tools),
+                            pending: hex(&p.pending),
+                        },
+                    )
+                })
+                .collect(),
+        };
+        // Strings and integers only: canonical encoding cannot fail.
+        canon::encode(&w).unwrap_or_default()
+    }
+
+    /// Reads a pin file; a missing file is an empty one.
+    pub fn load(path: &Path) -> Result<PinFile, Rejection> {
+        check_dir(path)?;
+        let fd = match fs::openat(
+            CWD,
+            path,
+            OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC | OFlags::NOCTTY,
+            Mode::empty(),
+        ) {
+            Ok(fd) => fd,
+            Err(rustix::io::Errno::NOENT) => return Ok(PinFile::default()),
+            Err(rustix::io::Errno::LOOP) => {
+                return Err(bad("the pin file is a symbolic link"));
+            }
+            Err(e) => return Err(bad(format!("cannot open the pin file: {e}"))),
+        };
+        let st = fs::fstat(&fd).map_err(|e| bad(format!("cannot stat the pin file: {e}")))?;
+        if FileType::from_raw_mode(st.st_mode) != FileType::RegularFile {
+            return Err(bad("the pin file is not a regular file"));
+        }
+        if st.st_mode & 0o7777 != 0o600 || st.st_uid != rustix::process::geteuid().as_raw() {
+            return Err(bad("the pin file must be mode 0600 and owned by the user"));
+        }
+        if st.st_nlink != 1 {
+            return Err(bad("the pin file has more than one link"));
+        }
+        let mut bytes = Vec::new();
+        std::fs::File::from(fd)
+            .take(MAX_PIN_FILE_BYTES as u64 + 1)
+            .read_to_end(&mut bytes)
+            .map_err(|e| bad(format!("cannot read the pin file: {e}")))?;
+        PinFile::decode(&bytes)
+    }
+
+    /// Replaces the pin file atomically (mode 0600).
+    pub fn save(&self, path: &Path) -> Result<(), Rejection> {
+        let dir = check_dir(path)?;
+        let name = path
+            .file_name()
+            .ok_or_else(|| bad("the pin file path has no file name"))?;
+        glove_journal::atomic::write_file(dir.as_fd(), name, &self.encode())
+            .map_err(|e| bad(format!("cannot write the pin file: {e}")))
+    }
+}
+
+/// Opens the pin file's directory and checks it is the user's, mode 0700.
+fn check_dir(path: &Path) -> Result<rustix::fd::OwnedFd, Rejection> {
+    let dir = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    let fd = fs::openat(
+        CWD,
+        dir,
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+        Mode::empty(),
+    )
+    .map_err(|e| bad(format!("cannot open the pin file's directory: {e}")))?;
+    let st = fs::fstat(&fd).map_err(|e| bad(format!("cannot stat the directory: {e}")))?;
+    if st.st_mode & 0o7777 != 0o700 || st.st_uid != rustix::process::geteuid().as_raw() {
+        return Err(bad(
+            "the pin file's directory must be mode 0700 and owned by the user",
+        ));
+    }
+    Ok(fd)
+}
+
+/// `pins show`: the pin file's contents.
+pub fn show(path: &Path) -> Result<PinFile, Rejection> {
+    PinFile::load(path)
+}
+
+/// `pins approve`: makes `digest` (or, when `None`, the pending digest)
+/// the pin of `tool` of `server` — or, with `tool` `None`, of the server
+/// digest — and drops the pending entry. Returns the digest now pinned.
+pub fn approve(
+    path: &Path,
+    server: &str,
+    tool: Option<&str>,
+    digest: Option<Sha256Digest>,
+) -> Result<Sha256Digest, Rejection> {
+    let mut file = PinFile::load(path)?;
+    let pins = file.servers.entry(server.to_owned()).or_default();
+    let pinned = match tool {
+        Some(t) => {
+            if !crate::profile::is_tool_name(t) {
+                return Err(bad("not a tool name"));
+            }
+            let d = digest
+                .or_else(|| pins.pending.get(t).copied())
+                .ok_or_else(|| bad("no pending digest for that tool; name one"))?;
+            pins.pending.remove(t);
+            pins.tools.insert(t.to_owned(), d);
+            d
+        }
+        None => {
+            let d = digest
+                .or(pins.pending_server)
+                .ok_or_else(|| bad("no pending server digest; name one"))?;
+            pins.pending_server = None;
+            pins.server = Some(d);
+            d
+        }
+    };
+    if !crate::profile::is_server_id(server) {
+        return Err(bad("not a server id"));
+    }
+    file.save(path)?;
+    Ok(pinned)
+}
+
+/// How one allowed tool stands against its pin.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Verdict {
+    /// Its digest equals its pin.
+    Matches,
+    /// Seen for the first time; now recorded in the pin file.
+    FirstSight,
+    /// Differs from its pin (or, under profile pins, has none, or the
+    /// server digest differs): blocked.
+    Mismatch,
+}
+
+/// Judges a server's allowed tools against the pins; updates `file`
+/// (first sights, pending digests) when the server is pinned by the file.
+/// Returns the verdict per tool and whether the server digest differs
+/// from its pin.
+pub(crate) fn judge(
+    profile: Option<&crate::profile::ProfilePins>,
+    file: &mut PinFile,
+    server: &str,
+    server_digest: Sha256Digest,
+    tools: &BTreeMap<String, Sha256Digest>,
+) -> (BTreeMap<String, Verdict>, bool) {
+    let mut out = BTreeMap::new();
+    if let Some(p) = profile {
+        let server_differs = p.server.is_some_and(|d| d != server_digest);
+        for (name, d) in tools {
+            let v = match p.tools.get(name) {
+                Some(pin) if *pin == *d && !server_differs => Verdict::Matches,
+                _ => Verdict::Mismatch,
+            };
+            out.insert(name.clone(), v);
+        }
+        return (out, server_differs);
+    }
+    let pins = file.servers.entry(server.to_owned()).or_default();
+    let server_differs = match pins.server {
+        None => {
+            pins.server = Some(server_digest);
+            false
+        }
+        Some(d) if d == server_digest => {
+            pins.pending_server = None;
+            false
+        }
+        Some(_) => {
+            pins.pending_server = Some(server_digest);
+            true
+        }
+    };
+    for (name, d) in tools {
+        let v = match pins.tools.get(name) {
+            None => {
+                pins.tools.insert(name.clone(), *d);
+                Verdict::FirstSight
+            }
+            Some(pin) if pin == d => {
+                pins.pending.remove(name);
+                Verdict::Matches
+            }
+            Some(_) => {
+                pins.pending.insert(name.clone(), *d);
+                Verdict::Mismatch
+            }
+        };
+        out.insert(name.clone(), v);
+    }
+    (out, server_differs)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+    use std::os::unix::fs::PermissionsExt;
+
+    #[test]
+    fn definitions_keep_only_pinned_members() {
+        let e = json!({"name":"echo","description":"d","inputSchema":{"type":"object"},
+                       "_meta":{"x":1},"execution":{"taskSupport":"optional"}});
+        let d = tool_definition(&e).expect("definition");
+        assert_eq!(
+            d,
+            json!({"name":"echo","description":"d","inputSchema":{"type":"object"}})
+        );
+        let changed = json!({"name":"echo","description":"D","inputSchema":{"type":"object"}});
+        assert_ne!(tool_digest(&d), tool_digest(&changed));
+        assert!(tool_definition(&json!({"name":"x"})).is_none());
+        let (a, b) = (tool_digest(&d), tool_digest(&changed));
+        assert_eq!(
+            server_digest(Some("i"), &[a, b]),
+            server_digest(Some("i"), &[b, a])
+        );
+        assert_ne!(server_digest(None, &[a]), server_digest(Some(""), &[a]));
+    }
+
+    #[test]
+    fn file_round_trip_first_sight_mismatch_approve() {
+        let t = tempfile::tempdir().expect("tempdir");
+        std::fs::set_permissions(t.path(), std::fs::Permissions::from_mode(0o700)).expect("chmod");
+        let path = t.path().join("pins.json");
+        let mut f = PinFile::load(&path).expect("missing is empty");
+        let d1 = Sha256Digest::of(b"1");
+        let d2 = Sha256Digest::of(b"2");
+        let s = Sha256Digest::of(b"s");
+        let tools = BTreeMap::from([("echo".to_owned(), d1)]);
+        let (v, differs) = judge(None, &mut f, "srv", s, &tools);
+        assert_eq!(v["echo"], Verdict::FirstSight);
+        assert!(!differs);
+        f.save(&path).expect("save");
+        let mut f = PinFile::load(&path).expect("load");
+        let tools2 = BTreeMap::from([("echo".to_owned(), d2)]);
+        let (v, differs) = judge(None, &mut f, "srv", Sha256Digest::of(b"s2"), &tools2);
+        assert_eq!(v["echo"], Verdict::Mismatch);
+        assert!(differs);
+        f.save(&path).expect("save");
+        assert_eq!(
+            show(&path).expect("show").servers["srv"].pending["echo"],
+            d2
+        );
+        assert_eq!(
+            approve(&path, "srv", Some("echo"), None).expect("approve"),
+            d2
+        );
+        let mut f = PinFile::load(&path).expect("load");
+        let (v, _) = judge(None, &mut f, "srv", s, &tools2);
+        assert_eq!(v["echo"], Verdict::Matches);
+        let mode = std::fs::metadata(&path).expect("stat").permissions().mode();
+        assert_eq!(mode & 0o777, 0o600);
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).expect("chmod");
+        assert!(PinFile::load(&path).is_err());
+        assert!(PinFile::decode(br#"{"version":1,"servers":{"a__b":{}}}"#).is_err());
+        assert!(PinFile::decode(br#"{"version":2,"servers":{}}"#).is_err());
+    }
+}

@@ -1,0 +1,537 @@
+//! The client side: one upstream MCP server, a host process Glove starts
+//! and talks to over its stdin and stdout.
+//!
+//! **Start.** The command from the profile runs with exactly the
+//! profile's environment (`env_clear`), its working directory, its own
+//! process group, stdin and stdout piped, stderr kept in a bounded buffer
+//! (the last [`STDERR_KEEP`] bytes, for the operator), and is killed when
+//! the handle goes.
+//!
+//! **Handshake.** First `server/discover` for revision `2026-07-28`, with
+//! the per-request `_meta` (protocol version, client info, capabilities);
+//! a server that answers with that revision among its `supportedVersions`
+//! is spoken to in it: every request carries the `_meta`, there is no
+//! `initialize`. A server that answers any error other than
+//! `UnsupportedProtocolVersionError` (-32004) — the SDK servers answer
+//! -32601 — or does not answer within [`DISCOVER_WAIT`] is a legacy
+//! server: `initialize` offering `2025-11-25`, then
+//! `notifications/initialized`. The client declares **no** capabilities
+//! unless the profile names `sampling` or `elicitation`; never `roots`.
+//!
+//! **Requests.** Ids are the mediator's own integers (an agent's ids are
+//! never forwarded). Every request has a deadline; on expiry the pending
+//! entry goes, the server gets `notifications/cancelled`, and the caller
+//! [`CallError::Timeout`]. When the process closes its stdout every
+//! pending request fails ([`CallError::Failed`]) and so does every later
+//! one: a server is not restarted.
+//!
+//! **What the server sends** is decoded with [`crate::frame::decode`].
+//! Responses go to their pending request (a response to no pending id is
+//! dropped and reported); requests (`roots/list`, `sampling/createMessage`,
+//! `elicitation/create`, anything) are reported as [`Inbound::Request`] for
+//! the mediator to deny and audit; `notifications/tools/list_changed` is
+//! reported; other notifications (logging, progress) are discarded;
+//! malformed frames are reported as [`Inbound::Dropped`].
+
+use crate::frame::{self, Id, Line, LineReader, Message, RpcError, MAX_FRAME_BYTES};
+use crate::profile::{Limits, ServerProfile};
+use glove_types::ErrorCode;
+use serde_json::{Map, Value};
+use std::collections::HashMap;
+use std::process::Stdio;
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::io::{AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::process::{Child, Command};
+use tokio::sync::{mpsc, oneshot};
+
+/// The legacy revision offered in `initialize`.
+pub const LEGACY_REVISION: &str = "2025-11-25";
+/// The stateless revision tried with `server/discover`.
+pub const MODERN_REVISION: &str = "2026-07-28";
+/// Legacy revisions accepted in a server's `initialize` answer.
+pub const LEGACY_ACCEPTED: &[&str] = &["2025-11-25", "2025-06-18", "2025-03-26"];
+/// Longest wait for an answer to `server/discover`.
+pub const DISCOVER_WAIT: Duration = Duration::from_secs(2);
+/// How much of the server's stderr is kept.
+pub const STDERR_KEEP: usize = 64 * 1024;
+/// The `_meta` key of the protocol version (2026-07-28).
+pub const META_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
+/// The `_meta` key of the client capabilities (2026-07-28).
+pub const META_CAPABILITIES: &str = "io.modelcontextprotocol/clientCapabilities";
+/// The `_meta` key of the client info (2026-07-28).
+pub const META_CLIENT_INFO: &str = "io.modelcontextprotocol/clientInfo";
+
+const MAX_INSTRUCTIONS: usize = 64 * 1024;
+
+/// What became of a request.
+#[derive(Clone, Debug, PartialEq)]
+pub enum CallError {
+    /// No answer within the deadline.
+    Timeout,
+    /// The server is gone or sent something unusable (a path-free reason).
+    Failed(String),
+    /// The server answered with an error.
+    Rpc(RpcError),
+    /// The request was cancelled by the mediator.
+    Cancelled,
+}
+
+/// Something the server sent that is not an answer to a request.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Inbound {
+    /// `notifications/tools/list_changed`.
+    ToolsChanged,
+    /// A server-to-client request, to be denied.
+    Request {
+        /// Its id.
+        id: Id,
+        /// Its method.
+        method: String,
+    },
+    /// A frame dropped (malformed, or an answer to nothing).
+    Dropped {
+        /// Why.
+        code: ErrorCode,
+    },
+    /// The server closed its stdout (exited).
+    Closed,
+}
+
+type Reply = Result<Value, CallError>;
+
+/// One running upstream server.
+#[derive(Debug)]
+pub struct Upstream {
+    id: String,
+    tx: mpsc::Sender<Vec<u8>>,
+    pending: Arc<Mutex<HashMap<i64, oneshot::Sender<Reply>>>>,
+    next_id: AtomicI64,
+    alive: Arc<AtomicBool>,
+    modern: AtomicBool,
+    capabilities: Value,
+    child: Mutex<Option<Child>>,
+    pid: Option<u32>,
+    stderr: Arc<Mutex<Vec<u8>>>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// What the handshake learnt.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Handshake {
+    /// The revision spoken.
+    pub revision: String,
+    /// The server's instructions, if any (never relayed to the agent).
+    pub instructions: Option<String>,
+}
+
+impl Upstream {
+    /// Starts the server's process (see the module docs).
+    pub fn spawn(
+        profile: &ServerProfile,
+    ) -> Result<(Arc<Upstream>, mpsc::Receiver<Inbound>), String> {
+        let c = profile.command();
+        let mut cmd = Command::new(&c.path);
+        cmd.args(&c.arguments)
+            .env_clear()
+            .envs(c.environment.iter().map(|(k, v)| (k, v)))
+            .current_dir(&c.working_directory)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .process_group(0)
+            .kill_on_drop(true);
+        let mut child = cmd.spawn().map_err(|e| format!("cannot start: {e}"))?;
+        let (Some(stdin), Some(stdout), Some(stderr)) =
+            (child.stdin.take(), child.stdout.take(), child.stderr.take())
+        else {
+            return Err("cannot start: no pipes".into());
+        };
+        let pid = child.id();
+        let (tx, mut rx) = mpsc::channel::<Vec<u8>>(64);
+        let (itx, irx) = mpsc::channel::<Inbound>(256);
+        let alive = Arc::new(AtomicBool::new(true));
+        let pending: Arc<Mutex<HashMap<i64, oneshot::Sender<Reply>>>> = Arc::default();
+        let keep = Arc::new(Mutex::new(Vec::new()));
+        let caps = {
+            let mut m = Map::new();
+            if profile.declares_sampling() {
+                m.insert("sampling".into(), Value::Object(Map::new()));
+            }
+            if profile.declares_elicitation() {
+                m.insert("elicitation".into(), Value::Object(Map::new()));
+            }
+            Value::Object(m)
+        };
+        let up = Arc::new(Upstream {
+            id: profile.id().to_owned(),
+            tx,
+            pending: pending.clone(),
+            next_id: AtomicI64::new(1),
+            alive: alive.clone(),
+            modern: AtomicBool::new(false),
+            capabilities: caps,
+            child: Mutex::new(Some(child)),
+            pid,
+            stderr: keep.clone(),
+        });
+        // stdin writer
+        let w_alive = alive.clone();
+        tokio::spawn(async move {
+            let mut stdin = stdin;
+            while let Some(mut f) = rx.recv().await {
+                f.push(b'\n');
+                if stdin.write_all(&f).await.is_err() || stdin.flush().await.is_err() {
+                    w_alive.store(false, Ordering::SeqCst);
+                    break;
+                }
+            }
+        });
+        // stderr keeper
+        tokio::spawn(async move {
+            let mut stderr = stderr;
+            let mut buf = vec![0u8; 8192];
+            while let Ok(n) = stderr.read(&mut buf).await {
+                if n == 0 {
+                    break;
+                }
+                let mut k = lock(&keep);
+                k.extend_from_slice(&buf[..n]);
+                if k.len() > STDERR_KEEP {
+                    let cut = k.len() - STDERR_KEEP;
+                    k.drain(..cut);
+                }
+            }
+        });
+        // stdout reader
+        let r_up = up.clone();
+        tokio::spawn(async move {
+            let mut lines = LineReader::new(BufReader::new(stdout), MAX_FRAME_BYTES);
+            loop {
+                let line = match lines.next().await {
+                    Ok(Line::Frame(f)) => f,
+                    Ok(Line::TooLong(_)) => {
+                        let _ = itx
+                            .send(Inbound::Dropped {
+                                code: glove_types::codes::mcp::MCP_FRAME_TOO_LARGE,
+                            })
+                            .await;
+                        continue;
+                    }
+                    Ok(Line::Eof) | Err(_) => break,
+                };
+                match frame::decode(&line) {
+                    Ok(Message::Response { id, result }) => r_up.answer(&itx, id, Ok(result)).await,
+                    Ok(Message::Error { id, error }) => {
+                        r_up.answer(&itx, id, Err(CallError::Rpc(error))).await;
+                    }
+                    Ok(Message::Request { id, method, .. }) => {
+                        let _ = itx.send(Inbound::Request { id, method }).await;
+                    }
+                    Ok(Message::Notification { method, .. }) => {
+                        if method == "notifications/tools/list_changed" {
+                            let _ = itx.send(Inbound::ToolsChanged).await;
+                        }
+                    }
+                    Err(r) => {
+                        let _ = itx.send(Inbound::Dropped { code: r.code() }).await;
+                    }
+                }
+            }
+            r_up.alive.store(false, Ordering::SeqCst);
+            let drained: Vec<_> = lock(&r_up.pending).drain().collect();
+            for (_, tx) in drained {
+                let _ = tx.send(Err(CallError::Failed("the server exited".into())));
+            }
+            let _ = itx.send(Inbound::Closed).await;
+        });
+        Ok((up, irx))
+    }
+
+    async fn answer(&self, itx: &mpsc::Sender<Inbound>, id: Id, reply: Reply) {
+        let waiter = match id {
+            Id::Int(i) => lock(&self.pending).remove(&i),
+            Id::Str(_) => None,
+        };
+        match waiter {
+            Some(tx) => {
+                let _ = tx.send(reply);
+            }
+            None => {
+                let _ = itx
+                    .send(Inbound::Dropped {
+                        code: glove_types::codes::mcp::MCP_FRAME_INVALID,
+                    })
+                    .await;
+            }
+        }
+    }
+
+    /// The server id.
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// The process id (while it runs).
+    pub fn pid(&self) -> Option<u32> {
+        self.pid
+    }
+
+    /// Whether the server still runs (its stdout is open).
+    pub fn is_alive(&self) -> bool {
+        self.alive.load(Ordering::SeqCst)
+    }
+
+    /// The last [`STDERR_KEEP`] bytes of its stderr.
+    pub fn stderr_tail(&self) -> Vec<u8> {
+        lock(&self.stderr).clone()
+    }
+
+    fn meta(&self) -> Value {
+        let mut m = Map::new();
+        m.insert(META_VERSION.into(), Value::from(MODERN_REVISION));
+        m.insert(META_CAPABILITIES.into(), self.capabilities.clone());
+        m.insert(META_CLIENT_INFO.into(), client_info());
+        Value::Object(m)
+    }
+
+    /// Sends a request and returns its id and the waiter; see
+    /// [`Upstream::wait`].
+    pub async fn send(
+        &self,
+        method: &str,
+        params: Option<Map<String, Value>>,
+    ) -> Result<(i64, oneshot::Receiver<Reply>), CallError> {
+        if !self.is_alive() {
+            return Err(CallError::Failed("the server is not running".into()));
+        }
+        let id = self.next_id.fetch_add(1, Ordering::SeqCst);
+        let mut params = params;
+        if self.modern.load(Ordering::SeqCst) {
+            params
+                .get_or_insert_with(Map::new)
+                .insert("_meta".into(), self.meta());
+        }
+        let f = frame::encode_request(&Id::Int(id), method, params);
+        if f.len() > MAX_FRAME_BYTES {
+            return Err(CallError::Failed(
+                "the request is over the frame bound".into(),
+            ));
+        }
+        let (tx, rx) = oneshot::channel();
+        lock(&self.pending).insert(id, tx);
+        if self.tx.send(f).await.is_err() {
+            lock(&self.pending).remove(&id);
+            return Err(CallError::Failed("the server is not running".into()));
+        }
+        Ok((id, rx))
+    }
+
+    /// Waits for the answer to request `id` until `deadline`.
+    pub async fn wait(
+        &self,
+        id: i64,
+        rx: oneshot::Receiver<Reply>,
+        deadline: Duration,
+    ) -> Result<Value, CallError> {
+        match tokio::time::timeout(deadline, rx).await {
+            Ok(Ok(r)) => r,
+            Ok(Err(_)) => Err(CallError::Failed("the server exited".into())),
+            Err(_) => {
+                lock(&self.pending).remove(&id);
+                self.notify_cancelled(id, "deadline").await;
+                Err(CallError::Timeout)
+            }
+        }
+    }
+
+    /// A request with a deadline.
+    pub async fn request(
+        &self,
+        method: &str,
+        params: Option<Map<String, Value>>,
+        deadline: Duration,
+    ) -> Result<Value, CallError> {
+        let (id, rx) = self.send(method, params).await?;
+        self.wait(id, rx, deadline).await
+    }
+
+    /// Cancels request `id`: its waiter gets [`CallError::Cancelled`] and
+    /// the server `notifications/cancelled`.
+    pub async fn cancel(&self, id: i64) {
+        let waiter = lock(&self.pending).remove(&id);
+        if let Some(tx) = waiter {
+            let _ = tx.send(Err(CallError::Cancelled));
+            self.notify_cancelled(id, "cancelled by the client").await;
+        }
+    }
+
+    async fn notify_cancelled(&self, id: i64, reason: &str) {
+        let mut p = Map::new();
+        p.insert("requestId".into(), Value::from(id));
+        p.insert("reason".into(), Value::from(reason));
+        let _ = self
+            .tx
+            .send(frame::encode_notification(
+                "notifications/cancelled",
+                Some(p),
+            ))
+            .await;
+    }
+
+    /// Sends a notification.
+    pub async fn notify(&self, method: &str, params: Option<Map<String, Value>>) {
+        let _ = self
+            .tx
+            .send(frame::encode_notification(method, params))
+            .await;
+    }
+
+    /// Answers a server-to-client request with an error.
+    pub async fn refuse(&self, id: &Id, error: &RpcError) {
+        let _ = self.tx.send(frame::encode_error(id, error)).await;
+    }
+
+    /// The handshake (see the module docs).
+    pub async fn handshake(&self, limits: &Limits) -> Result<Handshake, CallError> {
+        let wait = DISCOVER_WAIT.min(limits.startup_timeout);
+        let mut p = Map::new();
+        p.insert("_meta".into(), self.meta());
+        match self.request("server/discover", Some(p), wait).await {
+            Ok(r) => {
+                let speaks = r
+                    .get("supportedVersions")
+                    .and_then(Value::as_array)
+                    .is_some_and(|v| v.iter().any(|x| x.as_str() == Some(MODERN_REVISION)));
+                if speaks {
+                    self.modern.store(true, Ordering::SeqCst);
+                    return Ok(Handshake {
+                        revision: MODERN_REVISION.into(),
+                        instructions: instructions(&r),
+                    });
+                }
+            }
+            Err(CallError::Rpc(e)) if e.code == frame::UNSUPPORTED_PROTOCOL_VERSION => {
+                return Err(CallError::Failed(
+                    "the server speaks a stateless revision other than 2026-07-28".into(),
+                ));
+            }
+            Err(CallError::Rpc(_)) | Err(CallError::Timeout) => {}
+            Err(e) => return Err(e),
+        }
+        let mut p = Map::new();
+        p.insert("protocolVersion".into(), Value::from(LEGACY_REVISION));
+        p.insert("capabilities".into(), self.capabilities.clone());
+        p.insert("clientInfo".into(), client_info());
+        let r = self
+            .request("initialize", Some(p), limits.startup_timeout)
+            .await?;
+        let version = r
+            .get("protocolVersion")
+            .and_then(Value::as_str)
+            .unwrap_or("");
+        if !LEGACY_ACCEPTED.contains(&version) {
+            return Err(CallError::Failed(
+                "the server answered initialize with a revision the mediator does not speak".into(),
+            ));
+        }
+        let revision = version.to_owned();
+        self.notify("notifications/initialized", None).await;
+        Ok(Handshake {
+            revision,
+            instructions: instructions(&r),
+        })
+    }
+
+    /// Every tool the server lists, following `nextCursor` for at most
+    /// `limits.max_tool_pages` pages and `limits.max_tools` tools. A
+    /// server without tools (-32601) lists none.
+    pub async fn list_tools(&self, limits: &Limits) -> Result<Vec<Value>, CallError> {
+        let mut out = Vec::new();
+        let mut cursor: Option<String> = None;
+        for _ in 0..limits.max_tool_pages {
+            let params = cursor.take().map(|c| {
+                let mut m = Map::new();
+                m.insert("cursor".into(), Value::from(c));
+                m
+            });
+            let r = match self
+                .request("tools/list", params, limits.request_timeout)
+                .await
+            {
+                Ok(r) => r,
+                Err(CallError::Rpc(e)) if e.code == frame::METHOD_NOT_FOUND && out.is_empty() => {
+                    return Ok(out)
+                }
+                Err(e) => return Err(e),
+            };
+            let Some(tools) = r.get("tools").and_then(Value::as_array) else {
+                return Err(CallError::Failed("tools/list without a tools array".into()));
+            };
+            out.extend(tools.iter().cloned());
+            if out.len() > limits.max_tools {
+                return Err(CallError::Failed(format!(
+                    "the server lists more than {} tools",
+                    limits.max_tools
+                )));
+            }
+            match r.get("nextCursor") {
+                Some(Value::String(c)) if !c.is_empty() => cursor = Some(c.clone()),
+                _ => return Ok(out),
+            }
+        }
+        Err(CallError::Failed(format!(
+            "tools/list has more than {} pages",
+            limits.max_tool_pages
+        )))
+    }
+
+    /// Kills the process (its whole process group) and waits for it.
+    pub async fn kill(&self) {
+        let child = lock(&self.child).take();
+        if let Some(mut c) = child {
+            self.kill_group();
+            let _ = c.start_kill();
+            let _ = c.wait().await;
+        }
+    }
+
+    /// Kills the process group without waiting (for `Drop`).
+    pub(crate) fn kill_now(&self) {
+        let mut child = lock(&self.child);
+        if let Some(c) = child.as_mut() {
+            self.kill_group();
+            let _ = c.start_kill();
+        }
+    }
+
+    /// SIGKILL to the server's process group. Called only while the child
+    /// is held unreaped, so its id (the group id) cannot have been reused.
+    fn kill_group(&self) {
+        let pid = self
+            .pid
+            .and_then(|p| i32::try_from(p).ok())
+            .and_then(rustix::process::Pid::from_raw);
+        if let Some(pid) = pid {
+            let _ = rustix::process::kill_process_group(pid, rustix::process::Signal::KILL);
+        }
+    }
+}
+
+fn client_info() -> Value {
+    let mut m = Map::new();
+    m.insert("name".into(), Value::from("glove"));
+    m.insert("version".into(), Value::from(env!("CARGO_PKG_VERSION")));
+    Value::Object(m)
+}
+
+fn instructions(r: &Value) -> Option<String> {
+    r.get("instructions")
+        .and_then(Value::as_str)
+        .filter(|s| s.len() <= MAX_INSTRUCTIONS)
+        .map(str::to_owned)
+}

@@ -1,0 +1,255 @@
+//! Glove's own view of the upstream tools: what each server lists, which
+//! of those the profile allows, how each stands against its pin, and the
+//! names the agent sees.
+//!
+//! **Names.** An allowed tool whose upstream name is unique among the
+//! allowed tools of all servers, and has no `__`, is shown under that
+//! name. Every other one — two servers offering the same name, or a name
+//! with `__` — is shown as `<server_id>__<tool>`. Server ids contain no
+//! `__` and do not end with `_`, so a namespaced name splits at its first
+//! `__`, and a plain name (no `__`) never equals a namespaced one: no tool
+//! ever shadows another. A tool that becomes ambiguous later (a second
+//! server lists the same name after `list_changed`) changes its shown name,
+//! and the agent is told the list changed.
+//!
+//! **Resolution** of a called name: a shown name resolves to its tool
+//! (which may be blocked by its pin: `mcp_pin_mismatch`). Otherwise a
+//! name that an upstream lists but the profile does not allow (plain, or
+//! as `<server>__<tool>`) is `mcp_tool_denied`; anything else — including
+//! the plain name of a tool shown namespaced, and the namespaced name of
+//! a tool shown plain — is `mcp_tool_unknown`, whatever the upstream would
+//! have said (the SDK servers answer an unknown tool with an `isError`
+//! result).
+
+use crate::pin::{self, PinFile, Verdict};
+use crate::profile::{ServerProfile, NAMESPACE_SEPARATOR};
+use glove_types::codes::mcp::*;
+use glove_types::{ErrorCode, Sha256Digest};
+use serde_json::Value;
+use std::collections::{BTreeMap, BTreeSet};
+
+/// One allowed tool present upstream.
+#[derive(Clone, Debug)]
+pub(crate) struct Entry {
+    /// Its pinned part (with the upstream's name).
+    pub(crate) definition: Value,
+    pub(crate) digest: Sha256Digest,
+    pub(crate) blocked: bool,
+}
+
+#[derive(Clone, Debug, Default)]
+pub(crate) struct ServerView {
+    /// Every name the server lists.
+    listed: BTreeSet<String>,
+    /// The allowed tools it lists.
+    allowed: BTreeMap<String, Entry>,
+    /// Digests already audited as mismatching (per tool; `None` key for
+    /// the server digest), so each is audited once.
+    reported: BTreeMap<Option<String>, Sha256Digest>,
+}
+
+/// Something a listing showed that the audit must record.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Finding {
+    /// A tool recorded at first sight.
+    Pinned(String, Sha256Digest),
+    /// A tool (or, `None`, the server) whose digest differs from its pin.
+    Mismatch(Option<String>, Sha256Digest),
+}
+
+#[derive(Debug, Default)]
+pub(crate) struct View {
+    servers: BTreeMap<String, ServerView>,
+    /// Shown name → (server, upstream tool name).
+    names: BTreeMap<String, (String, String)>,
+}
+
+/// A resolved call target.
+#[derive(Clone, Debug)]
+pub(crate) struct Target {
+    pub(crate) server: String,
+    pub(crate) tool: String,
+    pub(crate) entry: Entry,
+}
+
+impl View {
+    /// Replaces what `server` lists with `tools` (raw `tools/list`
+    /// entries) and judges the allowed ones against the pins. Returns the
+    /// findings to audit; `file` is updated in place.
+    pub(crate) fn apply(
+        &mut self,
+        profile: &ServerProfile,
+        file: &mut PinFile,
+        tools: &[Value],
+        instructions: Option<&str>,
+    ) -> Vec<Finding> {
+        let mut defs: BTreeMap<String, (Value, Sha256Digest)> = BTreeMap::new();
+        let mut doubled: BTreeSet<String> = BTreeSet::new();
+        let mut listed = BTreeSet::new();
+        let mut all_digests = Vec::with_capacity(tools.len());
+        for t in tools {
+            let Some(def) = pin::tool_definition(t) else {
+                continue;
+            };
+            let Some(name) = def.get("name").and_then(Value::as_str).map(str::to_owned) else {
+                continue;
+            };
+            let d = pin::tool_digest(&def);
+            all_digests.push(d);
+            if !crate::profile::is_tool_name(&name) {
+                continue;
+            }
+            listed.insert(name.clone());
+            if defs.insert(name.clone(), (def, d)).is_some() {
+                doubled.insert(name);
+            }
+        }
+        let server_digest = pin::server_digest(instructions, &all_digests);
+        let allowed: BTreeMap<String, Sha256Digest> = defs
+            .iter()
+            .filter(|(n, _)| profile.tools().contains_key(*n))
+            .map(|(n, (_, d))| (n.clone(), *d))
+            .collect();
+        let (verdicts, server_differs) =
+            pin::judge(profile.pins(), file, profile.id(), server_digest, &allowed);
+        let old = self.servers.remove(profile.id()).unwrap_or_default();
+        let mut reported = old.reported;
+        let mut findings = Vec::new();
+        if server_differs && reported.get(&None) != Some(&server_digest) {
+            reported.insert(None, server_digest);
+            findings.push(Finding::Mismatch(None, server_digest));
+        }
+        let mut entries = BTreeMap::new();
+        for (name, (def, d)) in defs {
+            let Some(v) = verdicts.get(&name) else {
+                continue;
+            };
+            let mut blocked = doubled.contains(&name);
+            match v {
+                Verdict::Matches => {}
+                Verdict::FirstSight => findings.push(Finding::Pinned(name.clone(), d)),
+                Verdict::Mismatch => {
+                    blocked = true;
+                    let key = Some(name.clone());
+                    if reported.get(&key) != Some(&d) {
+                        reported.insert(key, d);
+                        findings.push(Finding::Mismatch(Some(name.clone()), d));
+                    }
+                }
+            }
+            entries.insert(
+                name,
+                Entry {
+                    definition: def,
+                    digest: d,
+                    blocked,
+                },
+            );
+        }
+        self.servers.insert(
+            profile.id().to_owned(),
+            ServerView {
+                listed,
+                allowed: entries,
+                reported,
+            },
+        );
+        self.rename();
+        findings
+    }
+
+    /// Blocks tools of `server` (first sights that could not be recorded).
+    pub(crate) fn block(&mut self, server: &str, tools: &[String]) {
+        if let Some(s) = self.servers.get_mut(server) {
+            for t in tools {
+                if let Some(e) = s.allowed.get_mut(t) {
+                    e.blocked = true;
+                }
+            }
+        }
+    }
+
+    fn rename(&mut self) {
+        let mut count: BTreeMap<&str, usize> = BTreeMap::new();
+        for s in self.servers.values() {
+            for t in s.allowed.keys() {
+                *count.entry(t.as_str()).or_default() += 1;
+            }
+        }
+        let mut names = BTreeMap::new();
+        for (server, s) in &self.servers {
+            for t in s.allowed.keys() {
+                let plain = count.get(t.as_str()) == Some(&1) && !t.contains(NAMESPACE_SEPARATOR);
+                let shown = if plain {
+                    t.clone()
+                } else {
+                    format!("{server}{NAMESPACE_SEPARATOR}{t}")
+                };
+                names.insert(shown, (server.clone(), t.clone()));
+            }
+        }
+        self.names = names;
+    }
+
+    /// Resolves a called name (see the module docs).
+    pub(crate) fn resolve(
+        &self,
+        name: &str,
+    ) -> Result<Target, (ErrorCode, Option<(String, String)>)> {
+        if let Some((server, tool)) = self.names.get(name) {
+            if let Some(entry) = self.servers.get(server).and_then(|s| s.allowed.get(tool)) {
+                if entry.blocked {
+                    return Err((MCP_PIN_MISMATCH, Some((server.clone(), tool.clone()))));
+                }
+                return Ok(Target {
+                    server: server.clone(),
+                    tool: tool.clone(),
+                    entry: entry.clone(),
+                });
+            }
+        }
+        // Listed upstream but not allowed (an allowed tool is reached only
+        // by its shown name).
+        let unlisted = |s: &ServerView, t: &str| s.listed.contains(t) && !s.allowed.contains_key(t);
+        if let Some((server, tool)) = name.split_once(NAMESPACE_SEPARATOR) {
+            if self.servers.get(server).is_some_and(|s| unlisted(s, tool)) {
+                return Err((MCP_TOOL_DENIED, Some((server.to_owned(), tool.to_owned()))));
+            }
+        }
+        if let Some((server, _)) = self.servers.iter().find(|(_, s)| unlisted(s, name)) {
+            return Err((MCP_TOOL_DENIED, Some((server.clone(), name.to_owned()))));
+        }
+        Err((MCP_TOOL_UNKNOWN, None))
+    }
+
+    /// The agent's `tools/list`: every shown, unblocked tool with its
+    /// pinned definition under its shown name, sorted by shown name.
+    pub(crate) fn listing(&self) -> Vec<Value> {
+        let mut out = Vec::new();
+        for (shown, (server, tool)) in &self.names {
+            let Some(e) = self.servers.get(server).and_then(|s| s.allowed.get(tool)) else {
+                continue;
+            };
+            if e.blocked {
+                continue;
+            }
+            let mut d = e.definition.clone();
+            if let Some(o) = d.as_object_mut() {
+                o.insert("name".into(), Value::from(shown.clone()));
+            }
+            out.push(d);
+        }
+        out
+    }
+
+    /// A fingerprint of the listing (to tell the agent when it changed).
+    pub(crate) fn fingerprint(&self) -> Vec<(String, Sha256Digest)> {
+        self.names
+            .iter()
+            .filter_map(|(shown, (server, tool))| {
+                let e = self.servers.get(server)?.allowed.get(tool)?;
+                (!e.blocked).then(|| (shown.clone(), e.digest))
+            })
+            .collect()
+    }
+}

@@ -1,0 +1,560 @@
+//! Against the scripted server (`tests/peers/script_server.py`): the
+//! misbehaviours the npm servers do not offer.
+
+use crate::common::*;
+use glove_mcp::pin;
+use glove_mcp::Decision;
+use serde_json::{json, Value};
+use std::path::PathBuf;
+
+const ALL: &str = r#","tools":[{"name":"greet","arguments":{"who":{"pattern":"[a-z]+"}}},
+  {"name":"grow"},{"name":"mutate"},{"name":"slow"},{"name":"ask"},{"name":"echo"},
+  {"name":"fail"},{"name":"soft"},{"name":"meta"},{"name":"extra"}]"#;
+
+struct Marked {
+    _dir: tempfile::TempDir,
+    file: PathBuf,
+}
+
+fn marked() -> Marked {
+    let d = tempfile::tempdir().expect("tempdir");
+    let file = d.path().join("calls.log");
+    Marked { _dir: d, file }
+}
+
+fn script_profile(m: &Marked, modern: bool, limits: &str) -> String {
+    profile(&[script("script", &m.file, modern, ALL)], limits)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_upstream_that_never_answers_times_out() {
+    if !have_python() {
+        return;
+    }
+    let m = marked();
+    let mut h = start(&script_profile(&m, false, r#"{"request_timeout_ms":400}"#)).await;
+    h.agent.initialize().await;
+    let r = h.agent.call("slow", json!({})).await;
+    assert_eq!(code(&r), "mcp_upstream_timeout");
+    // The server is told the request is abandoned; other calls still work.
+    let g = h.agent.call("greet", json!({"who": "ann"})).await;
+    assert_eq!(text(&g), "hello ann");
+    let (_, events) = h.finish().await;
+    let t = of(&events, Decision::UpstreamError, "tools/call");
+    assert_eq!(t.len(), 1);
+    assert_eq!(ecode(t[0]), "mcp_upstream_timeout");
+    assert!(t[0].latency_ms >= 400);
+    assert!(marks(&m.file).iter().any(|l| l.starts_with("cancelled ")));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_description_changed_mid_session_blocks_the_tool_until_approved() {
+    if !have_python() {
+        return;
+    }
+    let m = marked();
+    let pins_dir = private_dir();
+    let pins = pins_dir.path().join("pins.json");
+    let p = script_profile(&m, false, "");
+    let mut h = start_with(
+        &p,
+        glove_mcp::journal_spec(1 << 20, 10_000),
+        Some(pins.clone()),
+    )
+    .await;
+    h.agent.initialize().await;
+    assert!(h.agent.tool_names().await.contains(&"greet".to_owned()));
+    let r = h.agent.call("mutate", json!({})).await;
+    assert_eq!(text(&r), "mutated");
+    // The agent is told, and greet is gone from its list and blocked.
+    loop {
+        if h.agent
+            .other
+            .iter()
+            .any(|f| f["method"] == "notifications/tools/list_changed")
+        {
+            break;
+        }
+        let f = h.agent.recv().await.expect("a notification");
+        h.agent.other.push_back(f);
+    }
+    assert!(!h.agent.tool_names().await.contains(&"greet".to_owned()));
+    let g = h.agent.call("greet", json!({"who": "ann"})).await;
+    assert_eq!(code(&g), "mcp_pin_mismatch");
+    let (_, events) = h.finish().await;
+    // The server digest changed too: audited, blocking nothing by itself.
+    assert!(events.iter().any(|e| e.decision == Decision::Denied
+        && ecode(e) == "mcp_pin_mismatch"
+        && e.tool.is_none()
+        && e.server.as_deref() == Some("script")));
+    let mismatch: Vec<_> = events
+        .iter()
+        .filter(|e| e.decision == Decision::Denied && ecode(e) == "mcp_pin_mismatch")
+        .filter(|e| e.tool.as_deref() == Some("greet"))
+        .collect();
+    // Once from the listing (with the digest seen), once for the call.
+    assert_eq!(mismatch.len(), 2, "{events:?}");
+    assert_eq!(mismatch[0].method.as_deref(), Some("tools/list"));
+    assert_eq!(mismatch[0].tool.as_deref(), Some("greet"));
+    let seen = mismatch[0].result_sha256.expect("the digest seen");
+    assert_eq!(mismatch[1].method.as_deref(), Some("tools/call"));
+    assert!(!marks(&m.file).iter().any(|l| l.starts_with("call greet")));
+    // The pin file holds the pin and the pending digest; approve it.
+    let shown = pin::show(&pins).expect("pins");
+    assert_eq!(shown.servers["script"].pending["greet"], seen);
+    assert_eq!(
+        pin::approve(&pins, "script", Some("greet"), None).expect("approve"),
+        seen
+    );
+    // A new session with the approved pin: the changed definition is
+    // not there any more (the script restarts at v1), so greet is
+    // blocked again — approval pins exactly what was approved.
+    let mut h = start_with(
+        &p,
+        glove_mcp::journal_spec(1 << 20, 10_000),
+        Some(pins.clone()),
+    )
+    .await;
+    h.agent.initialize().await;
+    let g = h.agent.call("greet", json!({"who": "ann"})).await;
+    assert_eq!(code(&g), "mcp_pin_mismatch");
+    h.agent.call("mutate", json!({})).await;
+    // After the same change the approved definition matches.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !h.mediator.shown_tools().contains(&"greet".to_owned()) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "greet never came back"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    let g = h.agent.call("greet", json!({"who": "bob"})).await;
+    assert_eq!(text(&g), "hello bob");
+    h.finish().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tool_added_after_list_changed_is_pinned_and_shown() {
+    if !have_python() {
+        return;
+    }
+    let m = marked();
+    let mut h = start(&script_profile(&m, false, "")).await;
+    h.agent.initialize().await;
+    let before = h.agent.tool_names().await;
+    assert!(!before.contains(&"extra".to_owned()));
+    // Pagination: the script lists three tools a page.
+    assert!(before.len() >= 9, "{before:?}");
+    h.agent.call("grow", json!({})).await;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !h.mediator.shown_tools().contains(&"extra".to_owned()) {
+        assert!(std::time::Instant::now() < deadline, "extra never shown");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    let e = h.agent.call("extra", json!({})).await;
+    assert_eq!(text(&e), "extra!");
+    let (_, events) = h.finish().await;
+    let pinned: Vec<_> = events
+        .iter()
+        .filter(|e| e.decision == Decision::Pinned)
+        .filter_map(|e| e.tool.clone())
+        .collect();
+    assert_eq!(pinned.last().map(String::as_str), Some("extra"));
+    assert_eq!(pinned.len(), 10);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn profile_pins_are_the_only_pins_of_their_server() {
+    if !have_python() {
+        return;
+    }
+    let m = marked();
+    let greet = json!({"name": "greet", "description": "Greets v1",
+        "inputSchema": {"type": "object", "properties": {"who": {"type": "string"}}, "required": ["who"]}});
+    let good = pin::tool_digest(&greet);
+    let wrong = pin::tool_digest(&json!({"name": "greet"}));
+    let pins = format!(
+        r#","pins":{{"tools":{{"greet":"{}","echo":"{}"}}}}"#,
+        good.to_hex(),
+        wrong.to_hex()
+    );
+    let p = profile(
+        &[script("script", &m.file, false, &format!("{ALL}{pins}"))],
+        "",
+    );
+    let mut h = start(&p).await;
+    h.agent.initialize().await;
+    let names = h.agent.tool_names().await;
+    assert_eq!(names, ["greet"], "only the tool pinned right is shown");
+    assert_eq!(
+        code(&h.agent.call("echo", json!({"message": "x"})).await),
+        "mcp_pin_mismatch"
+    );
+    assert_eq!(
+        code(&h.agent.call("slow", json!({})).await),
+        "mcp_pin_mismatch"
+    );
+    assert_eq!(
+        text(&h.agent.call("greet", json!({"who": "cy"})).await),
+        "hello cy"
+    );
+    let (_, events) = h.finish().await;
+    assert!(events.iter().all(|e| e.decision != Decision::Pinned));
+    // Eight blocked at start: echo pinned wrong, seven without a pin.
+    assert_eq!(of(&events, Decision::Denied, "tools/list").len(), 8);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn server_to_client_requests_are_denied_and_audited() {
+    if !have_python() {
+        return;
+    }
+    let m = marked();
+    let mut h = start(&script_profile(&m, false, "")).await;
+    h.agent.initialize().await;
+    let r = h.agent.call("ask", json!({})).await;
+    let answers: Vec<Value> = serde_json::from_str(text(&r)).expect("the script's json");
+    assert_eq!(answers.len(), 3);
+    for a in &answers {
+        assert_eq!(
+            a["error"]["data"]["glove_code"], "mcp_request_denied",
+            "{a}"
+        );
+        assert!(a.get("result").is_none());
+    }
+    assert!(h.agent.other.iter().all(|f| f.get("id").is_none()));
+    let (_, events) = h.finish().await;
+    for method in ["roots/list", "sampling/createMessage", "elicitation/create"] {
+        let d = of(&events, Decision::Denied, method);
+        assert_eq!(d.len(), 1, "{method}");
+        assert_eq!(ecode(d[0]), "mcp_request_denied");
+        assert_eq!(d[0].server.as_deref(), Some("script"));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stateless_upstream_gets_meta_on_every_request() {
+    if !have_python() {
+        return;
+    }
+    let m = marked();
+    let mut h = start(&script_profile(&m, true, "")).await;
+    h.agent.initialize().await;
+    let r = h.agent.call("meta", json!({})).await;
+    let meta: Value = serde_json::from_str(text(&r)).expect("json");
+    assert_eq!(
+        meta["io.modelcontextprotocol/protocolVersion"],
+        "2026-07-28"
+    );
+    assert_eq!(
+        meta["io.modelcontextprotocol/clientCapabilities"],
+        json!({})
+    );
+    // The upstream's resultType is not passed to a 2025-11-25 agent.
+    assert!(r["result"].get("resultType").is_none());
+    h.finish().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn upstream_errors_lose_their_host_paths() {
+    if !have_python() {
+        return;
+    }
+    let m = marked();
+    let mut h = start(&script_profile(&m, false, "")).await;
+    h.agent.initialize().await;
+    let r = h.agent.call("fail", json!({})).await;
+    let msg = r["error"]["message"].as_str().expect("message");
+    assert_eq!(msg, "cannot open <path> for <path>");
+    assert_eq!(code(&r), "mcp_upstream_error");
+    assert_eq!(r["error"]["code"], -32000);
+    assert!(r["error"]["data"].get("stack").is_none());
+    let s = h.agent.call("soft", json!({})).await;
+    assert_eq!(text(&s), "failed reading '<path>': denied");
+    assert_eq!(s["result"]["isError"], true);
+    let (_, events) = h.finish().await;
+    let e = of(&events, Decision::UpstreamError, "tools/call");
+    assert_eq!(e.len(), 1);
+    assert_eq!(ecode(e[0]), "mcp_upstream_error");
+    assert!(e[0].result_sha256.is_some());
+    // An isError result is a result: allowed, with its digest.
+    let a = of(&events, Decision::Allowed, "tools/call");
+    assert_eq!(a[0].result_sha256, Some(result_digest(&s)));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn malformed_upstream_frames_are_dropped_and_audited() {
+    if !have_python() {
+        return;
+    }
+    let m = marked();
+    let mut h = start(&script_profile(&m, false, "")).await;
+    h.agent.initialize().await;
+    // A call after start, so the script's stray lines have been read.
+    h.agent.call("greet", json!({"who": "di"})).await;
+    let (_, events) = h.finish().await;
+    let dropped: Vec<_> = events
+        .iter()
+        .filter(|e| e.decision == Decision::Dropped && e.server.as_deref() == Some("script"))
+        .map(|e| ecode(e))
+        .collect();
+    // "this is not json" and the answer to request 999999.
+    assert_eq!(dropped, ["mcp_frame_invalid", "mcp_frame_invalid"]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancelled_call_is_forwarded_as_cancelled_and_never_answered() {
+    if !have_python() {
+        return;
+    }
+    let m = marked();
+    let mut h = start(&script_profile(&m, false, "")).await;
+    h.agent.initialize().await;
+    h.agent
+        .send_raw(br#"{"jsonrpc":"2.0","id":"c1","method":"tools/call","params":{"name":"slow","arguments":{}}}"#)
+        .await;
+    // Wait until the script has the call, then cancel it.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !marks(&m.file).iter().any(|l| l.starts_with("call slow")) {
+        assert!(std::time::Instant::now() < deadline);
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    h.agent
+        .send_raw(br#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"c1","reason":"user"}}"#)
+        .await;
+    let p = h.agent.request("ping", Value::Null).await;
+    assert_eq!(p["result"], json!({}));
+    let (summary, events) = h.finish().await;
+    assert_eq!(of(&events, Decision::Cancelled, "tools/call").len(), 1);
+    assert_eq!(summary.cancelled, 1);
+    assert!(of(&events, Decision::Allowed, "tools/call").is_empty());
+    // The script got the cancellation under the mediator's own id.
+    let c: Vec<_> = marks(&m.file)
+        .into_iter()
+        .filter(|l| l.starts_with("cancelled "))
+        .collect();
+    assert_eq!(c.len(), 1);
+    assert_ne!(c[0], "cancelled c1");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_audit_journal_fails_closed_and_nothing_is_forwarded() {
+    if !have_python() {
+        return;
+    }
+    let m = marked();
+    // Start records nine pinned tools, then the script's two stray lines
+    // are dropped: eleven events. Room for two more: initialize and one
+    // call.
+    let p = script_profile(&m, false, "");
+    let base = 11;
+    let mut h = start_with(&p, glove_mcp::journal_spec(1 << 20, base + 2), None).await;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while (h.events_on_disk().len() as u64) < base {
+        assert!(std::time::Instant::now() < deadline);
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    h.agent.initialize().await;
+    let g = h.agent.call("greet", json!({"who": "ed"})).await;
+    assert_eq!(text(&g), "hello ed");
+    // No room for another event: refused, and not forwarded.
+    let e = h.agent.call("echo", json!({"message": "x"})).await;
+    assert_eq!(code(&e), "mcp_audit_failed");
+    assert!(h.mediator.audit_failed());
+    // Everything after is refused too.
+    let p2 = h.agent.request("ping", Value::Null).await;
+    assert_eq!(code(&p2), "mcp_audit_failed");
+    let calls: Vec<_> = marks(&m.file)
+        .into_iter()
+        .filter(|l| l.starts_with("call "))
+        .collect();
+    assert_eq!(calls, [r#"call greet {"who": "ed"}"#]);
+    let (summary, events) = h.finish().await;
+    assert!(summary.audit_failed);
+    assert_eq!(events.len() as u64, base + 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_argument_never_reaches_the_upstream() {
+    if !have_python() {
+        return;
+    }
+    let m = marked();
+    let mut h = start(&script_profile(&m, false, "")).await;
+    h.agent.initialize().await;
+    let r = h
+        .agent
+        .call("greet", json!({"who": "Robert'); DROP TABLE"}))
+        .await;
+    assert_eq!(code(&r), "mcp_argument_refused");
+    let r = h.agent.call("greet", json!({"who": "ok"})).await;
+    assert_eq!(text(&r), "hello ok");
+    let calls: Vec<_> = marks(&m.file)
+        .into_iter()
+        .filter(|l| l.starts_with("call "))
+        .collect();
+    assert_eq!(calls, [r#"call greet {"who": "ok"}"#]);
+    h.finish().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_servers_with_one_tool_name_are_namespaced_never_shadowed() {
+    if !have_python() || !have_node() {
+        return;
+    }
+    let Some(nm) = servers() else {
+        return;
+    };
+    let m = marked();
+    let p = profile(
+        &[
+            everything(&nm, r#","tools":[{"name":"echo"},{"name":"get-sum"}]"#),
+            script(
+                "script",
+                &m.file,
+                false,
+                r#","tools":[{"name":"echo"},{"name":"greet"}]"#,
+            ),
+        ],
+        "",
+    );
+    let mut h = start(&p).await;
+    h.agent.initialize().await;
+    let names = h.agent.tool_names().await;
+    assert_eq!(
+        names,
+        ["everything__echo", "get-sum", "greet", "script__echo"]
+    );
+    assert_eq!(
+        code(&h.agent.call("echo", json!({"message": "a"})).await),
+        "mcp_tool_unknown"
+    );
+    let a = h
+        .agent
+        .call("everything__echo", json!({"message": "a"}))
+        .await;
+    assert_eq!(text(&a), "Echo: a");
+    let b = h.agent.call("script__echo", json!({"message": "b"})).await;
+    assert_eq!(text(&b), "script: b");
+    let (_, events) = h.finish().await;
+    let calls = of(&events, Decision::Allowed, "tools/call");
+    assert_eq!(calls[0].server.as_deref(), Some("everything"));
+    assert_eq!(calls[1].server.as_deref(), Some("script"));
+    assert!(calls.iter().all(|e| e.tool.as_deref() == Some("echo")));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_request_with_an_id_in_flight_is_refused() {
+    if !have_python() {
+        return;
+    }
+    let m = marked();
+    let mut h = start(&script_profile(&m, false, r#"{"request_timeout_ms":1500}"#)).await;
+    h.agent.initialize().await;
+    let slow = br#"{"jsonrpc":"2.0","id":"dup","method":"tools/call","params":{"name":"slow","arguments":{}}}"#;
+    h.agent.send_raw(slow).await;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !marks(&m.file).iter().any(|l| l.starts_with("call slow")) {
+        assert!(std::time::Instant::now() < deadline);
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    h.agent.send_raw(slow).await;
+    // The second is refused at once; the first times out later.
+    let first = h.agent.answer(&json!("dup")).await;
+    assert_eq!(code(&first), "mcp_frame_invalid");
+    let second = h.agent.answer(&json!("dup")).await;
+    assert_eq!(code(&second), "mcp_upstream_timeout");
+    let calls = marks(&m.file)
+        .into_iter()
+        .filter(|l| l.starts_with("call slow"))
+        .count();
+    assert_eq!(calls, 1, "the duplicate was not forwarded");
+    h.finish().await;
+}
+
+/// The same mediator over a real Unix socket pair instead of a duplex.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serves_over_a_unix_socket_pair() {
+    use glove_mcp::{Mediator, MediatorConfig, Profile};
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+    if !have_python() {
+        return;
+    }
+    let m = marked();
+    let dir = private_dir();
+    let audit = dir.path().join("mcp.journal");
+    let spec = glove_mcp::journal_spec(1 << 20, 1000);
+    let p = Profile::decode(script_profile(&m, false, "").as_bytes()).expect("profile");
+    let mediator = Mediator::start(
+        p,
+        MediatorConfig {
+            session_id: glove_types::ids::SessionId::new("unix").expect("id"),
+            audit_path: audit.clone(),
+            audit_spec: spec,
+            pin_file: None,
+        },
+    )
+    .await
+    .expect("start");
+    let (ours, theirs) = tokio::net::UnixStream::pair().expect("socketpair");
+    let serving = async { mediator.serve(theirs).await.expect("serve") };
+    let agent = async {
+        let (r, mut w) = ours.into_split();
+        let mut lines = BufReader::new(r).lines();
+        let send = [
+            r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"0"}}}"#,
+            r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+            r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"greet","arguments":{"who":"unix"}}}"#,
+        ];
+        for l in send {
+            w.write_all(l.as_bytes()).await.expect("write");
+            w.write_all(b"\n").await.expect("write");
+        }
+        let mut got = Vec::new();
+        while got.len() < 2 {
+            let l = lines.next_line().await.expect("read").expect("a line");
+            got.push(serde_json::from_str::<Value>(&l).expect("json"));
+        }
+        w.shutdown().await.expect("shutdown");
+        drop(w);
+        got
+    };
+    let ((), got) = tokio::join!(serving, agent);
+    let greet = got.iter().find(|f| f["id"] == 2).expect("answer 2");
+    assert_eq!(text(greet), "hello unix");
+    let summary = mediator.finish().await;
+    let events = glove_mcp::read_events(&audit, &spec).expect("events");
+    assert_eq!(summary.journal_records, events.len() as u64);
+    assert_eq!(of(&events, Decision::Allowed, "tools/call").len(), 1);
+}
+
+/// Start fails cleanly: a server that cannot be started, and one that
+/// never finishes its handshake within the startup deadline.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn start_fails_on_a_missing_or_mute_server() {
+    use glove_mcp::{Mediator, MediatorConfig, Profile};
+    let dir = private_dir();
+    let try_start = |cmd: &str, n: usize| {
+        let p = profile(
+            &[format!(
+                r#"{{"server_id":"mute","command":{{"path":"{cmd}","arguments":["30"],"working_directory":"/"}}}}"#
+            )],
+            r#"{"startup_timeout_ms":500}"#,
+        );
+        let config = MediatorConfig {
+            session_id: glove_types::ids::SessionId::new("s").expect("id"),
+            audit_path: dir.path().join(format!("j{n}")),
+            audit_spec: glove_mcp::journal_spec(1 << 20, 100),
+            pin_file: None,
+        };
+        Mediator::start(Profile::decode(p.as_bytes()).expect("profile"), config)
+    };
+    let e = try_start("/nonexistent/server", 1)
+        .await
+        .expect_err("no such file");
+    assert_eq!(e.code().as_str(), "mcp_upstream_failed");
+    let t0 = std::time::Instant::now();
+    let e = try_start("/bin/sleep", 2).await.expect_err("never answers");
+    assert_eq!(e.code().as_str(), "mcp_upstream_timeout");
+    assert!(t0.elapsed() < std::time::Duration::from_secs(10));
+}
