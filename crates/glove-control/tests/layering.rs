@@ -1,5 +1,6 @@
-//! The crate layering: every arrow points down, and only `glove-bin` uses
-//! `glove-control` (README, "Map").
+//! The crate layering: every arrow points down, only `glove-bin` uses
+//! `glove-control`, and the egress and MCP mediators use only the data and
+//! journal crates (README, "Map").
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -10,9 +11,15 @@ const RANKS: &[(&str, u32)] = &[
     ("glove-lifecycle", 1),
     ("glove-sandbox", 1),
     ("glove-journal", 2),
-    ("glove-control", 3),
-    ("glove-bin", 4),
+    ("glove-egress", 3),
+    ("glove-mcp", 3),
+    ("glove-control", 4),
+    ("glove-bin", 5),
 ];
+
+/// The two mediators (egress and MCP) use the data and the journal only:
+/// never each other, the sandbox or the control core.
+const MEDIATORS: &[&str] = &["glove-egress", "glove-mcp"];
 
 /// The `glove-*` crates named in a manifest's `[dependencies]` table (dev
 /// and build dependencies are not arrows of the library).
@@ -50,6 +57,12 @@ fn every_dependency_points_down_and_only_the_binaries_use_the_control_crate() {
             assert!(dr < *r, "{krate} (rank {r}) depends on {d} (rank {dr})");
             if d == "glove-control" {
                 assert_eq!(*krate, "glove-bin", "only glove-bin uses glove-control");
+            }
+            if MEDIATORS.contains(krate) {
+                assert!(
+                    d == "glove-types" || d == "glove-journal",
+                    "{krate} uses {d}: the mediators use glove-types and glove-journal only"
+                );
             }
         }
     }

@@ -1,5 +1,5 @@
 //! The MCP mediator: Glove's side of `glove run`'s tool calls (see
-//! `docs/mcp.md` when it exists; the module docs here are the reference).
+//! `docs/mcp.md`; the module docs here are the reference).
 //!
 //! A contained agent reaches the mediator through one inherited
 //! connection and speaks MCP to it as to a server; the mediator speaks MCP
