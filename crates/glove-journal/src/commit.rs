@@ -228,9 +228,31 @@ impl Commit {
     /// `offset` and syncs the file.
     pub(crate) fn wait_durable<'a>(
         &'a self,
+        st: MutexGuard<'a, State>,
+        seq: u64,
+        write_sync: WriteSync<'_>,
+    ) -> Result<(), JournalError> {
+        self.wait_durable_gathering(st, seq, write_sync, true)
+    }
+
+    /// [`Commit::wait_durable`] for a caller that knows no other appender
+    /// is coming (a single writer flushing what it queued): a batch it
+    /// leads is cut at once, never waiting to gather.
+    pub(crate) fn wait_durable_alone<'a>(
+        &'a self,
+        st: MutexGuard<'a, State>,
+        seq: u64,
+        write_sync: WriteSync<'_>,
+    ) -> Result<(), JournalError> {
+        self.wait_durable_gathering(st, seq, write_sync, false)
+    }
+
+    fn wait_durable_gathering<'a>(
+        &'a self,
         mut st: MutexGuard<'a, State>,
         seq: u64,
         write_sync: WriteSync<'_>,
+        may_gather: bool,
     ) -> Result<(), JournalError> {
         loop {
             if st.synced >= seq {
@@ -240,7 +262,7 @@ impl Commit {
                 return Err(JournalError::Poisoned);
             }
             if !st.leader {
-                return self.lead(st, seq, write_sync);
+                return self.lead(st, seq, write_sync, may_gather);
             }
             let waiter = Arc::new(Waiter {
                 thread: std::thread::current(),
@@ -265,6 +287,7 @@ impl Commit {
         mut st: MutexGuard<'a, State>,
         seq: u64,
         write_sync: WriteSync<'_>,
+        may_gather: bool,
     ) -> Result<(), JournalError> {
         st.leader = true;
         let expected = st.cut + (st.carried + st.released).max(1);
@@ -278,7 +301,7 @@ impl Commit {
         } else {
             prefer
         };
-        let gather = gather && missing > 0 && !st.gather_window.is_zero();
+        let gather = may_gather && gather && missing > 0 && !st.gather_window.is_zero();
         let gather_start = Instant::now();
         if gather {
             let deadline = gather_start + st.gather_window;

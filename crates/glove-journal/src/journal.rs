@@ -262,13 +262,20 @@ impl Journal {
     }
 
     /// Returns once every record queued or appended so far is durable.
+    /// For a single writer (the records' only appender): a batch it leads
+    /// is written at once, never held to gather other appenders'.
     pub fn flush(&self) -> Result<(), JournalError> {
         let st = self.state()?;
         if st.poisoned {
             return Err(JournalError::Poisoned);
         }
         let last = st.written;
-        self.wait_durable(st, last)
+        let write_sync = |batch: &[u8], offset: u64| {
+            placement::write_all_at(self.file.as_fd(), batch, offset)
+                .map_err(|errno| (IoOp::Write, errno))?;
+            fs::fdatasync(&self.file).map_err(|errno| (IoOp::Sync, errno))
+        };
+        self.commit.wait_durable_alone(st, last, &write_sync)
     }
 
     /// Queues one record (sequence number, offset and digest assigned)
