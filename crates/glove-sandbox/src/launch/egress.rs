@@ -42,10 +42,22 @@ impl Listeners {
         join: &[OwnedFd],
         filter: &seccompiler::BpfProgram,
     ) -> Result<libc::pid_t, Errno> {
+        // The forwarder says when it is in the session's cgroup: the agent
+        // is started only after, so the pid limit counts it from the start.
+        let (joined_r, joined_w) = fd::pipe()?;
         match process::fork_single_threaded()? {
-            process::Forked::Parent(pid) => Ok(pid),
+            process::Forked::Parent(pid) => {
+                drop(joined_w);
+                let mut b = [0u8; 1];
+                match fd::read_full(joined_r.as_fd(), &mut b) {
+                    Ok(1) => Ok(pid),
+                    // It failed before (or while) joining.
+                    _ => Err(Errno(libc::ECHILD)),
+                }
+            }
             process::Forked::Child => {
-                let code = match forward(&self.sockets, channel, join, filter) {
+                drop(joined_r);
+                let code = match forward(&self.sockets, channel, join, filter, joined_w) {
                     Ok(()) => 0,
                     Err(_) => 1,
                 };
@@ -60,11 +72,14 @@ fn forward(
     channel: &OwnedFd,
     join: &[OwnedFd],
     filter: &seccompiler::BpfProgram,
+    joined: OwnedFd,
 ) -> Result<(), Errno> {
     let _ = process::set_parent_death_signal(libc::SIGKILL);
     for f in join {
         fd::write_all(f.as_fd(), b"0")?;
     }
+    fd::write_all(joined.as_fd(), b"j")?;
+    drop(joined);
     let mut keep: Vec<RawFd> = sockets.iter().map(|(_, s)| s.as_raw_fd()).collect();
     keep.push(channel.as_raw_fd());
     // Everything else the init held (its status channel, the agent's
