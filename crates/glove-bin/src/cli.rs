@@ -39,6 +39,19 @@ pub enum Command {
     Plan(PlanCommand),
     /// Run one command inside the sandbox with the built-in default profile.
     Exec(crate::exec::ExecArgs),
+    /// Run one command inside the sandbox as `exec` does, with its MCP tool
+    /// calls mediated under an MCP profile (docs/mcp.md).
+    Run(crate::run::RunCommand),
+    /// Check or show an MCP audit journal.
+    #[command(subcommand)]
+    Audit(crate::audit::AuditCommand),
+    /// Inside the sandbox of `glove run`: the stdio MCP server a harness
+    /// runs for one upstream (relays to Glove's mediator).
+    #[command(name = "mcp-relay", hide = true)]
+    McpRelay {
+        /// The upstream server's id.
+        server: String,
+    },
     /// Show what the running gloved service advertises.
     Capabilities(crate::control::client_cli::CapabilitiesArgs),
     /// Validate plans, create sessions and show their status through gloved.
@@ -234,6 +247,9 @@ pub fn run(cli: Cli) -> i32 {
         Command::Policy(PolicyCommand::Stage(a)) => crate::stage::run(&a),
         Command::Plan(PlanCommand::Check(a)) => plan_check(&a),
         Command::Exec(a) => crate::exec::run(a),
+        Command::Run(c) => crate::run::command(c),
+        Command::Audit(c) => crate::audit::command(&c),
+        Command::McpRelay { server } => crate::run::relay(&server),
         Command::Capabilities(a) => crate::control::client_cli::capabilities(&a),
         Command::Session(c) => crate::control::client_cli::session(&c),
         Command::Receipts(c) => crate::control::client_cli::receipts(&c),

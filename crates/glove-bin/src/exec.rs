@@ -249,6 +249,28 @@ fn network_pool() -> Result<Option<std::path::PathBuf>, SandboxError> {
 
 /// Runs `glove exec` and returns the exit status.
 pub fn run(a: ExecArgs) -> i32 {
+    run_with(a, None)
+}
+
+/// Runs `glove run` (`glove exec` with the MCP mediator) and returns the
+/// exit status.
+pub fn run_mcp(a: crate::run::RunArgs) -> i32 {
+    let json = a.exec.json;
+    match crate::run::prepare(&a) {
+        Ok(p) => run_with(a.exec, Some(p)),
+        Err(r) => fail_with(&r, json),
+    }
+}
+
+fn run_with(a: ExecArgs, mcp: Option<crate::run::Prepared>) -> i32 {
+    // A failure before the mediator starts removes its runtime directory.
+    let mut mcp = mcp;
+    let give_up = |mcp: &mut Option<crate::run::Prepared>, code: i32| {
+        if let Some(m) = mcp.take() {
+            m.abandon();
+        }
+        code
+    };
     glove_sandbox::launch::trace_mark("exec start");
     let limits = ResourceLimits {
         cpu_time_ms: a.cpu_ms.unwrap_or(DEFAULT_LIMITS.cpu_time_ms),
@@ -258,10 +280,16 @@ pub fn run(a: ExecArgs) -> i32 {
         disk_bytes: a.disk.unwrap_or(DEFAULT_LIMITS.disk_bytes),
         terminal_output_bytes: a.output.unwrap_or(DEFAULT_LIMITS.terminal_output_bytes),
     };
-    let ro_binds = match binds(&a.ro_bind) {
+    let mut ro_binds = match binds(&a.ro_bind) {
         Ok(b) => b,
-        Err(e) => return fail(&e, a.json),
+        Err(e) => return give_up(&mut mcp, fail(&e, a.json)),
     };
+    if mcp.is_some() {
+        match crate::run::Prepared::relay_bind() {
+            Ok(b) => ro_binds.push(b),
+            Err(r) => return give_up(&mut mcp, fail_with(&r, a.json)),
+        }
+    }
     let stdin = std::io::stdin();
     let stdin_tty = tty::is_tty(stdin.as_fd());
     let size = if a.pty {
@@ -284,11 +312,11 @@ pub fn run(a: ExecArgs) -> i32 {
         term: std::env::var("TERM").ok(),
         etc_snapshots: match etc_snapshots() {
             Ok(d) => d,
-            Err(e) => return fail(&e, a.json),
+            Err(e) => return give_up(&mut mcp, fail(&e, a.json)),
         },
         network_pool: match network_pool() {
             Ok(d) => d,
-            Err(e) => return fail(&e, a.json),
+            Err(e) => return give_up(&mut mcp, fail(&e, a.json)),
         },
         cpu_rate_millicpus: a.cpu_rate,
     };
@@ -299,25 +327,28 @@ pub fn run(a: ExecArgs) -> i32 {
                 req.env.extend(e.environment());
                 Some(e)
             }
-            Err(r) => return fail_with(&r, a.json),
+            Err(r) => return give_up(&mut mcp, fail_with(&r, a.json)),
         },
         None => None,
     };
     let mut spec = match exec_spec(req) {
         Ok(s) => s,
-        Err(e) => return fail(&e, a.json),
+        Err(e) => return give_up(&mut mcp, fail(&e, a.json)),
     };
     let egress = match egress {
         Some(e) => match e.attach(&mut spec) {
             Ok(e) => Some(e),
-            Err(r) => return fail_with(&r, a.json),
+            Err(r) => return give_up(&mut mcp, fail_with(&r, a.json)),
         },
         None => None,
     };
+    if let Some(m) = &mcp {
+        m.attach(&mut spec);
+    }
     glove_sandbox::launch::trace_mark("spec built");
     let running = match launch(spec) {
         Ok(r) => r,
-        Err(e) => return fail(&e, a.json),
+        Err(e) => return give_up(&mut mcp, fail(&e, a.json)),
     };
     // Started once the sandbox is launched (the launch needs this process
     // single-threaded; connections wait on the channel meanwhile).
@@ -325,6 +356,19 @@ pub fn run(a: ExecArgs) -> i32 {
         Some(Ok(p)) => Some(p),
         Some(Err(r)) => {
             let _ = running.signal(9); // SIGKILL
+            return give_up(&mut mcp, fail_with(&r, a.json));
+        }
+        None => None,
+    };
+    // The mediator, likewise after the launch: its upstreams start now,
+    // while the agent's first connections wait in the sockets' backlogs.
+    let mcp = match mcp.map(crate::run::Prepared::start) {
+        Some(Ok(m)) => Some(m),
+        Some(Err(r)) => {
+            let _ = running.signal(9); // SIGKILL
+            if let Some(e) = egress {
+                e.finish();
+            }
             return fail_with(&r, a.json);
         }
         None => None,
@@ -372,6 +416,7 @@ pub fn run(a: ExecArgs) -> i32 {
         tty::restore(io.stdin.as_fd(), mode);
     }
     let egress = egress.map(crate::egress::Running::finish);
+    let mcp = mcp.map(crate::run::Running::finish);
     match result {
         Ok(outcome) => {
             if a.json {
@@ -383,12 +428,20 @@ pub fn run(a: ExecArgs) -> i32 {
                         if let (Some(e), Some(m)) = (&egress, v.as_object_mut()) {
                             m.insert("egress".into(), e.clone());
                         }
+                        if let (Some(e), Some(m)) = (&mcp, v.as_object_mut()) {
+                            m.insert("mcp".into(), e.clone());
+                        }
                         print_json(&v)
                     }
                     Err(e) => eprintln!("error[sandbox_io_failed]: {e}"),
                 }
-            } else if let Some(e) = &egress {
-                eprintln!("{}", crate::egress::summary_line(e));
+            } else {
+                if let Some(e) = &egress {
+                    eprintln!("{}", crate::egress::summary_line(e));
+                }
+                if let Some(m) = &mcp {
+                    eprintln!("{}", crate::run::summary_line(m));
+                }
             }
             glove_sandbox::launch::trace_mark("exec end");
             exit_status(&outcome)

@@ -16,6 +16,7 @@
 //!   `glove session` and `glove receipts`.
 #![forbid(unsafe_code)]
 
+pub mod audit;
 pub mod cli;
 pub mod control;
 pub mod demo;
@@ -25,4 +26,5 @@ pub mod explain;
 pub use glove_control::protected;
 pub mod receipts_verify;
 pub mod report;
+pub mod run;
 pub mod stage;

@@ -222,6 +222,43 @@ impl View {
         Err((MCP_TOOL_UNKNOWN, None))
     }
 
+    /// A call on a connection that reaches only `server`, by the
+    /// upstream's own tool name: an allowed tool (blocked by its pin:
+    /// `mcp_pin_mismatch`), one listed but not allowed (`mcp_tool_denied`),
+    /// or `mcp_tool_unknown`.
+    pub(crate) fn resolve_scoped(
+        &self,
+        server: &str,
+        name: &str,
+    ) -> Result<Target, (ErrorCode, Option<(String, String)>)> {
+        let Some(s) = self.servers.get(server) else {
+            return Err((MCP_TOOL_UNKNOWN, None));
+        };
+        let at = Some((server.to_owned(), name.to_owned()));
+        match s.allowed.get(name) {
+            Some(e) if e.blocked => Err((MCP_PIN_MISMATCH, at)),
+            Some(e) => Ok(Target {
+                server: server.to_owned(),
+                tool: name.to_owned(),
+                entry: e.clone(),
+            }),
+            None if s.listed.contains(name) => Err((MCP_TOOL_DENIED, at)),
+            None => Err((MCP_TOOL_UNKNOWN, None)),
+        }
+    }
+
+    /// The `tools/list` of a connection that reaches only `server`: its
+    /// unblocked allowed tools under their own names, sorted.
+    pub(crate) fn listing_scoped(&self, server: &str) -> Vec<Value> {
+        self.servers
+            .get(server)
+            .into_iter()
+            .flat_map(|s| s.allowed.values())
+            .filter(|e| !e.blocked)
+            .map(|e| e.definition.clone())
+            .collect()
+    }
+
     /// The agent's `tools/list`: every shown, unblocked tool with its
     /// pinned definition under its shown name, sorted by shown name.
     pub(crate) fn listing(&self) -> Vec<Value> {

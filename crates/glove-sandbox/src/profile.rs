@@ -340,6 +340,7 @@ pub fn exec_spec(req: ExecRequest) -> Result<LaunchSpec, SandboxError> {
         environment,
         working_directory: "/workspace".into(),
         read_only_binds: binds,
+        sockets: Vec::new(),
         symlinks,
         files,
         host_files,

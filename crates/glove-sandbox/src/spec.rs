@@ -169,6 +169,12 @@ pub struct LaunchSpec {
     pub working_directory: String,
     /// Read-only binds.
     pub read_only_binds: Vec<Bind>,
+    /// Unix sockets exposed on purpose: Glove's own listeners (the MCP
+    /// mediator's, one per upstream server), each bound read-only over a
+    /// file at its target. Every source must be a socket, reached without
+    /// following links; a directory bind never exposes one (the launch
+    /// refuses it). Connecting is all a read-only socket bind allows.
+    pub sockets: Vec<Bind>,
     /// Symbolic links to create: (link path, target).
     pub symlinks: Vec<(String, String)>,
     /// Small generated read-only files: (path, contents).
@@ -385,6 +391,7 @@ impl LaunchSpec {
             self.bundles.len(),
             self.protected_paths.len(),
             self.read_only_binds.len(),
+            self.sockets.len(),
             self.symlinks.len(),
             self.files.len(),
             self.host_files.len(),
@@ -401,6 +408,11 @@ impl LaunchSpec {
         for b in &self.read_only_binds {
             path(&b.source, "bind source")?;
             path(&b.target, "bind target")?;
+            targets.push(&b.target);
+        }
+        for b in &self.sockets {
+            path(&b.source, "socket source")?;
+            path(&b.target, "socket target")?;
             targets.push(&b.target);
         }
         for (link, _) in &self.symlinks {
@@ -553,7 +565,8 @@ impl LaunchSpec {
             .iter()
             .map(|(l, _)| l.as_str())
             .chain(self.files.iter().map(|(p, _)| p.as_str()))
-            .chain(self.host_files.iter().map(|f| f.target.as_str()));
+            .chain(self.host_files.iter().map(|f| f.target.as_str()))
+            .chain(self.sockets.iter().map(|b| b.target.as_str()));
         for t in made {
             if let Some(m) = mounts.iter().find(|m| is_within(t, m) && t != **m) {
                 return Err(bad(format!(

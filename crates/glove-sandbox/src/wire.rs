@@ -47,6 +47,9 @@ pub struct SpecWire {
     pub working_directory: String,
     /// See [`LaunchSpec::read_only_binds`].
     pub read_only_binds: Vec<Bind>,
+    /// See [`LaunchSpec::sockets`] (absent when empty).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sockets: Vec<Bind>,
     /// See [`LaunchSpec::symlinks`].
     pub symlinks: Vec<(String, String)>,
     /// See [`LaunchSpec::files`] (UTF-8 contents only).
@@ -113,6 +116,7 @@ impl SpecWire {
             environment: s.environment.clone(),
             working_directory: s.working_directory.clone(),
             read_only_binds: s.read_only_binds.clone(),
+            sockets: s.sockets.clone(),
             symlinks: s.symlinks.clone(),
             files,
             host_files: s.host_files.clone(),
@@ -164,6 +168,7 @@ impl SpecWire {
             environment: self.environment,
             working_directory: self.working_directory,
             read_only_binds: self.read_only_binds,
+            sockets: self.sockets,
             symlinks: self.symlinks,
             files: self
                 .files

@@ -99,6 +99,16 @@ fn rules() {
     invalid(|s| s.environment.push("NOEQUALS".into()));
     invalid(|s| s.read_only_binds.push(bind("/usr", "/proc/x")));
     invalid(|s| s.read_only_binds.push(bind("/usr", "/dev")));
+    invalid(|s| s.sockets.push(bind("/run/x.sock", "/proc/x.sock")));
+    invalid(|s| {
+        s.sockets
+            .push(bind("relative.sock", "/run/glove/mcp/a.sock"))
+    });
+    invalid(|s| s.sockets.push(bind("/run/x.sock", "/tmp/a.sock")));
+    invalid(|s| {
+        s.sockets.push(bind("/run/x.sock", "/run/glove/mcp/a.sock"));
+        s.sockets.push(bind("/run/y.sock", "/run/glove/mcp/a.sock"));
+    });
     // Grants and bundles are made before the writable directories too.
     let mut s = base();
     s.grants.push(glove_sandbox::spec::Grant {

@@ -26,7 +26,10 @@ impl Shared {
                 .args(digest)
                 .on(None, Some(name));
         }
-        let resolved = lock(&self.view).resolve(name);
+        let resolved = match &req.scope {
+            Some(server) => lock(&self.view).resolve_scoped(server, name),
+            None => lock(&self.view).resolve(name),
+        };
         let target = match resolved {
             Ok(t) => t,
             Err((code, at)) => {
@@ -119,11 +122,12 @@ impl Shared {
         let roots = server.path_roots();
         let res = match up.send("tools/call", Some(fwd)).await {
             Ok((uid, rx)) => {
-                lock(&self.in_flight).insert(req.id.clone(), (target.server.clone(), uid));
+                lock(&self.in_flight)
+                    .insert((req.conn, req.id.clone()), (target.server.clone(), uid));
                 let r = up
                     .wait(uid, rx, self.profile.limits().request_timeout)
                     .await;
-                lock(&self.in_flight).remove(&req.id);
+                lock(&self.in_flight).remove(&(req.conn, req.id.clone()));
                 r
             }
             Err(e) => Err(e),
@@ -142,6 +146,9 @@ impl Shared {
         };
         let mut out = Vec::new();
         for s in self.profile.servers() {
+            if req.scope.as_deref().is_some_and(|o| o != s.id()) {
+                continue;
+            }
             let listed = if prompts { s.prompts() } else { s.resources() };
             if listed.is_empty() {
                 continue;
@@ -215,6 +222,9 @@ impl Shared {
             .args(digest);
         };
         let server = self.profile.servers().iter().find(|s| {
+            if req.scope.as_deref().is_some_and(|o| o != s.id()) {
+                return false;
+            }
             if is_prompt {
                 s.prompts().contains(name)
             } else {

@@ -5,7 +5,7 @@ use super::outcome::{Outcome, Reply, Req};
 use super::{lock, now_ms, Shared};
 use crate::audit::Decision;
 use crate::error::McpError;
-use crate::frame::{self, glove_error};
+use crate::frame::glove_error;
 use crate::upstream::Inbound;
 use crate::view::Finding;
 use glove_types::codes::mcp::*;
@@ -93,6 +93,8 @@ impl Shared {
                         modern: false,
                         started,
                         started_at_ms: now_ms(),
+                        conn: 0,
+                        scope: None,
                     };
                     let e = self.event(Some(&req), &o, None);
                     self.audit.record(e).await;
@@ -127,15 +129,7 @@ impl Shared {
             .unwrap_or(false);
         let after = lock(&self.view).fingerprint();
         if ok && before != after {
-            let tx = lock(&self.agent).clone();
-            if let Some(tx) = tx {
-                let _ = tx
-                    .send(frame::encode_notification(
-                        "notifications/tools/list_changed",
-                        None,
-                    ))
-                    .await;
-            }
+            self.tell_agents_list_changed().await;
         }
     }
 }

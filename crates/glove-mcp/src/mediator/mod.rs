@@ -112,10 +112,14 @@ struct Shared {
     pins: Mutex<PinFile>,
     pin_path: Option<PathBuf>,
     audit: Audit,
-    /// The connected agent's writer, for list_changed notifications.
-    agent: Mutex<Option<mpsc::Sender<Vec<u8>>>>,
-    /// Agent request id → (server, upstream id) of forwarded calls.
-    in_flight: Mutex<HashMap<Id, (String, i64)>>,
+    /// The connected agents' writers (by connection), for list_changed
+    /// notifications.
+    agents: Mutex<BTreeMap<u64, mpsc::Sender<Vec<u8>>>>,
+    /// The last connection number given.
+    connections: std::sync::atomic::AtomicU64,
+    /// (connection, agent request id) → (server, upstream id) of
+    /// forwarded calls.
+    in_flight: Mutex<HashMap<(u64, Id), (String, i64)>>,
     /// Serialises re-listing of upstream tools.
     relist: tokio::sync::Mutex<()>,
     /// Each server's instructions from its handshake (for its digest).
@@ -240,7 +244,8 @@ impl Mediator {
             pins: Mutex::new(pins),
             pin_path: config.pin_file,
             audit,
-            agent: Mutex::new(None),
+            agents: Mutex::new(BTreeMap::new()),
+            connections: std::sync::atomic::AtomicU64::new(0),
             in_flight: Mutex::new(HashMap::new()),
             relist: tokio::sync::Mutex::new(()),
             instructions: listings
@@ -298,12 +303,42 @@ impl Mediator {
     }
 
     /// Serves one agent connection until it closes, then waits for the
-    /// requests still in flight.
+    /// requests still in flight. Several connections may be served at once.
     pub async fn serve<S>(&self, io: S) -> Result<(), McpError>
     where
         S: AsyncRead + AsyncWrite + Send + 'static,
     {
+        self.serve_inner(io, None).await
+    }
+
+    /// Serves one agent connection that reaches only `server` (the relay
+    /// of one upstream inside the sandbox): its `tools/list` shows that
+    /// server's permitted tools under their own names (the agent's client
+    /// namespaces them by the server it configured), its calls resolve
+    /// only there, and only that server's listed resources and prompts are
+    /// reached. An id the profile does not name is refused.
+    pub async fn serve_scoped<S>(&self, io: S, server: &str) -> Result<(), McpError>
+    where
+        S: AsyncRead + AsyncWrite + Send + 'static,
+    {
+        if !self.shared.upstreams.contains_key(server) {
+            return Err(McpError::Upstream {
+                server: server.chars().take(64).collect(),
+                message: "the profile names no such server".into(),
+            });
+        }
+        self.serve_inner(io, Some(server.to_owned())).await
+    }
+
+    async fn serve_inner<S>(&self, io: S, scope: Option<String>) -> Result<(), McpError>
+    where
+        S: AsyncRead + AsyncWrite + Send + 'static,
+    {
         let shared = &self.shared;
+        let conn = shared
+            .connections
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst)
+            + 1;
         let (r, w) = tokio::io::split(io);
         let (tx, mut rx) = mpsc::channel::<Vec<u8>>(64);
         let writer = tokio::spawn(async move {
@@ -316,7 +351,7 @@ impl Mediator {
             }
             let _ = w.shutdown().await;
         });
-        *lock(&shared.agent) = Some(tx.clone());
+        lock(&shared.agents).insert(conn, tx.clone());
         let session = Arc::new(Session::default());
         let max = shared.profile.limits().max_in_flight;
         let sem = Arc::new(Semaphore::new(max));
@@ -344,6 +379,8 @@ impl Mediator {
                         modern: false,
                         started,
                         started_at_ms,
+                        conn,
+                        scope: scope.clone(),
                     };
                     let (s, sess, tx) = (shared.clone(), session.clone(), tx.clone());
                     tokio::spawn(async move {
@@ -352,7 +389,7 @@ impl Mediator {
                     });
                 }
                 Ok(Message::Notification { method, params }) => {
-                    shared.notification(&method, params).await;
+                    shared.notification(conn, &method, params).await;
                 }
                 Ok(Message::Response { .. }) | Ok(Message::Error { .. }) => {
                     // The mediator sends the agent no requests.
@@ -367,6 +404,8 @@ impl Mediator {
                             modern: false,
                             started,
                             started_at_ms,
+                            conn,
+                            scope: scope.clone(),
                         };
                         let o = Outcome::denied(rej.code(), rej.message());
                         match shared.audit.reserve() {
@@ -380,7 +419,7 @@ impl Mediator {
         }
         let all = u32::try_from(max).unwrap_or(u32::MAX);
         let _ = sem.acquire_many(all).await;
-        *lock(&shared.agent) = None;
+        lock(&shared.agents).remove(&conn);
         drop(tx);
         let _ = writer.await;
         Ok(())
@@ -590,7 +629,11 @@ impl Shared {
                     return Outcome::denied(MCP_PARAMS_INVALID, "the tool list has one page");
                 }
                 let mut m = Map::new();
-                m.insert("tools".into(), Value::Array(lock(&self.view).listing()));
+                let tools = match &req.scope {
+                    Some(server) => lock(&self.view).listing_scoped(server),
+                    None => lock(&self.view).listing(),
+                };
+                m.insert("tools".into(), Value::Array(tools));
                 Outcome::allowed(Value::Object(m))
             }
             "tools/call" => self.tools_call(req).await,
@@ -646,7 +689,20 @@ impl Shared {
         })
     }
 
-    async fn notification(&self, method: &str, params: Option<Map<String, Value>>) {
+    /// Tells every connected agent that Glove's view of the tools changed.
+    pub(super) async fn tell_agents_list_changed(&self) {
+        let agents: Vec<_> = lock(&self.agents).values().cloned().collect();
+        for tx in agents {
+            let _ = tx
+                .send(frame::encode_notification(
+                    "notifications/tools/list_changed",
+                    None,
+                ))
+                .await;
+        }
+    }
+
+    async fn notification(&self, conn: u64, method: &str, params: Option<Map<String, Value>>) {
         match method {
             "notifications/initialized" => {}
             "notifications/cancelled" => {
@@ -657,7 +713,7 @@ impl Shared {
                 let Some(id) = id else {
                     return;
                 };
-                let target = lock(&self.in_flight).get(&id).cloned();
+                let target = lock(&self.in_flight).get(&(conn, id)).cloned();
                 if let Some((server, uid)) = target {
                     if let Some(up) = self.upstreams.get(&server) {
                         up.cancel(uid).await;

@@ -18,6 +18,10 @@ pub(super) struct Req {
     pub(super) modern: bool,
     pub(super) started: Instant,
     pub(super) started_at_ms: u64,
+    /// The agent connection it came on (0 for the upstream's own).
+    pub(super) conn: u64,
+    /// The one server that connection reaches (`None`: all of them).
+    pub(super) scope: Option<String>,
 }
 
 pub(super) enum Reply {

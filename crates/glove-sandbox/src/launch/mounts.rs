@@ -96,6 +96,28 @@ pub(super) fn setup_fs(
         )
         .map_err(step(&format!("bind {}", b.target)))?;
     }
+    // Sockets exposed on purpose (Glove's own listeners): each source must
+    // be a socket, opened without following links, bound over a file.
+    for b in &spec.sockets {
+        let what = |w: &str| format!("socket source {}: {w}", b.source);
+        let src = resolve::open_no_links(&format!("/oldroot{}", b.source), libc::O_PATH)
+            .map_err(|e| (what("open"), e))?;
+        let m = resolve::meta(src.as_fd()).map_err(|e| (what("stat"), e))?;
+        if !m.is_socket() {
+            return Err((what("not a socket"), Errno(libc::EPERM)));
+        }
+        let target = at::target_file(&b.target, 0o444)
+            .map_err(step(&format!("mount target {}", b.target)))?;
+        at::bind_tree(
+            src.as_fd(),
+            target.as_fd(),
+            mount::MOUNT_ATTR_RDONLY
+                | mount::MOUNT_ATTR_NOSUID
+                | mount::MOUNT_ATTR_NODEV
+                | mount::MOUNT_ATTR_NOEXEC,
+        )
+        .map_err(step(&format!("bind {}", b.target)))?;
+    }
     trace::mark("v:binds");
     // Grants and bundles, opened without following links and bound from
     // the held descriptors.

@@ -50,6 +50,8 @@ pub(crate) const MOUNT_ATTR_RDONLY: u64 = 0x1;
 pub(crate) const MOUNT_ATTR_NOSUID: u64 = 0x2;
 /// `MOUNT_ATTR_NODEV`.
 pub(crate) const MOUNT_ATTR_NODEV: u64 = 0x4;
+/// `MOUNT_ATTR_NOEXEC`.
+pub(crate) const MOUNT_ATTR_NOEXEC: u64 = 0x8;
 
 /// `mkdir(2)`; an existing directory is fine.
 pub(crate) fn mkdir(path: &str, mode: libc::mode_t) -> SysResult<()> {

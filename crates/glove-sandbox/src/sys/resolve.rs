@@ -27,6 +27,9 @@ impl Meta {
     pub(crate) fn is_file(&self) -> bool {
         self.mode & libc::S_IFMT == libc::S_IFREG
     }
+    pub(crate) fn is_socket(&self) -> bool {
+        self.mode & libc::S_IFMT == libc::S_IFSOCK
+    }
 }
 
 /// `struct open_how` (libc marks its own copy non-exhaustive).

@@ -25,5 +25,6 @@ define_codes! { Mcp;
     MCP_UPSTREAM_TIMEOUT = "mcp_upstream_timeout": "the upstream server did not answer within the request deadline",
     MCP_UPSTREAM_ERROR = "mcp_upstream_error": "the upstream server answered the forwarded request with a JSON-RPC error (released with host paths removed)",
     MCP_AUDIT_FAILED = "mcp_audit_failed": "the MCP audit journal could not record the decision, so nothing was released and the mediator refuses everything after",
+    MCP_RELAY_FAILED = "mcp_relay_failed": "`glove run` could not set up the channel between the sandbox and the mediator (its sockets, the relay, the mediator's thread), or the relay inside could not reach it",
     MCP_EVENT_INVALID = "mcp_event_invalid": "an MCP audit event does not decode as its schema, breaks one of its rules, or is not its canonical encoding",
 }

@@ -1,0 +1,167 @@
+//! `glove audit verify|show`: an MCP audit journal, offline.
+//!
+//! Both replay the journal strictly (every record's checksum and chain,
+//! every event's canonical encoding, sequence numbers in order, one
+//! session) and name its head, which the outcome's (or a receipt's)
+//! `mcp.journal_head` commits. `verify` says only whether it holds;
+//! `show` renders every decision.
+
+use glove_mcp::{AuditEvent, Decision, McpError};
+use glove_types::Rejection;
+use std::path::PathBuf;
+
+/// `glove audit …`
+#[derive(Debug, clap::Subcommand)]
+pub enum AuditCommand {
+    /// Replay an MCP audit journal strictly and print its record count and
+    /// head (exit 0), or why it does not hold (exit 2). Not while its
+    /// mediator runs.
+    Verify(AuditArgs),
+    /// Replay an MCP audit journal strictly and show its decisions.
+    Show(AuditArgs),
+}
+
+/// Arguments of `glove audit verify|show`.
+#[derive(Debug, clap::Args)]
+pub struct AuditArgs {
+    /// The MCP audit journal.
+    #[arg(long, value_name = "FILE")]
+    pub journal: PathBuf,
+    /// The head digest the journal must end at (from a receipt or an
+    /// outcome's `mcp.journal_head`).
+    #[arg(long, value_name = "SHA256")]
+    pub head: Option<String>,
+    /// One JSON object.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// The bounds `glove run` and gloved write with (a reader must allow at
+/// least as much).
+fn spec() -> glove_journal::JournalSpec {
+    glove_mcp::journal_spec(u64::MAX >> 1, u64::MAX >> 1)
+}
+
+struct Replayed {
+    events: Vec<AuditEvent>,
+    head: String,
+}
+
+fn replay(a: &AuditArgs) -> Result<Replayed, Rejection> {
+    let r = |e: McpError| Rejection::new(e.code(), e.to_string());
+    let spec = spec();
+    let opened = glove_journal::Journal::open(&a.journal, &spec, None)
+        .map_err(|e| r(McpError::Journal(e)))?;
+    let (journal, ..) = opened.into_parts();
+    let head = glove_types::digest::to_hex(&journal.anchor().head);
+    drop(journal);
+    let events = glove_mcp::read_events(&a.journal, &spec).map_err(r)?;
+    let invalid = |m: String| Rejection::new(glove_types::codes::mcp::MCP_EVENT_INVALID, m);
+    for (i, e) in events.iter().enumerate() {
+        if e.seq != i as u64 + 1 {
+            return Err(invalid(format!(
+                "event {} carries sequence number {}",
+                i + 1,
+                e.seq
+            )));
+        }
+        if e.session_id != events[0].session_id {
+            return Err(invalid(format!(
+                "event {} belongs to session {}, not {}",
+                e.seq, e.session_id, events[0].session_id
+            )));
+        }
+    }
+    if let Some(want) = &a.head {
+        if want != &head {
+            return Err(Rejection::new(
+                glove_types::codes::mcp::MCP_AUDIT_FAILED,
+                format!("the journal's head is {head}, not {want}"),
+            ));
+        }
+    }
+    Ok(Replayed { events, head })
+}
+
+/// Runs `glove audit …`.
+pub fn command(c: &AuditCommand) -> i32 {
+    let (a, show) = match c {
+        AuditCommand::Verify(a) => (a, false),
+        AuditCommand::Show(a) => (a, true),
+    };
+    let rep = match replay(a) {
+        Ok(r) => r,
+        Err(r) => return crate::cli::fail(&r, a.json, None),
+    };
+    let session = rep.events.first().map(|e| e.session_id.to_string());
+    if a.json {
+        let mut v = serde_json::json!({
+            "journal": a.journal.display().to_string(),
+            "records": rep.events.len(),
+            "head": rep.head,
+            "session_id": session,
+        });
+        if show {
+            let list: Vec<serde_json::Value> = rep
+                .events
+                .iter()
+                .filter_map(|e| e.encode().ok())
+                .filter_map(|b| serde_json::from_slice(&b).ok())
+                .collect();
+            v["events"] = serde_json::Value::Array(list);
+        }
+        crate::report::print_json(&v);
+        return 0;
+    }
+    println!(
+        "MCP audit journal {}: {} events{}, head {}",
+        a.journal.display(),
+        rep.events.len(),
+        session
+            .map(|s| format!(" of session {s}"))
+            .unwrap_or_default(),
+        rep.head
+    );
+    if !show {
+        println!("verified: every record's chain and every event's encoding hold");
+        return 0;
+    }
+    for e in &rep.events {
+        let verdict = match (e.decision, &e.code) {
+            (Decision::Allowed, _) => "allowed".to_owned(),
+            (Decision::Pinned, _) => "pinned".to_owned(),
+            (Decision::Cancelled, _) => "cancelled".to_owned(),
+            (d, c) => {
+                let d = match d {
+                    Decision::Denied => "DENIED",
+                    Decision::UpstreamError => "UPSTREAM ERROR",
+                    _ => "DROPPED",
+                };
+                match c {
+                    Some(c) => format!("{d} {c}"),
+                    None => d.to_owned(),
+                }
+            }
+        };
+        let at = match (&e.server, &e.tool) {
+            (Some(s), Some(t)) => format!("{s}/{t}"),
+            (Some(s), None) => s.clone(),
+            (None, Some(t)) => format!("?/{t}"),
+            (None, None) => "-".to_owned(),
+        };
+        let short = |d: &Option<glove_types::Sha256Digest>| {
+            d.map(|d| d.to_hex()[..12].to_owned())
+                .unwrap_or_else(|| "-".into())
+        };
+        println!(
+            "{:>6}  {:<16} {:<36} {verdict:<32} args {} result {} {} ms",
+            e.seq,
+            e.method.as_deref().unwrap_or("-"),
+            at,
+            short(&e.arguments_sha256),
+            short(&e.result_sha256),
+            e.latency_ms
+        );
+    }
+    0
+}

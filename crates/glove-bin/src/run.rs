@@ -1,0 +1,665 @@
+//! `glove run`: contain a command as `glove exec` does and mediate its MCP
+//! tool calls (`docs/mcp.md`).
+//!
+//! Before the launch: the profile is read as a protected file and decoded;
+//! a private runtime directory (mode 0700) gets one listening Unix socket
+//! per upstream server; the spec binds each socket read-only at
+//! `/run/glove/mcp/<server>.sock`, this executable read-only at
+//! [`RELAY_EXECUTABLE`], and seeds the agent's home with the MCP
+//! configuration of the harnesses that read one (Codex's
+//! `~/.codex/config.toml`, Claude Code's `~/.claude.json` and
+//! `~/.mcp.json`): each upstream is a "stdio server" running
+//! `glove mcp-relay <server>`, which connects to its socket and copies
+//! bytes both ways. After the launch (it needs this process
+//! single-threaded): a runtime thread starts the mediator — the upstreams,
+//! their handshakes and pinned tool lists — and serves every connection
+//! on a server's socket scoped to that server. Connections made meanwhile
+//! wait in the socket's backlog.
+//!
+//! At the end the mediator stops its upstreams, and the outcome gets an
+//! `mcp` member: the audit's counts, the journal and its head.
+
+use crate::exec::ExecArgs;
+use glove_mcp::{journal_spec, Mediator, MediatorConfig, Profile, Summary};
+use glove_sandbox::spec::{Bind, LaunchSpec, SeedFile};
+use glove_types::codes::mcp::{MCP_PROFILE_INVALID, MCP_RELAY_FAILED};
+use glove_types::ids::SessionId;
+use glove_types::Rejection;
+use std::os::unix::net::UnixListener;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// Where the relay executable (this binary) is inside the sandbox.
+pub const RELAY_EXECUTABLE: &str = "/run/glove/bin/glove";
+
+/// Where the mediator's sockets are inside the sandbox.
+pub const RELAY_SOCKET_DIR: &str = "/run/glove/mcp";
+
+/// The audit journal's bounds for one `glove run` session.
+const AUDIT_MAX_BYTES: u64 = 64 << 20;
+const AUDIT_MAX_RECORDS: u64 = 1_000_000;
+
+/// How long connections still open when the command ends may finish.
+const FINISH_GRACE: Duration = Duration::from_secs(2);
+
+/// Arguments of `glove run`.
+#[derive(Debug, clap::Args)]
+#[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
+pub struct RunCommand {
+    /// Pin-file commands.
+    #[command(subcommand)]
+    pub pins: Option<RunSubcommand>,
+    /// Running a command.
+    #[command(flatten)]
+    pub run: RunArgs,
+}
+
+/// `glove run pins …`
+#[derive(Debug, clap::Subcommand)]
+pub enum RunSubcommand {
+    /// Show or approve the pinned tool definitions.
+    #[command(subcommand)]
+    Pins(PinsCommand),
+}
+
+/// `glove run pins …`
+#[derive(Debug, clap::Subcommand)]
+pub enum PinsCommand {
+    /// Show the pin file: each server's pinned digests and the digests
+    /// seen that differ (pending approval).
+    Show(PinsShow),
+    /// Pin the pending digest (or the one given) of a tool, or with no
+    /// --tool of the server.
+    Approve(PinsApprove),
+}
+
+/// Arguments of `glove run pins show`.
+#[derive(Debug, clap::Args)]
+pub struct PinsShow {
+    /// The pin file [default: $XDG_STATE_HOME/glove/mcp/pins.json].
+    #[arg(long, value_name = "FILE")]
+    pub pins: Option<PathBuf>,
+    /// One JSON object (the pin file's own encoding).
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Arguments of `glove run pins approve`.
+#[derive(Debug, clap::Args)]
+pub struct PinsApprove {
+    /// The pin file [default: $XDG_STATE_HOME/glove/mcp/pins.json].
+    #[arg(long, value_name = "FILE")]
+    pub pins: Option<PathBuf>,
+    /// The server id.
+    #[arg(long, value_name = "SERVER")]
+    pub server: String,
+    /// The tool (its upstream name); without it, the server digest.
+    #[arg(long, value_name = "TOOL")]
+    pub tool: Option<String>,
+    /// The digest to pin (64 hex characters) [default: the pending one].
+    #[arg(long, value_name = "SHA256")]
+    pub digest: Option<String>,
+    /// One JSON object.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Arguments of `glove run` with a command.
+#[derive(Debug, clap::Args)]
+pub struct RunArgs {
+    /// The MCP profile (docs/mcp.md): a protected file (a regular file of
+    /// mode 0600 owned by you) naming the upstream servers and the tool
+    /// policy.
+    #[arg(long, value_name = "PROFILE_FILE", required = true)]
+    pub profile: Option<PathBuf>,
+    /// Where the MCP audit journal is written (a new file in an existing
+    /// directory of mode 0700) [default: a new file in
+    /// $XDG_STATE_HOME/glove/mcp].
+    #[arg(long, value_name = "FILE")]
+    pub audit_journal: Option<PathBuf>,
+    /// The pin file (in a directory of mode 0700) [default:
+    /// $XDG_STATE_HOME/glove/mcp/pins.json].
+    #[arg(long, value_name = "FILE")]
+    pub pins: Option<PathBuf>,
+    /// Everything `glove exec` takes.
+    #[command(flatten)]
+    pub exec: ExecArgs,
+}
+
+fn invalid(m: impl Into<String>) -> Rejection {
+    Rejection::new(MCP_PROFILE_INVALID, m)
+}
+
+/// `$XDG_STATE_HOME/glove/mcp`, else `$HOME/.local/state/glove/mcp` (made
+/// with mode 0700).
+fn state_dir() -> Result<PathBuf, Rejection> {
+    let base = match std::env::var_os("XDG_STATE_HOME").filter(|v| Path::new(v).is_absolute()) {
+        Some(v) => PathBuf::from(v),
+        None => match std::env::var_os("HOME").filter(|v| Path::new(v).is_absolute()) {
+            Some(h) => PathBuf::from(h).join(".local/state"),
+            None => {
+                return Err(invalid(
+                    "neither XDG_STATE_HOME nor HOME is set: give --audit-journal and --pins",
+                ))
+            }
+        },
+    };
+    private_dir(&base.join("glove/mcp"))
+}
+
+fn private_dir(dir: &Path) -> Result<PathBuf, Rejection> {
+    use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+        .map_err(|e| invalid(format!("{}: {e}", dir.display())))?;
+    // A directory made here is ours; an existing one must already be
+    // private (the audit and pin checks insist too).
+    let m =
+        std::fs::symlink_metadata(dir).map_err(|e| invalid(format!("{}: {e}", dir.display())))?;
+    if !m.is_dir() || m.permissions().mode() & 0o7777 != 0o700 {
+        return Err(invalid(format!(
+            "{} must be a directory of mode 0700",
+            dir.display()
+        )));
+    }
+    Ok(dir.to_owned())
+}
+
+fn random_hex(n: usize) -> Result<String, Rejection> {
+    let mut b = vec![0u8; n];
+    getrandom::fill(&mut b).map_err(|e| invalid(format!("random: {e}")))?;
+    Ok(b.iter().map(|x| format!("{x:02x}")).collect())
+}
+
+/// The runtime directory for the sockets: `/run/glove/mcp` for root,
+/// `$XDG_RUNTIME_DIR/glove/mcp` otherwise, else the state directory.
+fn runtime_base() -> Result<PathBuf, Rejection> {
+    if rustix::process::geteuid().is_root() {
+        return private_dir(Path::new("/run/glove/mcp"));
+    }
+    match std::env::var_os("XDG_RUNTIME_DIR").filter(|v| Path::new(v).is_absolute()) {
+        Some(v) => private_dir(&PathBuf::from(v).join("glove/mcp")),
+        None => Ok(state_dir()?.join("run")).and_then(|d| private_dir(&d)),
+    }
+}
+
+/// A read profile with its sockets bound, before the launch.
+pub struct Prepared {
+    profile: Profile,
+    session_id: SessionId,
+    runtime: PathBuf,
+    listeners: Vec<(String, UnixListener, PathBuf)>,
+    audit: PathBuf,
+    pins: PathBuf,
+}
+
+/// The mediator serving a running sandbox.
+pub struct Running {
+    stop: tokio::sync::oneshot::Sender<()>,
+    thread: std::thread::JoinHandle<Result<Summary, Rejection>>,
+    audit: PathBuf,
+    runtime: PathBuf,
+}
+
+/// Reads the profile and binds the sockets.
+pub fn prepare(a: &RunArgs) -> Result<Prepared, Rejection> {
+    let Some(file) = &a.profile else {
+        return Err(invalid("--profile is required"));
+    };
+    let bytes = crate::protected::read(
+        file,
+        crate::protected::Requirements {
+            max_bytes: glove_mcp::profile::MAX_PROFILE_BYTES as u64,
+            mode: 0o600,
+        },
+    )?;
+    let profile = Profile::decode(&bytes)
+        .map_err(|r| Rejection::new(r.code(), format!("{}: {}", file.display(), r.message())))?;
+    let session_id = SessionId::new(format!("run-{}", random_hex(8)?))?;
+    let audit = match &a.audit_journal {
+        Some(j) => j.clone(),
+        None => state_dir()?.join(format!("{session_id}.journal")),
+    };
+    let pins = match &a.pins {
+        Some(p) => p.clone(),
+        None => state_dir()?.join("pins.json"),
+    };
+    let runtime = runtime_base()?.join(session_id.as_str());
+    private_dir(&runtime)?;
+    let mut listeners = Vec::new();
+    for (i, s) in profile.servers().iter().enumerate() {
+        // Short names: a socket path is at most 107 bytes.
+        let path = runtime.join(format!("{i}.sock"));
+        let l = UnixListener::bind(&path).map_err(|e| {
+            let _ = std::fs::remove_dir_all(&runtime);
+            Rejection::new(MCP_RELAY_FAILED, format!("{}: {e}", path.display()))
+        })?;
+        // The agent's user inside the sandbox is another host user (for
+        // root, nobody); the socket is reached only through its bind (the
+        // directory is private).
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o666))
+            .map_err(|e| Rejection::new(MCP_RELAY_FAILED, format!("{}: {e}", path.display())))?;
+        listeners.push((s.id().to_owned(), l, path));
+    }
+    Ok(Prepared {
+        profile,
+        session_id,
+        runtime,
+        listeners,
+        audit,
+        pins,
+    })
+}
+
+/// The relay command inside the sandbox for `server`.
+fn relay_args(server: &str) -> Vec<String> {
+    vec!["mcp-relay".into(), server.into()]
+}
+
+fn toml_string(s: &str) -> String {
+    // Server ids and the relay path are plain ASCII without quotes or
+    // backslashes (ids are checked by the profile); JSON's escaping is
+    // valid TOML basic-string escaping for them.
+    serde_json::Value::from(s).to_string()
+}
+
+/// The harness configurations (path, text) naming one relay per server.
+pub fn harness_configs(servers: &[&str]) -> Vec<(String, String)> {
+    let mut codex = String::from(
+        "# Written by glove run: each MCP server is Glove's mediator, reached through a relay.\n",
+    );
+    let mut json_servers = serde_json::Map::new();
+    for s in servers {
+        codex.push_str(&format!(
+            "\n[mcp_servers.{s}]\ncommand = {}\nargs = [{}]\nstartup_timeout_sec = 60\n",
+            toml_string(RELAY_EXECUTABLE),
+            relay_args(s)
+                .iter()
+                .map(|a| toml_string(a))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+        json_servers.insert(
+            (*s).to_owned(),
+            serde_json::json!({"type": "stdio", "command": RELAY_EXECUTABLE, "args": relay_args(s), "env": {}}),
+        );
+    }
+    let mcp = serde_json::json!({ "mcpServers": json_servers });
+    let text = serde_json::to_string_pretty(&mcp).unwrap_or_default() + "\n";
+    vec![
+        ("/home/agent/.codex/config.toml".into(), codex),
+        ("/home/agent/.mcp.json".into(), text.clone()),
+        ("/home/agent/.claude.json".into(), text),
+    ]
+}
+
+impl Prepared {
+    /// This executable, bound read-only as the relay.
+    pub fn relay_bind() -> Result<Bind, Rejection> {
+        let exe = std::env::current_exe()
+            .and_then(std::fs::canonicalize)
+            .map_err(|e| Rejection::new(MCP_RELAY_FAILED, format!("this executable: {e}")))?;
+        Ok(Bind {
+            source: exe.display().to_string(),
+            target: RELAY_EXECUTABLE.into(),
+        })
+    }
+
+    /// Binds the sockets and seeds the harness configurations.
+    pub fn attach(&self, spec: &mut LaunchSpec) {
+        for (server, _, path) in &self.listeners {
+            spec.sockets.push(Bind {
+                source: path.display().to_string(),
+                target: format!("{RELAY_SOCKET_DIR}/{server}.sock"),
+            });
+        }
+        let ids: Vec<&str> = self.listeners.iter().map(|(s, ..)| s.as_str()).collect();
+        if !spec.seed_dirs.iter().any(|d| d == "/home/agent/.codex") {
+            spec.seed_dirs.push("/home/agent/.codex".into());
+        }
+        for (path, text) in harness_configs(&ids) {
+            spec.seed_files.retain(|f| f.path != path);
+            spec.seed_files.push(SeedFile {
+                path,
+                text,
+                executable: false,
+            });
+        }
+    }
+
+    /// Removes the runtime directory (a launch that failed).
+    pub fn abandon(self) {
+        let _ = std::fs::remove_dir_all(&self.runtime);
+    }
+
+    /// Starts the mediator on a runtime thread; returns once its upstreams
+    /// are ready (or failed).
+    pub fn start(self) -> Result<Running, Rejection> {
+        let Prepared {
+            profile,
+            session_id,
+            runtime,
+            listeners,
+            audit,
+            pins,
+        } = self;
+        let config = MediatorConfig {
+            session_id,
+            audit_path: audit.clone(),
+            audit_spec: journal_spec(AUDIT_MAX_BYTES, AUDIT_MAX_RECORDS),
+            pin_file: Some(pins),
+        };
+        let (ready_tx, ready_rx) = std::sync::mpsc::channel::<Result<(), Rejection>>();
+        let (stop, stop_rx) = tokio::sync::oneshot::channel::<()>();
+        let thread = std::thread::Builder::new()
+            .name("glove-mcp".into())
+            .spawn(move || serve(profile, config, listeners, ready_tx, stop_rx))
+            .map_err(|e| Rejection::new(MCP_RELAY_FAILED, format!("thread: {e}")))?;
+        match ready_rx.recv() {
+            Ok(Ok(())) => Ok(Running {
+                stop,
+                thread,
+                audit,
+                runtime,
+            }),
+            Ok(Err(r)) => {
+                let _ = thread.join();
+                let _ = std::fs::remove_dir_all(&runtime);
+                Err(r)
+            }
+            Err(_) => {
+                let r = match thread.join() {
+                    Ok(Err(r)) => r,
+                    _ => Rejection::new(MCP_RELAY_FAILED, "the mediator thread ended"),
+                };
+                let _ = std::fs::remove_dir_all(&runtime);
+                Err(r)
+            }
+        }
+    }
+}
+
+fn serve(
+    profile: Profile,
+    config: MediatorConfig,
+    listeners: Vec<(String, UnixListener, PathBuf)>,
+    ready: std::sync::mpsc::Sender<Result<(), Rejection>>,
+    stop: tokio::sync::oneshot::Receiver<()>,
+) -> Result<Summary, Rejection> {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|e| Rejection::new(MCP_RELAY_FAILED, format!("runtime: {e}")));
+    let rt = match rt {
+        Ok(rt) => rt,
+        Err(r) => {
+            let _ = ready.send(Err(r.clone()));
+            return Err(r);
+        }
+    };
+    rt.block_on(async move {
+        let mediator = match Mediator::start(profile, config).await {
+            Ok(m) => std::sync::Arc::new(m),
+            Err(e) => {
+                let r = Rejection::new(e.code(), e.to_string());
+                let _ = ready.send(Err(r.clone()));
+                return Err(r);
+            }
+        };
+        let mut tasks = tokio::task::JoinSet::new();
+        let mut accepting = tokio::task::JoinSet::new();
+        let (conn_tx, mut conn_rx) =
+            tokio::sync::mpsc::channel::<(String, tokio::net::UnixStream)>(16);
+        for (server, l, _) in listeners {
+            if l.set_nonblocking(true).is_err() {
+                continue;
+            }
+            let Ok(l) = tokio::net::UnixListener::from_std(l) else {
+                continue;
+            };
+            let tx = conn_tx.clone();
+            accepting.spawn(async move {
+                while let Ok((s, _)) = l.accept().await {
+                    if tx.send((server.clone(), s)).await.is_err() {
+                        break;
+                    }
+                }
+            });
+        }
+        drop(conn_tx);
+        let _ = ready.send(Ok(()));
+        let mut stop = stop;
+        loop {
+            tokio::select! {
+                _ = &mut stop => break,
+                c = conn_rx.recv() => match c {
+                    Some((server, s)) => {
+                        let m = mediator.clone();
+                        tasks.spawn(async move {
+                            let _ = m.serve_scoped(s, &server).await;
+                        });
+                    }
+                    None => break,
+                },
+                Some(_) = tasks.join_next(), if !tasks.is_empty() => {}
+            }
+        }
+        accepting.abort_all();
+        let _ = tokio::time::timeout(FINISH_GRACE, async {
+            while tasks.join_next().await.is_some() {}
+        })
+        .await;
+        tasks.abort_all();
+        while tasks.join_next().await.is_some() {}
+        match std::sync::Arc::try_unwrap(mediator) {
+            Ok(m) => Ok(m.finish().await),
+            Err(_) => Err(Rejection::new(
+                MCP_RELAY_FAILED,
+                "the mediator is still in use at the end",
+            )),
+        }
+    })
+}
+
+impl Running {
+    /// Stops the mediator; its summary as the outcome's `mcp` member.
+    pub fn finish(self) -> serde_json::Value {
+        let _ = self.stop.send(());
+        let journal = self.audit.display().to_string();
+        let r = self
+            .thread
+            .join()
+            .unwrap_or_else(|_| Err(Rejection::new(MCP_RELAY_FAILED, "the mediator panicked")));
+        let _ = std::fs::remove_dir_all(&self.runtime);
+        match r {
+            Ok(s) => summary_json(&s, &journal),
+            Err(e) => serde_json::json!({
+                "journal": journal,
+                "error": {"code": e.code().as_str(), "message": e.message()},
+            }),
+        }
+    }
+}
+
+/// The outcome's `mcp` member.
+pub fn summary_json(s: &Summary, journal: &str) -> serde_json::Value {
+    serde_json::json!({
+        "allowed": s.allowed,
+        "denied": s.denied,
+        "upstream_errors": s.upstream_errors,
+        "dropped": s.dropped,
+        "pinned": s.pinned,
+        "cancelled": s.cancelled,
+        "audit_failed": s.audit_failed,
+        "journal": journal,
+        "journal_records": s.journal_records,
+        "journal_head": glove_types::digest::to_hex(&s.journal_head),
+    })
+}
+
+/// One line for a person: what the mediator decided.
+pub fn summary_line(v: &serde_json::Value) -> String {
+    if let Some(e) = v.get("error") {
+        return format!(
+            "glove: MCP mediator failed: {} ({})",
+            e["message"].as_str().unwrap_or(""),
+            e["code"].as_str().unwrap_or("")
+        );
+    }
+    let failed = if v["audit_failed"] == true {
+        " AUDIT FAILED (everything after the failure was refused);"
+    } else {
+        ""
+    };
+    format!(
+        "glove: MCP:{failed} {} allowed, {} denied, {} upstream errors, {} dropped; audit {} ({} records, head {})",
+        v["allowed"],
+        v["denied"],
+        v["upstream_errors"],
+        v["dropped"],
+        v["journal"].as_str().unwrap_or(""),
+        v["journal_records"],
+        v["journal_head"].as_str().unwrap_or("")
+    )
+}
+
+/// Runs `glove run …`.
+pub fn command(c: RunCommand) -> i32 {
+    match c.pins {
+        Some(RunSubcommand::Pins(PinsCommand::Show(a))) => pins_show(&a),
+        Some(RunSubcommand::Pins(PinsCommand::Approve(a))) => pins_approve(&a),
+        None => crate::exec::run_mcp(c.run),
+    }
+}
+
+fn pins_path(p: &Option<PathBuf>) -> Result<PathBuf, Rejection> {
+    match p {
+        Some(p) => Ok(p.clone()),
+        None => Ok(state_dir()?.join("pins.json")),
+    }
+}
+
+fn pins_show(a: &PinsShow) -> i32 {
+    let file = match pins_path(&a.pins).and_then(|p| glove_mcp::pin::show(&p)) {
+        Ok(f) => f,
+        Err(r) => return crate::cli::fail(&r, a.json, None),
+    };
+    if a.json {
+        match serde_json::from_slice::<serde_json::Value>(&file.encode()) {
+            Ok(v) => crate::report::print_json(&v),
+            Err(e) => eprintln!("error[mcp_pin_file_invalid]: {e}"),
+        }
+        return 0;
+    }
+    if file.servers.is_empty() {
+        println!("no pins");
+    }
+    for (server, p) in &file.servers {
+        let d = |x: &Option<glove_types::Sha256Digest>| {
+            x.map(|d| d.to_hex()).unwrap_or_else(|| "-".into())
+        };
+        println!("server {server}: digest {}", d(&p.server));
+        if p.pending_server.is_some() {
+            println!(
+                "  PENDING server digest {} (glove run pins approve --server {server})",
+                d(&p.pending_server)
+            );
+        }
+        for (tool, digest) in &p.tools {
+            println!("  {tool:<32} {digest}");
+        }
+        for (tool, digest) in &p.pending {
+            println!(
+                "  {tool:<32} PENDING {digest} (glove run pins approve --server {server} --tool {tool})"
+            );
+        }
+    }
+    0
+}
+
+fn pins_approve(a: &PinsApprove) -> i32 {
+    let digest = match a.digest.as_deref().map(glove_types::Sha256Digest::parse) {
+        None => None,
+        Some(Ok(d)) => Some(d),
+        Some(Err(r)) => return crate::cli::fail(&r, a.json, None),
+    };
+    let r = pins_path(&a.pins)
+        .and_then(|p| glove_mcp::pin::approve(&p, &a.server, a.tool.as_deref(), digest));
+    match r {
+        Ok(d) => {
+            if a.json {
+                crate::report::print_json(&serde_json::json!({
+                    "server": a.server, "tool": a.tool, "pinned": d.to_hex(),
+                }));
+            } else {
+                match &a.tool {
+                    Some(t) => println!("pinned {}/{t} at {d}", a.server),
+                    None => println!("pinned server {} at {d}", a.server),
+                }
+            }
+            0
+        }
+        Err(r) => crate::cli::fail(&r, a.json, None),
+    }
+}
+
+/// `glove mcp-relay SERVER`, inside the sandbox: copies standard input to
+/// the server's socket and the socket to standard output until both ends
+/// close.
+pub fn relay(server: &str) -> i32 {
+    use std::io::{Read, Write};
+    if !glove_mcp::profile::is_server_id(server) {
+        eprintln!(
+            "error[{}]: {server:?} is not a server id",
+            MCP_RELAY_FAILED.as_str()
+        );
+        return 2;
+    }
+    let path = format!("{RELAY_SOCKET_DIR}/{server}.sock");
+    let s = match std::os::unix::net::UnixStream::connect(&path) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!(
+                "error[{}]: {path}: {e} (is this running under glove run?)",
+                MCP_RELAY_FAILED.as_str()
+            );
+            return 1;
+        }
+    };
+    let Ok(mut up) = s.try_clone() else {
+        return 1;
+    };
+    std::thread::spawn(move || {
+        let mut stdin = std::io::stdin().lock();
+        let mut buf = vec![0u8; 64 << 10];
+        loop {
+            match stdin.read(&mut buf) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => {
+                    if up.write_all(&buf[..n]).is_err() {
+                        break;
+                    }
+                }
+            }
+        }
+        let _ = up.shutdown(std::net::Shutdown::Write);
+    });
+    let mut down = s;
+    let mut out = std::io::stdout().lock();
+    let mut buf = vec![0u8; 64 << 10];
+    loop {
+        match down.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => {
+                if out.write_all(&buf[..n]).is_err() || out.flush().is_err() {
+                    break;
+                }
+            }
+        }
+    }
+    0
+}
