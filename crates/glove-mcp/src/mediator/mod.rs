@@ -6,7 +6,9 @@
 //! requests) or `2026-07-28` (no handshake; `server/discover` and every
 //! request carry `_meta["io.modelcontextprotocol/protocolVersion"]`), per
 //! request: a request whose `_meta` names `2026-07-28` is served in that
-//! revision (its result carries `resultType: "complete"`); one naming any
+//! revision (its result carries `resultType: "complete"`, and a listing,
+//! `server/discover` or `resources/read` the caching hints `ttlMs: 0`,
+//! `cacheScope: "private"`); one naming any
 //! other version is answered `UnsupportedProtocolVersionError` (-32004,
 //! `mcp_protocol_refused`, `data.supported`); one without a version is
 //! served only after `initialize` (else `mcp_protocol_refused`).
@@ -78,6 +80,17 @@ use std::sync::{Arc, Mutex};
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
 use tokio::sync::{mpsc, Semaphore};
+
+/// The methods whose 2026-07-28 results carry caching hints (`ttlMs`,
+/// `cacheScope`).
+const CACHEABLE: &[&str] = &[
+    "server/discover",
+    "tools/list",
+    "prompts/list",
+    "resources/list",
+    "resources/templates/list",
+    "resources/read",
+];
 
 /// Where a mediator keeps its audit and pins.
 #[derive(Clone, Debug)]
@@ -503,6 +516,13 @@ impl Shared {
                 if req.modern {
                     if let Some(m) = v.as_object_mut() {
                         m.insert("resultType".into(), Value::from("complete"));
+                        // 2026-07-28 cacheable results: immediately stale
+                        // and private (the view is this session's policy,
+                        // and a pin can block a tool at any moment).
+                        if CACHEABLE.contains(&req.method.as_str()) {
+                            m.insert("ttlMs".into(), Value::from(0));
+                            m.insert("cacheScope".into(), Value::from("private"));
+                        }
                     }
                 }
                 result = Some(json::digest(RESULT_DOMAIN, v));
