@@ -346,32 +346,65 @@ fn run_with(a: ExecArgs, mcp: Option<crate::run::Prepared>) -> i32 {
         m.attach(&mut spec);
     }
     glove_sandbox::launch::trace_mark("spec built");
-    let running = match launch(spec) {
+    // With a mediator, the sandbox is built first and the command released
+    // only once the mediator is ready (it starts threads, which the build
+    // must not see), so the command never runs when its tools cannot.
+    enum Launched {
+        Running(glove_sandbox::Running),
+        Held(glove_sandbox::Prepared),
+    }
+    let launched = if mcp.is_some() {
+        glove_sandbox::prepare(spec).map(Launched::Held)
+    } else {
+        launch(spec).map(Launched::Running)
+    };
+    let launched = match launched {
         Ok(r) => r,
         Err(e) => return give_up(&mut mcp, fail(&e, a.json)),
     };
-    // Started once the sandbox is launched (the launch needs this process
+    let kill = |l: Launched| match l {
+        Launched::Running(r) => {
+            let _ = r.signal(9); // SIGKILL
+        }
+        Launched::Held(p) => p.abort(),
+    };
+    // Started once the sandbox is built (the build needs this process
     // single-threaded; connections wait on the channel meanwhile).
     let egress = match egress.map(crate::egress::Attached::start) {
         Some(Ok(p)) => Some(p),
         Some(Err(r)) => {
-            let _ = running.signal(9); // SIGKILL
+            kill(launched);
             return give_up(&mut mcp, fail_with(&r, a.json));
         }
         None => None,
     };
-    // The mediator, likewise after the launch: its upstreams start now,
-    // while the agent's first connections wait in the sockets' backlogs.
+    // The mediator, likewise after the build: its upstreams start and
+    // their tools are listed and pinned before the command is released.
     let mcp = match mcp.map(crate::run::Prepared::start) {
         Some(Ok(m)) => Some(m),
         Some(Err(r)) => {
-            let _ = running.signal(9); // SIGKILL
+            kill(launched);
             if let Some(e) = egress {
                 e.finish();
             }
             return fail_with(&r, a.json);
         }
         None => None,
+    };
+    let running = match launched {
+        Launched::Running(r) => r,
+        Launched::Held(p) => match p.release() {
+            Ok(r) => r,
+            Err(e) => {
+                if let Some(e) = egress {
+                    e.finish();
+                }
+                if let Some(m) = mcp {
+                    m.finish();
+                }
+                return fail(&e, a.json);
+            }
+        },
     };
     let raw = if a.pty && stdin_tty {
         tty::make_raw(stdin.as_fd())

@@ -10,11 +10,11 @@
 //! `~/.codex/config.toml`, Claude Code's `~/.claude.json` and
 //! `~/.mcp.json`): each upstream is a "stdio server" running
 //! `glove mcp-relay <server>`, which connects to its socket and copies
-//! bytes both ways. After the launch (it needs this process
-//! single-threaded): a runtime thread starts the mediator — the upstreams,
-//! their handshakes and pinned tool lists — and serves every connection
-//! on a server's socket scoped to that server. Connections made meanwhile
-//! wait in the socket's backlog.
+//! bytes both ways. The sandbox is then built with the command held; a
+//! runtime thread starts the mediator — the upstreams, their handshakes
+//! and pinned tool lists — and serves every connection on a server's
+//! socket scoped to that server; only then is the command released. When
+//! the mediator cannot start, the command never runs.
 //!
 //! At the end the mediator stops its upstreams, and the outcome gets an
 //! `mcp` member: the audit's counts, the journal and its head.

@@ -1,0 +1,605 @@
+//! `glove run`: a contained agent reaches the operator's MCP servers only
+//! through Glove's mediator. The agents are real: the Python MCP SDK's
+//! stdio client (`tests/probes/mcp_sdk.py`, both revisions) and a raw
+//! frame sender (`tests/probes/mcp_raw.py`), each running the relay
+//! inside the sandbox; the upstreams are the real npm servers
+//! (server-everything, server-filesystem on a temporary root). Every
+//! decision is in the audit journal, which `glove audit verify` checks
+//! against the head the outcome names.
+
+mod common;
+
+use common::{glove, glove_with_env, kit, outcome, python_ok, safe_tempdir, sandbox_ok, As};
+use serde_json::{json, Value};
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+
+fn servers() -> Option<PathBuf> {
+    let p = std::env::var_os("GLOVE_MCP_SERVERS").map(PathBuf::from);
+    let ok = p.as_ref().is_some_and(|p| {
+        p.join("@modelcontextprotocol/server-everything/dist/index.js")
+            .is_file()
+    });
+    common::need(
+        ok,
+        "GLOVE_MCP_SERVERS does not name a node_modules with the MCP servers (see mcp/package.json)",
+    )
+    .then(|| p.expect("set"))
+}
+
+fn python_sdk() -> Option<PathBuf> {
+    let p = std::env::var_os("GLOVE_MCP_PYTHON").map(PathBuf::from);
+    let ok = p
+        .as_ref()
+        .is_some_and(|p| p.join("mcp/__init__.py").is_file());
+    common::need(
+        ok,
+        "GLOVE_MCP_PYTHON does not name the Python MCP SDK (see mcp/requirements.txt)",
+    )
+    .then(|| p.expect("set"))
+}
+
+fn ready() -> Option<PathBuf> {
+    if !sandbox_ok(As::Caller) || !python_ok() {
+        return None;
+    }
+    if !common::need(
+        Path::new("/usr/bin/node").is_file(),
+        "/usr/bin/node is missing",
+    ) {
+        return None;
+    }
+    servers()
+}
+
+fn write_private(path: &Path, text: &str) {
+    std::fs::write(path, text).expect("write");
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+}
+
+fn everything(nm: &Path, tools: Value) -> Value {
+    json!({
+        "server_id": "everything",
+        "command": {
+            "path": "/usr/bin/node",
+            "arguments": [nm.join("@modelcontextprotocol/server-everything/dist/index.js"), "stdio"],
+            "environment": ["PATH=/usr/bin:/bin"],
+            "working_directory": "/",
+        },
+        "tools": tools,
+    })
+}
+
+fn filesystem(nm: &Path, root: &str, tools: Value) -> Value {
+    json!({
+        "server_id": "files",
+        "command": {
+            "path": "/usr/bin/node",
+            "arguments": [nm.join("@modelcontextprotocol/server-filesystem/dist/index.js"), root],
+            "environment": ["PATH=/usr/bin:/bin"],
+            "working_directory": "/",
+        },
+        "tools": tools,
+    })
+}
+
+/// A private directory with the profile, the audit journal and the pins.
+struct Setup {
+    dir: tempfile::TempDir,
+    profile: PathBuf,
+    audit: PathBuf,
+    pins: PathBuf,
+}
+
+fn setup(servers: &[Value]) -> Setup {
+    let dir = safe_tempdir();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o700)).expect("chmod");
+    let profile = dir.path().join("profile.json");
+    write_private(
+        &profile,
+        &json!({"schema_version": 1, "servers": servers}).to_string(),
+    );
+    Setup {
+        audit: dir.path().join("mcp.journal"),
+        pins: dir.path().join("pins.json"),
+        profile,
+        dir,
+    }
+}
+
+fn probe_bind(name: &str) -> String {
+    let k = kit();
+    let dst = k.root.join(name);
+    if !dst.exists() {
+        std::fs::copy(
+            Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("tests/probes")
+                .join(name),
+            &dst,
+        )
+        .expect("copy probe");
+        std::fs::set_permissions(&dst, std::fs::Permissions::from_mode(0o644)).expect("chmod");
+    }
+    format!("{}:/probe/{name}", dst.display())
+}
+
+/// `glove run --json` of `cmd` with the setup's files (a fresh audit
+/// journal each time); the outcome record and the output before it.
+fn run(s: &Setup, extra: &[&str], cmd: &[&str]) -> (Value, String, std::process::Output) {
+    let _ = std::fs::remove_file(&s.audit);
+    let state = s.dir.path().join("state");
+    let mut a: Vec<&str> = vec!["run", "--json"];
+    let (p, j, pins) = (
+        s.profile.display().to_string(),
+        s.audit.display().to_string(),
+        s.pins.display().to_string(),
+    );
+    a.extend_from_slice(&["--profile", &p, "--audit-journal", &j, "--pins", &pins]);
+    a.extend_from_slice(extra);
+    a.push("--");
+    a.extend_from_slice(cmd);
+    let out = glove_with_env(
+        As::Caller,
+        &a,
+        None,
+        &[("XDG_STATE_HOME", state.as_os_str())],
+    );
+    let (v, text) = outcome(&out);
+    (v, text, out)
+}
+
+fn last_json_line(text: &str) -> Value {
+    let line = text
+        .lines()
+        .rev()
+        .find(|l| l.starts_with('{'))
+        .unwrap_or("");
+    serde_json::from_str(line).unwrap_or_else(|e| panic!("no probe line ({e}) in {text:?}"))
+}
+
+fn audit(args: &[&str]) -> Value {
+    let mut a = vec!["audit"];
+    a.extend_from_slice(args);
+    a.push("--json");
+    let out = glove(As::Caller, &a, None);
+    assert!(
+        out.status.success(),
+        "glove audit {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("audit json")
+}
+
+fn calls(events: &Value) -> Vec<(String, String, String)> {
+    events["events"]
+        .as_array()
+        .expect("events")
+        .iter()
+        .filter(|e| e["method"] == "tools/call")
+        .map(|e| {
+            (
+                e["tool"].as_str().unwrap_or("").to_owned(),
+                e["decision"].as_str().unwrap_or("").to_owned(),
+                e["code"].as_str().unwrap_or("").to_owned(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn the_python_sdk_inside_the_sandbox_calls_a_mediated_tool_in_both_revisions() {
+    let Some(nm) = ready() else {
+        return;
+    };
+    let Some(sdk) = python_sdk() else {
+        return;
+    };
+    let s = setup(&[everything(
+        &nm,
+        json!([{"name": "echo"}, {"name": "get-sum", "arguments": {"a": {"range": {"min": 0, "max": 10}}}}]),
+    )]);
+    let sdk_bind = format!("{}:/opt/pymcp", sdk.display());
+    let probe = probe_bind("mcp_sdk.py");
+    let extra = [
+        "--ro-bind",
+        &sdk_bind,
+        "--ro-bind",
+        &probe,
+        "--env",
+        "PYTHONPATH=/opt/pymcp",
+    ];
+    for rev in ["legacy", "modern"] {
+        let (v, text, out) = run(
+            &s,
+            &extra,
+            &[
+                "/usr/bin/python3",
+                "/probe/mcp_sdk.py",
+                "everything",
+                rev,
+                "echo",
+                r#"{"message":"through glove"}"#,
+            ],
+        );
+        assert_eq!(
+            v["exit"]["code"],
+            0,
+            "{rev}: {v} {text} {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let p = last_json_line(&text);
+        assert_eq!(p["tools"], json!(["echo", "get-sum"]), "{rev}: {p}");
+        assert_eq!(p["text"], json!(["Echo: through glove"]), "{rev}: {p}");
+        match rev {
+            "legacy" => assert_eq!(p["protocol"], "2025-11-25"),
+            _ => assert_eq!(p["supported"], json!(["2026-07-28"])),
+        }
+        // The outcome commits the audit journal's head; the journal
+        // replays strictly to that head and holds the call.
+        let m = &v["mcp"];
+        assert_eq!(m["audit_failed"], false, "{m}");
+        assert!(m["allowed"].as_u64().unwrap_or(0) >= 3, "{m}");
+        let head = m["journal_head"].as_str().expect("head").to_owned();
+        let j = s.audit.display().to_string();
+        let verified = audit(&["verify", "--journal", &j, "--head", &head]);
+        assert_eq!(verified["head"], head.as_str());
+        assert_eq!(verified["records"], m["journal_records"]);
+        let shown = audit(&["show", "--journal", &j]);
+        assert_eq!(
+            calls(&shown),
+            [("echo".to_owned(), "allowed".to_owned(), String::new())],
+            "{rev}: {shown}"
+        );
+    }
+    // A rule the SDK's call breaks is refused by Glove before the
+    // upstream sees it, and the SDK gets Glove's code.
+    let (v, text, _) = run(
+        &s,
+        &extra,
+        &[
+            "/usr/bin/python3",
+            "/probe/mcp_sdk.py",
+            "everything",
+            "legacy",
+            "get-sum",
+            r#"{"a":11,"b":1}"#,
+        ],
+    );
+    let p = last_json_line(&text);
+    assert_eq!(
+        p["error"]["data"]["glove_code"], "mcp_argument_refused",
+        "{p} {v}"
+    );
+    assert_eq!(v["mcp"]["denied"], 1, "{v}");
+    // A wrong head is refused.
+    let j = s.audit.display().to_string();
+    let out = glove(
+        As::Caller,
+        &[
+            "audit",
+            "verify",
+            "--journal",
+            &j,
+            "--head",
+            &"0".repeat(64),
+        ],
+        None,
+    );
+    assert!(!out.status.success());
+}
+
+#[test]
+fn frames_tools_arguments_and_paths_from_the_contained_agent_are_decided_by_glove() {
+    let Some(nm) = ready() else {
+        return;
+    };
+    let tree = safe_tempdir();
+    let outside = safe_tempdir();
+    let root = tree.path().display().to_string();
+    std::fs::write(tree.path().join("a.txt"), "alpha").expect("write");
+    std::fs::write(outside.path().join("secret.txt"), "secret").expect("write");
+    std::os::unix::fs::symlink(outside.path().join("secret.txt"), tree.path().join("link"))
+        .expect("link");
+    let rule = json!({"required": true, "path": {"roots": [root], "no_symlinks": true}});
+    let s = setup(&[
+        everything(
+            &nm,
+            json!([{"name": "echo", "arguments": {"message": {"prefix": "ok"}}}]),
+        ),
+        filesystem(
+            &nm,
+            &root,
+            json!([{"name": "read_text_file", "arguments": {"path": rule}}]),
+        ),
+    ]);
+    let meta = r#""_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}"#;
+    let call = |id: u32, name: &str, args: Value| {
+        format!(
+            r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"{name}","arguments":{args},{meta}}}}}"#
+        )
+    };
+    let outside_file = outside.path().join("secret.txt").display().to_string();
+    let files_cases = json!([
+        [
+            "list",
+            format!(r#"{{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{{{meta}}}}}"#),
+            true
+        ],
+        [
+            "inside",
+            call(
+                2,
+                "read_text_file",
+                json!({"path": format!("{root}/a.txt")})
+            ),
+            true
+        ],
+        [
+            "dots",
+            call(
+                3,
+                "read_text_file",
+                json!({"path": format!("{root}/../{}", outside.path().file_name().and_then(|n| n.to_str()).unwrap_or("x"))})
+            ),
+            true
+        ],
+        [
+            "absolute",
+            call(4, "read_text_file", json!({"path": outside_file})),
+            true
+        ],
+        [
+            "symlink",
+            call(5, "read_text_file", json!({"path": format!("{root}/link")})),
+            true
+        ],
+        [
+            "other_servers_tool",
+            call(6, "echo", json!({"message": "ok"})),
+            true
+        ],
+    ]);
+    let everything_cases = json!([
+        [
+            "allowed",
+            call(1, "echo", json!({"message": "ok then"})),
+            true
+        ],
+        ["rule", call(2, "echo", json!({"message": "not ok"})), true],
+        [
+            "undeclared",
+            call(3, "echo", json!({"message": "ok", "extra": 1})),
+            true
+        ],
+        ["unknown", call(4, "no-such-tool", json!({})), true],
+        ["denied", call(5, "get-env", json!({})), true],
+        ["malformed", "{\"jsonrpc\":\"2.0\",\"id\":6,", false],
+        [
+            "duplicate_keys",
+            format!(r#"{{"jsonrpc":"2.0","id":7,"id":8,"method":"ping","params":{{{meta}}}}}"#),
+            false
+        ],
+        [
+            "batch",
+            format!(r#"[{{"jsonrpc":"2.0","id":9,"method":"ping","params":{{{meta}}}}}]"#),
+            false
+        ],
+        ["oversized", null, false],
+        [
+            "after",
+            format!(r#"{{"jsonrpc":"2.0","id":10,"method":"ping","params":{{{meta}}}}}"#),
+            true
+        ],
+    ]);
+    let probe = probe_bind("mcp_raw.py");
+    let script = format!(
+        "/usr/bin/python3 /probe/mcp_raw.py files '{}' && /usr/bin/python3 /probe/mcp_raw.py everything '{}' && /run/glove/bin/glove mcp-relay nosuch </dev/null; echo relay-exit:$?",
+        files_cases, everything_cases
+    );
+    let (v, text, out) = run(&s, &["--ro-bind", &probe], &["/bin/sh", "-c", &script]);
+    assert_eq!(
+        v["exit"]["code"],
+        0,
+        "{v} {text} {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let lines: Vec<Value> = text
+        .lines()
+        .filter(|l| l.starts_with('{'))
+        .map(|l| serde_json::from_str(l).expect("probe json"))
+        .collect();
+    assert_eq!(lines.len(), 2, "{text}");
+    let (files, every) = (&lines[0], &lines[1]);
+    let code = |v: &Value| {
+        v["error"]["data"]["glove_code"]
+            .as_str()
+            .unwrap_or("")
+            .to_owned()
+    };
+    // The files relay reaches only its server, with only the allowed tool.
+    let names: Vec<&str> = files["list"]["result"]["tools"]
+        .as_array()
+        .expect("tools")
+        .iter()
+        .filter_map(|t| t["name"].as_str())
+        .collect();
+    assert_eq!(names, ["read_text_file"], "{files}");
+    assert_eq!(
+        files["inside"]["result"]["content"][0]["text"], "alpha",
+        "{files}"
+    );
+    for case in ["dots", "absolute", "symlink"] {
+        assert_eq!(
+            code(&files[case]),
+            "mcp_argument_refused",
+            "{case}: {files}"
+        );
+    }
+    assert_eq!(
+        code(&files["other_servers_tool"]),
+        "mcp_tool_unknown",
+        "{files}"
+    );
+    assert!(!files.to_string().contains("secret\""), "{files}");
+    // The everything relay.
+    assert_eq!(
+        every["allowed"]["result"]["content"][0]["text"], "Echo: ok then",
+        "{every}"
+    );
+    assert_eq!(code(&every["rule"]), "mcp_argument_refused", "{every}");
+    assert_eq!(code(&every["undeclared"]), "mcp_schema_refused", "{every}");
+    assert_eq!(code(&every["unknown"]), "mcp_tool_unknown", "{every}");
+    assert_eq!(code(&every["denied"]), "mcp_tool_denied", "{every}");
+    // A frame whose id is ambiguous (duplicate keys) is dropped like one
+    // without a usable id.
+    for dropped in ["malformed", "duplicate_keys", "batch", "oversized"] {
+        assert_eq!(every[dropped], Value::Null, "{dropped}: {every}");
+    }
+    assert_eq!(
+        every["after"]["result"],
+        json!({"resultType": "complete"}),
+        "{every}"
+    );
+    // A relay for a server the profile does not name cannot connect.
+    assert!(text.contains("relay-exit:1"), "{text}");
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("relay-exit:1"),
+        "{text}"
+    );
+    // Every decision is audited: the dropped frames too.
+    let j = s.audit.display().to_string();
+    let shown = audit(&["show", "--journal", &j]);
+    let c = calls(&shown);
+    let refused = c.iter().filter(|(_, d, _)| d == "denied").count();
+    assert_eq!(refused, 8, "{c:?}");
+    let dropped = shown["events"]
+        .as_array()
+        .expect("events")
+        .iter()
+        .filter(|e| e["decision"] == "dropped")
+        .count();
+    assert!(dropped >= 4, "{shown}");
+    assert_eq!(v["mcp"]["dropped"].as_u64(), Some(dropped as u64), "{v}");
+}
+
+#[test]
+fn a_changed_pin_blocks_the_tool_until_the_operator_approves_it() {
+    let Some(nm) = ready() else {
+        return;
+    };
+    let s = setup(&[everything(&nm, json!([{"name": "echo"}]))]);
+    let meta = r#""_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}"#;
+    let cases = json!([[
+        "echo",
+        format!(
+            r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"name":"echo","arguments":{{"message":"hi"}},{meta}}}}}"#
+        ),
+        true
+    ]]);
+    let probe = probe_bind("mcp_raw.py");
+    let cmd = [
+        "/usr/bin/python3",
+        "/probe/mcp_raw.py",
+        "everything",
+        &cases.to_string(),
+    ];
+    let cmd: Vec<&str> = cmd.iter().map(|s| s.as_ref()).collect();
+    // First sight: pinned and callable.
+    let (v, text, _) = run(&s, &["--ro-bind", &probe], &cmd);
+    assert_eq!(
+        last_json_line(&text)["echo"]["result"]["content"][0]["text"],
+        "Echo: hi",
+        "{v}"
+    );
+    assert_eq!(v["mcp"]["pinned"], 1, "{v}");
+    let pins = s.pins.display().to_string();
+    let show = |s: &str| {
+        let out = glove(
+            As::Caller,
+            &["run", "pins", "show", "--pins", s, "--json"],
+            None,
+        );
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice::<Value>(&out.stdout).expect("pins json")
+    };
+    let first = show(&pins);
+    let digest = first["servers"]["everything"]["tools"]["echo"]
+        .as_str()
+        .expect("echo pinned")
+        .to_owned();
+    // The operator's pin no longer matches what the server shows (as if
+    // the server had changed the tool): the call is refused with the pin
+    // code, and the digest seen is pending.
+    let mut tampered = first.clone();
+    tampered["servers"]["everything"]["tools"]["echo"] = json!("1".repeat(64));
+    write_private(&s.pins, &tampered.to_string());
+    let (v, text, _) = run(&s, &["--ro-bind", &probe], &cmd);
+    assert_eq!(
+        last_json_line(&text)["echo"]["error"]["data"]["glove_code"],
+        "mcp_pin_mismatch",
+        "{v} {text}"
+    );
+    let pending = show(&pins);
+    assert_eq!(
+        pending["servers"]["everything"]["pending"]["echo"],
+        digest.as_str(),
+        "{pending}"
+    );
+    let text_show = glove(As::Caller, &["run", "pins", "show", "--pins", &pins], None);
+    assert!(String::from_utf8_lossy(&text_show.stdout).contains("PENDING"));
+    // Approved explicitly, it is callable again.
+    let out = glove(
+        As::Caller,
+        &[
+            "run",
+            "pins",
+            "approve",
+            "--pins",
+            &pins,
+            "--server",
+            "everything",
+            "--tool",
+            "echo",
+        ],
+        None,
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let (v, text, _) = run(&s, &["--ro-bind", &probe], &cmd);
+    assert_eq!(
+        last_json_line(&text)["echo"]["result"]["content"][0]["text"],
+        "Echo: hi",
+        "{v}"
+    );
+}
+
+#[test]
+fn a_profile_that_is_not_protected_or_an_upstream_that_fails_stops_before_the_command_runs() {
+    let Some(nm) = ready() else {
+        return;
+    };
+    let s = setup(&[everything(&nm, json!([{"name": "echo"}]))]);
+    std::fs::set_permissions(&s.profile, std::fs::Permissions::from_mode(0o644)).expect("chmod");
+    let (v, _, out) = run(&s, &[], &["/bin/echo", "ran"]);
+    assert_eq!(out.status.code(), Some(125));
+    assert_eq!(v["code"], "file_bad_mode", "{v}");
+    let mut bad = everything(&nm, json!([{"name": "echo"}]));
+    bad["command"]["arguments"] = json!(["/nonexistent/server.js"]);
+    let s = setup(&[bad]);
+    let (v, text, out) = run(&s, &[], &["/bin/echo", "ran"]);
+    assert_eq!(out.status.code(), Some(125), "{v}");
+    assert!(
+        v["code"] == "mcp_upstream_failed" || v["code"] == "mcp_upstream_timeout",
+        "{v}"
+    );
+    assert!(!text.contains("ran"), "{text}");
+    let out = glove(As::Caller, &["run", "--json", "--", "/bin/true"], None);
+    assert!(!out.status.success());
+}
