@@ -603,3 +603,141 @@ fn a_profile_that_is_not_protected_or_an_upstream_that_fails_stops_before_the_co
     let out = glove(As::Caller, &["run", "--json", "--", "/bin/true"], None);
     assert!(!out.status.success());
 }
+
+/// The scripted model endpoint on host loopback, calling the MCP tool
+/// `tool` when the harness offers it.
+struct Stub {
+    child: std::process::Child,
+    port: u16,
+    log: PathBuf,
+}
+
+impl Drop for Stub {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn stub(dir: &Path, tool: &str) -> Stub {
+    use std::io::BufRead;
+    let log = dir.join("requests.jsonl");
+    let mut child = std::process::Command::new("/usr/bin/python3")
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/model_stub/stub.py"))
+        .args(["--port", "0", "--mcp-tool", tool, "--log"])
+        .arg(&log)
+        .env_clear()
+        .env("PATH", "/usr/bin:/bin")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("python3");
+    let mut first = String::new();
+    let out = child.stdout.take().expect("stdout");
+    std::io::BufReader::new(out)
+        .read_line(&mut first)
+        .expect("the stub's port");
+    let port = first.trim().parse().expect("a port");
+    Stub { child, port, log }
+}
+
+#[test]
+fn codex_configured_by_glove_run_calls_a_mediated_tool_for_the_stub_model() {
+    let Some(nm) = ready() else {
+        return;
+    };
+    let Some(h) = common::harnesses() else {
+        return;
+    };
+    let codex_dir = h.join("@openai/codex-linux-x64");
+    let codex = codex_dir.join("vendor/x86_64-unknown-linux-musl/bin/codex");
+    if !common::need(codex.is_file(), "codex is not installed in GLOVE_HARNESSES") {
+        return;
+    }
+    let s = setup(&[everything(&nm, json!([{"name": "echo"}]))]);
+    let model = stub(s.dir.path(), "echo");
+    let endpoint = format!("model.test:{}", model.port);
+    let egress = s.dir.path().join("egress.json");
+    write_private(
+        &egress,
+        &json!({
+            "schema_version": 1,
+            "egress_policy_id": "run-codex",
+            "endpoints": [endpoint],
+            "allow_private": true,
+            "hosts": {"model.test": ["127.0.0.1"]},
+            "port_mappings": [{"listen_port": 18000, "endpoint": endpoint}],
+        })
+        .to_string(),
+    );
+    let (e, bind) = (
+        egress.display().to_string(),
+        codex_dir.display().to_string(),
+    );
+    let codex = codex.display().to_string();
+    let provider = "model_providers.glove={name=\"glove\",base_url=\"http://127.0.0.1:18000/v1\",env_key=\"OPENAI_API_KEY\",wire_api=\"responses\"}";
+    let (v, text, out) = run(
+        &s,
+        &[
+            "--egress",
+            &e,
+            "--ro-bind",
+            &bind,
+            "--env",
+            "OPENAI_API_KEY=sk-stub",
+            "--memory",
+            "2G",
+        ],
+        &[
+            &codex,
+            "exec",
+            "--skip-git-repo-check",
+            "-s",
+            "danger-full-access",
+            "-m",
+            "glove-stub",
+            "-c",
+            provider,
+            "-c",
+            "model_provider=glove",
+            "Call the echo tool.",
+        ],
+    );
+    assert_eq!(
+        v["exit"]["code"],
+        0,
+        "{v} {text} {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // The model saw the tool Glove showed (under codex's MCP namespace)
+    // and got the mediated result back.
+    let log = std::fs::read_to_string(&model.log).expect("stub log");
+    let mut offered = false;
+    let mut answered = false;
+    for line in log.lines() {
+        let entry: Value = serde_json::from_str(line).expect("log line");
+        let body = &entry["body"];
+        offered |= body["tools"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .any(|t| t["name"] == "mcp__everything" && t.to_string().contains("\"echo\""));
+        answered |= body["input"].as_array().into_iter().flatten().any(|i| {
+            i["type"] == "function_call_output" && i.to_string().contains("Echo: glove-mcp-turn")
+        });
+    }
+    assert!(offered, "codex did not offer the mediated tool: {log}");
+    assert!(answered, "the tool's result did not reach the model: {log}");
+    // The call is in the audit the outcome commits.
+    let m = &v["mcp"];
+    assert_eq!(m["audit_failed"], false, "{m}");
+    let head = m["journal_head"].as_str().expect("head").to_owned();
+    let j = s.audit.display().to_string();
+    let shown = audit(&["show", "--journal", &j, "--head", &head]);
+    assert_eq!(
+        calls(&shown),
+        [("echo".to_owned(), "allowed".to_owned(), String::new())],
+        "{shown}"
+    );
+    assert_eq!(v["egress"]["audit_failed"], false, "{v}");
+}

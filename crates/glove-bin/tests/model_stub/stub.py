@@ -22,6 +22,11 @@ same answer):
   * a tool result present, or no shell tool offered (title generation and
     other side requests): the text `done`.
 
+With --mcp-tool NAME, a tool whose name is NAME or ends with `_NAME` (an
+MCP tool as the harness names it, e.g. `mcp__everything__echo`) is called
+instead of the shell when it is offered, with `message` (and any other
+required string) set to `glove-mcp-turn`.
+
 GET .../models answers one model `glove-stub`, in a shape both the OpenAI
 and the Anthropic clients accept. A CONNECT (a client using the stub as
 its proxy) and anything else is answered with an error. Every request is
@@ -75,6 +80,8 @@ SHELL_TOOLS = (
 
 LOG_LOCK = threading.Lock()
 LOG_PATH = None
+MCP_TOOL = None
+MCP_TEXT = "glove-mcp-turn"
 
 
 def record(entry):
@@ -131,6 +138,13 @@ def tool_list(body, fmt):
             out.append((fn.get("name"), fn.get("parameters"), t.get("type")))
         elif fmt == "anthropic":
             out.append((t.get("name"), t.get("input_schema"), t.get("type")))
+        elif t.get("type") == "namespace":
+            # Codex groups an MCP server's tools in a namespace; a call
+            # names the tool and its namespace.
+            for inner in t.get("tools") or []:
+                if isinstance(inner, dict) and inner.get("name"):
+                    full = f"{t.get('name')}__{inner['name']}"
+                    out.append((full, inner.get("parameters"), "namespace:" + str(t.get("name"))))
         else:
             out.append((t.get("name") or t.get("type"), t.get("parameters"), t.get("type")))
     return out
@@ -206,10 +220,27 @@ def has_tool_result(body, fmt):
     )
 
 
+def mcp_tool(body, fmt):
+    if not MCP_TOOL:
+        return None
+    for name, schema, kind in tool_list(body, fmt):
+        if name and (name == MCP_TOOL or name.endswith("_" + MCP_TOOL)):
+            schema = schema or {}
+            props = schema.get("properties") or {}
+            required = set(schema.get("required") or [])
+            args = {k: MCP_TEXT for k, v in props.items()
+                    if k == "message" or (k in required and isinstance(v, dict) and v.get("type") == "string")}
+            return ("tool", name, args, kind)
+    return None
+
+
 def plan(body, fmt):
     """("tool", name, arguments, kind) or ("text", FINAL_TEXT)."""
     if has_tool_result(body, fmt):
         return ("text", FINAL_TEXT)
+    mcp = mcp_tool(body, fmt)
+    if mcp is not None:
+        return mcp
     tool = shell_tool(body, fmt)
     if tool is None:
         return ("text", FINAL_TEXT)
@@ -272,6 +303,10 @@ def responses_events(body, step):
                 "arguments": "",
                 "status": "in_progress",
             }
+            if isinstance(kind, str) and kind.startswith("namespace:"):
+                ns = kind[len("namespace:"):]
+                item["namespace"] = ns
+                item["name"] = name[len(ns) + 2:]
             ev.append({"type": "response.output_item.added", "output_index": 0, "item": item})
             ev.append(
                 {
@@ -619,8 +654,9 @@ class Server(http.server.ThreadingHTTPServer):
 
 
 def main():
-    global LOG_PATH
+    global LOG_PATH, MCP_TOOL
     p = argparse.ArgumentParser()
+    p.add_argument("--mcp-tool", default=None)
     p.add_argument("--port", type=int, default=0)
     p.add_argument("--log", required=True)
     p.add_argument("--isolate", action="store_true")
@@ -628,6 +664,7 @@ def main():
     p.add_argument("command", nargs="*")
     a = p.parse_args()
     LOG_PATH = a.log
+    MCP_TOOL = a.mcp_tool
     if a.isolate:
         isolate()
     srv = Server(("127.0.0.1", a.port), Handler)
