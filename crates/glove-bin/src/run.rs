@@ -20,27 +20,20 @@
 //! `mcp` member: the audit's counts, the journal and its head.
 
 use crate::exec::ExecArgs;
-use glove_mcp::{journal_spec, Mediator, MediatorConfig, Profile, Summary};
+use glove_mcp::sockets::SocketServer;
+use glove_mcp::{journal_spec, MediatorConfig, Profile, Summary};
 use glove_sandbox::spec::{Bind, LaunchSpec, SeedFile};
 use glove_types::codes::mcp::{MCP_PROFILE_INVALID, MCP_RELAY_FAILED};
 use glove_types::ids::SessionId;
 use glove_types::Rejection;
 use std::os::unix::net::UnixListener;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
-/// Where the relay executable (this binary) is inside the sandbox.
-pub const RELAY_EXECUTABLE: &str = "/run/glove/bin/glove";
-
-/// Where the mediator's sockets are inside the sandbox.
-pub const RELAY_SOCKET_DIR: &str = "/run/glove/mcp";
+pub use glove_mcp::sockets::{harness_configs, RELAY_EXECUTABLE, RELAY_SOCKET_DIR};
 
 /// The audit journal's bounds for one `glove run` session.
 const AUDIT_MAX_BYTES: u64 = 64 << 20;
 const AUDIT_MAX_RECORDS: u64 = 1_000_000;
-
-/// How long connections still open when the command ends may finish.
-const FINISH_GRACE: Duration = Duration::from_secs(2);
 
 /// Arguments of `glove run`.
 #[derive(Debug, clap::Args)]
@@ -197,8 +190,7 @@ pub struct Prepared {
 
 /// The mediator serving a running sandbox.
 pub struct Running {
-    stop: tokio::sync::oneshot::Sender<()>,
-    thread: std::thread::JoinHandle<Result<Summary, Rejection>>,
+    server: SocketServer,
     audit: PathBuf,
     runtime: PathBuf,
 }
@@ -252,48 +244,6 @@ pub fn prepare(a: &RunArgs) -> Result<Prepared, Rejection> {
         audit,
         pins,
     })
-}
-
-/// The relay command inside the sandbox for `server`.
-fn relay_args(server: &str) -> Vec<String> {
-    vec!["mcp-relay".into(), server.into()]
-}
-
-fn toml_string(s: &str) -> String {
-    // Server ids and the relay path are plain ASCII without quotes or
-    // backslashes (ids are checked by the profile); JSON's escaping is
-    // valid TOML basic-string escaping for them.
-    serde_json::Value::from(s).to_string()
-}
-
-/// The harness configurations (path, text) naming one relay per server.
-pub fn harness_configs(servers: &[&str]) -> Vec<(String, String)> {
-    let mut codex = String::from(
-        "# Written by glove run: each MCP server is Glove's mediator, reached through a relay.\n",
-    );
-    let mut json_servers = serde_json::Map::new();
-    for s in servers {
-        codex.push_str(&format!(
-            "\n[mcp_servers.{s}]\ncommand = {}\nargs = [{}]\nstartup_timeout_sec = 60\n",
-            toml_string(RELAY_EXECUTABLE),
-            relay_args(s)
-                .iter()
-                .map(|a| toml_string(a))
-                .collect::<Vec<_>>()
-                .join(", ")
-        ));
-        json_servers.insert(
-            (*s).to_owned(),
-            serde_json::json!({"type": "stdio", "command": RELAY_EXECUTABLE, "args": relay_args(s), "env": {}}),
-        );
-    }
-    let mcp = serde_json::json!({ "mcpServers": json_servers });
-    let text = serde_json::to_string_pretty(&mcp).unwrap_or_default() + "\n";
-    vec![
-        ("/home/agent/.codex/config.toml".into(), codex),
-        ("/home/agent/.mcp.json".into(), text.clone()),
-        ("/home/agent/.claude.json".into(), text),
-    ]
 }
 
 impl Prepared {
@@ -352,134 +302,32 @@ impl Prepared {
             audit_spec: journal_spec(AUDIT_MAX_BYTES, AUDIT_MAX_RECORDS),
             pin_file: Some(pins),
         };
-        let (ready_tx, ready_rx) = std::sync::mpsc::channel::<Result<(), Rejection>>();
-        let (stop, stop_rx) = tokio::sync::oneshot::channel::<()>();
-        let thread = std::thread::Builder::new()
-            .name("glove-mcp".into())
-            .spawn(move || serve(profile, config, listeners, ready_tx, stop_rx))
-            .map_err(|e| Rejection::new(MCP_RELAY_FAILED, format!("thread: {e}")))?;
-        match ready_rx.recv() {
-            Ok(Ok(())) => Ok(Running {
-                stop,
-                thread,
+        let listeners = listeners.into_iter().map(|(s, l, _)| (s, l)).collect();
+        match SocketServer::start(profile, config, listeners) {
+            Ok(server) => Ok(Running {
+                server,
                 audit,
                 runtime,
             }),
-            Ok(Err(r)) => {
-                let _ = thread.join();
+            Err(e) => {
                 let _ = std::fs::remove_dir_all(&runtime);
-                Err(r)
-            }
-            Err(_) => {
-                let r = match thread.join() {
-                    Ok(Err(r)) => r,
-                    _ => Rejection::new(MCP_RELAY_FAILED, "the mediator thread ended"),
-                };
-                let _ = std::fs::remove_dir_all(&runtime);
-                Err(r)
+                Err(Rejection::new(e.code(), e.to_string()))
             }
         }
     }
 }
 
-fn serve(
-    profile: Profile,
-    config: MediatorConfig,
-    listeners: Vec<(String, UnixListener, PathBuf)>,
-    ready: std::sync::mpsc::Sender<Result<(), Rejection>>,
-    stop: tokio::sync::oneshot::Receiver<()>,
-) -> Result<Summary, Rejection> {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .map_err(|e| Rejection::new(MCP_RELAY_FAILED, format!("runtime: {e}")));
-    let rt = match rt {
-        Ok(rt) => rt,
-        Err(r) => {
-            let _ = ready.send(Err(r.clone()));
-            return Err(r);
-        }
-    };
-    rt.block_on(async move {
-        let mediator = match Mediator::start(profile, config).await {
-            Ok(m) => std::sync::Arc::new(m),
-            Err(e) => {
-                let r = Rejection::new(e.code(), e.to_string());
-                let _ = ready.send(Err(r.clone()));
-                return Err(r);
-            }
-        };
-        let mut tasks = tokio::task::JoinSet::new();
-        let mut accepting = tokio::task::JoinSet::new();
-        let (conn_tx, mut conn_rx) =
-            tokio::sync::mpsc::channel::<(String, tokio::net::UnixStream)>(16);
-        for (server, l, _) in listeners {
-            if l.set_nonblocking(true).is_err() {
-                continue;
-            }
-            let Ok(l) = tokio::net::UnixListener::from_std(l) else {
-                continue;
-            };
-            let tx = conn_tx.clone();
-            accepting.spawn(async move {
-                while let Ok((s, _)) = l.accept().await {
-                    if tx.send((server.clone(), s)).await.is_err() {
-                        break;
-                    }
-                }
-            });
-        }
-        drop(conn_tx);
-        let _ = ready.send(Ok(()));
-        let mut stop = stop;
-        loop {
-            tokio::select! {
-                _ = &mut stop => break,
-                c = conn_rx.recv() => match c {
-                    Some((server, s)) => {
-                        let m = mediator.clone();
-                        tasks.spawn(async move {
-                            let _ = m.serve_scoped(s, &server).await;
-                        });
-                    }
-                    None => break,
-                },
-                Some(_) = tasks.join_next(), if !tasks.is_empty() => {}
-            }
-        }
-        accepting.abort_all();
-        let _ = tokio::time::timeout(FINISH_GRACE, async {
-            while tasks.join_next().await.is_some() {}
-        })
-        .await;
-        tasks.abort_all();
-        while tasks.join_next().await.is_some() {}
-        match std::sync::Arc::try_unwrap(mediator) {
-            Ok(m) => Ok(m.finish().await),
-            Err(_) => Err(Rejection::new(
-                MCP_RELAY_FAILED,
-                "the mediator is still in use at the end",
-            )),
-        }
-    })
-}
-
 impl Running {
     /// Stops the mediator; its summary as the outcome's `mcp` member.
     pub fn finish(self) -> serde_json::Value {
-        let _ = self.stop.send(());
         let journal = self.audit.display().to_string();
-        let r = self
-            .thread
-            .join()
-            .unwrap_or_else(|_| Err(Rejection::new(MCP_RELAY_FAILED, "the mediator panicked")));
+        let r = self.server.finish();
         let _ = std::fs::remove_dir_all(&self.runtime);
         match r {
             Ok(s) => summary_json(&s, &journal),
             Err(e) => serde_json::json!({
                 "journal": journal,
-                "error": {"code": e.code().as_str(), "message": e.message()},
+                "error": {"code": e.code().as_str(), "message": e.to_string()},
             }),
         }
     }

@@ -32,6 +32,8 @@
 //! * [`sanitize`] — host paths removed from upstream error messages;
 //! * [`mediator`] — [`Mediator`]: one agent connection, every method's
 //!   decision, audit before release, fail closed;
+//! * [`sockets`] — [`sockets::SocketServer`]: a mediator behind one Unix
+//!   socket per upstream, on a runtime thread of its own;
 //! * [`error`] — [`McpError`] with its stable code.
 //!
 //! The crate has no `unsafe` code.
@@ -47,6 +49,7 @@ pub mod profile;
 pub mod rules;
 pub mod sanitize;
 pub mod schema;
+pub mod sockets;
 pub mod upstream;
 pub mod view;
 

@@ -19,12 +19,13 @@
 //!  ["recovery":{…},] "session_id":…,
 //!  "termination":{"exit":{…}|null,"limit":…|null,"limits_reached":[…],
 //!                 "reason":…[,"code":…,"message":…]},
-//!  "usage":{…}|null[,"adapter":{…}][,"egress":{…}]}
+//!  "usage":{…}|null[,"adapter":{…}][,"egress":{…}][,"mcp":{…}]}
 //! ```
 //!
 //! `adapter` is present only for a session of a native runtime (see
 //! [`AdapterReceipt`]), `egress` only for a session with egress (see
-//! [`EgressReceipt`]).
+//! [`EgressReceipt`]), `mcp` only for a session with a tool policy (see
+//! [`McpReceipt`]).
 
 use crate::canon::{self, Form};
 use crate::codes::journal::RECEIPT_BODY_INVALID;
@@ -324,6 +325,59 @@ impl EgressReceipt {
     }
 }
 
+/// What the session's MCP mediator decided: the tool policy, the MCP
+/// profile it was read from (by digest), the decisions counted, and the
+/// head of the session's MCP audit journal, which authenticates every tool
+/// call (`glove audit verify --head`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct McpReceipt {
+    /// The tool policy id.
+    pub tool_policy_id: String,
+    /// SHA-256 of the MCP profile file's bytes, 64 lowercase hex digits.
+    pub profile_sha256: String,
+    /// Requests answered with a result.
+    pub allowed: u64,
+    /// Requests refused by Glove (and server-to-client requests denied).
+    pub denied: u64,
+    /// Forwarded requests the upstream failed.
+    pub upstream_errors: u64,
+    /// Frames dropped unanswered.
+    pub dropped: u64,
+    /// Tool definitions pinned at first sight.
+    pub pinned: u64,
+    /// Calls the agent cancelled.
+    pub cancelled: u64,
+    /// Records in the audit journal.
+    pub journal_records: u64,
+    /// The audit journal's head, 64 lowercase hex digits (all zeros when
+    /// the mediator could not report it).
+    pub journal_head: String,
+    /// Whether the audit failed (the mediator then refused everything), or
+    /// (with a zero head) the mediator itself failed.
+    pub audit_failed: bool,
+}
+
+fn is_hex64(s: &str) -> bool {
+    s.len() == 64
+        && s.bytes()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+}
+
+impl McpReceipt {
+    fn check(&self) -> Result<(), Rejection> {
+        crate::ids::PolicyId::new(self.tool_policy_id.clone())
+            .map_err(|r| r.at("mcp.tool_policy_id"))?;
+        if !is_hex64(&self.profile_sha256) {
+            return Err(bad("64 lowercase hex digits").at("mcp.profile_sha256"));
+        }
+        if !is_hex64(&self.journal_head) {
+            return Err(bad("64 lowercase hex digits").at("mcp.journal_head"));
+        }
+        Ok(())
+    }
+}
+
 /// A `resource_v1` receipt body (see the module docs).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ResourceReceiptV1 {
@@ -350,6 +404,8 @@ pub struct ResourceReceiptV1 {
     pub adapter: Option<AdapterReceipt>,
     /// The egress proxy's summary, for a session with egress.
     pub egress: Option<EgressReceipt>,
+    /// The MCP mediator's summary, for a session with a tool policy.
+    pub mcp: Option<McpReceipt>,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -393,6 +449,8 @@ struct Wire {
     adapter: Option<AdapterReceipt>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     egress: Option<EgressReceipt>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    mcp: Option<McpReceipt>,
 }
 
 fn bad(msg: impl Into<String>) -> Rejection {
@@ -527,6 +585,7 @@ impl ResourceReceiptV1 {
             recovery: self.recovery.clone(),
             adapter: self.adapter.clone(),
             egress: self.egress.clone(),
+            mcp: self.mcp.clone(),
         }
     }
 
@@ -543,6 +602,9 @@ impl ResourceReceiptV1 {
         }
         if let Some(e) = &w.egress {
             e.check()?;
+        }
+        if let Some(m) = &w.mcp {
+            m.check()?;
         }
         if let Some(a) = &w.adapter {
             a.check()?;
@@ -645,6 +707,7 @@ impl ResourceReceiptV1 {
             recovery: w.recovery,
             adapter: w.adapter,
             egress: w.egress,
+            mcp: w.mcp,
         })
     }
 }

@@ -26,6 +26,7 @@ mod identity;
 mod launcher;
 mod launcher_record;
 pub mod lease;
+mod mcp;
 mod ops;
 mod receipt;
 mod recovery;
@@ -108,6 +109,9 @@ struct Live {
     /// The session's egress proxy, finished (its summary into the
     /// receipt) when the session ends.
     egress: Mutex<Option<(String, glove_egress::ProxyHandle)>>,
+    /// The session's MCP mediator, finished (its summary into the receipt)
+    /// when the session ends.
+    mcp: Mutex<Option<mcp::McpRunning>>,
 }
 
 /// The managed runtime.

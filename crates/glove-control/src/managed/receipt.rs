@@ -25,6 +25,8 @@ pub(super) struct ReceiptFacts {
     pub(super) adapter: Option<AdapterReceipt>,
     /// The egress proxy's summary (filled in at the end).
     pub(super) egress: Option<glove_types::receipt::EgressReceipt>,
+    /// The MCP mediator's summary (filled in at the end).
+    pub(super) mcp: Option<glove_types::receipt::McpReceipt>,
 }
 
 /// How a session ended, for its receipt.
@@ -115,6 +117,7 @@ pub(super) fn receipt_body(
         recovery,
         adapter: f.adapter.clone(),
         egress: f.egress.clone(),
+        mcp: f.mcp.clone(),
     }
 }
 
@@ -151,6 +154,7 @@ mod tests {
             projections: vec![],
             adapter: None,
             egress: None,
+            mcp: None,
         }
     }
 

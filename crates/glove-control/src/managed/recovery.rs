@@ -124,6 +124,7 @@ impl Runtime {
                 projections: vec![],
                 adapter: None,
                 egress: None,
+                mcp: None,
             };
             let body = receipt_body(
                 &id,
@@ -289,6 +290,7 @@ impl Runtime {
             projections: vec![],
             adapter: None,
             egress: None,
+            mcp: None,
         };
         let body = receipt_body(
             &id,

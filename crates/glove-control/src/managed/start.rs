@@ -153,6 +153,29 @@ impl Runtime {
                 ),
                 None => None,
             };
+            // The tool policy's mediator: its profile read and its sockets
+            // bound now; it starts before the agent is released.
+            let mut mcp_start =
+                match super::mcp::tool_policy_for(policy, &admitted).map_err(ControlError::from)? {
+                    Some(tool) => {
+                        let relay = self
+                            .cfg
+                            .launcher
+                            .parent()
+                            .map(|d| d.join("glove"))
+                            .unwrap_or_default();
+                        Some(
+                            super::mcp::McpStart::prepare(
+                                tool,
+                                &self.cfg.runtime_dir,
+                                &relay,
+                                &mut spec,
+                            )
+                            .map_err(ControlError::from)?,
+                        )
+                    }
+                    None => None,
+                };
             let mut facts = ReceiptFacts {
                 digests,
                 binding: None,
@@ -160,6 +183,7 @@ impl Runtime {
                 projections: built.projections,
                 adapter: built.adapter,
                 egress: None,
+                mcp: None,
             };
             // Preparing, then receipt capacity.
             let preparing = {
@@ -308,6 +332,28 @@ impl Runtime {
                     &facts,
                 ));
             }
+            // The mediator is ready (upstreams started, tools listed and
+            // pinned) before the agent may run.
+            let mcp = match mcp_start.take() {
+                None => None,
+                Some(m) => match m.start(id, &self.cfg.materialization_root.join("mcp")) {
+                    Ok(r) => Some(r),
+                    Err(r) => {
+                        link.close();
+                        return Err(fail_with(
+                            starting.into(),
+                            r.code(),
+                            r.message().into(),
+                            &facts,
+                        ));
+                    }
+                },
+            };
+            let finish_mcp = |m: Option<super::mcp::McpRunning>| {
+                if let Some(m) = m {
+                    let _ = m.finish();
+                }
+            };
             let started = link.send(&ToLauncher::Release).and_then(|()| link.recv());
             let info = match expect_frame(started, |f| match f {
                 FromLauncher::Started(s) => Ok(s),
@@ -316,6 +362,7 @@ impl Runtime {
                 Ok(s) => s,
                 Err((code, message)) => {
                     link.close();
+                    finish_mcp(mcp);
                     return Err(fail_with(starting.into(), code, message, &facts));
                 }
             };
@@ -324,6 +371,7 @@ impl Runtime {
                 Err(r) => {
                     let _ = link.send(&ToLauncher::Stop(0));
                     link.kill_and_wait();
+                    finish_mcp(mcp);
                     return Err(fail_with(
                         starting.into(),
                         r.code(),
@@ -345,6 +393,7 @@ impl Runtime {
                     let _ = link.send(&ToLauncher::Stop(0));
                     let _ = drain_until_end(link.as_mut());
                     link.close();
+                    finish_mcp(mcp);
                     return Err(fail_with(
                         starting.into(),
                         e.code(),
@@ -364,6 +413,7 @@ impl Runtime {
                     let _ = link.send(&ToLauncher::Stop(0));
                     let _ = drain_until_end(link.as_mut());
                     link.close();
+                    finish_mcp(mcp);
                     return Err(fail_with(
                         running.into(),
                         SESSION_LAUNCH_FAILED,
@@ -391,6 +441,7 @@ impl Runtime {
                 facts,
                 leases: Mutex::new(leases),
                 egress: Mutex::new(egress),
+                mcp: Mutex::new(mcp),
             });
             mem(&self.live).insert(id.clone(), live.clone());
             let rt = self.clone();
@@ -490,6 +541,9 @@ impl Runtime {
                     super::egress::receipt_of_failure(&policy_id)
                 }
             });
+        }
+        if let Some(m) = mem(&live.mcp).take() {
+            facts.mcp = Some(m.finish());
         }
         if let Some(a) = facts.adapter.as_mut() {
             for hold in holds.iter_mut() {

@@ -18,6 +18,7 @@ define_codes! { Policy;
     POLICY_ALIAS_UNRESOLVED = "policy_alias_unresolved": "a template allows a path alias the policy does not define",
     POLICY_DESTINATION_UNRESOLVED = "policy_destination_unresolved": "a template allows a projection destination the policy does not define",
     POLICY_EGRESS_UNRESOLVED = "policy_egress_unresolved": "an egress policy definition names an id missing from egress_policy_ids",
+    POLICY_TOOL_UNRESOLVED = "policy_tool_unresolved": "a tool policy definition names an id missing from tool_policy_ids",
     POLICY_SECRET_UNRESOLVED = "policy_secret_unresolved": "a credential source names a handle missing from secret_handles",
     POLICY_SANDBOX_BACKEND_UNKNOWN = "policy_sandbox_backend_unknown": "sandbox_backend is not linux_production or remote_linux_container",
     POLICY_LAUNCH_EXECUTABLE = "policy_launch_executable": "launch must set exactly one of a pinned executable_path or runtime_discovery",

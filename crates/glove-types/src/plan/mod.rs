@@ -357,6 +357,10 @@ impl AdmittedPlan {
     pub fn secret_handles(&self) -> &[SecretHandle] {
         &self.plan.secret_handles
     }
+    /// The tool policy ids the plan names.
+    pub fn tool_policy_ids(&self) -> &[PolicyId] {
+        &self.plan.tool_policy_ids
+    }
 }
 
 fn mismatch(code: crate::ErrorCode, at: &str, what: &str) -> Rejection {

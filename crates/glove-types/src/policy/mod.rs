@@ -47,6 +47,9 @@ pub struct Explanation {
     pub egress_policies: Vec<EgressPolicy>,
     /// Tool policy ids.
     pub tool_policy_ids: Vec<PolicyId>,
+    /// Tool policy definitions.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub tool_policies: Vec<ToolPolicy>,
     /// Secret handles.
     pub secret_handles: Vec<SecretHandle>,
     /// Credential sources.
@@ -100,6 +103,7 @@ impl Explanation {
             egress_policy_ids: p.egress_policy_ids,
             egress_policies: p.egress_policies,
             tool_policy_ids: p.tool_policy_ids,
+            tool_policies: p.tool_policies,
             secret_handles: p.secret_handles,
             credential_sources: p.credential_sources,
             remote_backend: p.remote_backend,
@@ -121,6 +125,8 @@ pub struct ValidatedPolicy {
     pub(crate) egress_policy_ids: Vec<PolicyId>,
     pub(crate) egress_policies: Vec<EgressPolicy>,
     pub(crate) tool_policy_ids: Vec<PolicyId>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub(crate) tool_policies: Vec<ToolPolicy>,
     pub(crate) secret_handles: Vec<SecretHandle>,
     pub(crate) credential_sources: Vec<CredentialSource>,
     pub(crate) remote_backend: Option<RemoteBackend>,
@@ -169,6 +175,12 @@ impl ValidatedPolicy {
     /// Tool policy ids plans may name.
     pub fn tool_policy_ids(&self) -> &[PolicyId] {
         &self.tool_policy_ids
+    }
+
+    /// Tool policy definitions (sorted by id), each listed in
+    /// [`Self::tool_policy_ids`].
+    pub fn tool_policies(&self) -> &[ToolPolicy] {
+        &self.tool_policies
     }
     /// Secret handles plans may name.
     pub fn secret_handles(&self) -> &[SecretHandle] {

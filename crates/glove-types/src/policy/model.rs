@@ -451,6 +451,26 @@ impl EgressPolicy {
     }
 }
 
+/// A tool policy's definition: the MCP profile (docs/mcp.md) a session
+/// naming the policy is mediated under. The profile is a protected file
+/// read when the session starts; its digest goes into the receipt.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct ToolPolicy {
+    pub(crate) tool_policy_id: PolicyId,
+    pub(crate) profile_path: String,
+}
+
+impl ToolPolicy {
+    /// The policy id.
+    pub fn id(&self) -> &PolicyId {
+        &self.tool_policy_id
+    }
+    /// The MCP profile's host path (absolute, canonical).
+    pub fn profile_path(&self) -> &str {
+        &self.profile_path
+    }
+}
+
 /// Where the operator keeps the credential behind a secret handle.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct CredentialSource {

@@ -17,6 +17,8 @@ pub(crate) struct RawPolicy {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub(crate) egress_policies: Vec<RawEgress>,
     pub(crate) tool_policy_ids: Vec<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub(crate) tool_policies: Vec<RawToolPolicy>,
     pub(crate) secret_handles: Vec<String>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub(crate) credential_sources: Vec<RawCredential>,
@@ -107,6 +109,15 @@ pub(crate) struct RawEgress {
     pub(crate) port_mappings: Vec<serde_json::Value>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub(crate) brokered: Vec<RawPolicyBrokered>,
+}
+
+/// A tool policy's definition: the MCP profile file gloved reads when a
+/// session naming it starts.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawToolPolicy {
+    pub(crate) tool_policy_id: String,
+    pub(crate) profile_path: String,
 }
 
 /// A brokered credential in a session policy: its source is the handle's

@@ -261,6 +261,29 @@ pub(crate) fn validate(
             .push(egress(e, &egress_policy_ids, &credential_sources).map_err(|x| x.at(&at))?);
     }
 
+    // Tool policy definitions.
+    check_sorted_unique(&raw.tool_policies, "tool_policies", |t| {
+        t.tool_policy_id.clone()
+    })?;
+    let mut tool_policies = Vec::with_capacity(raw.tool_policies.len());
+    for (i, t) in raw.tool_policies.iter().enumerate() {
+        let at = idx("tool_policies", i);
+        let id = PolicyId::new(t.tool_policy_id.clone())
+            .map_err(|x| x.at(format!("{at}.tool_policy_id")))?;
+        if !tool_policy_ids.contains(&id) {
+            return Err(r(
+                POLICY_TOOL_UNRESOLVED,
+                format!("tool policy {id} is not listed in tool_policy_ids"),
+            )
+            .at(format!("{at}.tool_policy_id")));
+        }
+        let profile_path = path(&t.profile_path, format!("{at}.profile_path"))?;
+        tool_policies.push(ToolPolicy {
+            tool_policy_id: id,
+            profile_path,
+        });
+    }
+
     // Remote backend.
     let remote_backend = match &raw.remote_backend {
         Some(rb) => Some(remote(rb).map_err(|e| e.at("remote_backend"))?),
@@ -318,6 +341,7 @@ pub(crate) fn validate(
             egress_policy_ids,
             egress_policies,
             tool_policy_ids,
+            tool_policies,
             secret_handles,
             credential_sources,
             remote_backend,

@@ -5,7 +5,7 @@
 use glove_types::ids::{AliasId, ProjectionId, SessionId};
 use glove_types::policy::ResourceLimits;
 use glove_types::receipt::{
-    AdapterReceipt, EgressReceipt, Exit, LeaseReceipt, LimitName, Projection, Recovery,
+    AdapterReceipt, EgressReceipt, Exit, LeaseReceipt, LimitName, McpReceipt, Projection, Recovery,
     ResourceReceiptV1, Termination, Usage,
 };
 use glove_types::stage::SessionStage;
@@ -113,6 +113,29 @@ fn egress() -> impl Strategy<Value = EgressReceipt> {
         })
 }
 
+fn mcp() -> impl Strategy<Value = McpReceipt> {
+    (
+        "[a-z][a-z0-9-]{0,10}",
+        prop::array::uniform7(0u64..1_000_000),
+        any::<[u8; 32]>(),
+        any::<[u8; 32]>(),
+        any::<bool>(),
+    )
+        .prop_map(|(id, n, profile, head, failed)| McpReceipt {
+            tool_policy_id: id,
+            profile_sha256: profile.iter().map(|b| format!("{b:02x}")).collect(),
+            allowed: n[0],
+            denied: n[1],
+            upstream_errors: n[2],
+            dropped: n[3],
+            pinned: n[4],
+            cancelled: n[5],
+            journal_records: n[6],
+            journal_head: head.iter().map(|b| format!("{b:02x}")).collect(),
+            audit_failed: failed,
+        })
+}
+
 fn receipt() -> impl Strategy<Value = ResourceReceiptV1> {
     (
         "[a-z0-9][a-z0-9-]{0,20}",
@@ -123,10 +146,10 @@ fn receipt() -> impl Strategy<Value = ResourceReceiptV1> {
         termination(),
         prop::option::of((any::<bool>(), any::<bool>(), 0u64..5, any::<bool>())),
         prop::option::of(adapter()),
-        prop::option::of(egress()),
+        (prop::option::of(egress()), prop::option::of(mcp())),
     )
         .prop_map(
-            |(id, seed, limit, usage, nproj, termination, recovery, adapter, egress)| {
+            |(id, seed, limit, usage, nproj, termination, recovery, adapter, (egress, mcp))| {
                 let failed = matches!(termination, Termination::Failed { .. });
                 ResourceReceiptV1 {
                     session_id: SessionId::new(id).expect("id"),
@@ -169,6 +192,7 @@ fn receipt() -> impl Strategy<Value = ResourceReceiptV1> {
                     }),
                     adapter,
                     egress,
+                    mcp,
                 }
             },
         )
@@ -217,6 +241,7 @@ fn body(edit: impl FnOnce(&mut serde_json::Value)) -> Vec<u8> {
         recovery: None,
         adapter: None,
         egress: None,
+        mcp: None,
     };
     let mut v: serde_json::Value =
         serde_json::from_slice(&r.encode().expect("encodes")).expect("json");

@@ -1,0 +1,211 @@
+//! A mediator served on listening Unix sockets, one per upstream server,
+//! from a runtime thread of its own: what `glove run` and gloved's managed
+//! sessions put behind the sockets they bind into a sandbox.
+//!
+//! [`SocketServer::start`] returns once the mediator is ready (every
+//! upstream started, initialised, listed and pinned) or failed; every
+//! connection accepted on a server's socket is then served scoped to that
+//! server ([`Mediator::serve_scoped`]), several at once. Connections made
+//! before then wait in the sockets' backlogs. [`SocketServer::finish`]
+//! stops accepting, gives open connections [`FINISH_GRACE`] to end, stops
+//! the upstreams and the audit writer, and returns the audit's totals.
+
+use crate::{McpError, Mediator, MediatorConfig, Profile, Summary};
+use std::os::unix::net::UnixListener;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Where the relay executable (the `glove` binary, run as `glove
+/// mcp-relay SERVER`) is inside the sandbox.
+pub const RELAY_EXECUTABLE: &str = "/run/glove/bin/glove";
+
+/// Where each server's socket is inside the sandbox
+/// (`<dir>/<server>.sock`).
+pub const RELAY_SOCKET_DIR: &str = "/run/glove/mcp";
+
+/// Where the harness configurations go (the agent's private home).
+pub const AGENT_HOME: &str = "/home/agent";
+
+/// The relay command inside the sandbox for `server`.
+fn relay_args(server: &str) -> Vec<String> {
+    vec!["mcp-relay".into(), server.into()]
+}
+
+fn toml_string(s: &str) -> String {
+    // Server ids and the relay path are plain ASCII without quotes or
+    // backslashes (ids are checked by the profile); JSON's escaping is
+    // valid TOML basic-string escaping for them.
+    serde_json::Value::from(s).to_string()
+}
+
+/// The harness configurations (path, text) naming one relay per server.
+pub fn harness_configs(servers: &[&str]) -> Vec<(String, String)> {
+    let mut codex = String::from(
+        "# Written by glove run: each MCP server is Glove's mediator, reached through a relay.\n",
+    );
+    let mut json_servers = serde_json::Map::new();
+    for s in servers {
+        codex.push_str(&format!(
+            "\n[mcp_servers.{s}]\ncommand = {}\nargs = [{}]\nstartup_timeout_sec = 60\n",
+            toml_string(RELAY_EXECUTABLE),
+            relay_args(s)
+                .iter()
+                .map(|a| toml_string(a))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+        json_servers.insert(
+            (*s).to_owned(),
+            serde_json::json!({"type": "stdio", "command": RELAY_EXECUTABLE, "args": relay_args(s), "env": {}}),
+        );
+    }
+    let mcp = serde_json::json!({ "mcpServers": json_servers });
+    let text = serde_json::to_string_pretty(&mcp).unwrap_or_default() + "\n";
+    vec![
+        (format!("{AGENT_HOME}/.codex/config.toml"), codex),
+        (format!("{AGENT_HOME}/.mcp.json"), text.clone()),
+        (format!("{AGENT_HOME}/.claude.json"), text),
+    ]
+}
+
+/// How long connections still open at the end may finish.
+pub const FINISH_GRACE: Duration = Duration::from_secs(2);
+
+/// A mediator serving sockets (see the module docs).
+#[derive(Debug)]
+pub struct SocketServer {
+    stop: tokio::sync::oneshot::Sender<()>,
+    thread: std::thread::JoinHandle<Result<Summary, McpError>>,
+}
+
+fn io(what: &'static str) -> impl FnOnce(std::io::Error) -> McpError {
+    move |source| McpError::Io { what, source }
+}
+
+impl SocketServer {
+    /// Starts the mediator of `profile` on its own thread and serves
+    /// `listeners` (server id, socket). Blocks until the mediator is ready
+    /// or failed.
+    pub fn start(
+        profile: Profile,
+        config: MediatorConfig,
+        listeners: Vec<(String, UnixListener)>,
+    ) -> Result<SocketServer, McpError> {
+        for (_, l) in &listeners {
+            l.set_nonblocking(true).map_err(io("socket"))?;
+        }
+        let (ready_tx, ready_rx) = std::sync::mpsc::channel::<Result<(), McpError>>();
+        let (stop, stop_rx) = tokio::sync::oneshot::channel::<()>();
+        let thread = std::thread::Builder::new()
+            .name("glove-mcp".into())
+            .spawn(move || serve(profile, config, listeners, ready_tx, stop_rx))
+            .map_err(io("mediator thread"))?;
+        match ready_rx.recv() {
+            Ok(Ok(())) => Ok(SocketServer { stop, thread }),
+            Ok(Err(e)) => {
+                let _ = thread.join();
+                Err(e)
+            }
+            Err(_) => Err(match thread.join() {
+                Ok(Err(e)) => e,
+                _ => McpError::AuditFailed,
+            }),
+        }
+    }
+
+    /// Stops serving (see the module docs); the audit's totals.
+    pub fn finish(self) -> Result<Summary, McpError> {
+        let _ = self.stop.send(());
+        self.thread.join().unwrap_or(Err(McpError::AuditFailed))
+    }
+}
+
+fn serve(
+    profile: Profile,
+    config: MediatorConfig,
+    listeners: Vec<(String, UnixListener)>,
+    ready: std::sync::mpsc::Sender<Result<(), McpError>>,
+    stop: tokio::sync::oneshot::Receiver<()>,
+) -> Result<Summary, McpError> {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .thread_name("glove-mcp-rt")
+        .enable_all()
+        .build();
+    let rt = match rt {
+        Ok(rt) => rt,
+        Err(e) => {
+            let _ = ready.send(Err(McpError::Io {
+                what: "runtime",
+                source: std::io::Error::new(e.kind(), e.to_string()),
+            }));
+            return Err(McpError::Io {
+                what: "runtime",
+                source: e,
+            });
+        }
+    };
+    rt.block_on(async move {
+        let mediator = match Mediator::start(profile, config).await {
+            Ok(m) => Arc::new(m),
+            Err(e) => {
+                // The error goes to the caller; a copy would lose its type.
+                let _ = ready.send(Err(e));
+                return Err(McpError::AuditFailed);
+            }
+        };
+        let mut accepting = tokio::task::JoinSet::new();
+        let (conn_tx, mut conn_rx) =
+            tokio::sync::mpsc::channel::<(String, tokio::net::UnixStream)>(16);
+        for (server, l) in listeners {
+            let l = match tokio::net::UnixListener::from_std(l) {
+                Ok(l) => l,
+                Err(e) => {
+                    let _ = ready.send(Err(McpError::Io {
+                        what: "socket",
+                        source: e,
+                    }));
+                    return Err(McpError::AuditFailed);
+                }
+            };
+            let tx = conn_tx.clone();
+            accepting.spawn(async move {
+                while let Ok((s, _)) = l.accept().await {
+                    if tx.send((server.clone(), s)).await.is_err() {
+                        break;
+                    }
+                }
+            });
+        }
+        drop(conn_tx);
+        let _ = ready.send(Ok(()));
+        let mut tasks = tokio::task::JoinSet::new();
+        let mut stop = stop;
+        loop {
+            tokio::select! {
+                _ = &mut stop => break,
+                c = conn_rx.recv() => match c {
+                    Some((server, s)) => {
+                        let m = mediator.clone();
+                        tasks.spawn(async move {
+                            let _ = m.serve_scoped(s, &server).await;
+                        });
+                    }
+                    None => break,
+                },
+                Some(_) = tasks.join_next(), if !tasks.is_empty() => {}
+            }
+        }
+        accepting.abort_all();
+        let _ = tokio::time::timeout(FINISH_GRACE, async {
+            while tasks.join_next().await.is_some() {}
+        })
+        .await;
+        tasks.abort_all();
+        while tasks.join_next().await.is_some() {}
+        match Arc::try_unwrap(mediator) {
+            Ok(m) => Ok(m.finish().await),
+            Err(_) => Err(McpError::AuditFailed),
+        }
+    })
+}
