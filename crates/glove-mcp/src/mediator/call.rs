@@ -74,17 +74,32 @@ impl Shared {
             }
         }
         let input = target.entry.definition.get("inputSchema");
-        if let Some(props) = input
-            .and_then(|s| s.get("properties"))
-            .and_then(Value::as_object)
-        {
-            let open = input
-                .and_then(|s| s.get("additionalProperties"))
+        // Fail closed on a top-level schema the subset does not cover: it
+        // may declare arguments the checks below cannot see.
+        let gap = match input {
+            None => Some("the tool has no input schema".to_owned()),
+            Some(s) => schema::top_level_gap(s),
+        };
+        if let Some(why) = &gap {
+            if !policy.lenient_input_schema() {
+                return here(Outcome::denied(
+                    MCP_SCHEMA_REFUSED,
+                    &format!("{why}; the profile does not accept it (`lenient_input_schema`)"),
+                ));
+            }
+        }
+        if let Some(top) = input.and_then(Value::as_object) {
+            let props = top.get("properties").and_then(Value::as_object);
+            let open = top
+                .get("additionalProperties")
                 .is_some_and(|v| v.as_bool() == Some(true) || v.is_object());
-            if !open {
+            // Without `properties` an understood schema declares no
+            // argument; a lenient one may declare them elsewhere.
+            if !open && (props.is_some() || gap.is_none()) {
+                let declared = |k: &str| props.is_some_and(|p| p.contains_key(k));
                 if let Some(k) = a
                     .keys()
-                    .find(|k| !props.contains_key(*k) && !policy.arguments().contains_key(*k))
+                    .find(|k| !declared(k) && !policy.arguments().contains_key(*k))
                 {
                     let shown: String = k.chars().take(64).collect();
                     return here(Outcome::denied(

@@ -21,8 +21,13 @@
 //! pinned `inputSchema` and the profile's `schema`
 //! (`mcp_schema_refused`) are checked — and an argument that the
 //! `inputSchema` does not declare is refused unless its
-//! `additionalProperties` allows it, since the SDK servers silently drop
-//! such arguments and other servers may not. Only `name` and `arguments`
+//! `additionalProperties` allows it (or the profile has a rule for it),
+//! since the SDK servers silently drop such arguments and other servers
+//! may not. An `inputSchema` that uses a keyword outside the enforced
+//! subset at its top level (`allOf`, `$ref`, …, see [`crate::schema`])
+//! could declare arguments the mediator cannot see: its calls are
+//! `mcp_schema_refused` unless the profile's tool entry says
+//! `lenient_input_schema`. Only `name` and `arguments`
 //! are forwarded, with the request deadline. `params.task` and every
 //! `tasks/*` method are refused (`mcp_task_refused`): a task's result
 //! would arrive outside the call and escape audit-before-release.

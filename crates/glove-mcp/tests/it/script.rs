@@ -559,3 +559,58 @@ async fn start_fails_on_a_missing_or_mute_server() {
     assert_eq!(e.code().as_str(), "mcp_upstream_timeout");
     assert!(t0.elapsed() < std::time::Duration::from_secs(10));
 }
+
+/// The calls the script server marked, in order.
+fn calls(m: &Marked) -> Vec<String> {
+    marks(&m.file)
+        .into_iter()
+        .filter(|l| l.starts_with("call "))
+        .collect()
+}
+
+/// Review finding: the undeclared-argument check was skipped for input
+/// schemas built with `allOf`/`$ref`. Such a tool is refused unless the
+/// profile opts in; then the profile's own schema can close it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_input_schema_outside_the_subset_is_refused_unless_the_profile_opts_in() {
+    if !have_python() {
+        return;
+    }
+    let m = marked();
+    let p = profile(
+        &[script(
+            "script",
+            &m.file,
+            false,
+            r#","tools":[{"name":"composed"}]"#,
+        )],
+        "",
+    );
+    let mut h = start(&p).await;
+    h.agent.initialize().await;
+    for args in [json!({"who": "ann", "sneaky": true}), json!({"who": "ann"})] {
+        let r = h.agent.call("composed", args).await;
+        assert_eq!(code(&r), "mcp_schema_refused", "{r}");
+        let msg = r["error"]["message"].as_str().expect("message");
+        assert!(msg.contains("`allOf`"), "{msg}");
+    }
+    assert!(calls(&m).is_empty(), "nothing was forwarded");
+    h.finish().await;
+
+    // Opted in: the mediator checks what it understands, and the
+    // profile's schema closes the arguments.
+    let m = marked();
+    let tools = r#","tools":[{"name":"composed","lenient_input_schema":true,
+        "schema":{"type":"object","properties":{"who":{"type":"string"}},"additionalProperties":false}}]"#;
+    let mut h = start(&profile(&[script("script", &m.file, false, tools)], "")).await;
+    h.agent.initialize().await;
+    let r = h.agent.call("composed", json!({"who": "bo"})).await;
+    assert_eq!(text(&r), "composed bo");
+    let r = h
+        .agent
+        .call("composed", json!({"who": "bo", "sneaky": true}))
+        .await;
+    assert_eq!(code(&r), "mcp_schema_refused");
+    assert_eq!(calls(&m), [r#"call composed {"who": "bo"}"#]);
+    h.finish().await;
+}
