@@ -40,7 +40,8 @@
 //!
 //! **Upstream answers.** A result is released as it came (plus
 //! `resultType` for a `2026-07-28` request); an `isError` result has every
-//! text item passed through [`crate::sanitize::strip_paths`]. A JSON-RPC
+//! string in it — text items, embedded resources, `structuredContent`,
+//! object keys — passed through [`crate::sanitize::strip_value`]. A JSON-RPC
 //! error keeps its numeric code, has its message sanitised and its `data`
 //! replaced by `{"glove_code":"mcp_upstream_error"}`. A timeout is
 //! `mcp_upstream_timeout`, an exit `mcp_upstream_failed`; a server that

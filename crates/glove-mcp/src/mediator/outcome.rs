@@ -3,7 +3,7 @@
 
 use crate::audit::Decision;
 use crate::frame::{glove_error, Id, RpcError};
-use crate::sanitize::strip_paths;
+use crate::sanitize::{strip_paths, strip_value};
 use crate::upstream::CallError;
 use glove_types::codes::mcp::*;
 use glove_types::{ErrorCode, Sha256Digest};
@@ -74,16 +74,11 @@ pub(super) fn upstream_outcome(r: Result<Value, CallError>, roots: &[String]) ->
     match r {
         Ok(Value::Object(mut m)) => {
             m.remove("resultType");
-            if m.get("isError") == Some(&Value::Bool(true)) {
-                if let Some(Value::Array(items)) = m.get_mut("content") {
-                    for item in items {
-                        if let Some(Value::String(t)) = item.get_mut("text") {
-                            *t = strip_paths(t, roots);
-                        }
-                    }
-                }
+            let mut v = Value::Object(m);
+            if v.get("isError") == Some(&Value::Bool(true)) {
+                strip_value(&mut v, roots);
             }
-            Outcome::allowed(Value::Object(m))
+            Outcome::allowed(v)
         }
         Ok(_) => Outcome {
             decision: Decision::UpstreamError,

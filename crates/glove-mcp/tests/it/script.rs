@@ -614,3 +614,31 @@ async fn an_input_schema_outside_the_subset_is_refused_unless_the_profile_opts_i
     assert_eq!(calls(&m), [r#"call composed {"who": "bo"}"#]);
     h.finish().await;
 }
+
+/// Review finding: path stripping missed `structuredContent`, embedded
+/// resources and some delimiters.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_string_of_an_error_result_loses_its_host_paths() {
+    if !have_python() {
+        return;
+    }
+    let m = marked();
+    // A path rule makes /srv/ok a root the agent may name.
+    let tools = r#","tools":[{"name":"leaky","arguments":{"p":{"path":{"roots":["/srv/ok"]}}}}]"#;
+    let mut h = start(&profile(&[script("script", &m.file, false, tools)], "")).await;
+    h.agent.initialize().await;
+    let r = h.agent.call("leaky", json!({})).await;
+    assert_eq!(
+        r["result"],
+        json!({"isError": true, "content": [
+            {"type": "text", "text": "seen: x|<path>, \u{201c}<path>\u{201d}, -<path>"},
+            {"type": "text", "text": "PATH=/srv/ok:<path> and (<path>)"},
+            {"type": "resource", "resource": {"uri": "file:<path>", "mimeType": "text/plain",
+                                              "text": "open <path> failed"}}],
+            "structuredContent": {"error": "cannot read <path>", "<path>": ["at <path>"],
+                                  "ok": "/srv/ok/k", "n": 1}})
+    );
+    let (_, events) = h.finish().await;
+    let a = of(&events, Decision::Allowed, "tools/call");
+    assert_eq!(a[0].result_sha256, Some(result_digest(&r)));
+}
