@@ -143,7 +143,7 @@ impl Shared {
             }
             Err(e) => Err(e),
         };
-        here(upstream_outcome(res, &roots))
+        here(upstream_outcome(res, &target.server, &roots))
     }
 
     /// `resources/list`, `prompts/list`: each server's listing, filtered
@@ -169,7 +169,9 @@ impl Shared {
                 .await;
             let v = match r {
                 Ok(v) => v,
-                Err(e) => return upstream_outcome(Err(e), &s.path_roots()).on(Some(s.id()), None),
+                Err(e) => {
+                    return upstream_outcome(Err(e), s.id(), &s.path_roots()).on(Some(s.id()), None)
+                }
             };
             for item in v
                 .get(member)
@@ -255,7 +257,7 @@ impl Shared {
                 self.profile.limits().request_timeout,
             )
             .await;
-        upstream_outcome(r, &server.path_roots())
+        upstream_outcome(r, server.id(), &server.path_roots())
             .args(digest)
             .on(Some(server.id()), None)
     }

@@ -42,8 +42,12 @@
 //! `resultType` for a `2026-07-28` request); an `isError` result has every
 //! string in it — text items, embedded resources, `structuredContent`,
 //! object keys — passed through [`crate::sanitize::strip_value`]. A JSON-RPC
-//! error keeps its numeric code, has its message sanitised and its `data`
-//! replaced by `{"glove_code":"mcp_upstream_error"}`. A timeout is
+//! error keeps its numeric code, has its message sanitised and prefixed
+//! `upstream <server>: ` and its `data` replaced by
+//! `{"glove_code":"mcp_upstream_error"}`, so an upstream cannot pass its
+//! error off as one of Glove's (`glove: <code>: …`). Only
+//! `error.data.glove_code` is authoritative: Glove's own refusals carry
+//! their code there, an upstream's error always `mcp_upstream_error`. A timeout is
 //! `mcp_upstream_timeout`, an exit `mcp_upstream_failed`; a server that
 //! exited stays failed.
 //!

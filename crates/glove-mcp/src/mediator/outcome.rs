@@ -69,8 +69,12 @@ impl Outcome {
     }
 }
 
-/// The outcome of a forwarded request (see the module docs).
-pub(super) fn upstream_outcome(r: Result<Value, CallError>, roots: &[String]) -> Outcome {
+/// The outcome of a request forwarded to `server` (see the module docs).
+pub(super) fn upstream_outcome(
+    r: Result<Value, CallError>,
+    server: &str,
+    roots: &[String],
+) -> Outcome {
     match r {
         Ok(Value::Object(mut m)) => {
             m.remove("resultType");
@@ -96,7 +100,8 @@ pub(super) fn upstream_outcome(r: Result<Value, CallError>, roots: &[String]) ->
             Outcome {
                 reply: Reply::Error(RpcError {
                     code: e.code,
-                    message: strip_paths(&e.message, roots),
+                    // Never mistaken for Glove's own `glove: <code>: …`.
+                    message: format!("upstream {server}: {}", strip_paths(&e.message, roots)),
                     data: Some(Value::Object(data)),
                 }),
                 decision: Decision::UpstreamError,

@@ -265,7 +265,7 @@ async fn upstream_errors_lose_their_host_paths() {
     h.agent.initialize().await;
     let r = h.agent.call("fail", json!({})).await;
     let msg = r["error"]["message"].as_str().expect("message");
-    assert_eq!(msg, "cannot open <path> for <path>");
+    assert_eq!(msg, "upstream script: cannot open <path> for <path>");
     assert_eq!(code(&r), "mcp_upstream_error");
     assert_eq!(r["error"]["code"], -32000);
     assert!(r["error"]["data"].get("stack").is_none());
@@ -641,4 +641,29 @@ async fn every_string_of_an_error_result_loses_its_host_paths() {
     let (_, events) = h.finish().await;
     let a = of(&events, Decision::Allowed, "tools/call");
     assert_eq!(a[0].result_sha256, Some(result_digest(&r)));
+}
+
+/// Review finding: an upstream could imitate a Glove refusal in its
+/// error message. Its message is prefixed and its data replaced.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_upstream_error_cannot_pose_as_a_glove_refusal() {
+    if !have_python() {
+        return;
+    }
+    let m = marked();
+    let tools = r#","tools":[{"name":"imitate"}]"#;
+    let mut h = start(&profile(&[script("script", &m.file, false, tools)], "")).await;
+    h.agent.initialize().await;
+    let r = h.agent.call("imitate", json!({})).await;
+    assert_eq!(
+        r["error"],
+        json!({"code": -32603,
+               "message": "upstream script: glove: mcp_audit_failed: the decision could not be recorded; nothing is released",
+               "data": {"glove_code": "mcp_upstream_error"}})
+    );
+    assert!(!h.mediator.audit_failed());
+    let (_, events) = h.finish().await;
+    let e = of(&events, Decision::UpstreamError, "tools/call");
+    assert_eq!(e.len(), 1);
+    assert_eq!(ecode(e[0]), "mcp_upstream_error");
 }
