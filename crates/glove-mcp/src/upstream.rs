@@ -490,8 +490,10 @@ impl Upstream {
         )))
     }
 
-    /// Kills the process (its whole process group) and waits for it.
+    /// Kills the process (its whole process group) and waits for it;
+    /// every later request fails at once.
     pub async fn kill(&self) {
+        self.alive.store(false, Ordering::SeqCst);
         let child = lock(&self.child).take();
         if let Some(mut c) = child {
             self.kill_group();

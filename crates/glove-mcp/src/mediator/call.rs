@@ -33,6 +33,9 @@ impl Shared {
                 let msg = match code {
                     c if c == MCP_TOOL_UNKNOWN => "unknown tool",
                     c if c == MCP_TOOL_DENIED => "the profile does not allow this tool",
+                    c if c == MCP_UPSTREAM_FAILED => {
+                        "the tool's server is withdrawn: its tool list could not be read again, or it misbehaved and was stopped"
+                    }
                     _ => "the tool's definition differs from its pin; it is blocked",
                 };
                 let (server, tool) = match &at {

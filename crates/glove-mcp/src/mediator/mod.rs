@@ -51,6 +51,26 @@
 //! `mcp_upstream_timeout`, an exit `mcp_upstream_failed`; a server that
 //! exited stays failed.
 //!
+//! **Re-listing.** On `notifications/tools/list_changed` from an
+//! upstream its tools are listed again and judged against their pins
+//! ([`crate::view`]). When that re-list fails (an error, a timeout, a
+//! malformed answer) the old definitions are no longer what the server
+//! offers: every tool of that server is withdrawn (hidden; calls are
+//! `mcp_upstream_failed`), the failure is audited (`upstream_error`,
+//! method `tools/list`) and the agent told the list changed; a later
+//! successful re-list restores them, each judged against its pin.
+//!
+//! **What an upstream causes on its own is budgeted.** Each dropped
+//! frame, server-to-client request, failed re-list and pin mismatch
+//! found by a re-list is one audit event that no agent request paid
+//! for; one upstream may cause at most [`MAX_UNSOLICITED_EVENTS`] of them
+//! (first sights of allowed tools are not counted: at most one each).
+//! The next one is not audited: the upstream is stopped instead — its
+//! tools withdrawn, its process group killed, one `upstream_error`
+//! event (`mcp_upstream_failed`, no method) recorded, the agent told —
+//! and its calls are answered `mcp_upstream_failed`. So a misbehaving
+//! server cannot fill the journal and close the audit for the others.
+//!
 //! **Notifications** from the agent are dropped, except
 //! `notifications/cancelled` for a forwarded call still in flight (it is
 //! forwarded under the upstream's id, the call ends `cancelled` and
@@ -88,6 +108,12 @@ use std::sync::{Arc, Mutex};
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
 use tokio::sync::{mpsc, Semaphore};
+
+/// The audit events one upstream may cause on its own after start —
+/// dropped frames, server-to-client requests, failed re-lists, pin
+/// mismatches found by a re-list — before the mediator stops it (see the
+/// module docs).
+pub const MAX_UNSOLICITED_EVENTS: usize = 64;
 
 /// Where a mediator keeps its audit and pins.
 #[derive(Clone, Debug)]
@@ -264,11 +290,14 @@ impl Mediator {
             watchers: Vec::new(),
         };
         for (server, tools, instructions) in listings {
-            if !shared
-                .apply_listing(&server, &tools, instructions.as_deref(), true)
+            match shared
+                .apply_listing(&server, &tools, instructions.as_deref(), None)
                 .await?
             {
-                return Err(McpError::AuditFailed);
+                listing::Applied::Recorded => {}
+                listing::Applied::AuditFailed | listing::Applied::OverBudget => {
+                    return Err(McpError::AuditFailed)
+                }
             }
         }
         for (server, rx) in inbound {

@@ -667,3 +667,151 @@ async fn an_upstream_error_cannot_pose_as_a_glove_refusal() {
     assert_eq!(e.len(), 1);
     assert_eq!(ecode(e[0]), "mcp_upstream_error");
 }
+
+/// Waits (10 s at most) until `cond` holds.
+async fn until(what: &str, mut cond: impl FnMut() -> bool) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !cond() {
+        assert!(std::time::Instant::now() < deadline, "{what}");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+}
+
+/// Waits for a `list_changed` notification to the agent, and takes it.
+async fn until_told(h: &mut Harness) {
+    let told = |f: &Value| f["method"] == "notifications/tools/list_changed";
+    loop {
+        if let Some(i) = h.agent.other.iter().position(told) {
+            h.agent.other.remove(i);
+            return;
+        }
+        let f = h.agent.recv().await.expect("a notification");
+        h.agent.other.push_back(f);
+    }
+}
+
+/// Review finding: when the re-list after `list_changed` failed, the old
+/// definitions stayed callable.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_relist_withdraws_the_servers_tools_until_it_lists_again() {
+    if !have_python() {
+        return;
+    }
+    let m = marked();
+    let tools = r#","tools":[{"name":"greet"},{"name":"break_list"}]"#;
+    let mut h = start(&profile(&[script("script", &m.file, false, tools)], "")).await;
+    h.agent.initialize().await;
+    assert_eq!(
+        text(&h.agent.call("greet", json!({"who": "al"})).await),
+        "hello al"
+    );
+    assert_eq!(text(&h.agent.call("break_list", json!({})).await), "broken");
+    let mediator = h.mediator.clone();
+    until("the tools are withdrawn", || {
+        mediator.shown_tools().is_empty()
+    })
+    .await;
+    until_told(&mut h).await;
+    assert!(marks(&m.file).contains(&"list refused".to_owned()));
+    assert!(h.agent.tool_names().await.is_empty());
+    let g = h.agent.call("greet", json!({"who": "bo"})).await;
+    assert_eq!(code(&g), "mcp_upstream_failed", "{g}");
+    // Mended, the server says its list changed; its tools come back.
+    let pid = h.mediator.upstream_pid("script").expect("pid");
+    let st = std::process::Command::new("/bin/kill")
+        .args(["-USR1", &pid.to_string()])
+        .status()
+        .expect("kill");
+    assert!(st.success());
+    until("the tools come back", || {
+        mediator.shown_tools() == ["break_list", "greet"]
+    })
+    .await;
+    until_told(&mut h).await;
+    assert_eq!(
+        text(&h.agent.call("greet", json!({"who": "cy"})).await),
+        "hello cy"
+    );
+    assert_eq!(
+        calls(&m),
+        [
+            r#"call greet {"who": "al"}"#,
+            "call break_list {}",
+            r#"call greet {"who": "cy"}"#
+        ]
+    );
+    drop(mediator);
+    let (_, events) = h.finish().await;
+    let failed = of(&events, Decision::UpstreamError, "tools/list");
+    assert_eq!(failed.len(), 1, "{events:?}");
+    assert_eq!(ecode(failed[0]), "mcp_upstream_error");
+    assert_eq!(failed[0].server.as_deref(), Some("script"));
+    let denied = of(&events, Decision::Denied, "tools/call");
+    assert_eq!(denied.len(), 1);
+    assert_eq!(ecode(denied[0]), "mcp_upstream_failed");
+    assert_eq!(denied[0].tool.as_deref(), Some("greet"));
+}
+
+/// Review finding: one misbehaving upstream could fill the audit journal
+/// (each junk line an event) and so close it for every server. Past its
+/// budget it is stopped instead, and the other server keeps working.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_that_spews_junk_is_stopped_and_the_others_keep_the_audit() {
+    if !have_python() {
+        return;
+    }
+    let m = marked();
+    let o = marked();
+    let p = profile(
+        &[
+            script(
+                "script",
+                &m.file,
+                false,
+                r#","tools":[{"name":"greet"},{"name":"spew"}]"#,
+            ),
+            script("other", &o.file, false, r#","tools":[{"name":"greet"}]"#),
+        ],
+        "",
+    );
+    // Room for far fewer events than the junk lines.
+    let mut h = start_with(&p, glove_mcp::journal_spec(1 << 20, 200), None).await;
+    h.agent.initialize().await;
+    let pid = h.mediator.upstream_pid("script").expect("pid");
+    let r = h.agent.call("spew", json!({"count": 300})).await;
+    // Its answer may come before the mediator stops it, or not at all.
+    assert!(
+        r.get("result").is_some() || code(&r) == "mcp_upstream_failed",
+        "{r}"
+    );
+    let mediator = h.mediator.clone();
+    until("the spewing server is withdrawn", || {
+        mediator.shown_tools() == ["other__greet"]
+    })
+    .await;
+    until_told(&mut h).await;
+    let g = h.agent.call("other__greet", json!({"who": "di"})).await;
+    assert_eq!(text(&g), "hello di");
+    let g = h.agent.call("script__greet", json!({"who": "di"})).await;
+    assert_eq!(code(&g), "mcp_upstream_failed");
+    assert!(!h.mediator.audit_failed());
+    until("the process is gone", || {
+        !std::path::Path::new(&format!("/proc/{pid}")).exists()
+    })
+    .await;
+    drop(mediator);
+    let (summary, events) = h.finish().await;
+    assert!(!summary.audit_failed);
+    let dropped = events
+        .iter()
+        .filter(|e| e.decision == Decision::Dropped && e.server.as_deref() == Some("script"))
+        .count();
+    assert_eq!(dropped, glove_mcp::mediator::MAX_UNSOLICITED_EVENTS);
+    let stopped: Vec<_> = events
+        .iter()
+        .filter(|e| e.decision == Decision::UpstreamError && e.method.is_none())
+        .collect();
+    assert_eq!(stopped.len(), 1, "{stopped:?}");
+    assert_eq!(ecode(stopped[0]), "mcp_upstream_failed");
+    assert_eq!(stopped[0].server.as_deref(), Some("script"));
+}
