@@ -135,11 +135,16 @@ impl Shared {
         fwd.insert("name".into(), Value::from(target.tool.clone()));
         fwd.insert("arguments".into(), args);
         let roots = server.path_roots();
-        let res = match up.send("tools/call", Some(fwd)).await {
+        // One deadline for queueing the call to the server and its answer:
+        // a server that stops reading cannot hold the call (and its
+        // in-flight permit) past it.
+        let deadline = self.profile.limits().request_timeout;
+        let t0 = std::time::Instant::now();
+        let res = match up.send_within("tools/call", Some(fwd), deadline).await {
             Ok((uid, rx)) => {
                 lock(&self.in_flight).insert(req.id.clone(), (target.server.clone(), uid));
                 let r = up
-                    .wait(uid, rx, self.profile.limits().request_timeout)
+                    .wait(uid, rx, deadline.saturating_sub(t0.elapsed()))
                     .await;
                 lock(&self.in_flight).remove(&req.id);
                 r

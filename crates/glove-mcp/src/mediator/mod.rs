@@ -74,7 +74,12 @@
 //! **Notifications** from the agent are dropped, except
 //! `notifications/cancelled` for a forwarded call still in flight (it is
 //! forwarded under the upstream's id, the call ends `cancelled` and
-//! nothing is answered) and `notifications/initialized`. The agent gets
+//! nothing is answered) and `notifications/initialized`. Handling them
+//! never waits on an upstream: a cancellation is queued to the server
+//! only if its queue has room (see [`crate::upstream`]), and every
+//! forwarded request's deadline covers queueing it, so a server that
+//! stops reading its stdin stalls neither the agent's reader nor, past
+//! the deadline, the in-flight slots it waits for. The agent gets
 //! `notifications/tools/list_changed` when Glove's view changes.
 //!
 //! **Audit before release.** Every request's outcome is an
@@ -391,7 +396,8 @@ impl Mediator {
                     });
                 }
                 Ok(Message::Notification { method, params }) => {
-                    shared.notification(&method, params).await;
+                    // Never waits on an upstream (see `Upstream::cancel`).
+                    shared.notification(&method, params);
                 }
                 Ok(Message::Response { .. }) | Ok(Message::Error { .. }) => {
                     // The mediator sends the agent no requests.
@@ -685,7 +691,9 @@ impl Shared {
         })
     }
 
-    async fn notification(&self, method: &str, params: Option<Map<String, Value>>) {
+    /// An agent's notification. Synchronous: the agent's reader must not
+    /// wait on an upstream that does not read its input.
+    fn notification(&self, method: &str, params: Option<Map<String, Value>>) {
         match method {
             "notifications/initialized" => {}
             "notifications/cancelled" => {
@@ -699,7 +707,7 @@ impl Shared {
                 let target = lock(&self.in_flight).get(&id).cloned();
                 if let Some((server, uid)) = target {
                     if let Some(up) = self.upstreams.get(&server) {
-                        up.cancel(uid).await;
+                        up.cancel(uid);
                     }
                 }
             }

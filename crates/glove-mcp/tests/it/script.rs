@@ -815,3 +815,58 @@ async fn a_server_that_spews_junk_is_stopped_and_the_others_keep_the_audit() {
     assert_eq!(ecode(stopped[0]), "mcp_upstream_failed");
     assert_eq!(stopped[0].server.as_deref(), Some("script"));
 }
+
+/// Review finding: a stuck upstream could stall cancellation handling.
+/// The script stops reading its stdin; a 2 MiB call fills the pipe,
+/// eighty more fill the mediator's queue to it. Cancelling them must not
+/// stall the agent's reader: a ping is answered at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_that_stops_reading_cannot_stall_cancellation() {
+    if !have_python() {
+        return;
+    }
+    let m = marked();
+    let tools = r#","tools":[{"name":"deaf"},{"name":"echo"}]"#;
+    let limits = r#"{"max_in_flight":256,"request_timeout_ms":4000}"#;
+    let mut h = start(&profile(&[script("script", &m.file, false, tools)], limits)).await;
+    h.agent.initialize().await;
+    assert_eq!(text(&h.agent.call("deaf", json!({})).await), "deaf");
+    until("the script stops reading", || {
+        marks(&m.file).contains(&"deaf".to_owned())
+    })
+    .await;
+    let call = |id: &str, message: &str| {
+        serde_json::to_vec(&json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+            "params": {"name": "echo", "arguments": {"message": message}}}))
+        .expect("json")
+    };
+    h.agent.send_raw(&call("big", &"x".repeat(2 << 20))).await;
+    // The big frame first, so that it is the one the writer is stuck on.
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    for i in 0..80 {
+        h.agent.send_raw(&call(&format!("e{i}"), "hi")).await;
+    }
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    for i in 0..80 {
+        let c = json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+            "params": {"requestId": format!("e{i}"), "reason": "user"}});
+        h.agent
+            .send_raw(&serde_json::to_vec(&c).expect("json"))
+            .await;
+    }
+    let t0 = std::time::Instant::now();
+    let p = h.agent.request("ping", Value::Null).await;
+    assert_eq!(p["result"], json!({}));
+    assert!(
+        t0.elapsed() < std::time::Duration::from_secs(2),
+        "{:?}",
+        t0.elapsed()
+    );
+    let (_, events) = h.finish().await;
+    // The queued calls were cancelled; the rest, and the big one, timed out.
+    let cancelled = of(&events, Decision::Cancelled, "tools/call").len();
+    let timed_out = of(&events, Decision::UpstreamError, "tools/call");
+    assert!(cancelled >= 60, "{cancelled}");
+    assert_eq!(cancelled + timed_out.len(), 81);
+    assert!(timed_out.iter().all(|e| ecode(e) == "mcp_upstream_timeout"));
+}
