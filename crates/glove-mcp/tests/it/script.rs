@@ -324,6 +324,11 @@ async fn a_cancelled_call_is_forwarded_as_cancelled_and_never_answered() {
         .await;
     let p = h.agent.request("ping", Value::Null).await;
     assert_eq!(p["result"], json!({}));
+    // The notice reaches the script asynchronously; finish kills it.
+    until("the script marks the cancellation", || {
+        marks(&m.file).iter().any(|l| l.starts_with("cancelled "))
+    })
+    .await;
     let (summary, events) = h.finish().await;
     assert_eq!(of(&events, Decision::Cancelled, "tools/call").len(), 1);
     assert_eq!(summary.cancelled, 1);
