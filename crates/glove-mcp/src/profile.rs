@@ -57,7 +57,17 @@
 //! `arguments`, a map from argument name to a [rule](crate::rules) (at
 //! most 64), and `schema`, an extra JSON schema the whole arguments
 //! object must satisfy (the [enforced subset](crate::schema) only). The
-//! tool's own `inputSchema` is checked too.
+//! tool's own `inputSchema` is checked too, and an argument it does not
+//! declare at its top level (in `properties`, unless
+//! `additionalProperties` allows more) is refused unless the entry has a
+//! rule for it. A tool whose `inputSchema` uses, at its top level, a
+//! keyword outside the enforced subset (`allOf`, `$ref`, …) is refused
+//! (`mcp_schema_refused`) unless the entry says `"lenient_input_schema":
+//! true`: the operator then accepts that the mediator checks only what it
+//! understands — such a schema's undeclared arguments are refused only
+//! against a top-level `properties`, if it has one — and should state the
+//! arguments it expects with rules or a `schema` with
+//! `"additionalProperties": false`.
 //!
 //! **resources**, **prompts** (default deny, at most 256 each): the
 //! resource URIs (at most 2048 bytes) and prompt names the agent may
@@ -147,6 +157,7 @@ pub struct Command {
 pub struct ToolPolicy {
     pub(crate) arguments: BTreeMap<String, ArgumentRule>,
     pub(crate) schema: Option<Value>,
+    pub(crate) lenient_input_schema: bool,
 }
 
 /// Pins stated in the profile.
@@ -272,6 +283,11 @@ impl ToolPolicy {
     pub fn schema(&self) -> Option<&Value> {
         self.schema.as_ref()
     }
+    /// Whether calls are allowed although the tool's `inputSchema` uses
+    /// keywords outside the enforced subset at its top level.
+    pub fn lenient_input_schema(&self) -> bool {
+        self.lenient_input_schema
+    }
 }
 
 // ----- wire form -----
@@ -325,6 +341,8 @@ struct ToolWire {
     arguments: BTreeMap<String, RuleWire>,
     #[serde(default, deserialize_with = "present")]
     schema: Option<Value>,
+    #[serde(default)]
+    lenient_input_schema: bool,
 }
 
 #[derive(Deserialize)]
@@ -645,6 +663,7 @@ impl ToolWire {
         Ok(ToolPolicy {
             arguments,
             schema: self.schema,
+            lenient_input_schema: self.lenient_input_schema,
         })
     }
 }
@@ -769,6 +788,14 @@ mod tests {
         assert_eq!(s.tools().len(), 2);
         assert_eq!(s.path_roots(), vec!["/srv".to_owned()]);
         assert_eq!(p.limits().request_timeout, Duration::from_millis(500));
+        assert!(!s.tools()["echo"].lenient_input_schema());
+        let lenient = GOOD.replacen(
+            r#"{"name":"echo","#,
+            r#"{"name":"echo","lenient_input_schema":true,"#,
+            1,
+        );
+        let p = Profile::decode(lenient.as_bytes()).expect("valid");
+        assert!(p.servers()[0].tools()["echo"].lenient_input_schema());
     }
 
     #[test]

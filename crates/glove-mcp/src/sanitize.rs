@@ -2,20 +2,30 @@
 //!
 //! The SDK servers put host paths in their error messages (FACTS: "Error
 //! messages carry host paths"). Before an upstream JSON-RPC error message,
-//! or the text of an `isError: true` tool result, reaches the agent, every
-//! word that looks like an absolute path is replaced by `<path>` unless it
-//! lies under one of the server's allowed roots (the roots of its path
-//! rules), which the agent may name anyway.
+//! or an `isError: true` tool result, reaches the agent, every path-like
+//! run is replaced by `<path>` unless it lies under one of the server's
+//! allowed roots (the roots of its path rules), which the agent may name
+//! anyway. For an `isError` result that is **every string in it**
+//! ([`strip_value`]): `content[].text`, an embedded resource's `uri` and
+//! `text`, `structuredContent` at any depth, object keys included (two
+//! keys that become one keep the first value). Base64 data (`blob`,
+//! image `data`) is treated as text, not decoded.
 //!
 //! A *word* is a maximal run of characters other than whitespace, quotes
-//! and brackets (`"'` `` ` `` `()[]{}<>,;`). A word holds a path when it is
-//! `/…`, or has a `/` right after a `:` or `=` (`file:///etc/x`,
-//! `path=/etc/x`); the path runs to the end of the word, less trailing
-//! `.` and `:`. It is kept only when, read lexically, it has no `..` and
-//! is a root or beneath one. This is a heuristic for messages, not a
-//! parser: it errs towards removing.
+//! and brackets (`"'` `` ` `` `()[]{}<>,;`). In a word, a `/` **starts a
+//! path** when it is the word's first character or follows a character
+//! that does not continue a name — anything but a letter, a digit, `.`,
+//! `_` or `/` — so `x=/etc/a`, `PATH=/a:/etc/b`, `x|/etc/c`, `“/etc/d”`,
+//! `file:///etc/e` all start paths, while `and/or` and `a.b/c` do not.
+//! A path runs to the next start or the end of the word; characters at
+//! its end that are not a letter, digit, `_`, `-`, `~` or `/` (a full
+//! stop, a colon, a closing quote) are left after the `<path>`. A path
+//! is kept only when, read lexically, it has no `..` and is a root or
+//! beneath one. This is a heuristic for messages, not a parser: it errs
+//! towards removing (`v1.0-/x` loses its `/x`); relative paths are left.
 
 use crate::rules::is_under;
+use serde_json::Value;
 
 const DELIMS: &[char] = &[
     '"', '\'', '`', '(', ')', '[', ']', '{', '}', '<', '>', ',', ';',
@@ -23,6 +33,16 @@ const DELIMS: &[char] = &[
 
 fn is_delim(c: char) -> bool {
     c.is_whitespace() || DELIMS.contains(&c)
+}
+
+/// Whether a `/` after `c` continues a name rather than starting a path.
+fn continues(c: char) -> bool {
+    c.is_alphanumeric() || matches!(c, '.' | '_' | '/')
+}
+
+/// Whether `c` may end a path (others at its end are left after `<path>`).
+fn ends_path(c: char) -> bool {
+    c.is_alphanumeric() || matches!(c, '_' | '-' | '~' | '/')
 }
 
 /// `s` with host paths outside `roots` replaced by `<path>`.
@@ -42,30 +62,56 @@ pub fn strip_paths(s: &str, roots: &[String]) -> String {
     out
 }
 
+/// Every string in `v`, object keys included, through [`strip_paths`]
+/// (see the module docs).
+pub fn strip_value(v: &mut Value, roots: &[String]) {
+    match v {
+        Value::String(s) => *s = strip_paths(s, roots),
+        Value::Array(items) => {
+            for item in items {
+                strip_value(item, roots);
+            }
+        }
+        Value::Object(m) => {
+            let old = std::mem::take(m);
+            for (k, mut item) in old {
+                strip_value(&mut item, roots);
+                m.entry(strip_paths(&k, roots)).or_insert(item);
+            }
+        }
+        Value::Null | Value::Bool(_) | Value::Number(_) => {}
+    }
+}
+
 fn word_out(w: &str, roots: &[String]) -> String {
-    let start = if w.starts_with('/') {
-        Some(0)
-    } else {
-        w.char_indices()
-            .find(|(i, c)| {
-                *c == '/' && *i > 0 && matches!(w.as_bytes().get(i - 1), Some(b':') | Some(b'='))
-            })
-            .map(|(i, _)| i)
-    };
-    let Some(start) = start else {
+    let mut starts = Vec::new();
+    let mut prev: Option<char> = None;
+    for (i, c) in w.char_indices() {
+        if c == '/' && prev.is_none_or(|p| !continues(p)) {
+            starts.push(i);
+        }
+        prev = Some(c);
+    }
+    let Some(&first) = starts.first() else {
         return w.to_owned();
     };
-    let (head, path) = w.split_at(start);
-    let trimmed = path.trim_end_matches(['.', ':']);
-    let tail = &path[trimmed.len()..];
+    let mut out = w[..first].to_owned();
+    for (n, &at) in starts.iter().enumerate() {
+        let end = starts.get(n + 1).copied().unwrap_or(w.len());
+        out.push_str(&path_out(&w[at..end], roots));
+    }
+    out
+}
+
+/// One path run (starting with `/`): kept, or `<path>` and its tail.
+fn path_out(run: &str, roots: &[String]) -> String {
+    let path = run.trim_end_matches(|c: char| !ends_path(c));
+    let tail = &run[path.len()..];
     // A lone "/" (as in "a / b") is not a path.
-    if trimmed.trim_start_matches('/').is_empty() {
-        return w.to_owned();
+    if path.trim_start_matches('/').is_empty() || keep(path, roots) {
+        return run.to_owned();
     }
-    if keep(trimmed, roots) {
-        return w.to_owned();
-    }
-    format!("{head}<path>{tail}")
+    format!("<path>{tail}")
 }
 
 fn keep(path: &str, roots: &[String]) -> bool {
@@ -109,5 +155,52 @@ mod tests {
         assert_eq!(strip_paths("/srv/work/../etc", &roots), "<path>");
         assert_eq!(strip_paths("/srv/workshop", &roots), "<path>");
         assert_eq!(strip_paths("and/or 1 / 2", &roots), "and/or 1 / 2");
+    }
+
+    /// Review finding: paths after `|`, typographic quotes or `-`, and a
+    /// second path after `:` or `=` behind a kept one, got through.
+    #[test]
+    fn every_delimiter_starts_a_path() {
+        let roots = vec!["/srv/work".to_owned()];
+        let cases = [
+            ("x|/etc/a", "x|<path>"),
+            ("\u{201c}/etc/b\u{201d}", "\u{201c}<path>\u{201d}"),
+            ("-/etc/c", "-<path>"),
+            ("PATH=/srv/work/bin:/etc/d", "PATH=/srv/work/bin:<path>"),
+            ("/srv/work/a=/etc/e", "/srv/work/a=<path>"),
+            ("/srv/work/a,/etc/f", "/srv/work/a,<path>"),
+            ("key:\"/etc/g\"", "key:\"<path>\""),
+            ("(/etc/h)", "(<path>)"),
+            ("{\"p\":\"/etc/i\"}", "{\"p\":\"<path>\"}"),
+            ("a=b:/etc/j.", "a=b:<path>."),
+            ("see /etc/k: denied", "see <path>: denied"),
+            ("@/etc/l", "@<path>"),
+            (
+                "text/plain a.b/c and/or v1/x",
+                "text/plain a.b/c and/or v1/x",
+            ),
+            ("/srv/work/x_y.z/q-r~", "/srv/work/x_y.z/q-r~"),
+            ("/srv/work/x-/q", "/srv/work/x-<path>"),
+        ];
+        for (input, want) in cases {
+            assert_eq!(strip_paths(input, &roots), want, "{input}");
+        }
+    }
+
+    #[test]
+    fn every_string_of_a_value() {
+        let roots = vec!["/srv/work".to_owned()];
+        let mut v = serde_json::json!({
+            "content": [{"type": "resource", "resource": {"uri": "file:///etc/a", "text": "open /etc/b"}}],
+            "structuredContent": {"/etc/c": ["at /etc/d"], "/etc/e": 1, "ok": "/srv/work/f", "n": 2}
+        });
+        strip_value(&mut v, &roots);
+        assert_eq!(
+            v,
+            serde_json::json!({
+                "content": [{"type": "resource", "resource": {"uri": "file:<path>", "text": "open <path>"}}],
+                "structuredContent": {"<path>": ["at <path>"], "ok": "/srv/work/f", "n": 2}
+            })
+        );
     }
 }

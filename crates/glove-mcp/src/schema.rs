@@ -11,9 +11,21 @@
 //! A schema in the operator's profile ([`check_definition`]) may use only
 //! these keywords (plus `description`, `title`, `$schema`, `default`,
 //! `examples`), each well-formed, nested at most [`MAX_SCHEMA_DEPTH`] deep.
-//! A tool's own `inputSchema` from the upstream is applied leniently:
-//! keywords outside the subset, or malformed ones, are not enforced by
-//! the mediator (the upstream server still applies its own).
+//! A tool's own `inputSchema` from the upstream is held to the subset
+//! **at its top level** ([`top_level_gap`]): every top-level keyword must
+//! be one of the subset's, well-formed, or a pure annotation
+//! (`description`, `title`, `$schema`, `$id`, `$comment`, `default`,
+//! `examples`, `deprecated`, `readOnly`, `writeOnly`, and the containers
+//! `$defs` and `definitions`). A schema that composes its arguments
+//! instead — `allOf`, `anyOf`, `oneOf`, `not`, `$ref`, `if`/`then`/`else`,
+//! `patternProperties`, `propertyNames`, `dependentSchemas`,
+//! `dependentRequired`, `unevaluatedProperties`, anything else — would
+//! declare arguments the mediator cannot see, so a call to such a tool is
+//! refused (`mcp_schema_refused`) unless the profile's tool entry opts in
+//! with `lenient_input_schema` (see [`crate::profile`]). Beneath the top
+//! level the upstream's schema is applied leniently: keywords outside the
+//! subset, or malformed ones, are not enforced by the mediator (the
+//! upstream server still applies its own).
 
 use serde_json::{Map, Value};
 
@@ -80,6 +92,68 @@ fn def(s: &Value, depth: usize, at: &str) -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+/// Top-level keywords of a tool's `inputSchema` that only annotate or
+/// hold definitions: they constrain nothing at the top level.
+const TOP_INERT: &[&str] = &[
+    "description",
+    "title",
+    "$schema",
+    "$id",
+    "$comment",
+    "default",
+    "examples",
+    "deprecated",
+    "readOnly",
+    "writeOnly",
+    "$defs",
+    "definitions",
+];
+
+/// Why the mediator cannot enforce a tool's `inputSchema` at its top
+/// level (see the module docs): the first keyword outside the subset or
+/// malformed, or that it is not an object schema; `None` when every
+/// top-level keyword is understood. The reason names the keyword, never
+/// a value.
+pub fn top_level_gap(schema: &Value) -> Option<String> {
+    let Some(o) = schema.as_object() else {
+        return Some("the input schema is not an object".into());
+    };
+    for (k, v) in o {
+        let ok = match k.as_str() {
+            "type" => match v {
+                Value::String(t) => TYPES.contains(&t.as_str()),
+                Value::Array(a) => {
+                    !a.is_empty()
+                        && a.iter()
+                            .all(|t| t.as_str().is_some_and(|t| TYPES.contains(&t)))
+                }
+                _ => false,
+            },
+            "enum" => v.is_array(),
+            "required" => v.as_array().is_some_and(|a| a.iter().all(Value::is_string)),
+            "properties" => v.is_object(),
+            "additionalProperties" | "items" => v.is_object() || v.is_boolean(),
+            "minItems" | "maxItems" | "minLength" | "maxLength" => v.is_u64(),
+            "minimum" | "maximum" | "exclusiveMinimum" | "exclusiveMaximum" => v.is_number(),
+            "const" => true,
+            k if TOP_INERT.contains(&k) => true,
+            _ => {
+                let shown: String = k.chars().take(64).collect();
+                return Some(format!(
+                    "the input schema uses `{shown}` at its top level, outside the enforced subset"
+                ));
+            }
+        };
+        if !ok {
+            let shown: String = k.chars().take(64).collect();
+            return Some(format!(
+                "the input schema's top-level `{shown}` is malformed"
+            ));
+        }
+    }
+    None
 }
 
 /// Validates `value` against `schema` (see the module docs); the error
@@ -258,5 +332,45 @@ mod tests {
         assert!(validate(&s, &json!([])).is_err());
         assert!(check_definition(&json!({"pattern":"x"})).is_err());
         assert!(check_definition(&json!({"type":"strung"})).is_err());
+    }
+
+    /// Review finding: the undeclared-argument check was skipped for input
+    /// schemas built with `allOf`/`$ref`.
+    #[test]
+    fn top_level_gaps() {
+        let plain = json!({"type":"object","$schema":"x","properties":{"a":{"anyOf":[{"type":"string"}]}},
+            "required":["a"],"additionalProperties":false,"$defs":{}});
+        assert_eq!(
+            top_level_gap(&plain),
+            None,
+            "nested keywords are not judged"
+        );
+        for k in [
+            "allOf",
+            "anyOf",
+            "oneOf",
+            "not",
+            "$ref",
+            "if",
+            "then",
+            "else",
+            "patternProperties",
+            "propertyNames",
+            "dependentSchemas",
+            "dependentRequired",
+            "unevaluatedProperties",
+            "dependencies",
+            "x-custom",
+        ] {
+            let mut s = plain.clone();
+            s[k] = json!([]);
+            let why = top_level_gap(&s).expect("a gap");
+            assert!(why.contains(k), "{why}");
+        }
+        assert!(top_level_gap(&json!({"properties": []})).is_some());
+        assert!(top_level_gap(&json!({"additionalProperties": "yes"})).is_some());
+        assert!(top_level_gap(&json!({"required": [1]})).is_some());
+        assert!(top_level_gap(&json!(true)).is_some());
+        assert_eq!(top_level_gap(&json!({"type":"object"})), None);
     }
 }

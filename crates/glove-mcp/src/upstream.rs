@@ -19,11 +19,17 @@
 //! unless the profile names `sampling` or `elicitation`; never `roots`.
 //!
 //! **Requests.** Ids are the mediator's own integers (an agent's ids are
-//! never forwarded). Every request has a deadline; on expiry the pending
-//! entry goes, the server gets `notifications/cancelled`, and the caller
-//! [`CallError::Timeout`]. When the process closes its stdout every
-//! pending request fails ([`CallError::Failed`]) and so does every later
-//! one: a server is not restarted.
+//! never forwarded). Every request has a deadline, which covers waiting
+//! for room in the queue to the server's stdin as well as the answer (a
+//! server that stops reading cannot hold a caller past it); on expiry
+//! the pending entry goes, the server gets `notifications/cancelled`,
+//! and the caller [`CallError::Timeout`]. `notifications/cancelled` —
+//! after a deadline or from [`Upstream::cancel`] — is queued **without
+//! waiting**: when the queue is full it is dropped (the server is not
+//! told; the mediator has forgotten the request either way), so nothing
+//! that cancels ever waits on a server's stdin. When the process closes
+//! its stdout every pending request fails ([`CallError::Failed`]) and so
+//! does every later one: a server is not restarted.
 //!
 //! **What the server sends** is decoded with [`crate::frame::decode`].
 //! Responses go to their pending request (a response to no pending id is
@@ -41,7 +47,7 @@ use std::collections::HashMap;
 use std::process::Stdio;
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::process::{Child, Command};
 use tokio::sync::{mpsc, oneshot};
@@ -300,7 +306,9 @@ impl Upstream {
     }
 
     /// Sends a request and returns its id and the waiter; see
-    /// [`Upstream::wait`].
+    /// [`Upstream::wait`]. Waits for room in the queue to the server
+    /// without a bound (see [`Upstream::send_within`]); dropping the
+    /// future meanwhile leaves nothing behind.
     pub async fn send(
         &self,
         method: &str,
@@ -322,13 +330,28 @@ impl Upstream {
                 "the request is over the frame bound".into(),
             ));
         }
+        // Room first, so that a send given up while waiting for it (a
+        // deadline) leaves no pending entry.
+        let Ok(slot) = self.tx.reserve().await else {
+            return Err(CallError::Failed("the server is not running".into()));
+        };
         let (tx, rx) = oneshot::channel();
         lock(&self.pending).insert(id, tx);
-        if self.tx.send(f).await.is_err() {
-            lock(&self.pending).remove(&id);
-            return Err(CallError::Failed("the server is not running".into()));
-        }
+        slot.send(f);
         Ok((id, rx))
+    }
+
+    /// [`Upstream::send`] with a deadline for the wait for room
+    /// ([`CallError::Timeout`]; then nothing was sent).
+    pub async fn send_within(
+        &self,
+        method: &str,
+        params: Option<Map<String, Value>>,
+        deadline: Duration,
+    ) -> Result<(i64, oneshot::Receiver<Reply>), CallError> {
+        tokio::time::timeout(deadline, self.send(method, params))
+            .await
+            .unwrap_or(Err(CallError::Timeout))
     }
 
     /// Waits for the answer to request `id` until `deadline`.
@@ -343,44 +366,46 @@ impl Upstream {
             Ok(Err(_)) => Err(CallError::Failed("the server exited".into())),
             Err(_) => {
                 lock(&self.pending).remove(&id);
-                self.notify_cancelled(id, "deadline").await;
+                self.notify_cancelled(id, "deadline");
                 Err(CallError::Timeout)
             }
         }
     }
 
-    /// A request with a deadline.
+    /// A request with a deadline (for queueing it and for its answer).
     pub async fn request(
         &self,
         method: &str,
         params: Option<Map<String, Value>>,
         deadline: Duration,
     ) -> Result<Value, CallError> {
-        let (id, rx) = self.send(method, params).await?;
-        self.wait(id, rx, deadline).await
+        let t0 = Instant::now();
+        let (id, rx) = self.send_within(method, params, deadline).await?;
+        self.wait(id, rx, deadline.saturating_sub(t0.elapsed()))
+            .await
     }
 
     /// Cancels request `id`: its waiter gets [`CallError::Cancelled`] and
-    /// the server `notifications/cancelled`.
-    pub async fn cancel(&self, id: i64) {
+    /// the server `notifications/cancelled` if there is room in its queue.
+    /// Never waits.
+    pub fn cancel(&self, id: i64) {
         let waiter = lock(&self.pending).remove(&id);
         if let Some(tx) = waiter {
             let _ = tx.send(Err(CallError::Cancelled));
-            self.notify_cancelled(id, "cancelled by the client").await;
+            self.notify_cancelled(id, "cancelled by the client");
         }
     }
 
-    async fn notify_cancelled(&self, id: i64, reason: &str) {
+    /// Queues `notifications/cancelled` for `id` without waiting; dropped
+    /// when the queue is full (see the module docs).
+    fn notify_cancelled(&self, id: i64, reason: &str) {
         let mut p = Map::new();
         p.insert("requestId".into(), Value::from(id));
         p.insert("reason".into(), Value::from(reason));
-        let _ = self
-            .tx
-            .send(frame::encode_notification(
-                "notifications/cancelled",
-                Some(p),
-            ))
-            .await;
+        let _ = self.tx.try_send(frame::encode_notification(
+            "notifications/cancelled",
+            Some(p),
+        ));
     }
 
     /// Sends a notification.
@@ -490,8 +515,10 @@ impl Upstream {
         )))
     }
 
-    /// Kills the process (its whole process group) and waits for it.
+    /// Kills the process (its whole process group) and waits for it;
+    /// every later request fails at once.
     pub async fn kill(&self) {
+        self.alive.store(false, Ordering::SeqCst);
         let child = lock(&self.child).take();
         if let Some(mut c) = child {
             self.kill_group();

@@ -12,8 +12,16 @@
 //! server lists the same name after `list_changed`) changes its shown name,
 //! and the agent is told the list changed.
 //!
+//! **Withdrawn servers.** A server whose re-list failed, or that the
+//! mediator stopped for misbehaving, is *withdrawn*: its tools keep
+//! their names but are not shown, and calling one is
+//! `mcp_upstream_failed`. A later listing of the server (a successful
+//! re-list) replaces its view and so restores its tools, each judged
+//! against its pin again.
+//!
 //! **Resolution** of a called name: a shown name resolves to its tool
-//! (which may be blocked by its pin: `mcp_pin_mismatch`). Otherwise a
+//! (which may be blocked by its pin: `mcp_pin_mismatch`, or withdrawn
+//! with its server: `mcp_upstream_failed`). Otherwise a
 //! name that an upstream lists but the profile does not allow (plain, or
 //! as `<server>__<tool>`) is `mcp_tool_denied`; anything else — including
 //! the plain name of a tool shown namespaced, and the namespaced name of
@@ -46,6 +54,8 @@ pub(crate) struct ServerView {
     /// Digests already audited as mismatching (per tool; `None` key for
     /// the server digest), so each is audited once.
     reported: BTreeMap<Option<String>, Sha256Digest>,
+    /// Whether the server's tools are withdrawn (see the module docs).
+    withdrawn: bool,
 }
 
 /// Something a listing showed that the audit must record.
@@ -152,6 +162,7 @@ impl View {
                 listed,
                 allowed: entries,
                 reported,
+                withdrawn: false,
             },
         );
         self.rename();
@@ -167,6 +178,23 @@ impl View {
                 }
             }
         }
+    }
+
+    /// Withdraws every tool of `server` until its next listing (see the
+    /// module docs).
+    pub(crate) fn withdraw(&mut self, server: &str) {
+        if let Some(s) = self.servers.get_mut(server) {
+            s.withdrawn = true;
+        }
+    }
+
+    /// The tools shown now: shown name and entry.
+    fn shown(&self) -> impl Iterator<Item = (&String, &Entry)> + '_ {
+        self.names.iter().filter_map(|(shown, (server, tool))| {
+            let s = self.servers.get(server)?;
+            let e = s.allowed.get(tool)?;
+            (!s.withdrawn && !e.blocked).then_some((shown, e))
+        })
     }
 
     fn rename(&mut self) {
@@ -197,7 +225,11 @@ impl View {
         name: &str,
     ) -> Result<Target, (ErrorCode, Option<(String, String)>)> {
         if let Some((server, tool)) = self.names.get(name) {
-            if let Some(entry) = self.servers.get(server).and_then(|s| s.allowed.get(tool)) {
+            let view = self.servers.get(server);
+            if let Some(entry) = view.and_then(|s| s.allowed.get(tool)) {
+                if view.is_some_and(|s| s.withdrawn) {
+                    return Err((MCP_UPSTREAM_FAILED, Some((server.clone(), tool.clone()))));
+                }
                 if entry.blocked {
                     return Err((MCP_PIN_MISMATCH, Some((server.clone(), tool.clone()))));
                 }
@@ -236,6 +268,7 @@ impl View {
         };
         let at = Some((server.to_owned(), name.to_owned()));
         match s.allowed.get(name) {
+            Some(_) if s.withdrawn => Err((MCP_UPSTREAM_FAILED, at)),
             Some(e) if e.blocked => Err((MCP_PIN_MISMATCH, at)),
             Some(e) => Ok(Target {
                 server: server.to_owned(),
@@ -248,45 +281,38 @@ impl View {
     }
 
     /// The `tools/list` of a connection that reaches only `server`: its
-    /// unblocked allowed tools under their own names, sorted.
+    /// unblocked allowed tools under their own names, sorted (none while
+    /// the server is withdrawn).
     pub(crate) fn listing_scoped(&self, server: &str) -> Vec<Value> {
         self.servers
             .get(server)
             .into_iter()
+            .filter(|s| !s.withdrawn)
             .flat_map(|s| s.allowed.values())
             .filter(|e| !e.blocked)
             .map(|e| e.definition.clone())
             .collect()
     }
 
-    /// The agent's `tools/list`: every shown, unblocked tool with its
-    /// pinned definition under its shown name, sorted by shown name.
+    /// The agent's `tools/list`: every shown tool (unblocked, of a server
+    /// not withdrawn) with its pinned definition under its shown name,
+    /// sorted by shown name.
     pub(crate) fn listing(&self) -> Vec<Value> {
-        let mut out = Vec::new();
-        for (shown, (server, tool)) in &self.names {
-            let Some(e) = self.servers.get(server).and_then(|s| s.allowed.get(tool)) else {
-                continue;
-            };
-            if e.blocked {
-                continue;
-            }
-            let mut d = e.definition.clone();
-            if let Some(o) = d.as_object_mut() {
-                o.insert("name".into(), Value::from(shown.clone()));
-            }
-            out.push(d);
-        }
-        out
+        self.shown()
+            .map(|(shown, e)| {
+                let mut d = e.definition.clone();
+                if let Some(o) = d.as_object_mut() {
+                    o.insert("name".into(), Value::from(shown.clone()));
+                }
+                d
+            })
+            .collect()
     }
 
     /// A fingerprint of the listing (to tell the agent when it changed).
     pub(crate) fn fingerprint(&self) -> Vec<(String, Sha256Digest)> {
-        self.names
-            .iter()
-            .filter_map(|(shown, (server, tool))| {
-                let e = self.servers.get(server)?.allowed.get(tool)?;
-                (!e.blocked).then(|| (shown.clone(), e.digest))
-            })
+        self.shown()
+            .map(|(shown, e)| (shown.clone(), e.digest))
             .collect()
     }
 }

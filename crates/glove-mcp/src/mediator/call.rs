@@ -36,6 +36,9 @@ impl Shared {
                 let msg = match code {
                     c if c == MCP_TOOL_UNKNOWN => "unknown tool",
                     c if c == MCP_TOOL_DENIED => "the profile does not allow this tool",
+                    c if c == MCP_UPSTREAM_FAILED => {
+                        "the tool's server is withdrawn: its tool list could not be read again, or it misbehaved and was stopped"
+                    }
                     _ => "the tool's definition differs from its pin; it is blocked",
                 };
                 let (server, tool) = match &at {
@@ -77,17 +80,32 @@ impl Shared {
             }
         }
         let input = target.entry.definition.get("inputSchema");
-        if let Some(props) = input
-            .and_then(|s| s.get("properties"))
-            .and_then(Value::as_object)
-        {
-            let open = input
-                .and_then(|s| s.get("additionalProperties"))
+        // Fail closed on a top-level schema the subset does not cover: it
+        // may declare arguments the checks below cannot see.
+        let gap = match input {
+            None => Some("the tool has no input schema".to_owned()),
+            Some(s) => schema::top_level_gap(s),
+        };
+        if let Some(why) = &gap {
+            if !policy.lenient_input_schema() {
+                return here(Outcome::denied(
+                    MCP_SCHEMA_REFUSED,
+                    &format!("{why}; the profile does not accept it (`lenient_input_schema`)"),
+                ));
+            }
+        }
+        if let Some(top) = input.and_then(Value::as_object) {
+            let props = top.get("properties").and_then(Value::as_object);
+            let open = top
+                .get("additionalProperties")
                 .is_some_and(|v| v.as_bool() == Some(true) || v.is_object());
-            if !open {
+            // Without `properties` an understood schema declares no
+            // argument; a lenient one may declare them elsewhere.
+            if !open && (props.is_some() || gap.is_none()) {
+                let declared = |k: &str| props.is_some_and(|p| p.contains_key(k));
                 if let Some(k) = a
                     .keys()
-                    .find(|k| !props.contains_key(*k) && !policy.arguments().contains_key(*k))
+                    .find(|k| !declared(k) && !policy.arguments().contains_key(*k))
                 {
                     let shown: String = k.chars().take(64).collect();
                     return here(Outcome::denied(
@@ -120,19 +138,24 @@ impl Shared {
         fwd.insert("name".into(), Value::from(target.tool.clone()));
         fwd.insert("arguments".into(), args);
         let roots = server.path_roots();
-        let res = match up.send("tools/call", Some(fwd)).await {
+        // One deadline for queueing the call to the server and its answer:
+        // a server that stops reading cannot hold the call (and its
+        // in-flight permit) past it.
+        let deadline = self.profile.limits().request_timeout;
+        let t0 = std::time::Instant::now();
+        let res = match up.send_within("tools/call", Some(fwd), deadline).await {
             Ok((uid, rx)) => {
                 lock(&self.in_flight)
                     .insert((req.conn, req.id.clone()), (target.server.clone(), uid));
                 let r = up
-                    .wait(uid, rx, self.profile.limits().request_timeout)
+                    .wait(uid, rx, deadline.saturating_sub(t0.elapsed()))
                     .await;
                 lock(&self.in_flight).remove(&(req.conn, req.id.clone()));
                 r
             }
             Err(e) => Err(e),
         };
-        here(upstream_outcome(res, &roots))
+        here(upstream_outcome(res, &target.server, &roots))
     }
 
     /// `resources/list`, `prompts/list`: each server's listing, filtered
@@ -161,7 +184,9 @@ impl Shared {
                 .await;
             let v = match r {
                 Ok(v) => v,
-                Err(e) => return upstream_outcome(Err(e), &s.path_roots()).on(Some(s.id()), None),
+                Err(e) => {
+                    return upstream_outcome(Err(e), s.id(), &s.path_roots()).on(Some(s.id()), None)
+                }
             };
             for item in v
                 .get(member)
@@ -250,7 +275,7 @@ impl Shared {
                 self.profile.limits().request_timeout,
             )
             .await;
-        upstream_outcome(r, &server.path_roots())
+        upstream_outcome(r, server.id(), &server.path_roots())
             .args(digest)
             .on(Some(server.id()), None)
     }

@@ -1,11 +1,13 @@
 //! What the upstreams say on their own: tool listings (pinned and
-//! audited), `list_changed`, server-to-client requests, dropped frames.
+//! audited), `list_changed`, server-to-client requests, dropped frames,
+//! and the budget that keeps one upstream from filling the audit.
 
 use super::outcome::{Outcome, Reply, Req};
-use super::{lock, now_ms, Shared};
+use super::{lock, now_ms, Shared, MAX_UNSOLICITED_EVENTS};
 use crate::audit::Decision;
 use crate::error::McpError;
 use crate::frame::glove_error;
+use crate::upstream::CallError;
 use crate::upstream::Inbound;
 use crate::view::Finding;
 use glove_types::codes::mcp::*;
@@ -14,19 +16,58 @@ use std::sync::Arc;
 use std::time::Instant;
 use tokio::sync::mpsc;
 
+/// The audit events one upstream may still cause on its own (see the
+/// module docs of [`super`]). Not `Clone`: one per watched upstream.
+pub(super) struct Budget {
+    left: usize,
+}
+
+impl Budget {
+    pub(super) fn new() -> Budget {
+        Budget {
+            left: MAX_UNSOLICITED_EVENTS,
+        }
+    }
+
+    /// Takes one event from the budget; `false` when it is spent.
+    fn spend(&mut self) -> bool {
+        match self.left.checked_sub(1) {
+            Some(left) => {
+                self.left = left;
+                true
+            }
+            None => false,
+        }
+    }
+}
+
+/// What became of a listing's findings.
+#[derive(Debug, PartialEq, Eq)]
+pub(super) enum Applied {
+    /// Every finding is recorded.
+    Recorded,
+    /// The audit failed (and is closed).
+    AuditFailed,
+    /// The upstream's budget ran out before every finding was recorded.
+    OverBudget,
+}
+
 impl Shared {
     /// Applies a listing of `server`, audits its findings, saves the pin
-    /// file. `false` when the audit failed. At start a pin file that
-    /// cannot be written is an error; later it blocks the first sights.
+    /// file. At start (`budget` is `None`) a pin file that cannot be
+    /// written is an error; later it blocks the first sights, and every
+    /// mismatch found is taken from the upstream's `budget` (first
+    /// sights are not: there is at most one per allowed tool).
     pub(super) async fn apply_listing(
         &self,
         server: &str,
         tools: &[Value],
         instructions: Option<&str>,
-        at_start: bool,
-    ) -> Result<bool, McpError> {
+        mut budget: Option<&mut Budget>,
+    ) -> Result<Applied, McpError> {
+        let at_start = budget.is_none();
         let Some(profile) = self.profile.server(server) else {
-            return Ok(true);
+            return Ok(Applied::Recorded);
         };
         let (findings, saved) = {
             let mut pins = lock(&self.pins);
@@ -67,22 +108,33 @@ impl Shared {
                 }
             };
             let d = match &f {
-                Finding::Pinned(_, d) | Finding::Mismatch(_, d) => *d,
+                Finding::Pinned(_, d) => *d,
+                Finding::Mismatch(_, d) => {
+                    if let Some(b) = budget.as_deref_mut() {
+                        if !b.spend() {
+                            return Ok(Applied::OverBudget);
+                        }
+                    }
+                    *d
+                }
             };
             let mut e = self.event(None, &o, Some(d));
             e.method = Some("tools/list".into());
             if !self.audit.record(e).await {
-                return Ok(false);
+                return Ok(Applied::AuditFailed);
             }
         }
-        Ok(true)
+        Ok(Applied::Recorded)
     }
 
-    /// Handles what one upstream sends on its own.
+    /// Handles what one upstream sends on its own, until it closes or
+    /// spends its budget (then it is stopped).
     pub(super) async fn watch(self: Arc<Self>, server: String, mut rx: mpsc::Receiver<Inbound>) {
+        let mut budget = Budget::new();
         while let Some(ev) = rx.recv().await {
-            match ev {
-                Inbound::ToolsChanged => self.relist(&server).await,
+            let within = match ev {
+                Inbound::ToolsChanged => self.relist(&server, &mut budget).await,
+                Inbound::Request { .. } | Inbound::Dropped { .. } if !budget.spend() => false,
                 Inbound::Request { id, method } => {
                     let started = Instant::now();
                     let o = Outcome::denied(MCP_REQUEST_DENIED, "").on(Some(&server), None);
@@ -105,31 +157,101 @@ impl Shared {
                         );
                         up.refuse(&id, &err).await;
                     }
+                    true
                 }
-                Inbound::Dropped { code } => self.dropped(Some(&server), code).await,
+                Inbound::Dropped { code } => {
+                    self.dropped(Some(&server), code).await;
+                    true
+                }
                 Inbound::Closed => break,
+            };
+            if !within {
+                self.stop_upstream(&server).await;
+                break;
             }
         }
     }
 
-    async fn relist(&self, server: &str) {
+    /// Stops an upstream that spent its budget: its tools are withdrawn,
+    /// its process killed (its calls in flight and later fail
+    /// `mcp_upstream_failed`), one event says so, the agent is told.
+    async fn stop_upstream(&self, server: &str) {
+        let before = lock(&self.view).fingerprint();
+        lock(&self.view).withdraw(server);
+        if let Some(up) = self.upstreams.get(server) {
+            up.kill().await;
+        }
+        let o = Outcome {
+            reply: Reply::Nothing,
+            decision: Decision::UpstreamError,
+            code: Some(MCP_UPSTREAM_FAILED),
+            server: None,
+            tool: None,
+            arguments: None,
+        }
+        .on(Some(server), None);
+        let e = self.event(None, &o, None);
+        self.audit.record(e).await;
+        self.tell_if_changed(before).await;
+    }
+
+    /// Sends the agent `notifications/tools/list_changed` when its view
+    /// differs from `before`.
+    async fn tell_if_changed(&self, before: Vec<(String, glove_types::Sha256Digest)>) {
+        if lock(&self.view).fingerprint() == before {
+            return;
+        }
+        self.tell_agents_list_changed().await;
+    }
+
+    /// Re-lists `server`'s tools after `list_changed`. A failed re-list
+    /// withdraws its tools (until a later one succeeds) and is audited.
+    /// `false` when the upstream's budget ran out.
+    async fn relist(&self, server: &str, budget: &mut Budget) -> bool {
         let _guard = self.relist.lock().await;
         let Some(up) = self.upstreams.get(server) else {
-            return;
+            return true;
         };
         let limits = self.profile.limits();
-        let Ok(tools) = up.list_tools(&limits).await else {
-            return;
-        };
         let before = lock(&self.view).fingerprint();
-        let instructions = self.instructions.get(server).cloned().flatten();
-        let ok = self
-            .apply_listing(server, &tools, instructions.as_deref(), false)
-            .await
-            .unwrap_or(false);
-        let after = lock(&self.view).fingerprint();
-        if ok && before != after {
-            self.tell_agents_list_changed().await;
-        }
+        let within = match up.list_tools(&limits).await {
+            Ok(tools) => {
+                let instructions = self.instructions.get(server).cloned().flatten();
+                let applied = self
+                    .apply_listing(server, &tools, instructions.as_deref(), Some(budget))
+                    .await
+                    .unwrap_or(Applied::AuditFailed);
+                applied != Applied::OverBudget
+            }
+            Err(e) => {
+                // The old definitions are no longer what the server
+                // offers: nothing of it is callable until it lists again.
+                lock(&self.view).withdraw(server);
+                if budget.spend() {
+                    let code = match e {
+                        CallError::Timeout => MCP_UPSTREAM_TIMEOUT,
+                        CallError::Rpc(_) => MCP_UPSTREAM_ERROR,
+                        CallError::Failed(_) | CallError::Cancelled => MCP_UPSTREAM_FAILED,
+                    };
+                    let o = Outcome {
+                        reply: Reply::Nothing,
+                        decision: Decision::UpstreamError,
+                        code: Some(code),
+                        server: None,
+                        tool: None,
+                        arguments: None,
+                    }
+                    .on(Some(server), None);
+                    let mut e = self.event(None, &o, None);
+                    e.method = Some("tools/list".into());
+                    self.audit.record(e).await;
+                    true
+                } else {
+                    false
+                }
+            }
+        };
+        self.tell_if_changed(before).await;
+        within
     }
 }

@@ -23,8 +23,13 @@
 //! pinned `inputSchema` and the profile's `schema`
 //! (`mcp_schema_refused`) are checked — and an argument that the
 //! `inputSchema` does not declare is refused unless its
-//! `additionalProperties` allows it, since the SDK servers silently drop
-//! such arguments and other servers may not. Only `name` and `arguments`
+//! `additionalProperties` allows it (or the profile has a rule for it),
+//! since the SDK servers silently drop such arguments and other servers
+//! may not. An `inputSchema` that uses a keyword outside the enforced
+//! subset at its top level (`allOf`, `$ref`, …, see [`crate::schema`])
+//! could declare arguments the mediator cannot see: its calls are
+//! `mcp_schema_refused` unless the profile's tool entry says
+//! `lenient_input_schema`. Only `name` and `arguments`
 //! are forwarded, with the request deadline. `params.task` and every
 //! `tasks/*` method are refused (`mcp_task_refused`): a task's result
 //! would arrive outside the call and escape audit-before-release.
@@ -37,16 +42,46 @@
 //!
 //! **Upstream answers.** A result is released as it came (plus
 //! `resultType` for a `2026-07-28` request); an `isError` result has every
-//! text item passed through [`crate::sanitize::strip_paths`]. A JSON-RPC
-//! error keeps its numeric code, has its message sanitised and its `data`
-//! replaced by `{"glove_code":"mcp_upstream_error"}`. A timeout is
+//! string in it — text items, embedded resources, `structuredContent`,
+//! object keys — passed through [`crate::sanitize::strip_value`]. A JSON-RPC
+//! error keeps its numeric code, has its message sanitised and prefixed
+//! `upstream <server>: ` and its `data` replaced by
+//! `{"glove_code":"mcp_upstream_error"}`, so an upstream cannot pass its
+//! error off as one of Glove's (`glove: <code>: …`). Only
+//! `error.data.glove_code` is authoritative: Glove's own refusals carry
+//! their code there, an upstream's error always `mcp_upstream_error`. A timeout is
 //! `mcp_upstream_timeout`, an exit `mcp_upstream_failed`; a server that
 //! exited stays failed.
+//!
+//! **Re-listing.** On `notifications/tools/list_changed` from an
+//! upstream its tools are listed again and judged against their pins
+//! ([`crate::view`]). When that re-list fails (an error, a timeout, a
+//! malformed answer) the old definitions are no longer what the server
+//! offers: every tool of that server is withdrawn (hidden; calls are
+//! `mcp_upstream_failed`), the failure is audited (`upstream_error`,
+//! method `tools/list`) and the agent told the list changed; a later
+//! successful re-list restores them, each judged against its pin.
+//!
+//! **What an upstream causes on its own is budgeted.** Each dropped
+//! frame, server-to-client request, failed re-list and pin mismatch
+//! found by a re-list is one audit event that no agent request paid
+//! for; one upstream may cause at most [`MAX_UNSOLICITED_EVENTS`] of them
+//! (first sights of allowed tools are not counted: at most one each).
+//! The next one is not audited: the upstream is stopped instead — its
+//! tools withdrawn, its process group killed, one `upstream_error`
+//! event (`mcp_upstream_failed`, no method) recorded, the agent told —
+//! and its calls are answered `mcp_upstream_failed`. So a misbehaving
+//! server cannot fill the journal and close the audit for the others.
 //!
 //! **Notifications** from the agent are dropped, except
 //! `notifications/cancelled` for a forwarded call still in flight (it is
 //! forwarded under the upstream's id, the call ends `cancelled` and
-//! nothing is answered) and `notifications/initialized`. The agent gets
+//! nothing is answered) and `notifications/initialized`. Handling them
+//! never waits on an upstream: a cancellation is queued to the server
+//! only if its queue has room (see [`crate::upstream`]), and every
+//! forwarded request's deadline covers queueing it, so a server that
+//! stops reading its stdin stalls neither the agent's reader nor, past
+//! the deadline, the in-flight slots it waits for. The agent gets
 //! `notifications/tools/list_changed` when Glove's view changes.
 //!
 //! **Audit before release.** Every request's outcome is an
@@ -91,6 +126,12 @@ const CACHEABLE: &[&str] = &[
     "resources/templates/list",
     "resources/read",
 ];
+
+/// The audit events one upstream may cause on its own after start —
+/// dropped frames, server-to-client requests, failed re-lists, pin
+/// mismatches found by a re-list — before the mediator stops it (see the
+/// module docs).
+pub const MAX_UNSOLICITED_EVENTS: usize = 64;
 
 /// Where a mediator keeps its audit and pins.
 #[derive(Clone, Debug)]
@@ -272,11 +313,14 @@ impl Mediator {
             watchers: Vec::new(),
         };
         for (server, tools, instructions) in listings {
-            if !shared
-                .apply_listing(&server, &tools, instructions.as_deref(), true)
+            match shared
+                .apply_listing(&server, &tools, instructions.as_deref(), None)
                 .await?
             {
-                return Err(McpError::AuditFailed);
+                listing::Applied::Recorded => {}
+                listing::Applied::AuditFailed | listing::Applied::OverBudget => {
+                    return Err(McpError::AuditFailed)
+                }
             }
         }
         for (server, rx) in inbound {
@@ -402,7 +446,8 @@ impl Mediator {
                     });
                 }
                 Ok(Message::Notification { method, params }) => {
-                    shared.notification(conn, &method, params).await;
+                    // Never waits on an upstream (see `Upstream::cancel`).
+                    shared.notification(conn, &method, params);
                 }
                 Ok(Message::Response { .. }) | Ok(Message::Error { .. }) => {
                     // The mediator sends the agent no requests.
@@ -722,7 +767,9 @@ impl Shared {
         }
     }
 
-    async fn notification(&self, conn: u64, method: &str, params: Option<Map<String, Value>>) {
+    /// An agent's notification. Synchronous: the agent's reader must not
+    /// wait on an upstream that does not read its input.
+    fn notification(&self, conn: u64, method: &str, params: Option<Map<String, Value>>) {
         match method {
             "notifications/initialized" => {}
             "notifications/cancelled" => {
@@ -736,7 +783,7 @@ impl Shared {
                 let target = lock(&self.in_flight).get(&(conn, id)).cloned();
                 if let Some((server, uid)) = target {
                     if let Some(up) = self.upstreams.get(&server) {
-                        up.cancel(uid).await;
+                        up.cancel(uid);
                     }
                 }
             }

@@ -3,7 +3,7 @@
 
 use crate::audit::Decision;
 use crate::frame::{glove_error, Id, RpcError};
-use crate::sanitize::strip_paths;
+use crate::sanitize::{strip_paths, strip_value};
 use crate::upstream::CallError;
 use glove_types::codes::mcp::*;
 use glove_types::{ErrorCode, Sha256Digest};
@@ -73,21 +73,20 @@ impl Outcome {
     }
 }
 
-/// The outcome of a forwarded request (see the module docs).
-pub(super) fn upstream_outcome(r: Result<Value, CallError>, roots: &[String]) -> Outcome {
+/// The outcome of a request forwarded to `server` (see the module docs).
+pub(super) fn upstream_outcome(
+    r: Result<Value, CallError>,
+    server: &str,
+    roots: &[String],
+) -> Outcome {
     match r {
         Ok(Value::Object(mut m)) => {
             m.remove("resultType");
-            if m.get("isError") == Some(&Value::Bool(true)) {
-                if let Some(Value::Array(items)) = m.get_mut("content") {
-                    for item in items {
-                        if let Some(Value::String(t)) = item.get_mut("text") {
-                            *t = strip_paths(t, roots);
-                        }
-                    }
-                }
+            let mut v = Value::Object(m);
+            if v.get("isError") == Some(&Value::Bool(true)) {
+                strip_value(&mut v, roots);
             }
-            Outcome::allowed(Value::Object(m))
+            Outcome::allowed(v)
         }
         Ok(_) => Outcome {
             decision: Decision::UpstreamError,
@@ -105,7 +104,8 @@ pub(super) fn upstream_outcome(r: Result<Value, CallError>, roots: &[String]) ->
             Outcome {
                 reply: Reply::Error(RpcError {
                     code: e.code,
-                    message: strip_paths(&e.message, roots),
+                    // Never mistaken for Glove's own `glove: <code>: …`.
+                    message: format!("upstream {server}: {}", strip_paths(&e.message, roots)),
                     data: Some(Value::Object(data)),
                 }),
                 decision: Decision::UpstreamError,

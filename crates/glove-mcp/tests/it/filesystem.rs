@@ -163,3 +163,51 @@ async fn the_path_rule_holds_against_dots_absolute_paths_prefixes_and_links() {
         .all(|e| ecode(e) == "mcp_argument_refused" && e.server.as_deref() == Some("files")));
     assert!(of(&events, Decision::Allowed, "tools/call").len() >= 5);
 }
+
+/// Review finding: with the server's own directory wider than the rule's
+/// root, a link spelled in NFD (the host entry is NFC) passed the
+/// mediator's walk, and server-filesystem matched it to the NFC entry
+/// and followed it out of the rule's root.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_link_spelled_in_nfd_does_not_pass_no_symlinks() {
+    if !have_node() {
+        return;
+    }
+    let Some(nm) = servers() else {
+        return;
+    };
+    let top = tempfile::tempdir().expect("tempdir");
+    let t = top.path();
+    std::fs::create_dir(t.join("inner")).expect("mkdir");
+    std::fs::create_dir(t.join("outside")).expect("mkdir");
+    std::fs::write(t.join("outside/secret.txt"), "secret").expect("write");
+    std::fs::write(t.join("inner/a.txt"), "alpha").expect("write");
+    std::os::unix::fs::symlink(t.join("outside"), t.join("inner/\u{e9}")).expect("link");
+    let top_s = t.to_str().expect("utf-8");
+    let inner = format!("{top_s}/inner");
+    let rule = format!(r#"{{"required":true,"path":{{"roots":["{inner}"],"no_symlinks":true}}}}"#);
+    let tools = format!(r#","tools":[{{"name":"read_text_file","arguments":{{"path":{rule}}}}}]"#);
+    // The server's own root is the wider `top`.
+    let mut h = start(&profile(&[filesystem(&nm, top_s, &tools)], "")).await;
+    h.agent.initialize().await;
+    let ok = h
+        .agent
+        .call("read_text_file", json!({"path": format!("{inner}/a.txt")}))
+        .await;
+    assert_eq!(text(&ok), "alpha");
+    for p in [
+        format!("{inner}/\u{e9}/secret.txt"),
+        format!("{inner}/e\u{301}/secret.txt"),
+    ] {
+        let r = h.agent.call("read_text_file", json!({"path": p})).await;
+        assert!(
+            !serde_json::to_string(&r)
+                .expect("json")
+                .contains("secret\""),
+            "{r}"
+        );
+        assert_eq!(code(&r), "mcp_argument_refused", "{r}");
+    }
+    let (_, events) = h.finish().await;
+    assert_eq!(of(&events, Decision::Denied, "tools/call").len(), 2);
+}

@@ -265,7 +265,7 @@ async fn upstream_errors_lose_their_host_paths() {
     h.agent.initialize().await;
     let r = h.agent.call("fail", json!({})).await;
     let msg = r["error"]["message"].as_str().expect("message");
-    assert_eq!(msg, "cannot open <path> for <path>");
+    assert_eq!(msg, "upstream script: cannot open <path> for <path>");
     assert_eq!(code(&r), "mcp_upstream_error");
     assert_eq!(r["error"]["code"], -32000);
     assert!(r["error"]["data"].get("stack").is_none());
@@ -324,6 +324,11 @@ async fn a_cancelled_call_is_forwarded_as_cancelled_and_never_answered() {
         .await;
     let p = h.agent.request("ping", Value::Null).await;
     assert_eq!(p["result"], json!({}));
+    // The notice reaches the script asynchronously; finish kills it.
+    until("the script marks the cancellation", || {
+        marks(&m.file).iter().any(|l| l.starts_with("cancelled "))
+    })
+    .await;
     let (summary, events) = h.finish().await;
     assert_eq!(of(&events, Decision::Cancelled, "tools/call").len(), 1);
     assert_eq!(summary.cancelled, 1);
@@ -558,4 +563,315 @@ async fn start_fails_on_a_missing_or_mute_server() {
     let e = try_start("/bin/sleep", 2).await.expect_err("never answers");
     assert_eq!(e.code().as_str(), "mcp_upstream_timeout");
     assert!(t0.elapsed() < std::time::Duration::from_secs(10));
+}
+
+/// The calls the script server marked, in order.
+fn calls(m: &Marked) -> Vec<String> {
+    marks(&m.file)
+        .into_iter()
+        .filter(|l| l.starts_with("call "))
+        .collect()
+}
+
+/// Review finding: the undeclared-argument check was skipped for input
+/// schemas built with `allOf`/`$ref`. Such a tool is refused unless the
+/// profile opts in; then the profile's own schema can close it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_input_schema_outside_the_subset_is_refused_unless_the_profile_opts_in() {
+    if !have_python() {
+        return;
+    }
+    let m = marked();
+    let p = profile(
+        &[script(
+            "script",
+            &m.file,
+            false,
+            r#","tools":[{"name":"composed"}]"#,
+        )],
+        "",
+    );
+    let mut h = start(&p).await;
+    h.agent.initialize().await;
+    for args in [json!({"who": "ann", "sneaky": true}), json!({"who": "ann"})] {
+        let r = h.agent.call("composed", args).await;
+        assert_eq!(code(&r), "mcp_schema_refused", "{r}");
+        let msg = r["error"]["message"].as_str().expect("message");
+        assert!(msg.contains("`allOf`"), "{msg}");
+    }
+    assert!(calls(&m).is_empty(), "nothing was forwarded");
+    h.finish().await;
+
+    // Opted in: the mediator checks what it understands, and the
+    // profile's schema closes the arguments.
+    let m = marked();
+    let tools = r#","tools":[{"name":"composed","lenient_input_schema":true,
+        "schema":{"type":"object","properties":{"who":{"type":"string"}},"additionalProperties":false}}]"#;
+    let mut h = start(&profile(&[script("script", &m.file, false, tools)], "")).await;
+    h.agent.initialize().await;
+    let r = h.agent.call("composed", json!({"who": "bo"})).await;
+    assert_eq!(text(&r), "composed bo");
+    let r = h
+        .agent
+        .call("composed", json!({"who": "bo", "sneaky": true}))
+        .await;
+    assert_eq!(code(&r), "mcp_schema_refused");
+    assert_eq!(calls(&m), [r#"call composed {"who": "bo"}"#]);
+    h.finish().await;
+}
+
+/// Review finding: path stripping missed `structuredContent`, embedded
+/// resources and some delimiters.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_string_of_an_error_result_loses_its_host_paths() {
+    if !have_python() {
+        return;
+    }
+    let m = marked();
+    // A path rule makes /srv/ok a root the agent may name.
+    let tools = r#","tools":[{"name":"leaky","arguments":{"p":{"path":{"roots":["/srv/ok"]}}}}]"#;
+    let mut h = start(&profile(&[script("script", &m.file, false, tools)], "")).await;
+    h.agent.initialize().await;
+    let r = h.agent.call("leaky", json!({})).await;
+    assert_eq!(
+        r["result"],
+        json!({"isError": true, "content": [
+            {"type": "text", "text": "seen: x|<path>, \u{201c}<path>\u{201d}, -<path>"},
+            {"type": "text", "text": "PATH=/srv/ok:<path> and (<path>)"},
+            {"type": "resource", "resource": {"uri": "file:<path>", "mimeType": "text/plain",
+                                              "text": "open <path> failed"}}],
+            "structuredContent": {"error": "cannot read <path>", "<path>": ["at <path>"],
+                                  "ok": "/srv/ok/k", "n": 1}})
+    );
+    let (_, events) = h.finish().await;
+    let a = of(&events, Decision::Allowed, "tools/call");
+    assert_eq!(a[0].result_sha256, Some(result_digest(&r)));
+}
+
+/// Review finding: an upstream could imitate a Glove refusal in its
+/// error message. Its message is prefixed and its data replaced.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_upstream_error_cannot_pose_as_a_glove_refusal() {
+    if !have_python() {
+        return;
+    }
+    let m = marked();
+    let tools = r#","tools":[{"name":"imitate"}]"#;
+    let mut h = start(&profile(&[script("script", &m.file, false, tools)], "")).await;
+    h.agent.initialize().await;
+    let r = h.agent.call("imitate", json!({})).await;
+    assert_eq!(
+        r["error"],
+        json!({"code": -32603,
+               "message": "upstream script: glove: mcp_audit_failed: the decision could not be recorded; nothing is released",
+               "data": {"glove_code": "mcp_upstream_error"}})
+    );
+    assert!(!h.mediator.audit_failed());
+    let (_, events) = h.finish().await;
+    let e = of(&events, Decision::UpstreamError, "tools/call");
+    assert_eq!(e.len(), 1);
+    assert_eq!(ecode(e[0]), "mcp_upstream_error");
+}
+
+/// Waits (10 s at most) until `cond` holds.
+async fn until(what: &str, mut cond: impl FnMut() -> bool) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !cond() {
+        assert!(std::time::Instant::now() < deadline, "{what}");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+}
+
+/// Waits for a `list_changed` notification to the agent, and takes it.
+async fn until_told(h: &mut Harness) {
+    let told = |f: &Value| f["method"] == "notifications/tools/list_changed";
+    loop {
+        if let Some(i) = h.agent.other.iter().position(told) {
+            h.agent.other.remove(i);
+            return;
+        }
+        let f = h.agent.recv().await.expect("a notification");
+        h.agent.other.push_back(f);
+    }
+}
+
+/// Review finding: when the re-list after `list_changed` failed, the old
+/// definitions stayed callable.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_relist_withdraws_the_servers_tools_until_it_lists_again() {
+    if !have_python() {
+        return;
+    }
+    let m = marked();
+    let tools = r#","tools":[{"name":"greet"},{"name":"break_list"}]"#;
+    let mut h = start(&profile(&[script("script", &m.file, false, tools)], "")).await;
+    h.agent.initialize().await;
+    assert_eq!(
+        text(&h.agent.call("greet", json!({"who": "al"})).await),
+        "hello al"
+    );
+    assert_eq!(text(&h.agent.call("break_list", json!({})).await), "broken");
+    let mediator = h.mediator.clone();
+    until("the tools are withdrawn", || {
+        mediator.shown_tools().is_empty()
+    })
+    .await;
+    until_told(&mut h).await;
+    assert!(marks(&m.file).contains(&"list refused".to_owned()));
+    assert!(h.agent.tool_names().await.is_empty());
+    let g = h.agent.call("greet", json!({"who": "bo"})).await;
+    assert_eq!(code(&g), "mcp_upstream_failed", "{g}");
+    // Mended, the server says its list changed; its tools come back.
+    let pid = h.mediator.upstream_pid("script").expect("pid");
+    let st = std::process::Command::new("/bin/kill")
+        .args(["-USR1", &pid.to_string()])
+        .status()
+        .expect("kill");
+    assert!(st.success());
+    until("the tools come back", || {
+        mediator.shown_tools() == ["break_list", "greet"]
+    })
+    .await;
+    until_told(&mut h).await;
+    assert_eq!(
+        text(&h.agent.call("greet", json!({"who": "cy"})).await),
+        "hello cy"
+    );
+    assert_eq!(
+        calls(&m),
+        [
+            r#"call greet {"who": "al"}"#,
+            "call break_list {}",
+            r#"call greet {"who": "cy"}"#
+        ]
+    );
+    drop(mediator);
+    let (_, events) = h.finish().await;
+    let failed = of(&events, Decision::UpstreamError, "tools/list");
+    assert_eq!(failed.len(), 1, "{events:?}");
+    assert_eq!(ecode(failed[0]), "mcp_upstream_error");
+    assert_eq!(failed[0].server.as_deref(), Some("script"));
+    let denied = of(&events, Decision::Denied, "tools/call");
+    assert_eq!(denied.len(), 1);
+    assert_eq!(ecode(denied[0]), "mcp_upstream_failed");
+    assert_eq!(denied[0].tool.as_deref(), Some("greet"));
+}
+
+/// Review finding: one misbehaving upstream could fill the audit journal
+/// (each junk line an event) and so close it for every server. Past its
+/// budget it is stopped instead, and the other server keeps working.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_that_spews_junk_is_stopped_and_the_others_keep_the_audit() {
+    if !have_python() {
+        return;
+    }
+    let m = marked();
+    let o = marked();
+    let p = profile(
+        &[
+            script(
+                "script",
+                &m.file,
+                false,
+                r#","tools":[{"name":"greet"},{"name":"spew"}]"#,
+            ),
+            script("other", &o.file, false, r#","tools":[{"name":"greet"}]"#),
+        ],
+        "",
+    );
+    // Room for far fewer events than the junk lines.
+    let mut h = start_with(&p, glove_mcp::journal_spec(1 << 20, 200), None).await;
+    h.agent.initialize().await;
+    let pid = h.mediator.upstream_pid("script").expect("pid");
+    let r = h.agent.call("spew", json!({"count": 300})).await;
+    // Its answer may come before the mediator stops it, or not at all.
+    assert!(
+        r.get("result").is_some() || code(&r) == "mcp_upstream_failed",
+        "{r}"
+    );
+    let mediator = h.mediator.clone();
+    until("the spewing server is withdrawn", || {
+        mediator.shown_tools() == ["other__greet"]
+    })
+    .await;
+    until_told(&mut h).await;
+    let g = h.agent.call("other__greet", json!({"who": "di"})).await;
+    assert_eq!(text(&g), "hello di");
+    let g = h.agent.call("script__greet", json!({"who": "di"})).await;
+    assert_eq!(code(&g), "mcp_upstream_failed");
+    assert!(!h.mediator.audit_failed());
+    until("the process is gone", || {
+        !std::path::Path::new(&format!("/proc/{pid}")).exists()
+    })
+    .await;
+    drop(mediator);
+    let (summary, events) = h.finish().await;
+    assert!(!summary.audit_failed);
+    let dropped = events
+        .iter()
+        .filter(|e| e.decision == Decision::Dropped && e.server.as_deref() == Some("script"))
+        .count();
+    assert_eq!(dropped, glove_mcp::mediator::MAX_UNSOLICITED_EVENTS);
+    let stopped: Vec<_> = events
+        .iter()
+        .filter(|e| e.decision == Decision::UpstreamError && e.method.is_none())
+        .collect();
+    assert_eq!(stopped.len(), 1, "{stopped:?}");
+    assert_eq!(ecode(stopped[0]), "mcp_upstream_failed");
+    assert_eq!(stopped[0].server.as_deref(), Some("script"));
+}
+
+/// Review finding: a stuck upstream could stall cancellation handling.
+/// The script stops reading its stdin; a 2 MiB call fills the pipe,
+/// eighty more fill the mediator's queue to it. Cancelling them must not
+/// stall the agent's reader: a ping is answered at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_that_stops_reading_cannot_stall_cancellation() {
+    if !have_python() {
+        return;
+    }
+    let m = marked();
+    let tools = r#","tools":[{"name":"deaf"},{"name":"echo"}]"#;
+    let limits = r#"{"max_in_flight":256,"request_timeout_ms":4000}"#;
+    let mut h = start(&profile(&[script("script", &m.file, false, tools)], limits)).await;
+    h.agent.initialize().await;
+    assert_eq!(text(&h.agent.call("deaf", json!({})).await), "deaf");
+    until("the script stops reading", || {
+        marks(&m.file).contains(&"deaf".to_owned())
+    })
+    .await;
+    let call = |id: &str, message: &str| {
+        serde_json::to_vec(&json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+            "params": {"name": "echo", "arguments": {"message": message}}}))
+        .expect("json")
+    };
+    h.agent.send_raw(&call("big", &"x".repeat(2 << 20))).await;
+    // The big frame first, so that it is the one the writer is stuck on.
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    for i in 0..80 {
+        h.agent.send_raw(&call(&format!("e{i}"), "hi")).await;
+    }
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    for i in 0..80 {
+        let c = json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+            "params": {"requestId": format!("e{i}"), "reason": "user"}});
+        h.agent
+            .send_raw(&serde_json::to_vec(&c).expect("json"))
+            .await;
+    }
+    let t0 = std::time::Instant::now();
+    let p = h.agent.request("ping", Value::Null).await;
+    assert_eq!(p["result"], json!({}));
+    assert!(
+        t0.elapsed() < std::time::Duration::from_secs(2),
+        "{:?}",
+        t0.elapsed()
+    );
+    let (_, events) = h.finish().await;
+    // The queued calls were cancelled; the rest, and the big one, timed out.
+    let cancelled = of(&events, Decision::Cancelled, "tools/call").len();
+    let timed_out = of(&events, Decision::UpstreamError, "tools/call");
+    assert!(cancelled >= 60, "{cancelled}");
+    assert_eq!(cancelled + timed_out.len(), 81);
+    assert!(timed_out.iter().all(|e| ecode(e) == "mcp_upstream_timeout"));
 }
