@@ -31,7 +31,7 @@ buf = b""
 def recv():
     global buf
     while b"\n" not in buf:
-        chunk = out.read1(65536)
+        chunk = out.read(65536)
         if not chunk:
             raise SystemExit("the server closed")
         buf += chunk

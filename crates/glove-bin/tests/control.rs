@@ -21,6 +21,8 @@ mod contained_turns;
 mod framing;
 #[path = "control/harness_sessions.rs"]
 mod harness_sessions;
+#[path = "control/mcp.rs"]
+mod mcp;
 #[path = "control/methods.rs"]
 mod methods;
 #[path = "control/model.rs"]
