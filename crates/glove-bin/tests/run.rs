@@ -741,3 +741,12 @@ fn codex_configured_by_glove_run_calls_a_mediated_tool_for_the_stub_model() {
     );
     assert_eq!(v["egress"]["audit_failed"], false, "{v}");
 }
+
+#[test]
+fn the_shipped_example_profile_decodes() {
+    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/examples/mcp-profile.json");
+    let bytes = std::fs::read(&p).expect("docs/examples/mcp-profile.json");
+    let profile = glove_mcp::Profile::decode(&bytes).expect("the example profile is valid");
+    let ids: Vec<&str> = profile.servers().iter().map(|s| s.id()).collect();
+    assert_eq!(ids, ["everything", "files"]);
+}

@@ -68,6 +68,9 @@ pub fn harness_configs(servers: &[&str]) -> Vec<(String, String)> {
     ]
 }
 
+/// Most connections served at once; one more is closed unanswered.
+pub const MAX_CONNECTIONS: usize = 64;
+
 /// How long connections still open at the end may finish.
 pub const FINISH_GRACE: Duration = Duration::from_secs(2);
 
@@ -185,6 +188,7 @@ fn serve(
             tokio::select! {
                 _ = &mut stop => break,
                 c = conn_rx.recv() => match c {
+                    Some((_, s)) if tasks.len() >= MAX_CONNECTIONS => drop(s),
                     Some((server, s)) => {
                         let m = mediator.clone();
                         tasks.spawn(async move {
