@@ -1,8 +1,9 @@
 //! `glove audit verify|show`: an MCP audit journal, offline.
 //!
-//! Both replay the journal strictly (every record's checksum and chain,
-//! every event's canonical encoding, sequence numbers in order, one
-//! session) and name its head, which the outcome's (or a receipt's)
+//! Both replay the journal strictly and read-only (every record's
+//! checksum and chain, every event's canonical encoding, sequence numbers
+//! in order, one session; a torn tail is a failure, never repaired) and
+//! name its head, which the outcome's (or a receipt's)
 //! `mcp.journal_head` commits. `verify` says only whether it holds;
 //! `show` renders every decision.
 
@@ -14,8 +15,8 @@ use std::path::PathBuf;
 #[derive(Debug, clap::Subcommand)]
 pub enum AuditCommand {
     /// Replay an MCP audit journal strictly and print its record count and
-    /// head (exit 0), or why it does not hold (exit 2). Not while its
-    /// mediator runs.
+    /// head (exit 0), or why it does not hold (exit 1). Read-only: the
+    /// file is never changed.
     Verify(AuditArgs),
     /// Replay an MCP audit journal strictly and show its decisions.
     Show(AuditArgs),
@@ -36,27 +37,49 @@ pub struct AuditArgs {
     pub json: bool,
 }
 
-/// The bounds `glove run` and gloved write with (a reader must allow at
-/// least as much).
-fn spec() -> glove_journal::JournalSpec {
-    glove_mcp::journal_spec(u64::MAX >> 1, u64::MAX >> 1)
-}
+/// The largest journal read (a mediator writes at most 64 MiB).
+const MAX_JOURNAL_BYTES: u64 = 1 << 30;
 
 struct Replayed {
     events: Vec<AuditEvent>,
     head: String,
 }
 
+/// Replays the journal from its bytes, read-only: nothing on disk is
+/// locked, repaired or removed, and a torn tail (bytes after the last
+/// whole record) fails the check instead of being cut off.
 fn replay(a: &AuditArgs) -> Result<Replayed, Rejection> {
+    use glove_types::codes::mcp::{MCP_AUDIT_FAILED, MCP_EVENT_INVALID};
+    use std::io::Read;
     let r = |e: McpError| Rejection::new(e.code(), e.to_string());
-    let spec = spec();
-    let opened = glove_journal::Journal::open(&a.journal, &spec, None)
-        .map_err(|e| r(McpError::Journal(e)))?;
-    let (journal, ..) = opened.into_parts();
-    let head = glove_types::digest::to_hex(&journal.anchor().head);
-    drop(journal);
-    let events = glove_mcp::read_events(&a.journal, &spec).map_err(r)?;
-    let invalid = |m: String| Rejection::new(glove_types::codes::mcp::MCP_EVENT_INVALID, m);
+    let shown = a.journal.display();
+    let f = std::fs::File::open(&a.journal)
+        .map_err(|e| Rejection::new(MCP_AUDIT_FAILED, format!("{shown}: {e}")))?;
+    let mut bytes = Vec::new();
+    f.take(MAX_JOURNAL_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| Rejection::new(MCP_AUDIT_FAILED, format!("{shown}: {e}")))?;
+    let spec = glove_mcp::journal_spec(MAX_JOURNAL_BYTES, u64::MAX >> 1);
+    let replayed =
+        glove_journal::replay_bytes(&bytes, &spec, None).map_err(|e| r(McpError::Journal(e)))?;
+    if let Some(t) = replayed.torn {
+        return Err(Rejection::new(
+            MCP_AUDIT_FAILED,
+            format!(
+                "{shown}: {} bytes after the last whole record (at offset {}): a torn or altered tail",
+                t.len, t.offset
+            ),
+        ));
+    }
+    let head = glove_types::digest::to_hex(&replayed.head);
+    let invalid = |m: String| Rejection::new(MCP_EVENT_INVALID, m);
+    let mut events = Vec::with_capacity(replayed.records.len());
+    for rec in &replayed.records {
+        let payload = bytes.get(rec.payload.clone()).unwrap_or(&[]);
+        let e = AuditEvent::decode(payload)
+            .map_err(|x| invalid(format!("record {}: {}", rec.seq, x.message())))?;
+        events.push(e);
+    }
     for (i, e) in events.iter().enumerate() {
         if e.seq != i as u64 + 1 {
             return Err(invalid(format!(
@@ -75,7 +98,7 @@ fn replay(a: &AuditArgs) -> Result<Replayed, Rejection> {
     if let Some(want) = &a.head {
         if want != &head {
             return Err(Rejection::new(
-                glove_types::codes::mcp::MCP_AUDIT_FAILED,
+                MCP_AUDIT_FAILED,
                 format!("the journal's head is {head}, not {want}"),
             ));
         }

@@ -151,9 +151,13 @@ fn private_dir(dir: &Path) -> Result<PathBuf, Rejection> {
     // private (the audit and pin checks insist too).
     let m =
         std::fs::symlink_metadata(dir).map_err(|e| invalid(format!("{}: {e}", dir.display())))?;
-    if !m.is_dir() || m.permissions().mode() & 0o7777 != 0o700 {
+    use std::os::unix::fs::MetadataExt;
+    if !m.is_dir()
+        || m.permissions().mode() & 0o7777 != 0o700
+        || m.uid() != rustix::process::geteuid().as_raw()
+    {
         return Err(invalid(format!(
-            "{} must be a directory of mode 0700",
+            "{} must be a directory of mode 0700 owned by you",
             dir.display()
         )));
     }
@@ -232,8 +236,10 @@ pub fn prepare(a: &RunArgs) -> Result<Prepared, Rejection> {
         // root, nobody); the socket is reached only through its bind (the
         // directory is private).
         use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o666))
-            .map_err(|e| Rejection::new(MCP_RELAY_FAILED, format!("{}: {e}", path.display())))?;
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o666)).map_err(|e| {
+            let _ = std::fs::remove_dir_all(&runtime);
+            Rejection::new(MCP_RELAY_FAILED, format!("{}: {e}", path.display()))
+        })?;
         listeners.push((s.id().to_owned(), l, path));
     }
     Ok(Prepared {

@@ -750,3 +750,55 @@ fn the_shipped_example_profile_decodes() {
     let ids: Vec<&str> = profile.servers().iter().map(|s| s.id()).collect();
     assert_eq!(ids, ["everything", "files"]);
 }
+
+#[test]
+fn audit_verify_reads_a_journal_without_changing_it_and_refuses_a_torn_tail() {
+    let Some(nm) = ready() else {
+        return;
+    };
+    let s = setup(&[everything(&nm, json!([{"name": "echo"}]))]);
+    let (v, _, _) = run(&s, &[], &["/bin/true"]);
+    assert_eq!(v["exit"]["code"], 0, "{v}");
+    let j = s.audit.display().to_string();
+    let before = std::fs::read(&s.audit).expect("journal");
+    let ok = audit(&["verify", "--journal", &j]);
+    assert_eq!(ok["head"], v["mcp"]["journal_head"], "{ok}");
+    // Cut inside the last record: verify fails, and the file keeps every
+    // byte (nothing repaired, nothing removed).
+    let cut = &before[..before.len() - 10];
+    std::fs::write(&s.audit, cut).expect("write");
+    let out = glove(As::Caller, &["audit", "verify", "--journal", &j], None);
+    assert!(!out.status.success(), "a torn journal must not verify");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("torn"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(std::fs::read(&s.audit).expect("journal"), cut);
+}
+
+#[test]
+fn connections_beyond_the_bound_wait_and_churn_does_not_stop_the_mediator() {
+    let Some(nm) = ready() else {
+        return;
+    };
+    let s = setup(&[everything(&nm, json!([{"name": "echo"}]))]);
+    let probe = probe_bind("mcp_conns.py");
+    let (v, text, out) = run(
+        &s,
+        &["--ro-bind", &probe],
+        &["/usr/bin/python3", "/probe/mcp_conns.py"],
+    );
+    assert_eq!(
+        v["exit"]["code"],
+        0,
+        "{v} {text} {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let p = last_json_line(&text);
+    assert_eq!(p["served"], 16, "{p}");
+    assert_eq!(p["waiting_answered"], false, "{p}");
+    assert_eq!(p["after_one_closed"], true, "{p}");
+    assert_eq!(p["after_churn"], true, "{p}");
+    assert_eq!(v["mcp"]["audit_failed"], false, "{v}");
+}

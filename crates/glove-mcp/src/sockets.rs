@@ -46,7 +46,8 @@ pub fn harness_configs(servers: &[&str]) -> Vec<(String, String)> {
     let mut json_servers = serde_json::Map::new();
     for s in servers {
         codex.push_str(&format!(
-            "\n[mcp_servers.{s}]\ncommand = {}\nargs = [{}]\nstartup_timeout_sec = 60\n",
+            "\n[mcp_servers.{}]\ncommand = {}\nargs = [{}]\nstartup_timeout_sec = 60\n",
+            toml_string(s),
             toml_string(RELAY_EXECUTABLE),
             relay_args(s)
                 .iter()
@@ -68,8 +69,16 @@ pub fn harness_configs(servers: &[&str]) -> Vec<(String, String)> {
     ]
 }
 
-/// Most connections served at once; one more is closed unanswered.
-pub const MAX_CONNECTIONS: usize = 64;
+/// Most connections served at once, over all sockets: beyond it nothing
+/// more is accepted (connections wait in the backlog) until one ends. With
+/// the mediator's per-connection bounds (a 4 MiB line, a few queued
+/// answers) and its global in-flight bound this caps the memory agents
+/// can make the host process hold.
+pub const MAX_CONNECTIONS: usize = 16;
+
+/// The pause after a failed `accept` (descriptors or memory short) before
+/// the next: the loop never ends on an error while the session runs.
+const ACCEPT_RETRY: Duration = Duration::from_millis(100);
 
 /// How long connections still open at the end may finish.
 pub const FINISH_GRACE: Duration = Duration::from_secs(2);
@@ -158,8 +167,12 @@ fn serve(
             }
         };
         let mut accepting = tokio::task::JoinSet::new();
-        let (conn_tx, mut conn_rx) =
-            tokio::sync::mpsc::channel::<(String, tokio::net::UnixStream)>(16);
+        let (conn_tx, mut conn_rx) = tokio::sync::mpsc::channel::<(
+            String,
+            tokio::net::UnixStream,
+            tokio::sync::OwnedSemaphorePermit,
+        )>(MAX_CONNECTIONS);
+        let slots = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
         for (server, l) in listeners {
             let l = match tokio::net::UnixListener::from_std(l) {
                 Ok(l) => l,
@@ -172,10 +185,23 @@ fn serve(
                 }
             };
             let tx = conn_tx.clone();
+            let slots = slots.clone();
             accepting.spawn(async move {
-                while let Ok((s, _)) = l.accept().await {
-                    if tx.send((server.clone(), s)).await.is_err() {
+                loop {
+                    // A slot first: at the bound nothing is accepted.
+                    let Ok(slot) = slots.clone().acquire_owned().await else {
                         break;
+                    };
+                    match l.accept().await {
+                        Ok((s, _)) => {
+                            if tx.send((server.clone(), s, slot)).await.is_err() {
+                                break;
+                            }
+                        }
+                        Err(_) => {
+                            drop(slot);
+                            tokio::time::sleep(ACCEPT_RETRY).await;
+                        }
                     }
                 }
             });
@@ -188,11 +214,11 @@ fn serve(
             tokio::select! {
                 _ = &mut stop => break,
                 c = conn_rx.recv() => match c {
-                    Some((_, s)) if tasks.len() >= MAX_CONNECTIONS => drop(s),
-                    Some((server, s)) => {
+                    Some((server, s, slot)) => {
                         let m = mediator.clone();
                         tasks.spawn(async move {
                             let _ = m.serve_scoped(s, &server).await;
+                            drop(slot);
                         });
                     }
                     None => break,

@@ -89,13 +89,27 @@ fn random_hex(n: usize) -> Result<String, Rejection> {
     Ok(b.iter().map(|x| format!("{x:02x}")).collect())
 }
 
+/// Makes `dir` (mode 0700) or checks that it is a directory of mode 0700
+/// owned by this user (not a link).
 fn private_dir(dir: &Path) -> Result<(), Rejection> {
-    use std::os::unix::fs::DirBuilderExt;
+    use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
     std::fs::DirBuilder::new()
         .recursive(true)
         .mode(0o700)
         .create(dir)
-        .map_err(|e| failed(format!("{}: {e}", dir.display())))
+        .map_err(|e| failed(format!("{}: {e}", dir.display())))?;
+    let m =
+        std::fs::symlink_metadata(dir).map_err(|e| failed(format!("{}: {e}", dir.display())))?;
+    if !m.is_dir()
+        || m.permissions().mode() & 0o7777 != 0o700
+        || m.uid() != rustix::process::geteuid().as_raw()
+    {
+        return Err(failed(format!(
+            "{} must be a directory of mode 0700 owned by the service's user",
+            dir.display()
+        )));
+    }
+    Ok(())
 }
 
 impl McpStart {
@@ -144,7 +158,8 @@ impl McpStart {
                 // The agent's user is another host user; the directory is
                 // private, so only the bind reaches the socket.
                 use std::os::unix::fs::PermissionsExt;
-                let _ = std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o666));
+                std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o666))
+                    .map_err(|e| failed(format!("MCP socket {}: {e}", path.display())))?;
             }
             spec.sockets.push(Bind {
                 source: path.display().to_string(),

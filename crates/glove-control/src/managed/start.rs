@@ -349,11 +349,6 @@ impl Runtime {
                     }
                 },
             };
-            let finish_mcp = |m: Option<super::mcp::McpRunning>| {
-                if let Some(m) = m {
-                    let _ = m.finish();
-                }
-            };
             let started = link.send(&ToLauncher::Release).and_then(|()| link.recv());
             let info = match expect_frame(started, |f| match f {
                 FromLauncher::Started(s) => Ok(s),
@@ -362,7 +357,7 @@ impl Runtime {
                 Ok(s) => s,
                 Err((code, message)) => {
                     link.close();
-                    finish_mcp(mcp);
+                    facts.mcp = mcp.map(super::mcp::McpRunning::finish);
                     return Err(fail_with(starting.into(), code, message, &facts));
                 }
             };
@@ -371,7 +366,7 @@ impl Runtime {
                 Err(r) => {
                     let _ = link.send(&ToLauncher::Stop(0));
                     link.kill_and_wait();
-                    finish_mcp(mcp);
+                    facts.mcp = mcp.map(super::mcp::McpRunning::finish);
                     return Err(fail_with(
                         starting.into(),
                         r.code(),
@@ -393,7 +388,7 @@ impl Runtime {
                     let _ = link.send(&ToLauncher::Stop(0));
                     let _ = drain_until_end(link.as_mut());
                     link.close();
-                    finish_mcp(mcp);
+                    facts.mcp = mcp.map(super::mcp::McpRunning::finish);
                     return Err(fail_with(
                         starting.into(),
                         e.code(),
@@ -413,7 +408,7 @@ impl Runtime {
                     let _ = link.send(&ToLauncher::Stop(0));
                     let _ = drain_until_end(link.as_mut());
                     link.close();
-                    finish_mcp(mcp);
+                    facts.mcp = mcp.map(super::mcp::McpRunning::finish);
                     return Err(fail_with(
                         running.into(),
                         SESSION_LAUNCH_FAILED,

@@ -168,7 +168,9 @@ struct Shared {
     audit: Audit,
     /// The connected agents' writers (by connection), for list_changed
     /// notifications.
-    agents: Mutex<BTreeMap<u64, mpsc::Sender<Vec<u8>>>>,
+    agents: Mutex<BTreeMap<u64, AgentWriter>>,
+    /// Agent requests in flight over all connections (`limits.max_in_flight`).
+    in_flight_all: Arc<Semaphore>,
     /// The last connection number given.
     connections: std::sync::atomic::AtomicU64,
     /// (connection, agent request id) → (server, upstream id) of
@@ -205,6 +207,16 @@ impl Drop for Mediator {
         }
         self.shared.audit.shut();
     }
+}
+
+/// Answers queued per connection before its requests wait.
+const WRITER_QUEUE: usize = 4;
+
+/// A connected agent's writer.
+struct AgentWriter {
+    tx: mpsc::Sender<Vec<u8>>,
+    /// A list_changed is owed (the queue was full when it was sent).
+    changed: Arc<std::sync::atomic::AtomicBool>,
 }
 
 #[derive(Default)]
@@ -299,6 +311,7 @@ impl Mediator {
             pin_path: config.pin_file,
             audit,
             agents: Mutex::new(BTreeMap::new()),
+            in_flight_all: Arc::new(Semaphore::new(limits.max_in_flight)),
             connections: std::sync::atomic::AtomicU64::new(0),
             in_flight: Mutex::new(HashMap::new()),
             relist: tokio::sync::Mutex::new(()),
@@ -397,18 +410,40 @@ impl Mediator {
             .fetch_add(1, std::sync::atomic::Ordering::SeqCst)
             + 1;
         let (r, w) = tokio::io::split(io);
-        let (tx, mut rx) = mpsc::channel::<Vec<u8>>(64);
+        // Few answers queue per connection: a connection that does not
+        // read holds little, and its requests wait for the queue.
+        let (tx, mut rx) = mpsc::channel::<Vec<u8>>(WRITER_QUEUE);
+        let changed = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let pending = changed.clone();
         let writer = tokio::spawn(async move {
             let mut w = w;
             while let Some(mut f) = rx.recv().await {
                 f.push(b'\n');
-                if w.write_all(&f).await.is_err() || w.flush().await.is_err() {
+                if w.write_all(&f).await.is_err() {
+                    break;
+                }
+                // A list_changed that found the queue full goes out now.
+                if pending.swap(false, std::sync::atomic::Ordering::SeqCst) {
+                    let mut n =
+                        frame::encode_notification("notifications/tools/list_changed", None);
+                    n.push(b'\n');
+                    if w.write_all(&n).await.is_err() {
+                        break;
+                    }
+                }
+                if w.flush().await.is_err() {
                     break;
                 }
             }
             let _ = w.shutdown().await;
         });
-        lock(&shared.agents).insert(conn, tx.clone());
+        lock(&shared.agents).insert(
+            conn,
+            AgentWriter {
+                tx: tx.clone(),
+                changed,
+            },
+        );
         let session = Arc::new(Session::default());
         let max = shared.profile.limits().max_in_flight;
         let sem = Arc::new(Semaphore::new(max));
@@ -429,6 +464,9 @@ impl Mediator {
                     let Ok(permit) = sem.clone().acquire_owned().await else {
                         break;
                     };
+                    let Ok(all) = shared.in_flight_all.clone().acquire_owned().await else {
+                        break;
+                    };
                     let req = Req {
                         id,
                         method,
@@ -442,6 +480,7 @@ impl Mediator {
                     let (s, sess, tx) = (shared.clone(), session.clone(), tx.clone());
                     tokio::spawn(async move {
                         s.handle(&sess, &tx, req).await;
+                        drop(all);
                         drop(permit);
                     });
                 }
@@ -755,15 +794,15 @@ impl Shared {
     }
 
     /// Tells every connected agent that Glove's view of the tools changed.
+    /// Never waits: a connection whose queue is full gets the notification
+    /// after its next answer (notifications of one kind merge).
     pub(super) async fn tell_agents_list_changed(&self) {
-        let agents: Vec<_> = lock(&self.agents).values().cloned().collect();
-        for tx in agents {
-            let _ = tx
-                .send(frame::encode_notification(
-                    "notifications/tools/list_changed",
-                    None,
-                ))
-                .await;
+        let agents = lock(&self.agents);
+        for a in agents.values() {
+            let n = frame::encode_notification("notifications/tools/list_changed", None);
+            if a.tx.try_send(n).is_err() {
+                a.changed.store(true, std::sync::atomic::Ordering::SeqCst);
+            }
         }
     }
 

@@ -1,0 +1,40 @@
+"""Connection bounds of glove run's mediator, from inside the sandbox:
+20 connections to one socket (16 are served, the rest wait), one freed
+lets a waiting one in, and 300 connections opened and closed leave the
+mediator serving. Prints one JSON line."""
+import json
+import socket
+
+PATH = "/run/glove/mcp/everything.sock"
+PING = (json.dumps({"jsonrpc": "2.0", "id": 1, "method": "ping",
+                    "params": {"_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28"}}})
+        + "\n").encode()
+
+
+def conn():
+    s = socket.socket(socket.AF_UNIX)
+    s.connect(PATH)
+    return s
+
+
+def ping(s, timeout):
+    s.settimeout(timeout)
+    try:
+        s.sendall(PING)
+        return b'"result"' in s.recv(4096)
+    except (socket.timeout, OSError):
+        return False
+
+
+out = {}
+held = [conn() for _ in range(20)]
+out["served"] = sum(ping(s, 10) for s in held[:16])
+out["waiting_answered"] = ping(held[16], 1.5)
+held[0].close()
+out["after_one_closed"] = ping(held[16], 10)
+for s in held:
+    s.close()
+for _ in range(300):
+    conn().close()
+out["after_churn"] = ping(conn(), 10)
+print(json.dumps(out), flush=True)
