@@ -21,7 +21,9 @@
 //! its end that are not a letter, digit, `_`, `-`, `~` or `/` (a full
 //! stop, a colon, a closing quote) are left after the `<path>`. A path
 //! is kept only when, read lexically, it has no `..` and is a root or
-//! beneath one. This is a heuristic for messages, not a parser: it errs
+//! beneath one. A word that is a URI of another scheme than `file` with
+//! an authority (`test://static-text`, `https://example/x`) is kept
+//! whole; `file:` URIs and `x:///…` are read as paths. This is a heuristic for messages, not a parser: it errs
 //! towards removing (`v1.0-/x` loses its `/x`); relative paths are left.
 
 use crate::rules::is_under;
@@ -83,7 +85,24 @@ pub fn strip_value(v: &mut Value, roots: &[String]) {
     }
 }
 
+/// Whether `w` is a URI with a scheme other than `file` and a non-empty
+/// authority (`test://static-text`, `https://host/x`): not a host path.
+fn is_remote_uri(w: &str) -> bool {
+    let Some((scheme, rest)) = w.split_once("://") else {
+        return false;
+    };
+    let mut cs = scheme.chars();
+    cs.next().is_some_and(|c| c.is_ascii_alphabetic())
+        && cs.all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.'))
+        && !scheme.eq_ignore_ascii_case("file")
+        && !rest.is_empty()
+        && !rest.starts_with('/')
+}
+
 fn word_out(w: &str, roots: &[String]) -> String {
+    if is_remote_uri(w) {
+        return w.to_owned();
+    }
     let mut starts = Vec::new();
     let mut prev: Option<char> = None;
     for (i, c) in w.char_indices() {
@@ -129,6 +148,24 @@ fn keep(path: &str, roots: &[String]) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn uris_of_other_schemes_are_not_paths() {
+        let roots: Vec<String> = vec![];
+        assert_eq!(
+            strip_paths("Resource test://static-text not found", &roots),
+            "Resource test://static-text not found"
+        );
+        assert_eq!(
+            strip_paths("see https://example.org/a/b", &roots),
+            "see https://example.org/a/b"
+        );
+        assert_eq!(
+            strip_paths("open file:///etc/shadow failed", &roots),
+            "open file:<path> failed"
+        );
+        assert_eq!(strip_paths("x:///etc/shadow", &roots), "x:<path>");
+    }
 
     #[test]
     fn strips_outside_keeps_inside() {

@@ -478,6 +478,15 @@ impl Mediator {
                         scope: scope.clone(),
                     };
                     let (s, sess, tx) = (shared.clone(), session.clone(), tx.clone());
+                    if req.method == "initialize" {
+                        // Decided before the next frame is read: a client
+                        // that does not wait for the answer still has its
+                        // next requests seen after the handshake.
+                        s.handle(&sess, &tx, req).await;
+                        drop(all);
+                        drop(permit);
+                        continue;
+                    }
                     tokio::spawn(async move {
                         s.handle(&sess, &tx, req).await;
                         drop(all);
