@@ -182,6 +182,43 @@ fn runtime_base() -> Result<PathBuf, Rejection> {
     }
 }
 
+/// `pid starttime` of a process (`/proc/<pid>/stat` field 22), which no
+/// other process has while this one lives.
+fn owner_mark(pid: u32) -> Option<String> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name (field 2) may hold spaces and parentheses.
+    let after = stat.rsplit_once(')')?.1;
+    let start = after.split_whitespace().nth(19)?;
+    Some(format!("{pid} {start}"))
+}
+
+/// Removes the runtime directories (`run-*`) of `glove run`s that are
+/// gone (killed before they could clean up): their `owner` names a
+/// process that no longer exists. Best effort.
+fn remove_stale(base: &Path) {
+    let Ok(entries) = std::fs::read_dir(base) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let name = e.file_name();
+        if !name.to_str().is_some_and(|n| n.starts_with("run-")) {
+            continue;
+        }
+        let Ok(owner) = std::fs::read_to_string(e.path().join("owner")) else {
+            continue;
+        };
+        let alive = owner
+            .split_whitespace()
+            .next()
+            .and_then(|p| p.parse::<u32>().ok())
+            .and_then(owner_mark)
+            .is_some_and(|now| now == owner.trim());
+        if !alive {
+            let _ = std::fs::remove_dir_all(e.path());
+        }
+    }
+}
+
 /// A read profile with its sockets bound, before the launch.
 pub struct Prepared {
     profile: Profile,
@@ -222,8 +259,16 @@ pub fn prepare(a: &RunArgs) -> Result<Prepared, Rejection> {
         Some(p) => p.clone(),
         None => state_dir()?.join("pins.json"),
     };
-    let runtime = runtime_base()?.join(session_id.as_str());
+    let base = runtime_base()?;
+    remove_stale(&base);
+    let runtime = base.join(session_id.as_str());
     private_dir(&runtime)?;
+    // Whose directory this is, for a later run to tell whether it is stale.
+    std::fs::write(
+        runtime.join("owner"),
+        owner_mark(std::process::id()).unwrap_or_default(),
+    )
+    .map_err(|e| Rejection::new(MCP_RELAY_FAILED, format!("{}: {e}", runtime.display())))?;
     let mut listeners = Vec::new();
     for (i, s) in profile.servers().iter().enumerate() {
         // Short names: a socket path is at most 107 bytes.

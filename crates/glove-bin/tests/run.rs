@@ -802,3 +802,42 @@ fn connections_beyond_the_bound_wait_and_churn_does_not_stop_the_mediator() {
     assert_eq!(p["after_churn"], true, "{p}");
     assert_eq!(v["mcp"]["audit_failed"], false, "{v}");
 }
+
+#[test]
+fn a_killed_runs_runtime_directory_is_removed_by_the_next_run() {
+    let Some(nm) = ready() else {
+        return;
+    };
+    if !common::need(
+        common::is_root(),
+        "the runtime base /run/glove/mcp is root's",
+    ) {
+        return;
+    }
+    let base = Path::new("/run/glove/mcp");
+    std::fs::create_dir_all(base).expect("mkdir");
+    let stale = base.join(format!("run-stale-{}", std::process::id()));
+    let live = base.join(format!("run-live-{}", std::process::id()));
+    for d in [&stale, &live] {
+        std::fs::create_dir_all(d).expect("mkdir");
+        std::fs::write(d.join("0.sock"), "").expect("write");
+    }
+    // No process has pid 4194305 (above the kernel's pid limit).
+    std::fs::write(stale.join("owner"), "4194305 1").expect("write");
+    let stat = std::fs::read_to_string("/proc/self/stat").expect("stat");
+    let start = stat
+        .rsplit_once(')')
+        .and_then(|(_, a)| a.split_whitespace().nth(19))
+        .expect("starttime");
+    std::fs::write(
+        live.join("owner"),
+        format!("{} {start}", std::process::id()),
+    )
+    .expect("write");
+    let s = setup(&[everything(&nm, json!([{"name": "echo"}]))]);
+    let (v, _, _) = run(&s, &[], &["/bin/true"]);
+    assert_eq!(v["exit"]["code"], 0, "{v}");
+    assert!(!stale.exists(), "the stale directory is still there");
+    assert!(live.exists(), "a live run's directory was removed");
+    let _ = std::fs::remove_dir_all(&live);
+}

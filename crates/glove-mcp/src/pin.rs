@@ -249,6 +249,40 @@ impl PinFile {
         PinFile::decode(&bytes)
     }
 
+    /// Reads the pin file, lets `f` change it and saves it when it
+    /// changed, holding an exclusive lock (`flock` on `<file>.lock` beside
+    /// it) throughout: mediators of several sessions and `pins approve`
+    /// sharing one pin file each change what is on disk now, never an old
+    /// copy, so no approval or first sight is lost.
+    pub fn update<R>(
+        path: &Path,
+        f: impl FnOnce(&mut PinFile) -> R,
+    ) -> Result<(PinFile, R), Rejection> {
+        let dir = check_dir(path)?;
+        let name = path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .ok_or_else(|| bad("the pin file path has no UTF-8 file name"))?;
+        let lock = fs::openat(
+            dir.as_fd(),
+            format!("{name}.lock"),
+            OFlags::RDWR | OFlags::CREATE | OFlags::NOFOLLOW | OFlags::CLOEXEC | OFlags::NOCTTY,
+            Mode::from_raw_mode(0o600),
+        )
+        .map_err(|e| bad(format!("cannot open the pin file's lock: {e}")))?;
+        fs::flock(&lock, fs::FlockOperation::LockExclusive)
+            .map_err(|e| bad(format!("cannot lock the pin file: {e}")))?;
+        let mut file = PinFile::load(path)?;
+        let before = file.encode();
+        let r = f(&mut file);
+        if file.encode() != before {
+            file.save(path)?;
+        }
+        // The lock goes with its descriptor.
+        drop(lock);
+        Ok((file, r))
+    }
+
     /// Replaces the pin file atomically (mode 0600).
     pub fn save(&self, path: &Path) -> Result<(), Rejection> {
         let dir = check_dir(path)?;
@@ -296,7 +330,27 @@ pub fn approve(
     tool: Option<&str>,
     digest: Option<Sha256Digest>,
 ) -> Result<Sha256Digest, Rejection> {
-    let mut file = PinFile::load(path)?;
+    if !crate::profile::is_server_id(server) {
+        return Err(bad("not a server id"));
+    }
+    let (_, r) = PinFile::update(path, |file| {
+        // A refused approval leaves the file as it was.
+        let before = file.clone();
+        let r = approve_in(file, server, tool, digest);
+        if r.is_err() {
+            *file = before;
+        }
+        r
+    })?;
+    r
+}
+
+fn approve_in(
+    file: &mut PinFile,
+    server: &str,
+    tool: Option<&str>,
+    digest: Option<Sha256Digest>,
+) -> Result<Sha256Digest, Rejection> {
     let pins = file.servers.entry(server.to_owned()).or_default();
     let pinned = match tool {
         Some(t) => {
@@ -319,10 +373,6 @@ pub fn approve(
             d
         }
     };
-    if !crate::profile::is_server_id(server) {
-        return Err(bad("not a server id"));
-    }
-    file.save(path)?;
     Ok(pinned)
 }
 
@@ -401,6 +451,41 @@ mod tests {
     use super::*;
     use serde_json::json;
     use std::os::unix::fs::PermissionsExt;
+
+    #[test]
+    fn concurrent_updates_of_one_pin_file_lose_nothing() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o700))
+            .expect("chmod");
+        let path = dir.path().join("pins.json");
+        let threads: Vec<_> = (0..8)
+            .map(|i| {
+                let path = path.clone();
+                std::thread::spawn(move || {
+                    for j in 0..10 {
+                        PinFile::update(&path, |f| {
+                            f.servers
+                                .entry("s".into())
+                                .or_default()
+                                .tools
+                                .insert(format!("t{i}-{j}"), Sha256Digest::of(b"x"));
+                        })
+                        .expect("update");
+                    }
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().expect("thread");
+        }
+        let f = PinFile::load(&path).expect("load");
+        assert_eq!(f.servers["s"].tools.len(), 80);
+        // A refused approval changes nothing on disk.
+        let before = std::fs::read(&path).expect("read");
+        assert!(approve(&path, "s", Some("nosuch"), None).is_err());
+        assert!(approve(&path, "other", Some("nosuch"), None).is_err());
+        assert_eq!(std::fs::read(&path).expect("read"), before);
+    }
 
     #[test]
     fn definitions_keep_only_pinned_members() {

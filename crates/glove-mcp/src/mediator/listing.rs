@@ -7,6 +7,7 @@ use super::{lock, now_ms, Shared, MAX_UNSOLICITED_EVENTS};
 use crate::audit::Decision;
 use crate::error::McpError;
 use crate::frame::glove_error;
+use crate::pin::PinFile;
 use crate::upstream::CallError;
 use crate::upstream::Inbound;
 use crate::view::Finding;
@@ -71,13 +72,33 @@ impl Shared {
         };
         let (findings, saved) = {
             let mut pins = lock(&self.pins);
-            let before = pins.encode();
-            let findings = lock(&self.view).apply(profile, &mut pins, tools, instructions);
-            let saved = match &self.pin_path {
-                Some(path) if pins.encode() != before => pins.save(path),
-                _ => Ok(()),
-            };
-            (findings, saved)
+            match &self.pin_path {
+                // Judged against the file as it is now (another session
+                // or `pins approve` may have changed it), under its lock.
+                Some(path) => {
+                    let view = &self.view;
+                    match PinFile::update(path, |file| {
+                        lock(view).apply(profile, file, tools, instructions)
+                    }) {
+                        Ok((file, findings)) => {
+                            *pins = file;
+                            (findings, Ok(()))
+                        }
+                        Err(r) => {
+                            // Judged against the copy in memory, so the
+                            // view is current; the first sights are then
+                            // blocked below.
+                            let findings =
+                                lock(&self.view).apply(profile, &mut pins, tools, instructions);
+                            (findings, Err(r))
+                        }
+                    }
+                }
+                None => {
+                    let findings = lock(&self.view).apply(profile, &mut pins, tools, instructions);
+                    (findings, Ok(()))
+                }
+            }
         };
         if let Err(r) = saved {
             if at_start {
