@@ -216,3 +216,65 @@ fn a_session_without_a_defined_tool_policy_gets_no_mediator_and_two_are_refused(
     ));
     assert_eq!(e, "session_tool_policy_conflict");
 }
+
+#[test]
+fn a_session_recovered_after_gloved_died_still_commits_its_durable_tool_calls() {
+    if !sandbox_ok() {
+        return;
+    }
+    let Some(nm) = servers() else {
+        return;
+    };
+    let m = managed_with_tools(&nm);
+    let mut d = m.start();
+    let mut c = d.client();
+    let session = "mcp-crash";
+    c.create_session(&plan_naming(&m, session, json!([TOOL_POLICY])), None)
+        .expect("create");
+    start(&mut c, &m, session);
+    c.call("attach", json!({"session_id": session}))
+        .expect("attach");
+    c.set_read_timeout(Some(Duration::from_secs(120)))
+        .expect("timeout");
+    let meta = r#""_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}"#;
+    let call = format!(
+        r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"name":"echo","arguments":{{"message":"ok before the crash"}},{meta}}}}}"#
+    );
+    c.call(
+        "write_stdin",
+        json!({"session_id": session, "data": format!("printf '%s\\n' '{call}' | /run/glove/bin/glove mcp-relay everything; echo CALLED\n")}),
+    )
+    .expect("stdin");
+    let mut out = Vec::new();
+    until_output(&mut c, &mut out, |s| {
+        s.contains("Echo: ok before the crash")
+    });
+    d.child.kill().expect("SIGKILL gloved");
+    d.child.wait().expect("wait");
+    drop(c);
+    let d = m.start();
+    let mut c = d.client();
+    let (body, _) = receipt_of(&mut c, session);
+    assert_eq!(body["recovered"], true, "{body}");
+    let mcp = &body["mcp"];
+    assert_eq!(mcp["tool_policy_id"], TOOL_POLICY, "{body}");
+    assert_eq!(mcp["audit_failed"], true, "{mcp}");
+    assert_eq!(mcp["allowed"], 1, "{mcp}");
+    let journal = m
+        .home
+        .dir
+        .path()
+        .join("mat/mcp")
+        .join(format!("{session}.journal"));
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_glove"))
+        .args(["audit", "verify", "--json", "--journal"])
+        .arg(&journal)
+        .args(["--head", mcp["journal_head"].as_str().expect("head")])
+        .output()
+        .expect("glove audit");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

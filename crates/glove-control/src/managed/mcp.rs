@@ -279,3 +279,54 @@ fn receipt_of(tool_policy_id: &str, profile_sha256: &str, s: &Summary) -> McpRec
         audit_failed: s.audit_failed,
     }
 }
+
+/// The receipt's `mcp` member for a session recovered after gloved died:
+/// its mediator died with gloved, so `audit_failed` is set and the profile
+/// digest is unknown (zeros); the counts and the head are the audit
+/// journal's valid prefix, replayed read-only, so the receipt still
+/// commits to every decision that was durable. `None` when the session
+/// has no journal (it had no tool policy, or died before its mediator).
+pub(super) fn recovered(journal: &Path, tool_policy_id: Option<&str>) -> Option<McpReceipt> {
+    use std::io::Read;
+    let f = std::fs::File::open(journal).ok()?;
+    let mut bytes = Vec::new();
+    f.take(AUDIT_MAX_BYTES + 1).read_to_end(&mut bytes).ok()?;
+    let spec = journal_spec(AUDIT_MAX_BYTES.max(bytes.len() as u64), AUDIT_MAX_RECORDS);
+    let zeros = "0".repeat(64);
+    let mut r = McpReceipt {
+        tool_policy_id: tool_policy_id.unwrap_or("unknown").to_owned(),
+        profile_sha256: zeros.clone(),
+        allowed: 0,
+        denied: 0,
+        upstream_errors: 0,
+        dropped: 0,
+        pinned: 0,
+        cancelled: 0,
+        journal_records: 0,
+        journal_head: zeros,
+        audit_failed: true,
+    };
+    let Ok(replayed) = glove_journal::replay_bytes(&bytes, &spec, None) else {
+        return Some(r);
+    };
+    for rec in &replayed.records {
+        let Some(e) = bytes
+            .get(rec.payload.clone())
+            .and_then(|p| glove_mcp::AuditEvent::decode(p).ok())
+        else {
+            continue;
+        };
+        use glove_mcp::Decision as D;
+        match e.decision {
+            D::Allowed => r.allowed += 1,
+            D::Denied => r.denied += 1,
+            D::UpstreamError => r.upstream_errors += 1,
+            D::Dropped => r.dropped += 1,
+            D::Pinned => r.pinned += 1,
+            D::Cancelled => r.cancelled += 1,
+        }
+    }
+    r.journal_records = replayed.records.len() as u64;
+    r.journal_head = glove_types::digest::to_hex(&replayed.head);
+    Some(r)
+}

@@ -124,7 +124,7 @@ impl Runtime {
                 projections: vec![],
                 adapter: None,
                 egress: None,
-                mcp: None,
+                mcp: self.recovered_mcp(&id),
             };
             let body = receipt_body(
                 &id,
@@ -255,6 +255,25 @@ impl Runtime {
     /// strictly (the plan is what admission checked the policy against and
     /// what the launch spec took its limits from). `None` when the plan
     /// cannot be decoded; nothing is defaulted.
+    /// The `mcp` member of a recovered session's receipt (see
+    /// [`super::mcp::recovered`]).
+    pub(super) fn recovered_mcp(&self, id: &SessionId) -> Option<glove_types::receipt::McpReceipt> {
+        let journal = self
+            .cfg
+            .materialization_root
+            .join("mcp")
+            .join(format!("{}.journal", id.as_str()));
+        let tool = {
+            let store = lock(&self.store).ok()?;
+            store.get(id).and_then(|s| {
+                glove_types::plan::DecodedPlan::decode(s.plan())
+                    .ok()
+                    .and_then(|p| p.tool_policy_ids().first().map(|t| t.as_str().to_owned()))
+            })
+        };
+        super::mcp::recovered(&journal, tool.as_deref())
+    }
+
     pub(super) fn limits_of(&self, id: &SessionId) -> Option<ResourceLimits> {
         let store = lock(&self.store).ok()?;
         recorded_limits(store.get(id)?.plan())
@@ -290,7 +309,7 @@ impl Runtime {
             projections: vec![],
             adapter: None,
             egress: None,
-            mcp: None,
+            mcp: self.recovered_mcp(&id),
         };
         let body = receipt_body(
             &id,

@@ -270,6 +270,10 @@ impl DecodedPlan {
         })
     }
 
+    /// The tool policy ids the plan names.
+    pub fn tool_policy_ids(&self) -> &[PolicyId] {
+        &self.tool_policy_ids
+    }
     /// The resource limits the plan asks for (every field present: the
     /// decoder refuses a plan missing one).
     pub fn limits(&self) -> &ResourceLimits {
