@@ -10,6 +10,12 @@
 //!   cargo bench -p glove-bin --bench mcp
 //! ```
 //!
+//! A third path, the floor of any mediator on this machine: the same
+//! client on the host running the same relay (`glove mcp-relay`) to a
+//! plain forwarder thread that copies bytes to and from the server's
+//! stdio — the relay and socket hops, without sandbox, policy or audit
+//! (root only: the relay's socket directory is `/run/glove/mcp`).
+//!
 //! Plain `std::time`, no harness. Needs a working sandbox, node and the
 //! servers; prints why and exits 0 otherwise. `GLOVE_BENCH_QUICK=1` runs a
 //! small version.
@@ -32,6 +38,60 @@ fn parse(out: &std::process::Output, what: &str) -> serde_json::Value {
                 String::from_utf8_lossy(&out.stderr)
             )
         })
+}
+
+/// The floor's forwarder: a socket at `/run/glove/mcp/<id>.sock` whose
+/// connections each get a fresh `node <server> stdio`, bytes copied both
+/// ways. Returns the server id the relay names.
+fn floor_forwarder(server: &std::path::Path) -> Option<String> {
+    use std::io::{Read, Write};
+    let id = format!("bench-floor-{}", std::process::id());
+    let dir = std::path::Path::new("/run/glove/mcp");
+    std::fs::create_dir_all(dir).ok()?;
+    let path = dir.join(format!("{id}.sock"));
+    let _ = std::fs::remove_file(&path);
+    let l = std::os::unix::net::UnixListener::bind(&path).ok()?;
+    let server = server.to_owned();
+    std::thread::spawn(move || {
+        for c in l.incoming() {
+            let Ok(mut up) = c else { continue };
+            let Ok(mut child) = Command::new("/usr/bin/node")
+                .arg(&server)
+                .arg("stdio")
+                .stdin(std::process::Stdio::piped())
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::null())
+                .spawn()
+            else {
+                continue;
+            };
+            let (Some(mut sin), Some(mut sout)) = (child.stdin.take(), child.stdout.take()) else {
+                continue;
+            };
+            let Ok(mut down) = up.try_clone() else {
+                continue;
+            };
+            std::thread::spawn(move || {
+                let mut b = vec![0u8; 1 << 16];
+                while let Ok(n) = sout.read(&mut b) {
+                    if n == 0 || down.write_all(&b[..n]).is_err() {
+                        break;
+                    }
+                }
+            });
+            std::thread::spawn(move || {
+                let mut b = vec![0u8; 1 << 16];
+                while let Ok(n) = up.read(&mut b) {
+                    if n == 0 || sin.write_all(&b[..n]).is_err() {
+                        break;
+                    }
+                }
+                drop(sin);
+                let _ = child.wait();
+            });
+        }
+    });
+    Some(id)
 }
 
 fn main() {
@@ -75,6 +135,12 @@ fn main() {
     let client = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("benches/mcp_client.py");
     let bind = format!("{}:/bench/mcp_client.py", client.display());
     let (n, w) = (count.to_string(), "8".to_owned());
+    let floor = if rustix::process::geteuid().is_root() {
+        floor_forwarder(&server)
+    } else {
+        eprintln!("(no floor: the relay's socket directory is root's)");
+        None
+    };
     let mut rows = Vec::new();
     for round in 0..2 {
         let direct = Command::new("/usr/bin/python3")
@@ -114,6 +180,14 @@ fn main() {
             .output()
             .expect("glove");
         let g = parse(&mediated, "glove run");
+        let fl = floor.as_ref().map(|id| {
+            let out = Command::new("/usr/bin/python3")
+                .arg(&client)
+                .args(["floor", &n, &w, "--", glove, "mcp-relay", id])
+                .output()
+                .expect("python3");
+            parse(&out, "floor")
+        });
         let f = |v: &serde_json::Value, k: &str| v[k].as_f64().unwrap_or(f64::NAN);
         println!(
             "round {round}: p50 {:.3} ms direct, {:.3} ms through glove (+{:.3} ms); p99 {:.3} / {:.3} ms; \
@@ -127,7 +201,21 @@ fn main() {
             f(&g, "calls_per_s"),
             f(&g, "calls_per_s") / f(&d, "calls_per_s"),
         );
+        if let Some(fl) = &fl {
+            println!(
+                "round {round}: floor (host relay + plain forwarder, no sandbox, policy or audit): p50 {:.3} ms (+{:.3} ms), \
+                 {:.0} calls/s ({:.2}x direct); glove run is {:.2}x the floor",
+                f(fl, "p50_ms"),
+                f(fl, "p50_ms") - f(&d, "p50_ms"),
+                f(fl, "calls_per_s"),
+                f(fl, "calls_per_s") / f(&d, "calls_per_s"),
+                f(&g, "calls_per_s") / f(fl, "calls_per_s"),
+            );
+        }
         rows.push((d, g));
     }
     println!("(calls: {count} per mode; goal: added p50 <= 0.5 ms, throughput >= 0.8x)");
+    if let Some(id) = floor {
+        let _ = std::fs::remove_file(format!("/run/glove/mcp/{id}.sock"));
+    }
 }

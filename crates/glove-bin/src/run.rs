@@ -204,15 +204,20 @@ fn remove_stale(base: &Path) {
         if !name.to_str().is_some_and(|n| n.starts_with("run-")) {
             continue;
         }
+        // No owner yet (a run between making and marking it), or one that
+        // cannot be judged: left alone.
         let Ok(owner) = std::fs::read_to_string(e.path().join("owner")) else {
             continue;
         };
-        let alive = owner
-            .split_whitespace()
-            .next()
-            .and_then(|p| p.parse::<u32>().ok())
-            .and_then(owner_mark)
-            .is_some_and(|now| now == owner.trim());
+        let mut parts = owner.split_whitespace();
+        let (Some(pid), Some(_), None) = (
+            parts.next().and_then(|p| p.parse::<u32>().ok()),
+            parts.next(),
+            parts.next(),
+        ) else {
+            continue;
+        };
+        let alive = owner_mark(pid).is_some_and(|now| now == owner.trim());
         if !alive {
             let _ = std::fs::remove_dir_all(e.path());
         }
@@ -263,12 +268,15 @@ pub fn prepare(a: &RunArgs) -> Result<Prepared, Rejection> {
     remove_stale(&base);
     let runtime = base.join(session_id.as_str());
     private_dir(&runtime)?;
-    // Whose directory this is, for a later run to tell whether it is stale.
-    std::fs::write(
-        runtime.join("owner"),
-        owner_mark(std::process::id()).unwrap_or_default(),
-    )
-    .map_err(|e| Rejection::new(MCP_RELAY_FAILED, format!("{}: {e}", runtime.display())))?;
+    // Whose directory this is, for a later run to tell whether it is stale
+    // (written whole, then renamed into place: never seen half-written).
+    let mark = owner_mark(std::process::id()).unwrap_or_else(|| "unknown".into());
+    std::fs::write(runtime.join("owner.tmp"), mark)
+        .and_then(|()| std::fs::rename(runtime.join("owner.tmp"), runtime.join("owner")))
+        .map_err(|e| {
+            let _ = std::fs::remove_dir_all(&runtime);
+            Rejection::new(MCP_RELAY_FAILED, format!("{}: {e}", runtime.display()))
+        })?;
     let mut listeners = Vec::new();
     for (i, s) in profile.servers().iter().enumerate() {
         // Short names: a socket path is at most 107 bytes.

@@ -841,3 +841,70 @@ fn a_killed_runs_runtime_directory_is_removed_by_the_next_run() {
     assert!(live.exists(), "a live run's directory was removed");
     let _ = std::fs::remove_dir_all(&live);
 }
+
+#[test]
+fn an_agent_that_stops_reading_neither_starves_the_others_nor_fills_the_host() {
+    let Some(nm) = ready() else {
+        return;
+    };
+    if !common::need(
+        Path::new("/usr/bin/time").is_file(),
+        "/usr/bin/time is missing (it reports the mediator's peak memory)",
+    ) {
+        return;
+    }
+    let s = setup(&[everything(&nm, json!([{"name": "echo"}]))]);
+    let probe = probe_bind("mcp_stall.py");
+    for (count, big) in [("6000", "small"), ("20", "big")] {
+        let _ = std::fs::remove_file(&s.audit);
+        let state = s.dir.path().join("state");
+        let (p, j, pins) = (
+            s.profile.display().to_string(),
+            s.audit.display().to_string(),
+            s.pins.display().to_string(),
+        );
+        let k = kit();
+        let out = std::process::Command::new("/usr/bin/time")
+            .args(["-f", "peak-rss-kb:%M", "--"])
+            .arg(&k.glove)
+            .args([
+                "run",
+                "--json",
+                "--profile",
+                &p,
+                "--audit-journal",
+                &j,
+                "--pins",
+                &pins,
+            ])
+            .args(["--ro-bind", &probe, "--"])
+            .args(["/usr/bin/python3", "/probe/mcp_stall.py", count, big])
+            .env("XDG_STATE_HOME", &state)
+            .current_dir(&k.root)
+            .output()
+            .expect("glove run");
+        let (v, text) = outcome(&out);
+        assert_eq!(v["exit"]["code"], 0, "{v} {text}");
+        let p = last_json_line(&text);
+        assert_eq!(p["other_answered"], true, "{big}: {p}");
+        // Many small answers fill the socket and stall the writer: the
+        // stalled connection is then cut off. (Sixty big frames get small
+        // answers that fit: nothing stalls, nothing is cut.)
+        if big == "small" {
+            assert_eq!(p["stalled_closed"], true, "{big}: {p}");
+        }
+        let err = String::from_utf8_lossy(&out.stderr);
+        let peak: u64 = err
+            .lines()
+            .find_map(|l| l.strip_prefix("peak-rss-kb:"))
+            .and_then(|n| n.trim().parse().ok())
+            .expect("peak rss");
+        eprintln!("{big}: the host process peaked at {peak} kB");
+        // Before the frame budget, 60 padded pings took about 1.7 GB (20,
+        // about 0.6 GB).
+        assert!(
+            peak < 400 * 1024,
+            "{big}: the host process peaked at {peak} kB"
+        );
+    }
+}

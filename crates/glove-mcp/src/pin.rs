@@ -112,6 +112,9 @@ pub struct ServerPins {
     pub pending: BTreeMap<String, Sha256Digest>,
 }
 
+/// How long [`PinFile::update`] waits for the pin file's lock.
+const LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// The pin file's contents.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct PinFile {
@@ -270,8 +273,18 @@ impl PinFile {
             Mode::from_raw_mode(0o600),
         )
         .map_err(|e| bad(format!("cannot open the pin file's lock: {e}")))?;
-        fs::flock(&lock, fs::FlockOperation::LockExclusive)
-            .map_err(|e| bad(format!("cannot lock the pin file: {e}")))?;
+        // Bounded: a holder that never lets go fails this update instead
+        // of stalling the caller for good.
+        let deadline = std::time::Instant::now() + LOCK_WAIT;
+        loop {
+            match fs::flock(&lock, fs::FlockOperation::NonBlockingLockExclusive) {
+                Ok(()) => break,
+                Err(rustix::io::Errno::WOULDBLOCK) if std::time::Instant::now() < deadline => {
+                    std::thread::sleep(std::time::Duration::from_millis(5));
+                }
+                Err(e) => return Err(bad(format!("cannot lock the pin file: {e}"))),
+            }
+        }
         let mut file = PinFile::load(path)?;
         let before = file.encode();
         let r = f(&mut file);

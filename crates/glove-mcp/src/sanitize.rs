@@ -21,9 +21,12 @@
 //! its end that are not a letter, digit, `_`, `-`, `~` or `/` (a full
 //! stop, a colon, a closing quote) are left after the `<path>`. A path
 //! is kept only when, read lexically, it has no `..` and is a root or
-//! beneath one. A word that is a URI of another scheme than `file` with
-//! an authority (`test://static-text`, `https://example/x`) is kept
-//! whole; `file:` URIs and `x:///…` are read as paths. This is a heuristic for messages, not a parser: it errs
+//! beneath one. In a word that is a URI of another scheme than `file`
+//! with an authority of host characters and an optional numeric port
+//! (`test://static-text`, `https://example.org:8443/a/b`) the scheme, the
+//! authority and the URI's own path are not paths, but a path embedded
+//! after them (`?f=/etc/x`) is; `file:` URIs, `x:///…` and malformed
+//! authorities are read as paths. This is a heuristic for messages, not a parser: it errs
 //! towards removing (`v1.0-/x` loses its `/x`); relative paths are left.
 
 use crate::rules::is_under;
@@ -85,28 +88,39 @@ pub fn strip_value(v: &mut Value, roots: &[String]) {
     }
 }
 
-/// Whether `w` is a URI with a scheme other than `file` and a non-empty
-/// authority (`test://static-text`, `https://host/x`): not a host path.
-fn is_remote_uri(w: &str) -> bool {
-    let Some((scheme, rest)) = w.split_once("://") else {
-        return false;
-    };
+/// Where the path of a URI of another scheme than `file` begins, when `w`
+/// is one with an authority of host characters and an optional numeric
+/// port (`test://static-text`, `https://example.org:8443/x`): everything
+/// up to there is not a host path. `None` for anything else (`file:`,
+/// `x:///…`, `h:/…`, `x://y|/…`).
+fn remote_uri_end(w: &str) -> Option<usize> {
+    let (scheme, rest) = w.split_once("://")?;
     let mut cs = scheme.chars();
-    cs.next().is_some_and(|c| c.is_ascii_alphabetic())
+    let scheme_ok = cs.next().is_some_and(|c| c.is_ascii_alphabetic())
         && cs.all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.'))
-        && !scheme.eq_ignore_ascii_case("file")
-        && !rest.is_empty()
-        && !rest.starts_with('/')
+        && !scheme.eq_ignore_ascii_case("file");
+    let auth_len = rest.find('/').unwrap_or(rest.len());
+    let authority = &rest[..auth_len];
+    let (host, port) = match authority.rsplit_once(':') {
+        Some((h, p)) => (h, Some(p)),
+        None => (authority, None),
+    };
+    let host_ok = !host.is_empty()
+        && host
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_'));
+    let port_ok = port.is_none_or(|p| !p.is_empty() && p.chars().all(|c| c.is_ascii_digit()));
+    (scheme_ok && host_ok && port_ok).then(|| scheme.len() + 3 + auth_len)
 }
 
 fn word_out(w: &str, roots: &[String]) -> String {
-    if is_remote_uri(w) {
-        return w.to_owned();
-    }
+    // In a remote URI the scheme, the authority and the path's first `/`
+    // are not path starts; a path embedded later (`?f=/etc/x`) still is.
+    let from = remote_uri_end(w).map_or(0, |e| e + 1);
     let mut starts = Vec::new();
     let mut prev: Option<char> = None;
     for (i, c) in w.char_indices() {
-        if c == '/' && prev.is_none_or(|p| !continues(p)) {
+        if i >= from && c == '/' && prev.is_none_or(|p| !continues(p)) {
             starts.push(i);
         }
         prev = Some(c);
@@ -165,6 +179,15 @@ mod tests {
             "open file:<path> failed"
         );
         assert_eq!(strip_paths("x:///etc/shadow", &roots), "x:<path>");
+        assert_eq!(
+            strip_paths("https://h:/home/a/.ssh/id", &roots),
+            "https:<path>:<path>"
+        );
+        assert_eq!(strip_paths("x://y|/etc/shadow", &roots), "x:<path>|<path>");
+        assert_eq!(
+            strip_paths("http://localhost:5173/src?f=/etc/shadow", &roots),
+            "http://localhost:5173/src?f=<path>"
+        );
     }
 
     #[test]

@@ -215,10 +215,11 @@ impl Drop for Stub {
     }
 }
 
-fn stub(dir: &Path) -> Stub {
+fn stub(dir: &Path, extra: &[&str]) -> Stub {
     let log = dir.join("requests.jsonl");
     let mut child = Command::new("/usr/bin/python3")
         .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/model_stub/stub.py"))
+        .args(extra)
         .args(["--port", "0", "--log"])
         .arg(&log)
         .env_clear()
@@ -272,7 +273,7 @@ fn contained_turns_each_harness_reaches_the_stub_through_the_proxy_with_a_broker
     let keys = d.join("keys");
     std::fs::create_dir_all(&keys).expect("keys");
     std::fs::set_permissions(&keys, std::fs::Permissions::from_mode(0o700)).expect("chmod");
-    let st = stub(&d);
+    let st = stub(&d, &[]);
     let endpoint = format!("model.test:{}", st.port);
     let rd = d.join("runtimes");
     let (rds, nms) = (rd.display().to_string(), nm.display().to_string());
@@ -590,4 +591,191 @@ fn contained_turns_each_harness_reaches_the_stub_through_the_proxy_with_a_broker
         HARNESSES.len(),
         lane.elapsed().as_secs_f64()
     );
+}
+
+/// Codex in a managed session whose plan names a tool policy: the
+/// configuration gloved seeds makes codex run the relay as its MCP server,
+/// the stub (`--mcp-tool echo`) calls the mediated `echo`, and the
+/// receipt's `mcp` member commits the audited call.
+#[test]
+fn a_contained_codex_turn_calls_a_mediated_tool_and_the_receipt_commits_it() {
+    let Some(nm) = common::harnesses() else {
+        return;
+    };
+    if !sandbox_ok() || !common::python_ok() {
+        return;
+    }
+    let Some(servers) = std::env::var_os("GLOVE_MCP_SERVERS").map(PathBuf::from) else {
+        assert!(
+            !required(),
+            "GLOVE_REQUIRE_SANDBOX=1 but GLOVE_MCP_SERVERS is not set"
+        );
+        eprintln!("skipping: GLOVE_MCP_SERVERS is not set");
+        return;
+    };
+    let m = Managed::new(&ROOMY, None);
+    let d = common::safe_base().join(format!("mcp-turn-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).expect("mkdir");
+    std::fs::set_permissions(&d, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    struct Cleanup(PathBuf);
+    impl Drop for Cleanup {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+    let _cleanup = Cleanup(d.clone());
+    let st = stub(&d, &["--mcp-tool", "echo"]);
+    let endpoint = format!("model.test:{}", st.port);
+    let rd = d.join("runtimes");
+    let (rds, nms) = (rd.display().to_string(), nm.display().to_string());
+    let report = glove(&[
+        "policy",
+        "stage",
+        "--json",
+        "--runtime",
+        "codex",
+        "--source",
+        &nms,
+        "--directory",
+        &rds,
+        "--yes",
+    ]);
+    let bin = rd.join("bin").display().to_string();
+    let mut args: Vec<String> = s(&[
+        "policy",
+        "generate",
+        "--runtime",
+        "codex",
+        "--search-path",
+        &bin,
+        "--template-id",
+        "codex-mcp",
+        "--alias",
+        "workspace",
+        "--projection-destination",
+        "libraries",
+    ]);
+    for a in codex_args() {
+        args.extend(["--arg".into(), a]);
+    }
+    for e in strings(&report["environment"]).into_iter().chain([
+        "OPENAI_API_KEY=sk-stub".to_owned(),
+        "TERM=xterm-256color".to_owned(),
+    ]) {
+        args.extend(["--env".into(), e]);
+    }
+    for r in strings(&report["read_only_paths"]) {
+        args.extend(["--ro".into(), r]);
+    }
+    let a: Vec<&str> = args.iter().map(String::as_str).collect();
+    let template = glove(&a);
+    let profile = m.home.dir.path().join("mcp-profile.json");
+    write_mode(
+        &profile,
+        json!({"schema_version": 1, "servers": [{
+            "server_id": "everything",
+            "command": {"path": "/usr/bin/node",
+                        "arguments": [servers.join("@modelcontextprotocol/server-everything/dist/index.js"), "stdio"],
+                        "environment": ["PATH=/usr/bin:/bin"], "working_directory": "/"},
+            "tools": [{"name": "echo"}],
+        }]})
+        .to_string()
+        .as_bytes(),
+        0o600,
+    );
+    let standard = {
+        let p: Value = serde_json::from_slice(&example("policy.json")).expect("policy");
+        p["resource_profiles"]
+            .as_array()
+            .expect("profiles")
+            .iter()
+            .find(|p| p["profile_id"] == "standard")
+            .expect("standard")
+            .clone()
+    };
+    m.edit_policy(|p| {
+        p["runtime_templates"] = json!([template.clone()]);
+        p["egress_policy_ids"] = json!(["model-stub", "no-network"]);
+        p["egress_policies"] = json!([{
+            "egress_policy_id": "model-stub",
+            "endpoints": [endpoint],
+            "allow_private": true,
+            "hosts": {"model.test": ["127.0.0.1"]},
+            "port_mappings": [{"listen_port": MAPPED, "endpoint": endpoint}],
+        }]);
+        p["tool_policy_ids"] = json!(["mcp-everything"]);
+        p["tool_policies"] = json!([{"tool_policy_id": "mcp-everything",
+                                     "profile_path": profile.display().to_string()}]);
+    });
+    let daemon = m.start();
+    let session = "turn-codex-mcp";
+    let plan = plan_with(|v| {
+        v["runtime_template_id"] = json!("codex-mcp");
+        v["runtime_id"] = json!("codex");
+        v["adapter_command_digest"] = template["adapter_command_digest"].clone();
+        v["library_projections"] = json!([]);
+        v["secret_handles"] = json!([]);
+        v["egress_policy_ids"] = json!(["model-stub"]);
+        v["tool_policy_ids"] = json!(["mcp-everything"]);
+        v["session_id"] = json!(session);
+        v["idempotency_key"] = json!(format!("key-{session}"));
+        v["expires_at_ms"] = json!(v["issued_at_ms"].as_u64().expect("issued") + 120_000);
+        v["resource_profile"] = standard.clone();
+        v["resource_profile"]
+            .as_object_mut()
+            .expect("profile")
+            .remove("cpu_rate_millicpus");
+    });
+    let mut c = daemon.client();
+    c.create_session(&plan, None).expect("create");
+    let started = start(&mut c, &m, session);
+    assert_eq!(started["stage"], "running", "{started}");
+    c.call("attach", json!({"session_id": session}))
+        .expect("attach");
+    let mut out = Vec::new();
+    let ended = until_ended(&mut c, &mut out);
+    let text = String::from_utf8_lossy(&out).into_owned();
+    let (body, _) = receipt_of(&mut c, session);
+    let log = std::fs::read_to_string(&st.log).unwrap_or_default();
+    let what = format!("{ended}\nreceipt {body}\noutput {text}");
+    assert_eq!(ended["stage"], "exited", "{what}");
+    assert_eq!(body["termination"]["exit"]["code"], 0, "{what}");
+    assert!(
+        log.lines()
+            .any(|l| l.contains("function_call_output") && l.contains("Echo: glove-mcp-turn")),
+        "the mediated tool's result did not reach the model\n{what}\n{log}"
+    );
+    let mcp = &body["mcp"];
+    assert_eq!(mcp["tool_policy_id"], "mcp-everything", "{what}");
+    assert_eq!(mcp["audit_failed"], false, "{what}");
+    let journal = m
+        .home
+        .dir
+        .path()
+        .join("mat/mcp")
+        .join(format!("{session}.journal"));
+    let out = Command::new(env!("CARGO_BIN_EXE_glove"))
+        .args(["audit", "show", "--json", "--journal"])
+        .arg(&journal)
+        .args(["--head", mcp["journal_head"].as_str().expect("head")])
+        .output()
+        .expect("glove audit");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let shown: Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert!(
+        shown["events"]
+            .as_array()
+            .expect("events")
+            .iter()
+            .any(|e| e["method"] == "tools/call"
+                && e["tool"] == "echo"
+                && e["decision"] == "allowed"),
+        "{shown}"
+    );
+    eprintln!("contained turn: codex called the mediated echo through gloved");
 }

@@ -75,12 +75,22 @@ impl Drop for McpStart {
     }
 }
 
-/// The mediator serving a running session.
+/// The mediator serving a running session. Dropped without
+/// [`McpRunning::finish`], its server stops (its thread ends when the stop
+/// signal's sender goes) and its sockets are removed.
 pub(super) struct McpRunning {
     tool_policy_id: String,
     profile_sha256: String,
-    server: SocketServer,
+    server: Option<SocketServer>,
     runtime: PathBuf,
+}
+
+impl Drop for McpRunning {
+    fn drop(&mut self) {
+        if !self.runtime.as_os_str().is_empty() {
+            let _ = std::fs::remove_dir_all(&self.runtime);
+        }
+    }
 }
 
 fn random_hex(n: usize) -> Result<String, Rejection> {
@@ -222,7 +232,7 @@ impl McpStart {
             Ok(server) => Ok(McpRunning {
                 tool_policy_id,
                 profile_sha256,
-                server,
+                server: Some(server),
                 runtime,
             }),
             Err(e) => {
@@ -239,16 +249,23 @@ impl McpStart {
 
 impl McpRunning {
     /// Stops the mediator; the receipt's `mcp` member.
-    pub(super) fn finish(self) -> McpReceipt {
-        let r = self.server.finish();
-        let _ = std::fs::remove_dir_all(&self.runtime);
+    pub(super) fn finish(mut self) -> McpReceipt {
+        let r = match self.server.take() {
+            Some(s) => s.finish(),
+            None => Err(glove_mcp::McpError::AuditFailed),
+        };
+        let _ = std::fs::remove_dir_all(std::mem::take(&mut self.runtime));
+        let (tool_policy_id, profile_sha256) = (
+            std::mem::take(&mut self.tool_policy_id),
+            std::mem::take(&mut self.profile_sha256),
+        );
         match r {
-            Ok(s) => receipt_of(&self.tool_policy_id, &self.profile_sha256, &s),
+            Ok(s) => receipt_of(&tool_policy_id, &profile_sha256, &s),
             Err(e) => {
                 tracing::error!(code = e.code().as_str(), "MCP mediator: {e}");
                 McpReceipt {
-                    tool_policy_id: self.tool_policy_id,
-                    profile_sha256: self.profile_sha256,
+                    tool_policy_id,
+                    profile_sha256,
                     allowed: 0,
                     denied: 0,
                     upstream_errors: 0,

@@ -171,6 +171,9 @@ struct Shared {
     agents: Mutex<BTreeMap<u64, AgentWriter>>,
     /// Agent requests in flight over all connections (`limits.max_in_flight`).
     in_flight_all: Arc<Semaphore>,
+    /// Bytes of agent frames in flight over all connections
+    /// ([`FRAME_BUDGET`]).
+    frame_budget: Arc<Semaphore>,
     /// The last connection number given.
     connections: std::sync::atomic::AtomicU64,
     /// (connection, agent request id) → (server, upstream id) of
@@ -211,6 +214,14 @@ impl Drop for Mediator {
 
 /// Answers queued per connection before its requests wait.
 const WRITER_QUEUE: usize = 4;
+
+/// How long a write to an agent may make no progress before the
+/// connection is closed (its requests in flight then end at once).
+const WRITE_STALL: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// The bytes of agent frames in flight over all connections, from read to
+/// answer (16 MiB: four frames of the largest size).
+const FRAME_BUDGET: u32 = 16 << 20;
 
 /// A connected agent's writer.
 struct AgentWriter {
@@ -312,6 +323,7 @@ impl Mediator {
             audit,
             agents: Mutex::new(BTreeMap::new()),
             in_flight_all: Arc::new(Semaphore::new(limits.max_in_flight)),
+            frame_budget: Arc::new(Semaphore::new(FRAME_BUDGET as usize)),
             connections: std::sync::atomic::AtomicU64::new(0),
             in_flight: Mutex::new(HashMap::new()),
             relist: tokio::sync::Mutex::new(()),
@@ -419,20 +431,25 @@ impl Mediator {
             let mut w = w;
             while let Some(mut f) = rx.recv().await {
                 f.push(b'\n');
-                if w.write_all(&f).await.is_err() {
-                    break;
+                // An agent that stops reading is cut off: its answers would
+                // otherwise hold in-flight slots and memory for good.
+                match tokio::time::timeout(WRITE_STALL, w.write_all(&f)).await {
+                    Ok(Ok(())) => {}
+                    Ok(Err(_)) | Err(_) => break,
                 }
                 // A list_changed that found the queue full goes out now.
                 if pending.swap(false, std::sync::atomic::Ordering::SeqCst) {
                     let mut n =
                         frame::encode_notification("notifications/tools/list_changed", None);
                     n.push(b'\n');
-                    if w.write_all(&n).await.is_err() {
-                        break;
+                    match tokio::time::timeout(WRITE_STALL, w.write_all(&n)).await {
+                        Ok(Ok(())) => {}
+                        Ok(Err(_)) | Err(_) => break,
                     }
                 }
-                if w.flush().await.is_err() {
-                    break;
+                match tokio::time::timeout(WRITE_STALL, w.flush()).await {
+                    Ok(Ok(())) => {}
+                    Ok(Err(_)) | Err(_) => break,
                 }
             }
             let _ = w.shutdown().await;
@@ -445,11 +462,18 @@ impl Mediator {
             },
         );
         let session = Arc::new(Session::default());
-        let max = shared.profile.limits().max_in_flight;
+        // One connection takes at most a quarter of the mediator's
+        // in-flight requests, so one that stalls cannot starve the others.
+        let max = (shared.profile.limits().max_in_flight / 4).max(1);
         let sem = Arc::new(Semaphore::new(max));
         let mut lines = LineReader::new(BufReader::new(r), MAX_FRAME_BYTES);
         loop {
-            let line = match lines.next().await {
+            // Reading stops when the writer gave up on this agent.
+            let next = tokio::select! {
+                l = lines.next() => l,
+                _ = tx.closed() => break,
+            };
+            let line = match next {
                 Ok(Line::Frame(f)) => f,
                 Ok(Line::TooLong(_)) => {
                     shared.dropped(None, MCP_FRAME_TOO_LARGE).await;
@@ -459,6 +483,15 @@ impl Mediator {
             };
             let started = Instant::now();
             let started_at_ms = now_ms();
+            // The frame's bytes count against the budget of every agent
+            // frame in flight (a parsed frame can take ten times its size)
+            // until it is answered.
+            let cost = u32::try_from(line.len().max(1))
+                .unwrap_or(u32::MAX)
+                .min(FRAME_BUDGET);
+            let Ok(budget) = shared.frame_budget.clone().acquire_many_owned(cost).await else {
+                break;
+            };
             match frame::decode(&line) {
                 Ok(Message::Request { id, method, params }) => {
                     let Ok(permit) = sem.clone().acquire_owned().await else {
@@ -483,14 +516,12 @@ impl Mediator {
                         // that does not wait for the answer still has its
                         // next requests seen after the handshake.
                         s.handle(&sess, &tx, req).await;
-                        drop(all);
-                        drop(permit);
+                        drop((all, permit, budget));
                         continue;
                     }
                     tokio::spawn(async move {
                         s.handle(&sess, &tx, req).await;
-                        drop(all);
-                        drop(permit);
+                        drop((all, permit, budget));
                     });
                 }
                 Ok(Message::Notification { method, params }) => {
