@@ -189,9 +189,20 @@ impl Upstream {
         let w_alive = alive.clone();
         tokio::spawn(async move {
             let mut stdin = stdin;
-            while let Some(mut f) = rx.recv().await {
-                f.push(b'\n');
-                if stdin.write_all(&f).await.is_err() || stdin.flush().await.is_err() {
+            let mut out: Vec<u8> = Vec::new();
+            while let Some(f) = rx.recv().await {
+                // Every request already queued goes out in one write.
+                out.clear();
+                out.extend_from_slice(&f);
+                out.push(b'\n');
+                while out.len() < MAX_FRAME_BYTES {
+                    let Ok(f) = rx.try_recv() else {
+                        break;
+                    };
+                    out.extend_from_slice(&f);
+                    out.push(b'\n');
+                }
+                if stdin.write_all(&out).await.is_err() || stdin.flush().await.is_err() {
                     w_alive.store(false, Ordering::SeqCst);
                     break;
                 }

@@ -429,25 +429,34 @@ impl Mediator {
         let pending = changed.clone();
         let writer = tokio::spawn(async move {
             let mut w = w;
-            while let Some(mut f) = rx.recv().await {
-                f.push(b'\n');
-                // An agent that stops reading is cut off: its answers would
-                // otherwise hold in-flight slots and memory for good.
-                match tokio::time::timeout(WRITE_STALL, w.write_all(&f)).await {
-                    Ok(Ok(())) => {}
-                    Ok(Err(_)) | Err(_) => break,
+            let mut out: Vec<u8> = Vec::new();
+            while let Some(f) = rx.recv().await {
+                // Every answer already queued goes out in one write.
+                out.clear();
+                out.extend_from_slice(&f);
+                out.push(b'\n');
+                while out.len() < MAX_FRAME_BYTES {
+                    let Ok(f) = rx.try_recv() else {
+                        break;
+                    };
+                    out.extend_from_slice(&f);
+                    out.push(b'\n');
                 }
                 // A list_changed that found the queue full goes out now.
                 if pending.swap(false, std::sync::atomic::Ordering::SeqCst) {
-                    let mut n =
-                        frame::encode_notification("notifications/tools/list_changed", None);
-                    n.push(b'\n');
-                    match tokio::time::timeout(WRITE_STALL, w.write_all(&n)).await {
-                        Ok(Ok(())) => {}
-                        Ok(Err(_)) | Err(_) => break,
-                    }
+                    out.extend_from_slice(&frame::encode_notification(
+                        "notifications/tools/list_changed",
+                        None,
+                    ));
+                    out.push(b'\n');
                 }
-                match tokio::time::timeout(WRITE_STALL, w.flush()).await {
+                // An agent that stops reading is cut off: its answers would
+                // otherwise hold in-flight slots and memory for good.
+                let sent = async {
+                    w.write_all(&out).await?;
+                    w.flush().await
+                };
+                match tokio::time::timeout(WRITE_STALL, sent).await {
                     Ok(Ok(())) => {}
                     Ok(Err(_)) | Err(_) => break,
                 }

@@ -823,8 +823,10 @@ async fn a_server_that_spews_junk_is_stopped_and_the_others_keep_the_audit() {
 
 /// Review finding: a stuck upstream could stall cancellation handling.
 /// The script stops reading its stdin; a 2 MiB call fills the pipe,
-/// eighty more fill the mediator's queue to it. Cancelling them must not
-/// stall the agent's reader: a ping is answered at once.
+/// forty more fill the mediator's queue to it (below the connection's
+/// share of in-flight requests). Cancelling them must not stall the
+/// agent's reader: a ping is answered while the big call still waits for
+/// its deadline.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_server_that_stops_reading_cannot_stall_cancellation() {
     if !have_python() {
@@ -848,30 +850,30 @@ async fn a_server_that_stops_reading_cannot_stall_cancellation() {
     h.agent.send_raw(&call("big", &"x".repeat(2 << 20))).await;
     // The big frame first, so that it is the one the writer is stuck on.
     tokio::time::sleep(std::time::Duration::from_millis(300)).await;
-    for i in 0..80 {
+    for i in 0..40 {
         h.agent.send_raw(&call(&format!("e{i}"), "hi")).await;
     }
     tokio::time::sleep(std::time::Duration::from_millis(300)).await;
-    for i in 0..80 {
+    for i in 0..40 {
         let c = json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
             "params": {"requestId": format!("e{i}"), "reason": "user"}});
         h.agent
             .send_raw(&serde_json::to_vec(&c).expect("json"))
             .await;
     }
-    let t0 = std::time::Instant::now();
     let p = h.agent.request("ping", Value::Null).await;
     assert_eq!(p["result"], json!({}));
+    // Answered before the big call's deadline answer came back.
     assert!(
-        t0.elapsed() < std::time::Duration::from_secs(2),
-        "{:?}",
-        t0.elapsed()
+        !h.agent.other.iter().any(|f| f["id"] == "big"),
+        "the ping waited for the stuck upstream: {:?}",
+        h.agent.other
     );
     let (_, events) = h.finish().await;
     // The queued calls were cancelled; the rest, and the big one, timed out.
     let cancelled = of(&events, Decision::Cancelled, "tools/call").len();
     let timed_out = of(&events, Decision::UpstreamError, "tools/call");
-    assert!(cancelled >= 60, "{cancelled}");
-    assert_eq!(cancelled + timed_out.len(), 81);
+    assert!(cancelled >= 30, "{cancelled}");
+    assert_eq!(cancelled + timed_out.len(), 41);
     assert!(timed_out.iter().all(|e| ecode(e) == "mcp_upstream_timeout"));
 }
