@@ -7,6 +7,14 @@
 //! `mcp.journal_head` commits. `verify` says only whether it holds;
 //! `show` renders every decision.
 
+/// `println!` that ignores a closed standard output (`… | head`).
+macro_rules! out {
+    ($($t:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stdout().lock(), $($t)*);
+    }};
+}
+
 use glove_mcp::{AuditEvent, Decision, McpError};
 use glove_types::Rejection;
 use std::path::PathBuf;
@@ -136,7 +144,7 @@ pub fn command(c: &AuditCommand) -> i32 {
         crate::report::print_json(&v);
         return 0;
     }
-    println!(
+    out!(
         "MCP audit journal {}: {} events{}, head {}",
         a.journal.display(),
         rep.events.len(),
@@ -146,7 +154,7 @@ pub fn command(c: &AuditCommand) -> i32 {
         rep.head
     );
     if !show {
-        println!("verified: every record's chain and every event's encoding hold");
+        out!("verified: every record's chain and every event's encoding hold");
         return 0;
     }
     for e in &rep.events {
@@ -176,7 +184,7 @@ pub fn command(c: &AuditCommand) -> i32 {
             d.map(|d| d.to_hex()[..12].to_owned())
                 .unwrap_or_else(|| "-".into())
         };
-        println!(
+        out!(
             "{:>6}  {:<16} {:<36} {verdict:<32} args {} result {} {} ms",
             e.seq,
             e.method.as_deref().unwrap_or("-"),

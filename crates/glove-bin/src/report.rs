@@ -32,5 +32,7 @@ pub fn error_json(e: &Rejection) -> serde_json::Value {
 
 /// Prints a JSON value on stdout, one line.
 pub fn print_json(v: &serde_json::Value) {
-    println!("{v}");
+    // A reader that went away (`… | head`) is not an error of ours.
+    use std::io::Write as _;
+    let _ = writeln!(std::io::stdout().lock(), "{v}");
 }

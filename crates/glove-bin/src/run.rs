@@ -19,6 +19,14 @@
 //! At the end the mediator stops its upstreams, and the outcome gets an
 //! `mcp` member: the audit's counts, the journal and its head.
 
+/// `println!` that ignores a closed standard output (`… | head`).
+macro_rules! out {
+    ($($t:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stdout().lock(), $($t)*);
+    }};
+}
+
 use crate::exec::ExecArgs;
 use glove_mcp::sockets::SocketServer;
 use glove_mcp::{journal_spec, MediatorConfig, Profile, Summary};
@@ -463,24 +471,24 @@ fn pins_show(a: &PinsShow) -> i32 {
         return 0;
     }
     if file.servers.is_empty() {
-        println!("no pins");
+        out!("no pins");
     }
     for (server, p) in &file.servers {
         let d = |x: &Option<glove_types::Sha256Digest>| {
             x.map(|d| d.to_hex()).unwrap_or_else(|| "-".into())
         };
-        println!("server {server}: digest {}", d(&p.server));
+        out!("server {server}: digest {}", d(&p.server));
         if p.pending_server.is_some() {
-            println!(
+            out!(
                 "  PENDING server digest {} (glove run pins approve --server {server})",
                 d(&p.pending_server)
             );
         }
         for (tool, digest) in &p.tools {
-            println!("  {tool:<32} {digest}");
+            out!("  {tool:<32} {digest}");
         }
         for (tool, digest) in &p.pending {
-            println!(
+            out!(
                 "  {tool:<32} PENDING {digest} (glove run pins approve --server {server} --tool {tool})"
             );
         }
@@ -504,8 +512,8 @@ fn pins_approve(a: &PinsApprove) -> i32 {
                 }));
             } else {
                 match &a.tool {
-                    Some(t) => println!("pinned {}/{t} at {d}", a.server),
-                    None => println!("pinned server {} at {d}", a.server),
+                    Some(t) => out!("pinned {}/{t} at {d}", a.server),
+                    None => out!("pinned server {} at {d}", a.server),
                 }
             }
             0
