@@ -406,6 +406,10 @@ fn run_with(a: ExecArgs, mcp: Option<crate::run::Prepared>) -> i32 {
             }
         },
     };
+    // From here the command runs: a TERM, INT or HUP for glove goes to it
+    // (the init forwards it), and glove ends as it ends, with its record,
+    // its summaries and its clean-up.
+    forward_signals(running.init_pid());
     let raw = if a.pty && stdin_tty {
         tty::make_raw(stdin.as_fd())
     } else {
@@ -481,6 +485,45 @@ fn run_with(a: ExecArgs, mcp: Option<crate::run::Prepared>) -> i32 {
         }
         Err(e) => fail(&e, a.json),
     }
+}
+
+/// Forwards SIGTERM, SIGINT and SIGHUP sent to this process to the
+/// sandbox's init (which passes them to the command), from a thread of its
+/// own, for as long as the process lives.
+fn forward_signals(init_pid: i32) {
+    use rustix::process::{kill_process, Pid, Signal};
+    let Some(pid) = Pid::from_raw(init_pid) else {
+        return;
+    };
+    let _ = std::thread::Builder::new()
+        .name("glove-signals".into())
+        .spawn(move || {
+            let Ok(rt) = tokio::runtime::Builder::new_current_thread()
+                .enable_io()
+                .build()
+            else {
+                return;
+            };
+            rt.block_on(async move {
+                use tokio::signal::unix::{signal, SignalKind};
+                let (Ok(mut term), Ok(mut int), Ok(mut hup)) = (
+                    signal(SignalKind::terminate()),
+                    signal(SignalKind::interrupt()),
+                    signal(SignalKind::hangup()),
+                ) else {
+                    return;
+                };
+                loop {
+                    let sig = tokio::select! {
+                        Some(()) = term.recv() => Signal::TERM,
+                        Some(()) = int.recv() => Signal::INT,
+                        Some(()) = hup.recv() => Signal::HUP,
+                        else => break,
+                    };
+                    let _ = kill_process(pid, sig);
+                }
+            });
+        });
 }
 
 /// The exit status `glove exec` reports for an outcome.

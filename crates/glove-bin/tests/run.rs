@@ -908,3 +908,59 @@ fn an_agent_that_stops_reading_neither_starves_the_others_nor_fills_the_host() {
         );
     }
 }
+
+#[test]
+fn sigterm_to_glove_run_reaches_the_command_and_the_run_still_ends_with_its_summary() {
+    use std::io::{BufRead, Read};
+    let Some(nm) = ready() else {
+        return;
+    };
+    let s = setup(&[everything(&nm, json!([{"name": "echo"}]))]);
+    let state = s.dir.path().join("state");
+    let (p, j, pins) = (
+        s.profile.display().to_string(),
+        s.audit.display().to_string(),
+        s.pins.display().to_string(),
+    );
+    let k = kit();
+    let mut child = std::process::Command::new(&k.glove)
+        .args([
+            "run",
+            "--json",
+            "--profile",
+            &p,
+            "--audit-journal",
+            &j,
+            "--pins",
+            &pins,
+        ])
+        .args(["--", "/bin/sh", "-c"])
+        .arg("trap 'echo got-term; exit 7' TERM; echo ready; while :; do sleep 0.1; done")
+        .env("XDG_STATE_HOME", &state)
+        .current_dir(&k.root)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("glove run");
+    let mut out = std::io::BufReader::new(child.stdout.take().expect("stdout"));
+    let mut line = String::new();
+    while !line.contains("ready") {
+        line.clear();
+        assert!(
+            out.read_line(&mut line).expect("read") > 0,
+            "glove run ended early"
+        );
+    }
+    let pid = rustix::process::Pid::from_raw(child.id() as i32).expect("pid");
+    rustix::process::kill_process(pid, rustix::process::Signal::TERM).expect("SIGTERM");
+    let mut rest = String::new();
+    out.read_to_string(&mut rest).expect("read");
+    let status = child.wait().expect("wait");
+    assert!(rest.contains("got-term"), "{rest}");
+    assert_eq!(status.code(), Some(7), "{rest}");
+    let record: Value = serde_json::from_str(rest.lines().last().unwrap_or("")).expect("outcome");
+    assert_eq!(record["exit"]["code"], 7, "{record}");
+    let head = record["mcp"]["journal_head"].as_str().expect("mcp summary");
+    audit(&["verify", "--journal", &j, "--head", head]);
+}
