@@ -107,6 +107,10 @@ pub enum Inbound {
 
 type Reply = Result<Value, CallError>;
 
+/// Requests queued to one server's stdin before senders wait for room
+/// (each at most a frame: the queue bounds what a stalled server holds).
+const UPSTREAM_QUEUE: usize = 16;
+
 /// One running upstream server.
 #[derive(Debug)]
 pub struct Upstream {
@@ -158,7 +162,7 @@ impl Upstream {
             return Err("cannot start: no pipes".into());
         };
         let pid = child.id();
-        let (tx, mut rx) = mpsc::channel::<Vec<u8>>(64);
+        let (tx, mut rx) = mpsc::channel::<Vec<u8>>(UPSTREAM_QUEUE);
         let (itx, irx) = mpsc::channel::<Inbound>(256);
         let alive = Arc::new(AtomicBool::new(true));
         let pending: Arc<Mutex<HashMap<i64, oneshot::Sender<Reply>>>> = Arc::default();

@@ -2,12 +2,14 @@
 //! before it, and the listed resources and prompts.
 
 use super::outcome::{upstream_outcome, Outcome, Req};
-use super::{lock, Shared};
+use super::{lock, InFlight, Shared};
 use crate::audit::ARGUMENTS_DOMAIN;
 use crate::json;
 use crate::schema;
+use crate::upstream::CallError;
 use glove_types::codes::mcp::*;
 use serde_json::{Map, Value};
+use std::sync::Arc;
 
 impl Shared {
     pub(super) async fn tools_call(&self, req: &Req) -> Outcome {
@@ -143,17 +145,54 @@ impl Shared {
         // in-flight permit) past it.
         let deadline = self.profile.limits().request_timeout;
         let t0 = std::time::Instant::now();
-        let res = match up.send_within("tools/call", Some(fwd), deadline).await {
+        // Known as in flight from before it is queued: a cancel that comes
+        // while the call waits for room in the queue stops it there.
+        let key = (req.conn, req.id.clone());
+        let cancel = Arc::new(tokio::sync::Notify::new());
+        lock(&self.in_flight).insert(
+            key.clone(),
+            InFlight::Queueing {
+                cancel: cancel.clone(),
+                cancelled: false,
+            },
+        );
+        let sent = tokio::select! {
+            r = up.send_within("tools/call", Some(fwd), deadline) => r,
+            () = cancel.notified() => Err(CallError::Cancelled),
+        };
+        let res = match sent {
             Ok((uid, rx)) => {
-                lock(&self.in_flight)
-                    .insert((req.conn, req.id.clone()), (target.server.clone(), uid));
+                let cancelled = {
+                    let mut calls = lock(&self.in_flight);
+                    let was = matches!(
+                        calls.get(&key),
+                        Some(InFlight::Queueing {
+                            cancelled: true,
+                            ..
+                        })
+                    );
+                    calls.insert(
+                        key.clone(),
+                        InFlight::Sent {
+                            server: target.server.clone(),
+                            uid,
+                        },
+                    );
+                    was
+                };
+                if cancelled {
+                    up.cancel(uid);
+                }
                 let r = up
                     .wait(uid, rx, deadline.saturating_sub(t0.elapsed()))
                     .await;
-                lock(&self.in_flight).remove(&(req.conn, req.id.clone()));
+                lock(&self.in_flight).remove(&key);
                 r
             }
-            Err(e) => Err(e),
+            Err(e) => {
+                lock(&self.in_flight).remove(&key);
+                Err(e)
+            }
         };
         here(upstream_outcome(res, &target.server, &roots))
     }

@@ -178,7 +178,7 @@ struct Shared {
     connections: std::sync::atomic::AtomicU64,
     /// (connection, agent request id) → (server, upstream id) of
     /// forwarded calls.
-    in_flight: Mutex<HashMap<(u64, Id), (String, i64)>>,
+    in_flight: Mutex<HashMap<(u64, Id), InFlight>>,
     /// Serialises re-listing of upstream tools.
     relist: tokio::sync::Mutex<()>,
     /// Each server's instructions from its handshake (for its digest).
@@ -210,6 +210,18 @@ impl Drop for Mediator {
         }
         self.shared.audit.shut();
     }
+}
+
+/// A forwarded call, for the agent's `notifications/cancelled`.
+pub(super) enum InFlight {
+    /// Still waiting for room in the queue to its server: a cancel sets
+    /// `cancelled` and wakes the call, which then sends nothing.
+    Queueing {
+        cancel: Arc<tokio::sync::Notify>,
+        cancelled: bool,
+    },
+    /// Sent to `server` as request `uid`.
+    Sent { server: String, uid: i64 },
 }
 
 /// Answers queued per connection before its requests wait.
@@ -868,8 +880,19 @@ impl Shared {
                 let Some(id) = id else {
                     return;
                 };
-                let target = lock(&self.in_flight).get(&(conn, id)).cloned();
-                if let Some((server, uid)) = target {
+                let sent = {
+                    let mut calls = lock(&self.in_flight);
+                    match calls.get_mut(&(conn, id)) {
+                        Some(InFlight::Sent { server, uid }) => Some((server.clone(), *uid)),
+                        Some(InFlight::Queueing { cancel, cancelled }) => {
+                            *cancelled = true;
+                            cancel.notify_one();
+                            None
+                        }
+                        None => None,
+                    }
+                };
+                if let Some((server, uid)) = sent {
                     if let Some(up) = self.upstreams.get(&server) {
                         up.cancel(uid);
                     }
