@@ -149,26 +149,7 @@ fn state_dir() -> Result<PathBuf, Rejection> {
 }
 
 fn private_dir(dir: &Path) -> Result<PathBuf, Rejection> {
-    use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
-    std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(dir)
-        .map_err(|e| invalid(format!("{}: {e}", dir.display())))?;
-    // A directory made here is ours; an existing one must already be
-    // private (the audit and pin checks insist too).
-    let m =
-        std::fs::symlink_metadata(dir).map_err(|e| invalid(format!("{}: {e}", dir.display())))?;
-    use std::os::unix::fs::MetadataExt;
-    if !m.is_dir()
-        || m.permissions().mode() & 0o7777 != 0o700
-        || m.uid() != rustix::process::geteuid().as_raw()
-    {
-        return Err(invalid(format!(
-            "{} must be a directory of mode 0700 owned by you",
-            dir.display()
-        )));
-    }
+    glove_mcp::sockets::private_dir(dir).map_err(invalid)?;
     Ok(dir.to_owned())
 }
 

@@ -69,6 +69,30 @@ pub fn harness_configs(servers: &[&str]) -> Vec<(String, String)> {
     ]
 }
 
+/// Makes `dir` (and its parents, mode 0700), or checks that it already
+/// is a directory of mode 0700 owned by this user and not a link: where
+/// the mediator's sockets, journals and pins live. The message names the
+/// directory.
+pub fn private_dir(dir: &std::path::Path) -> Result<(), String> {
+    use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+        .map_err(|e| format!("{}: {e}", dir.display()))?;
+    let m = std::fs::symlink_metadata(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    if !m.is_dir()
+        || m.permissions().mode() & 0o7777 != 0o700
+        || m.uid() != rustix::process::geteuid().as_raw()
+    {
+        return Err(format!(
+            "{} must be a directory of mode 0700 owned by this user",
+            dir.display()
+        ));
+    }
+    Ok(())
+}
+
 /// Most connections served at once, over all sockets: beyond it nothing
 /// more is accepted (connections wait in the backlog) until one ends. With
 /// the mediator's per-connection bounds (a 4 MiB line, a few queued

@@ -99,27 +99,8 @@ fn random_hex(n: usize) -> Result<String, Rejection> {
     Ok(b.iter().map(|x| format!("{x:02x}")).collect())
 }
 
-/// Makes `dir` (mode 0700) or checks that it is a directory of mode 0700
-/// owned by this user (not a link).
 fn private_dir(dir: &Path) -> Result<(), Rejection> {
-    use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
-    std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(dir)
-        .map_err(|e| failed(format!("{}: {e}", dir.display())))?;
-    let m =
-        std::fs::symlink_metadata(dir).map_err(|e| failed(format!("{}: {e}", dir.display())))?;
-    if !m.is_dir()
-        || m.permissions().mode() & 0o7777 != 0o700
-        || m.uid() != rustix::process::geteuid().as_raw()
-    {
-        return Err(failed(format!(
-            "{} must be a directory of mode 0700 owned by the service's user",
-            dir.display()
-        )));
-    }
-    Ok(())
+    glove_mcp::sockets::private_dir(dir).map_err(failed)
 }
 
 impl McpStart {

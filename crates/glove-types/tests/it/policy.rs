@@ -668,3 +668,26 @@ fn an_egress_policy_carries_the_proxys_settings() {
         glove_types::codes::egress::EGRESS_POLICY_INVALID
     );
 }
+
+#[test]
+fn tool_policies_must_be_listed_and_name_a_canonical_profile_path() {
+    use glove_types::codes::policy::{POLICY_PATH_INVALID, POLICY_TOOL_UNRESOLVED};
+    use glove_types::policy::ValidatedPolicy;
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let seed = std::fs::read(root.join("fuzz/seeds/policy_decode/policy-tool-policies.json"))
+        .expect("seed");
+    let p = ValidatedPolicy::from_json(&seed).expect("the seed validates");
+    assert_eq!(p.tool_policies().len(), 1);
+    assert_eq!(
+        p.tool_policies()[0].profile_path(),
+        "/etc/glove/mcp-profile.json"
+    );
+    let mut v: serde_json::Value = serde_json::from_slice(&seed).expect("json");
+    v["tool_policies"][0]["tool_policy_id"] = serde_json::json!("not-listed");
+    let e = ValidatedPolicy::from_json(v.to_string().as_bytes()).expect_err("unlisted");
+    assert_eq!(e.code(), POLICY_TOOL_UNRESOLVED, "{e:?}");
+    let mut v: serde_json::Value = serde_json::from_slice(&seed).expect("json");
+    v["tool_policies"][0]["profile_path"] = serde_json::json!("relative/profile.json");
+    let e = ValidatedPolicy::from_json(v.to_string().as_bytes()).expect_err("relative");
+    assert_eq!(e.code(), POLICY_PATH_INVALID, "{e:?}");
+}

@@ -366,3 +366,17 @@ fn the_fuzz_seed_is_a_valid_body() {
         std::fs::read(crate::repo_root().join("fuzz/seeds/receipt_body/exited")).expect("seed");
     ResourceReceiptV1::decode(&seed).expect("the seed decodes");
 }
+
+#[test]
+fn the_fuzz_seed_with_an_mcp_member_is_a_valid_body() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let bytes = std::fs::read(root.join("fuzz/seeds/receipt_body/exited-mcp")).expect("seed");
+    let r = ResourceReceiptV1::decode(&bytes).expect("the seed decodes");
+    assert_eq!(r.mcp.as_ref().map(|m| m.allowed), Some(3));
+    assert_eq!(r.encode().expect("encodes"), bytes);
+    // A head that is not 64 lowercase hex digits is refused.
+    let bad = String::from_utf8(bytes)
+        .expect("utf-8")
+        .replace(&"cd".repeat(32), "CD");
+    assert!(ResourceReceiptV1::decode(bad.as_bytes()).is_err());
+}
