@@ -409,7 +409,7 @@ fn run_with(a: ExecArgs, mcp: Option<crate::run::Prepared>) -> i32 {
     // From here the command runs: a TERM, INT or HUP for glove goes to it
     // (the init forwards it), and glove ends as it ends, with its record,
     // its summaries and its clean-up.
-    forward_signals(running.init_pid());
+    let forwarding = forward_signals(running.init_pid());
     let raw = if a.pty && stdin_tty {
         tty::make_raw(stdin.as_fd())
     } else {
@@ -445,6 +445,9 @@ fn run_with(a: ExecArgs, mcp: Option<crate::run::Prepared>) -> i32 {
             remains.finish_detached();
             outcome
         });
+    // The command has ended (its init may be reaped and its pid free for
+    // another process): a signal from now on ends glove itself.
+    forwarding.store(false, std::sync::atomic::Ordering::SeqCst);
     // The session is over: what the reader has not taken yet is written
     // now, waiting for it as a pipeline would.
     io.out.finish(None);
@@ -489,41 +492,64 @@ fn run_with(a: ExecArgs, mcp: Option<crate::run::Prepared>) -> i32 {
 
 /// Forwards SIGTERM, SIGINT and SIGHUP sent to this process to the
 /// sandbox's init (which passes them to the command), from a thread of its
-/// own, for as long as the process lives.
-fn forward_signals(init_pid: i32) {
+/// own, while the returned flag is set; once it is cleared (the command
+/// ended), such a signal ends this process at once (status 128 + N), as it
+/// would without the forwarding, so a glove stuck writing its output can
+/// still be stopped.
+fn forward_signals(init_pid: i32) -> std::sync::Arc<std::sync::atomic::AtomicBool> {
     use rustix::process::{kill_process, Pid, Signal};
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let forwarding = std::sync::Arc::new(AtomicBool::new(true));
     let Some(pid) = Pid::from_raw(init_pid) else {
-        return;
+        return forwarding;
+    };
+    let on = forwarding.clone();
+    // The handlers are installed here, before this returns; the thread only
+    // waits on them.
+    let Ok(rt) = tokio::runtime::Builder::new_current_thread()
+        .enable_io()
+        .build()
+    else {
+        return forwarding;
+    };
+    let streams = {
+        use tokio::signal::unix::{signal, SignalKind};
+        let _in = rt.enter();
+        (
+            signal(SignalKind::terminate()),
+            signal(SignalKind::interrupt()),
+            signal(SignalKind::hangup()),
+        )
+    };
+    let (Ok(mut term), Ok(mut int), Ok(mut hup)) = streams else {
+        return forwarding;
     };
     let _ = std::thread::Builder::new()
         .name("glove-signals".into())
         .spawn(move || {
-            let Ok(rt) = tokio::runtime::Builder::new_current_thread()
-                .enable_io()
-                .build()
-            else {
-                return;
-            };
             rt.block_on(async move {
-                use tokio::signal::unix::{signal, SignalKind};
-                let (Ok(mut term), Ok(mut int), Ok(mut hup)) = (
-                    signal(SignalKind::terminate()),
-                    signal(SignalKind::interrupt()),
-                    signal(SignalKind::hangup()),
-                ) else {
-                    return;
-                };
                 loop {
-                    let sig = tokio::select! {
-                        Some(()) = term.recv() => Signal::TERM,
-                        Some(()) = int.recv() => Signal::INT,
-                        Some(()) = hup.recv() => Signal::HUP,
+                    let (sig, n) = tokio::select! {
+                        Some(()) = term.recv() => (Signal::TERM, libc_sig::TERM),
+                        Some(()) = int.recv() => (Signal::INT, libc_sig::INT),
+                        Some(()) = hup.recv() => (Signal::HUP, libc_sig::HUP),
                         else => break,
                     };
+                    if !on.load(Ordering::SeqCst) {
+                        std::process::exit(128 + n);
+                    }
                     let _ = kill_process(pid, sig);
                 }
             });
         });
+    forwarding
+}
+
+/// The signal numbers, for the exit status.
+mod libc_sig {
+    pub(super) const HUP: i32 = 1;
+    pub(super) const INT: i32 = 2;
+    pub(super) const TERM: i32 = 15;
 }
 
 /// The exit status `glove exec` reports for an outcome.

@@ -11,7 +11,7 @@ mod common;
 
 use common::{glove, glove_with_env, kit, outcome, python_ok, safe_tempdir, sandbox_ok, As};
 use serde_json::{json, Value};
-use std::os::unix::fs::PermissionsExt;
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 fn servers() -> Option<PathBuf> {
@@ -935,7 +935,8 @@ fn sigterm_to_glove_run_reaches_the_command_and_the_run_still_ends_with_its_summ
             &pins,
         ])
         .args(["--", "/bin/sh", "-c"])
-        .arg("trap 'echo got-term; exit 7' TERM; echo ready; while :; do sleep 0.1; done")
+        // "ready" a moment after the start, once glove forwards signals.
+        .arg("trap 'echo got-term; exit 7' TERM; sleep 1; echo ready; while :; do sleep 0.1; done")
         .env("XDG_STATE_HOME", &state)
         .current_dir(&k.root)
         .stdin(std::process::Stdio::null())
@@ -963,4 +964,69 @@ fn sigterm_to_glove_run_reaches_the_command_and_the_run_still_ends_with_its_summ
     assert_eq!(record["exit"]["code"], 7, "{record}");
     let head = record["mcp"]["journal_head"].as_str().expect("mcp summary");
     audit(&["verify", "--journal", &j, "--head", head]);
+}
+
+#[test]
+fn after_the_command_ended_a_sigterm_still_stops_a_glove_stuck_writing_its_output() {
+    if !sandbox_ok(As::Caller) {
+        return;
+    }
+    let dir = safe_tempdir();
+    let fifo = dir.path().join("out");
+    rustix::fs::mknodat(
+        rustix::fs::CWD,
+        &fifo,
+        rustix::fs::FileType::Fifo,
+        rustix::fs::Mode::from_raw_mode(0o600),
+        0,
+    )
+    .expect("mkfifo");
+    // A reader that never reads: glove's output backs up once the command
+    // has written more than the pipe holds.
+    let _reader = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(rustix::fs::OFlags::NONBLOCK.bits() as i32)
+        .open(&fifo)
+        .expect("open the reader");
+    let out = std::fs::OpenOptions::new()
+        .write(true)
+        .open(&fifo)
+        .expect("open");
+    let k = kit();
+    let mut child = std::process::Command::new(&k.glove)
+        .args([
+            "exec",
+            "--raw-output",
+            "--",
+            "/bin/sh",
+            "-c",
+            "head -c 300000 /dev/zero; echo done >&2",
+        ])
+        .current_dir(&k.root)
+        .stdin(std::process::Stdio::null())
+        .stdout(out)
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("glove exec");
+    // The command ends at once; glove is then stuck writing to the fifo.
+    std::thread::sleep(std::time::Duration::from_secs(3));
+    assert!(
+        child.try_wait().expect("wait").is_none(),
+        "glove ended early"
+    );
+    let pid = rustix::process::Pid::from_raw(child.id() as i32).expect("pid");
+    rustix::process::kill_process(pid, rustix::process::Signal::TERM).expect("SIGTERM");
+    let mut status = None;
+    for _ in 0..100 {
+        if let Some(s) = child.try_wait().expect("wait") {
+            status = Some(s);
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    let Some(status) = status else {
+        let _ = child.kill();
+        panic!("glove did not stop on SIGTERM after its command ended");
+    };
+    assert_eq!(status.code(), Some(128 + 15));
 }
