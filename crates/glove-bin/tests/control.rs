@@ -29,5 +29,7 @@ mod methods;
 mod model;
 #[path = "control/snapshots.rs"]
 mod snapshots;
+#[path = "control/staged.rs"]
+mod staged;
 #[path = "control/startup.rs"]
 mod startup;

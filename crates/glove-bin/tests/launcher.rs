@@ -769,6 +769,39 @@ fn a_pinned_executable_runs_and_a_swapped_one_is_refused() {
     s.close_and_wait();
 }
 
+/// A pinned executable inside a directory that is also bound is bound over
+/// the file that directory already shows there. That file is never opened
+/// for writing, which fails (ETXTBSY) while any host process runs it: two
+/// sessions of one staged harness at once hit exactly that.
+#[test]
+fn a_pinned_executable_that_a_host_process_runs_still_launches() {
+    if !common::sandbox_ok(common::As::Caller) {
+        return;
+    }
+    let host = common::safe_tempdir();
+    let exe = host.path().join("agent");
+    std::fs::copy("/bin/sleep", &exe).expect("copy");
+    let mut busy = Command::new(&exe).arg("60").spawn().expect("run it");
+    let (dir, exes) = (host.path().display().to_string(), exe.display().to_string());
+    let pin = identity_of(&exe);
+    let mut s = start_with(&[&exes, "0"], false, |w| {
+        w.executable_pin = Some(pin);
+        w.read_only_binds.push(glove_sandbox::spec::Bind {
+            source: dir.clone(),
+            target: dir.clone(),
+        });
+    });
+    let end = run_to_end(&mut s);
+    let _ = busy.kill();
+    let _ = busy.wait();
+    assert!(
+        matches!(end, FromLauncher::Exited(_)),
+        "{}",
+        failure_code(&end)
+    );
+    s.close_and_wait();
+}
+
 #[test]
 fn seeded_home_and_a_lease_given_and_taken_back() {
     use glove_sandbox::spec::{LeaseFile, SeedFile};

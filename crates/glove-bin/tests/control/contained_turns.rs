@@ -275,26 +275,15 @@ fn contained_turns_each_harness_reaches_the_stub_through_the_proxy_with_a_broker
     std::fs::set_permissions(&keys, std::fs::Permissions::from_mode(0o700)).expect("chmod");
     let st = stub(&d, &[]);
     let endpoint = format!("model.test:{}", st.port);
-    let rd = d.join("runtimes");
-    let (rds, nms) = (rd.display().to_string(), nm.display().to_string());
+    let staged = super::staged::lease();
+    let rd = staged.dir().to_owned();
 
     let mut templates = Vec::new();
     let mut brokered = Vec::new();
     let mut sources = Vec::new();
     let mut handles = Vec::new();
     for h in HARNESSES {
-        let report = glove(&[
-            "policy",
-            "stage",
-            "--json",
-            "--runtime",
-            h.runtime,
-            "--source",
-            &nms,
-            "--directory",
-            &rds,
-            "--yes",
-        ]);
+        let (report, _) = staged.stage(h.runtime, &nm, glove);
         let bin = rd.join("bin").display().to_string();
         let id = format!("{}-turn", h.runtime);
         let mut args: Vec<String> = s(&[
@@ -627,20 +616,9 @@ fn a_contained_codex_turn_calls_a_mediated_tool_and_the_receipt_commits_it() {
     let _cleanup = Cleanup(d.clone());
     let st = stub(&d, &["--mcp-tool", "echo"]);
     let endpoint = format!("model.test:{}", st.port);
-    let rd = d.join("runtimes");
-    let (rds, nms) = (rd.display().to_string(), nm.display().to_string());
-    let report = glove(&[
-        "policy",
-        "stage",
-        "--json",
-        "--runtime",
-        "codex",
-        "--source",
-        &nms,
-        "--directory",
-        &rds,
-        "--yes",
-    ]);
+    let staged = super::staged::lease();
+    let rd = staged.dir().to_owned();
+    let (report, _) = staged.stage("codex", &nm, glove);
     let bin = rd.join("bin").display().to_string();
     let mut args: Vec<String> = s(&[
         "policy",

@@ -127,6 +127,14 @@ pub(crate) fn extract_contained(
     }
     let status = child.wait();
     let said = errs.join().unwrap_or_default();
+    // A host-side failure to write the cache (a full disk, say) is the
+    // cause when it happens: the sandbox was then stopped here, and its
+    // status would only say it was killed.
+    if let Err(e) = &unpacked {
+        if e.code() == STAGE_IO {
+            return unpacked;
+        }
+    }
     let status = status.map_err(|e| failed(format!("waiting for glove exec: {e}")))?;
     if !status.success() {
         return Err(failed(format!(

@@ -110,15 +110,25 @@ pub(crate) fn target_dir(path: &str, mode: libc::mode_t) -> SysResult<OwnedFd> {
 pub(crate) fn target_file(path: &str, mode: libc::mode_t) -> SysResult<OwnedFd> {
     let (parent, name) = split(path)?;
     let dir = target_dir(parent, 0o755)?;
+    // A file already there is bound over as it is. It is never opened for
+    // writing: that would fail with ETXTBSY while any process on the host
+    // runs it (a pinned executable inside a bound directory is exactly
+    // that), and a bind needs no more than a path.
+    match open_beneath(cur_fd(&dir), name, libc::O_PATH) {
+        Ok(fd) => return regular(fd),
+        Err(Errno(libc::ENOENT)) => {}
+        Err(e) => return Err(e),
+    }
     let p = cstr(name)?;
-    // O_NOFOLLOW: a link as the last component fails; O_NONBLOCK: an
-    // existing FIFO is not waited on.
+    // O_EXCL with O_CREAT: never opens anything that appeared meanwhile
+    // (nor follows a link); O_NONBLOCK and O_NOCTTY for good measure.
     // SAFETY: `p` is NUL-terminated and alive for the call.
     let r = unsafe {
         libc::openat(
             dir.as_raw_fd(),
             p.as_ptr(),
             libc::O_CREAT
+                | libc::O_EXCL
                 | libc::O_WRONLY
                 | libc::O_NOFOLLOW
                 | libc::O_NONBLOCK
@@ -129,11 +139,15 @@ pub(crate) fn target_file(path: &str, mode: libc::mode_t) -> SysResult<OwnedFd> 
     };
     match check_int(r) {
         Ok(fd) => drop(own(fd as libc::c_long)),
-        // A read-only file system may still hold the file to bind over.
-        Err(Errno(libc::EROFS)) | Err(Errno(libc::EACCES)) => {}
+        // Made since the look above: it is checked like any existing one.
+        Err(Errno(libc::EEXIST)) => {}
         Err(e) => return Err(e),
     }
-    let fd = open_beneath(cur_fd(&dir), name, libc::O_PATH)?;
+    regular(open_beneath(cur_fd(&dir), name, libc::O_PATH)?)
+}
+
+/// `fd` when it is a regular file, `EINVAL` otherwise.
+fn regular(fd: OwnedFd) -> SysResult<OwnedFd> {
     if super::resolve::meta(cur_fd(&fd))?.mode & libc::S_IFMT != libc::S_IFREG {
         return Err(Errno(libc::EINVAL));
     }
