@@ -52,6 +52,20 @@ pub enum Command {
         /// The upstream server's id.
         server: String,
     },
+    /// The upstream of `glove run demo`: a small stdio MCP server.
+    #[command(name = "mcp-demo-server", hide = true)]
+    McpDemoServer {
+        /// The directory its tools are about.
+        #[arg(long)]
+        root: std::path::PathBuf,
+    },
+    /// Inside the sandbox of `glove run demo`: the scripted agent.
+    #[command(name = "mcp-demo-agent", hide = true)]
+    McpDemoAgent {
+        /// The directory the demo's files are in (a host path).
+        #[arg(long)]
+        root: String,
+    },
     /// Show what the running gloved service advertises.
     Capabilities(crate::control::client_cli::CapabilitiesArgs),
     /// Validate plans, create sessions and show their status through gloved.
@@ -250,6 +264,8 @@ pub fn run(cli: Cli) -> i32 {
         Command::Run(c) => crate::run::command(c),
         Command::Audit(c) => crate::audit::command(&c),
         Command::McpRelay { server } => crate::run::relay(&server),
+        Command::McpDemoServer { root } => crate::run_demo::server(&root),
+        Command::McpDemoAgent { root } => crate::run_demo::agent(&root),
         Command::Capabilities(a) => crate::control::client_cli::capabilities(&a),
         Command::Session(c) => crate::control::client_cli::session(&c),
         Command::Receipts(c) => crate::control::client_cli::receipts(&c),

@@ -47,11 +47,16 @@ fn hex32() -> Result<String, String> {
 }
 
 /// A fresh directory under the system temporary directory, removed on drop.
-struct TempDir(std::path::PathBuf);
+pub(crate) struct TempDir(pub(crate) std::path::PathBuf);
 
 impl TempDir {
     fn new() -> Result<TempDir, String> {
-        let name = format!("glove-demo-{}", &hex32()?[..12]);
+        TempDir::with_prefix("glove-demo-")
+    }
+
+    /// `<prefix><12 random hex digits>` under the system temporary directory.
+    pub(crate) fn with_prefix(prefix: &str) -> Result<TempDir, String> {
+        let name = format!("{prefix}{}", &hex32()?[..12]);
         let p = std::env::temp_dir().join(name);
         std::fs::create_dir(&p).map_err(|x| format!("{}: {x}", p.display()))?;
         Ok(TempDir(p))

@@ -27,4 +27,5 @@ pub use glove_control::protected;
 pub mod receipts_verify;
 pub mod report;
 pub mod run;
+pub mod run_demo;
 pub mod stage;

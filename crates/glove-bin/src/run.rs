@@ -61,6 +61,19 @@ pub enum RunSubcommand {
     /// Show or approve the pinned tool definitions.
     #[command(subcommand)]
     Pins(PinsCommand),
+    /// Run a scripted agent in the sandbox against a built-in MCP server
+    /// (this glove), with a policy that allows two of its three tools; show
+    /// what it was allowed and refused, and the audit journal.
+    Demo(RunDemo),
+}
+
+/// Arguments of `glove run demo`.
+#[derive(Debug, clap::Args)]
+pub struct RunDemo {
+    /// Print glove run's outcome record as one JSON object (and no audit
+    /// listing).
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// `glove run pins …`
@@ -428,6 +441,7 @@ pub fn command(c: RunCommand) -> i32 {
     match c.pins {
         Some(RunSubcommand::Pins(PinsCommand::Show(a))) => pins_show(&a),
         Some(RunSubcommand::Pins(PinsCommand::Approve(a))) => pins_approve(&a),
+        Some(RunSubcommand::Demo(a)) => crate::run_demo::run(a.json),
         None => crate::exec::run_mcp(c.run),
     }
 }

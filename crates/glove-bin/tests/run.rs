@@ -1030,3 +1030,96 @@ fn after_the_command_ended_a_sigterm_still_stops_a_glove_stuck_writing_its_outpu
     };
     assert_eq!(status.code(), Some(128 + 15));
 }
+
+/// `glove run demo`, the README's first command: the built-in scripted
+/// agent, contained, reaches the built-in server only through the relay
+/// and the mediator; two calls are allowed, three refused (an argument
+/// over its rule, a path climbing out of the root, a tool the policy does
+/// not allow), and the audit journal holds all five.
+#[test]
+fn the_built_in_demo_mediates_a_contained_agent() {
+    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../README.md"))
+        .expect("README.md");
+    assert_eq!(
+        readme.lines().nth(3),
+        Some("cargo run -q --bin glove -- run demo"),
+        "the README's first command is this demo"
+    );
+    if !sandbox_ok(As::Caller) {
+        return;
+    }
+    let out = glove(As::Caller, &["run", "demo"], None);
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(0), "{text}{err}");
+    let agent: Vec<&str> = text.lines().filter(|l| l.starts_with("agent: ")).collect();
+    assert_eq!(agent.len(), 7, "{text}");
+    assert!(
+        agent[0].starts_with("agent: connected to \"glove-mcp\""),
+        "{text}"
+    );
+    assert_eq!(
+        agent[1], "agent: tools I am shown: echo, read_file",
+        "{text}"
+    );
+    assert!(
+        agent[2].ends_with("-> Echo: hello from the sandbox"),
+        "{text}"
+    );
+    assert!(
+        agent[3].ends_with("-> refused [mcp_argument_refused]"),
+        "{text}"
+    );
+    assert!(
+        agent[4].ends_with("-> a note on the host, read through the mediator"),
+        "{text}"
+    );
+    assert!(
+        agent[5].ends_with("-> refused [mcp_argument_refused]"),
+        "{text}"
+    );
+    assert!(agent[6].ends_with("-> refused [mcp_tool_denied]"), "{text}");
+    // The audit listing: every call, in order, with its verdict.
+    let calls: Vec<&str> = text
+        .lines()
+        .filter(|l| l.contains(" tools/call "))
+        .collect();
+    assert_eq!(calls.len(), 5, "{text}");
+    for (line, want) in calls.iter().zip([
+        "allowed",
+        "DENIED mcp_argument_refused",
+        "allowed",
+        "DENIED mcp_argument_refused",
+        "DENIED mcp_tool_denied",
+    ]) {
+        assert!(line.contains(want), "{line} (wanted {want}): {text}");
+    }
+    // Nothing is left behind in the temporary directory's place.
+    assert!(
+        text.contains("glove run demo: profile /tmp/glove-run-demo-"),
+        "{text}"
+    );
+    let dir = text
+        .lines()
+        .find_map(|l| l.strip_prefix("glove run demo: profile "))
+        .and_then(|p| Path::new(p).parent().map(Path::to_path_buf))
+        .expect("the profile's directory");
+    assert!(!dir.exists(), "{} was left behind", dir.display());
+
+    // --json: glove run's outcome record, with the mediator's counts.
+    let out = glove(As::Caller, &["run", "demo", "--json"], None);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .rev()
+        .find_map(|l| serde_json::from_str(l).ok())
+        .expect("an outcome record");
+    assert_eq!(v["exit"]["code"], 0, "{v}");
+    assert_eq!(v["mcp"]["denied"], 3, "{v}");
+    assert_eq!(v["mcp"]["audit_failed"], false, "{v}");
+}
