@@ -10,11 +10,14 @@
 //!   cargo bench -p glove-bin --bench mcp
 //! ```
 //!
-//! A third path, the floor of any mediator on this machine: the same
-//! client on the host running the same relay (`glove mcp-relay`) to a
-//! plain forwarder thread that copies bytes to and from the server's
-//! stdio — the relay and socket hops, without sandbox, policy or audit
-//! (root only: the relay's socket directory is `/run/glove/mcp`).
+//! A third path, the floor of a copying mediator on this machine: the same
+//! client on the host running the same relay (`glove mcp-relay`, made to
+//! copy with `GLOVE_MCP_RELAY_COPY`) to a plain forwarder thread that
+//! copies bytes to and from the server's stdio — the relay and socket
+//! hops, without sandbox, policy or audit (root only: the relay's socket
+//! directory is `/run/glove/mcp`). Through Glove the relay hands its
+//! standard streams to the mediator instead, which takes the relay's
+//! copies off the path.
 //!
 //! Plain `std::time`, no harness. Needs a working sandbox, node and the
 //! servers; prints why and exits 0 otherwise. `GLOVE_BENCH_QUICK=1` runs a
@@ -184,6 +187,8 @@ fn main() {
             let out = Command::new("/usr/bin/python3")
                 .arg(&client)
                 .args(["floor", &n, &w, "--", glove, "mcp-relay", id])
+                // The floor's forwarder copies bytes: the relay copies too.
+                .env("GLOVE_MCP_RELAY_COPY", "1")
                 .output()
                 .expect("python3");
             parse(&out, "floor")

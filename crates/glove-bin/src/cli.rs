@@ -65,6 +65,10 @@ pub enum Command {
         /// The directory the demo's files are in (a host path).
         #[arg(long)]
         root: String,
+        /// Print to standard error (standard output is the outcome
+        /// record's).
+        #[arg(long)]
+        to_stderr: bool,
     },
     /// Show what the running gloved service advertises.
     Capabilities(crate::control::client_cli::CapabilitiesArgs),
@@ -265,7 +269,7 @@ pub fn run(cli: Cli) -> i32 {
         Command::Audit(c) => crate::audit::command(&c),
         Command::McpRelay { server } => crate::run::relay(&server),
         Command::McpDemoServer { root } => crate::run_demo::server(&root),
-        Command::McpDemoAgent { root } => crate::run_demo::agent(&root),
+        Command::McpDemoAgent { root, to_stderr } => crate::run_demo::agent(&root, to_stderr),
         Command::Capabilities(a) => crate::control::client_cli::capabilities(&a),
         Command::Session(c) => crate::control::client_cli::session(&c),
         Command::Receipts(c) => crate::control::client_cli::receipts(&c),

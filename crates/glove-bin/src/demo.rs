@@ -17,7 +17,7 @@ use crate::control::service::Clock;
 use glove_types::Sha256Digest;
 use serde_json::{json, Value};
 use std::io::{BufRead, BufReader, Write};
-use std::os::unix::fs::PermissionsExt;
+use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
@@ -58,7 +58,11 @@ impl TempDir {
     pub(crate) fn with_prefix(prefix: &str) -> Result<TempDir, String> {
         let name = format!("{prefix}{}", &hex32()?[..12]);
         let p = std::env::temp_dir().join(name);
-        std::fs::create_dir(&p).map_err(|x| format!("{}: {x}", p.display()))?;
+        // Private from the start: never a moment when others may add to it.
+        std::fs::DirBuilder::new()
+            .mode(0o700)
+            .create(&p)
+            .map_err(|x| format!("{}: {x}", p.display()))?;
         Ok(TempDir(p))
     }
 }

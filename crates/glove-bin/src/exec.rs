@@ -496,7 +496,7 @@ fn run_with(a: ExecArgs, mcp: Option<crate::run::Prepared>) -> i32 {
 /// ended), such a signal ends this process at once (status 128 + N), as it
 /// would without the forwarding, so a glove stuck writing its output can
 /// still be stopped.
-fn forward_signals(init_pid: i32) -> std::sync::Arc<std::sync::atomic::AtomicBool> {
+pub(crate) fn forward_signals(init_pid: i32) -> std::sync::Arc<std::sync::atomic::AtomicBool> {
     use rustix::process::{kill_process, Pid, Signal};
     use std::sync::atomic::{AtomicBool, Ordering};
     let forwarding = std::sync::Arc::new(AtomicBool::new(true));

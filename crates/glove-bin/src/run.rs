@@ -70,8 +70,8 @@ pub enum RunSubcommand {
 /// Arguments of `glove run demo`.
 #[derive(Debug, clap::Args)]
 pub struct RunDemo {
-    /// Print glove run's outcome record as one JSON object (and no audit
-    /// listing).
+    /// Print glove run's outcome record as one JSON object on standard
+    /// output (the agent's lines go to standard error; no audit listing).
     #[arg(long)]
     pub json: bool,
 }
@@ -382,10 +382,19 @@ impl Running {
     /// Stops the mediator; its summary as the outcome's `mcp` member.
     pub fn finish(self) -> serde_json::Value {
         let journal = self.audit.display().to_string();
+        let counts = self.server.connections();
         let r = self.server.finish();
         let _ = std::fs::remove_dir_all(&self.runtime);
         match r {
-            Ok(s) => summary_json(&s, &journal),
+            Ok(s) => {
+                let mut v = summary_json(&s, &journal);
+                let (streams, handed_over) = counts.get();
+                v["connections"] = serde_json::json!({
+                    "streams": streams,
+                    "handed_over": handed_over,
+                });
+                v
+            }
             Err(e) => serde_json::json!({
                 "journal": journal,
                 "error": {"code": e.code().as_str(), "message": e.to_string()},
@@ -517,9 +526,55 @@ fn pins_approve(a: &PinsApprove) -> i32 {
     }
 }
 
-/// `glove mcp-relay SERVER`, inside the sandbox: copies standard input to
-/// the server's socket and the socket to standard output until both ends
-/// close.
+/// Hands the relay's standard input and output to the mediator
+/// (`glove_mcp::handoff`), then waits until the mediator closes the
+/// socket.
+fn hand_off(
+    s: &std::os::unix::net::UnixStream,
+    rd: std::os::fd::BorrowedFd<'_>,
+    wr: std::os::fd::BorrowedFd<'_>,
+) -> i32 {
+    use rustix::net::{SendAncillaryBuffer, SendAncillaryMessage, SendFlags};
+    use std::io::Read;
+    let failed = |m: &str| {
+        eprintln!("error[{}]: {m}", MCP_RELAY_FAILED.as_str());
+        1
+    };
+    let mut space = [std::mem::MaybeUninit::<u8>::uninit(); rustix::cmsg_space!(ScmRights(2))];
+    let mut anc = SendAncillaryBuffer::new(&mut space);
+    let fds = [rd, wr];
+    if !anc.push(SendAncillaryMessage::ScmRights(&fds)) {
+        return failed("cannot attach the standard streams");
+    }
+    let byte = [glove_mcp::handoff::HANDOFF];
+    match rustix::net::sendmsg(
+        s,
+        &[std::io::IoSlice::new(&byte)],
+        &mut anc,
+        SendFlags::NOSIGNAL,
+    ) {
+        Ok(1) => {}
+        _ => return failed("cannot hand the standard streams to the mediator"),
+    }
+    let mut b = [0u8; 1];
+    let mut sock = s;
+    if !matches!(sock.read(&mut b), Ok(1) if b[0] == glove_mcp::handoff::ACCEPTED) {
+        return failed("the mediator did not take the standard streams");
+    }
+    // Nothing more comes: the close is the end of the connection.
+    loop {
+        match sock.read(&mut b) {
+            Ok(0) | Err(_) => return 0,
+            Ok(_) => {}
+        }
+    }
+}
+
+/// `glove mcp-relay SERVER`, inside the sandbox: hands its standard input
+/// and output to the mediator when both are pipes or Unix stream sockets
+/// (`glove_mcp::handoff`), and otherwise copies standard input to the
+/// server's socket and the socket to standard output until both ends
+/// close. `GLOVE_MCP_RELAY_COPY` set: always copies.
 pub fn relay(server: &str) -> i32 {
     use std::io::{Read, Write};
     if !glove_mcp::profile::is_server_id(server) {
@@ -540,6 +595,17 @@ pub fn relay(server: &str) -> i32 {
             return 1;
         }
     };
+    {
+        use std::os::fd::AsFd;
+        let (stdin, stdout) = (std::io::stdin(), std::io::stdout());
+        let copy = std::env::var_os("GLOVE_MCP_RELAY_COPY").is_some();
+        if !copy
+            && glove_mcp::handoff::passable(stdin.as_fd(), true)
+            && glove_mcp::handoff::passable(stdout.as_fd(), false)
+        {
+            return hand_off(&s, stdin.as_fd(), stdout.as_fd());
+        }
+    }
     let Ok(mut up) = s.try_clone() else {
         return 1;
     };

@@ -1,8 +1,10 @@
 //! `glove run demo`: a contained agent whose MCP tool calls are mediated,
 //! in one command, with nothing to install.
 //!
-//! In a new private temporary directory it writes a file to read, an MCP
-//! profile and nothing else. The profile's one upstream, `demo`, is this
+//! In a new private temporary directory (mode 0700 from its creation) it
+//! writes a file to read and an MCP profile; the audit journal and the pin
+//! file go there too. (`glove run` keeps its sockets in its own runtime
+//! directory, removed when it ends.) The profile's one upstream, `demo`, is this
 //! same binary as a small stdio MCP server (`glove mcp-demo-server`, on the
 //! host like every upstream) with three tools: `echo`, `read_file` and
 //! `delete_files` (which the policy does not allow; it only says what it
@@ -14,13 +16,15 @@
 //! `glove run` hands it, lists the tools it is shown, and makes five calls:
 //! two that are allowed and three that the policy refuses (an argument
 //! over its length rule, a path climbing out of the root, a tool that is
-//! not allowed). Last, the audit journal is shown (`glove audit show`).
-//! Everything is removed at the end.
+//! not allowed); the three refused never reach the server. Last, the audit
+//! journal is shown (`glove audit show`). The directory is removed at the
+//! end, also when SIGINT, SIGTERM or SIGHUP stops the demo (they are passed
+//! to `glove run`, which passes them to the agent); not after SIGKILL.
 
 use glove_mcp::frame::{self, Id, Message, RpcError};
 use serde_json::{json, Map, Value};
 use std::io::{BufRead, BufReader, Write};
-use std::os::unix::fs::PermissionsExt;
+use std::os::unix::fs::DirBuilderExt;
 use std::path::Path;
 use std::process::{Command, Stdio};
 
@@ -28,7 +32,19 @@ use std::process::{Command, Stdio};
 const NOTE: &str = "a note on the host, read through the mediator\n";
 
 /// Longest line either demo peer reads (the mediator's own frame bound).
-const MAX_LINE: usize = 1 << 20;
+const MAX_LINE: usize = frame::MAX_FRAME_BYTES;
+/// Most bytes `read_file` returns.
+const MAX_READ: u64 = 1 << 20;
+/// The demo's wall-time limit: it takes well under a second.
+const WALL_MS: &str = "60000";
+
+/// `println!` that ignores a closed standard output (`… | head`).
+macro_rules! out {
+    ($($t:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stdout().lock(), $($t)*);
+    }};
+}
 
 /// The demo's directory, removed when dropped.
 struct Dir(crate::demo::TempDir);
@@ -44,24 +60,49 @@ fn fail(msg: impl std::fmt::Display) -> i32 {
     1
 }
 
+/// Creates `p` (mode 0600), never following a link nor reusing a file.
+fn write_new(p: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .custom_flags(open_flags::NOFOLLOW)
+        .open(p)?;
+    f.write_all(bytes)?;
+    f.sync_all()
+}
+
+/// Open flags, as the platform numbers them.
+mod open_flags {
+    pub(super) const NOFOLLOW: i32 = rustix::fs::OFlags::NOFOLLOW.bits() as i32;
+    pub(super) const NONBLOCK: i32 = rustix::fs::OFlags::NONBLOCK.bits() as i32;
+}
+
 /// `glove run demo`.
 pub fn run(json_out: bool) -> i32 {
     let Ok(glove) = std::env::current_exe() else {
         return fail("cannot find this glove binary");
     };
     let dir = match crate::demo::TempDir::with_prefix("glove-run-demo-") {
-        Ok(d) => d,
+        Ok(d) => Dir(d),
         Err(e) => return fail(format!("temporary directory: {e}")),
     };
-    let dir = Dir(dir);
     let root = dir.path().join("files");
-    let setup = std::fs::create_dir(&root)
-        .and_then(|()| std::fs::write(root.join("notes.txt"), NOTE))
-        .and_then(|()| std::fs::set_permissions(dir.path(), PermissionsExt::from_mode(0o700)));
+    let setup = std::fs::DirBuilder::new()
+        .mode(0o700)
+        .create(&root)
+        .and_then(|()| write_new(&root.join("notes.txt"), NOTE.as_bytes()));
     if let Err(e) = setup {
         return fail(format!("setting up {}: {e}", dir.path().display()));
     }
-    let roots = root.display().to_string();
+    // The profile names this path, which must be the directory itself.
+    let Some(roots) = root.to_str().map(str::to_owned) else {
+        return fail(format!(
+            "the temporary directory {} is not a UTF-8 path (set TMPDIR)",
+            root.display()
+        ));
+    };
     let profile = json!({
         "schema_version": 1,
         "servers": [{
@@ -79,18 +120,16 @@ pub fn run(json_out: bool) -> i32 {
         }],
     });
     let profile_path = dir.path().join("profile.json");
-    let written = std::fs::write(&profile_path, profile.to_string())
-        .and_then(|()| std::fs::set_permissions(&profile_path, PermissionsExt::from_mode(0o600)));
-    if let Err(e) = written {
+    if let Err(e) = write_new(&profile_path, profile.to_string().as_bytes()) {
         return fail(format!("writing the profile: {e}"));
     }
     let audit = dir.path().join("audit.journal");
     if !json_out {
-        println!("glove run demo: profile {}", profile_path.display());
-        println!("  upstream `demo` (this glove as a stdio MCP server, on the host): echo, read_file, delete_files");
-        println!("  allowed: echo (message of at most 64 characters), read_file (paths under {roots}, no links)");
-        println!("  the contained agent: /run/glove/bin/glove mcp-demo-agent");
-        println!();
+        out!("glove run demo: profile {}", profile_path.display());
+        out!("  upstream `demo` (this glove as a stdio MCP server, on the host): echo, read_file, delete_files");
+        out!("  allowed: echo (message of at most 64 characters), read_file (paths under {roots}, no links)");
+        out!("  the contained agent: /run/glove/bin/glove mcp-demo-agent");
+        out!();
     }
     let mut cmd = Command::new(&glove);
     cmd.arg("run")
@@ -99,29 +138,55 @@ pub fn run(json_out: bool) -> i32 {
         .arg("--audit-journal")
         .arg(&audit)
         .arg("--pins")
-        .arg(dir.path().join("pins.json"));
+        .arg(dir.path().join("pins.json"))
+        .args(["--wall-ms", WALL_MS]);
     if json_out {
         cmd.arg("--json");
     }
-    let status = cmd
-        .args([
-            "--",
-            super::run::RELAY_EXECUTABLE,
-            "mcp-demo-agent",
-            "--root",
-            &roots,
-        ])
-        .status();
-    let code = match status {
-        Ok(s) => s.code().unwrap_or(1),
+    cmd.args([
+        "--",
+        super::run::RELAY_EXECUTABLE,
+        "mcp-demo-agent",
+        "--root",
+        &roots,
+    ]);
+    if json_out {
+        // Standard output is the outcome record alone.
+        cmd.arg("--to-stderr");
+    }
+    let mut child = match cmd.spawn() {
+        Ok(c) => c,
         Err(e) => return fail(format!("cannot run glove run: {e}")),
     };
+    // SIGINT, SIGTERM and SIGHUP go to glove run, and the directory is
+    // still removed once it ended.
+    let forwarding = i32::try_from(child.id())
+        .ok()
+        .map(crate::exec::forward_signals);
+    let status = child.wait();
+    if let Some(f) = forwarding {
+        f.store(false, std::sync::atomic::Ordering::SeqCst);
+    }
+    let code = match status {
+        Ok(s) => s
+            .code()
+            .or_else(|| std::os::unix::process::ExitStatusExt::signal(&s).map(|n| 128 + n))
+            .unwrap_or(1),
+        Err(e) => return fail(format!("waiting for glove run: {e}")),
+    };
+    if code == 125 {
+        eprintln!(
+            "glove run demo: the sandbox could not be started (above); run as root, or allow \
+             unprivileged user namespaces (`glove exec -- /bin/true` checks)"
+        );
+    }
     if code != 0 {
-        return fail(format!("glove run ended with {code}"));
+        eprintln!("glove run demo: glove run ended with {code}");
+        return code;
     }
     if !json_out {
-        println!();
-        println!("glove run demo: the audit journal (glove audit show --journal FILE)");
+        out!();
+        out!("glove run demo: the audit journal (glove audit show --journal FILE)");
         let shown = Command::new(&glove)
             .args(["audit", "show", "--journal"])
             .arg(&audit)
@@ -168,19 +233,31 @@ fn tool_error(text: &str) -> Value {
     json!({"content": [{"type": "text", "text": text}], "isError": true})
 }
 
-/// `read_file`: the file at `path` when it resolves under `root`. The
-/// mediator's path rule refuses anything else before it gets here; this
-/// check is only there so that the demo server, run by hand under another
-/// profile, is no file reader for the whole host.
+/// `read_file`: at most [`MAX_READ`] bytes of the regular file at `path`
+/// when it resolves within `root`. The mediator's path rule refuses
+/// anything else before it gets here; this check is only there so that
+/// the demo server, run by hand under another profile, is no reader of
+/// other files: the resolved path is what is opened, without following a
+/// link, without waiting on a FIFO, and checked to be a regular file.
 fn read_under(root: &Path, path: &str) -> Value {
-    let inside = std::fs::canonicalize(root)
-        .and_then(|r| std::fs::canonicalize(path).map(|p| p.starts_with(r)))
-        .unwrap_or(false);
-    if !inside {
-        return tool_error("not a file under the demo's root");
-    }
-    match std::fs::read_to_string(path) {
-        Ok(s) => text_result(&s),
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let resolved = std::fs::canonicalize(root)
+        .and_then(|r| std::fs::canonicalize(path).map(|p| (p.starts_with(&r), p)));
+    let Ok((true, p)) = resolved else {
+        return tool_error("not a file within the demo's root");
+    };
+    let opened = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(open_flags::NOFOLLOW | open_flags::NONBLOCK)
+        .open(&p);
+    let f = match opened {
+        Ok(f) if f.metadata().is_ok_and(|m| m.is_file()) => f,
+        _ => return tool_error("not a regular file within the demo's root"),
+    };
+    let mut s = String::new();
+    match f.take(MAX_READ).read_to_string(&mut s) {
+        Ok(_) => text_result(&s),
         Err(e) => tool_error(&format!("cannot read: {e}")),
     }
 }
@@ -297,7 +374,7 @@ fn first_text(v: &Value) -> String {
 /// demo`: a scripted agent. It runs `/run/glove/bin/glove mcp-relay demo`
 /// as its stdio MCP server, as a harness's configuration would, and prints
 /// one line per step.
-pub fn agent(root: &str) -> i32 {
+pub fn agent(root: &str, to_stderr: bool) -> i32 {
     let spawned = Command::new(super::run::RELAY_EXECUTABLE)
         .args(["mcp-relay", "demo"])
         .stdin(Stdio::piped())
@@ -316,7 +393,7 @@ pub fn agent(root: &str) -> i32 {
         from: BufReader::new(from),
         next: 0,
     };
-    let r = script(&mut peer, root);
+    let r = script(&mut peer, root, to_stderr);
     drop(peer.to);
     let _ = peer.child.wait();
     match r {
@@ -325,7 +402,14 @@ pub fn agent(root: &str) -> i32 {
     }
 }
 
-fn script(p: &mut Peer, root: &str) -> Result<(), String> {
+fn script(p: &mut Peer, root: &str, to_stderr: bool) -> Result<(), String> {
+    let say = |line: String| {
+        if to_stderr {
+            eprintln!("{line}");
+        } else {
+            out!("{line}");
+        }
+    };
     let init = p.call(
         "initialize",
         json!({"protocolVersion": "2025-11-25", "capabilities": {},
@@ -336,11 +420,11 @@ fn script(p: &mut Peer, root: &str) -> Result<(), String> {
         "notifications/initialized",
         None,
     ))?;
-    println!(
+    say(format!(
         "agent: connected to {:?} (protocol {})",
         init["serverInfo"]["name"].as_str().unwrap_or("?"),
         init["protocolVersion"].as_str().unwrap_or("?")
-    );
+    ));
     let listed = p.call("tools/list", json!({}))?.map_err(|e| e.message)?;
     let names: Vec<&str> = listed["tools"]
         .as_array()
@@ -348,7 +432,7 @@ fn script(p: &mut Peer, root: &str) -> Result<(), String> {
         .flatten()
         .filter_map(|t| t["name"].as_str())
         .collect();
-    println!("agent: tools I am shown: {}", names.join(", "));
+    say(format!("agent: tools I am shown: {}", names.join(", ")));
     let long = "x".repeat(100);
     let calls = [
         ("echo", json!({"message": "hello from the sandbox"})),
@@ -369,14 +453,14 @@ fn script(p: &mut Peer, root: &str) -> Result<(), String> {
         };
         let answer = p.call("tools/call", json!({"name": tool, "arguments": args}))?;
         match answer {
-            Ok(v) => println!("agent: {tool} {shown} -> {}", first_text(&v)),
-            Err(e) => println!(
+            Ok(v) => say(format!("agent: {tool} {shown} -> {}", first_text(&v))),
+            Err(e) => say(format!(
                 "agent: {tool} {shown} -> refused [{}]",
                 e.data
                     .as_ref()
                     .and_then(|d| d["glove_code"].as_str())
                     .unwrap_or("upstream")
-            ),
+            )),
         }
     }
     Ok(())

@@ -831,6 +831,50 @@ fn a_pinned_executable_that_a_host_process_runs_still_launches() {
     s.close_and_wait();
 }
 
+/// A pinned executable inside a directory that is also bound, replaced on
+/// the host while the launch is held: the rename carries the pin's bind
+/// away with the old file, so the path would reach the new one. The agent
+/// checks the identity again right before its `execve` and refuses.
+#[test]
+fn a_pinned_executable_replaced_on_the_host_during_a_held_launch_is_refused() {
+    if !common::sandbox_ok(common::As::Caller) {
+        return;
+    }
+    let host = common::safe_tempdir();
+    let exe = host.path().join("agent");
+    write_mode(&exe, "#!/bin/sh\necho pinned\n", 0o755);
+    let (dir, exes) = (host.path().display().to_string(), exe.display().to_string());
+    let pin = identity_of(&exe);
+    let mut s = start_with(&[&exes], false, |w| {
+        w.executable_pin = Some(pin);
+        w.hold_for_release = true;
+        w.read_only_binds.push(glove_sandbox::spec::Bind {
+            source: dir.clone(),
+            target: dir.clone(),
+        });
+    });
+    let m = s.until(|m, _| {
+        matches!(
+            m,
+            FromLauncher::Prepared(_) | FromLauncher::Failed(_) | FromLauncher::Started(_)
+        )
+    });
+    assert!(matches!(m, FromLauncher::Prepared(_)), "{m:?}");
+    let other = host.path().join("other");
+    write_mode(&other, "#!/bin/sh\necho swapped\n", 0o755);
+    std::fs::rename(&other, &exe).expect("swap");
+    s.send(ToLauncher::Release);
+    let end = run_to_end(&mut s);
+    let text = failure_code(&end);
+    assert!(text.starts_with("sandbox_executable_changed: "), "{text}");
+    assert!(
+        s.output.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&s.output)
+    );
+    s.close_and_wait();
+}
+
 #[test]
 fn seeded_home_and_a_lease_given_and_taken_back() {
     use glove_sandbox::spec::{LeaseFile, SeedFile};

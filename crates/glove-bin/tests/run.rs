@@ -239,6 +239,12 @@ fn the_python_sdk_inside_the_sandbox_calls_a_mediated_tool_in_both_revisions() {
         let m = &v["mcp"];
         assert_eq!(m["audit_failed"], false, "{m}");
         assert!(m["allowed"].as_u64().unwrap_or(0) >= 3, "{m}");
+        // The SDK starts the relay with pipes: the relay hands them over.
+        assert_eq!(
+            m["connections"],
+            json!({"streams": 0, "handed_over": 1}),
+            "{rev}: {m}"
+        );
         let head = m["journal_head"].as_str().expect("head").to_owned();
         let j = s.audit.display().to_string();
         let verified = audit(&["verify", "--journal", &j, "--head", &head]);
@@ -731,6 +737,9 @@ fn codex_configured_by_glove_run_calls_a_mediated_tool_for_the_stub_model() {
     // The call is in the audit the outcome commits.
     let m = &v["mcp"];
     assert_eq!(m["audit_failed"], false, "{m}");
+    // Codex starts the relay with pipes: handed over, never copied.
+    assert_eq!(m["connections"]["streams"], 0, "{m}");
+    assert!(m["connections"]["handed_over"].as_u64() >= Some(1), "{m}");
     let head = m["journal_head"].as_str().expect("head").to_owned();
     let j = s.audit.display().to_string();
     let shown = audit(&["show", "--journal", &j, "--head", &head]);
@@ -801,6 +810,13 @@ fn connections_beyond_the_bound_wait_and_churn_does_not_stop_the_mediator() {
     assert_eq!(p["after_one_closed"], true, "{p}");
     assert_eq!(p["after_churn"], true, "{p}");
     assert_eq!(v["mcp"]["audit_failed"], false, "{v}");
+    // Raw connections, no relay: plain streams, none handed over. (The
+    // 300 that close at once never say a word and are not served.)
+    assert_eq!(v["mcp"]["connections"]["handed_over"], 0, "{v}");
+    assert!(
+        v["mcp"]["connections"]["streams"].as_u64() >= Some(17),
+        "{v}"
+    );
 }
 
 #[test]
@@ -1095,15 +1111,12 @@ fn the_built_in_demo_mediates_a_contained_agent() {
         assert!(line.contains(want), "{line} (wanted {want}): {text}");
     }
     // Nothing is left behind in the temporary directory's place.
-    assert!(
-        text.contains("glove run demo: profile /tmp/glove-run-demo-"),
-        "{text}"
-    );
     let dir = text
         .lines()
         .find_map(|l| l.strip_prefix("glove run demo: profile "))
         .and_then(|p| Path::new(p).parent().map(Path::to_path_buf))
         .expect("the profile's directory");
+    assert!(dir.starts_with(std::env::temp_dir()), "{}", dir.display());
     assert!(!dir.exists(), "{} was left behind", dir.display());
 
     // --json: glove run's outcome record, with the mediator's counts.
@@ -1114,12 +1127,17 @@ fn the_built_in_demo_mediates_a_contained_agent() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let v: Value = String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .rev()
-        .find_map(|l| serde_json::from_str(l).ok())
-        .expect("an outcome record");
+    // Standard output is the record alone; the agent spoke on stderr.
+    let v: Value = serde_json::from_slice(&out.stdout).expect("one JSON object");
     assert_eq!(v["exit"]["code"], 0, "{v}");
     assert_eq!(v["mcp"]["denied"], 3, "{v}");
+    // initialize, tools/list and the two calls.
+    assert_eq!(v["mcp"]["allowed"], 4, "{v}");
+    assert_eq!(v["mcp"]["connections"]["handed_over"], 1, "{v}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("agent: tools I am shown: echo, read_file"),
+        "{err}"
+    );
     assert_eq!(v["mcp"]["audit_failed"], false, "{v}");
 }

@@ -42,6 +42,7 @@
 pub mod audit;
 pub mod error;
 pub mod frame;
+pub mod handoff;
 pub mod json;
 pub mod mediator;
 pub mod pin;

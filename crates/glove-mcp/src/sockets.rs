@@ -10,6 +10,7 @@
 //! stops accepting, gives open connections [`FINISH_GRACE`] to end, stops
 //! the upstreams and the audit writer, and returns the audit's totals.
 
+use crate::handoff::Accepted;
 use crate::{McpError, Mediator, MediatorConfig, Profile, Summary};
 use std::os::unix::net::UnixListener;
 use std::sync::Arc;
@@ -112,6 +113,24 @@ pub const FINISH_GRACE: Duration = Duration::from_secs(2);
 pub struct SocketServer {
     stop: tokio::sync::oneshot::Sender<()>,
     thread: std::thread::JoinHandle<Result<Summary, McpError>>,
+    counts: Arc<Connections>,
+}
+
+/// How the connections served so far came: plain streams on the socket,
+/// or relays that handed their standard streams over
+/// ([`crate::handoff`]).
+#[derive(Debug, Default)]
+pub struct Connections {
+    streams: std::sync::atomic::AtomicU64,
+    handed_over: std::sync::atomic::AtomicU64,
+}
+
+impl Connections {
+    /// (plain streams, handed over).
+    pub fn get(&self) -> (u64, u64) {
+        use std::sync::atomic::Ordering::SeqCst;
+        (self.streams.load(SeqCst), self.handed_over.load(SeqCst))
+    }
 }
 
 fn io(what: &'static str) -> impl FnOnce(std::io::Error) -> McpError {
@@ -131,13 +150,21 @@ impl SocketServer {
             l.set_nonblocking(true).map_err(io("socket"))?;
         }
         let (ready_tx, ready_rx) = std::sync::mpsc::channel::<Result<(), McpError>>();
+        let counts = Arc::new(Connections::default());
         let (stop, stop_rx) = tokio::sync::oneshot::channel::<()>();
         let thread = std::thread::Builder::new()
             .name("glove-mcp".into())
-            .spawn(move || serve(profile, config, listeners, ready_tx, stop_rx))
+            .spawn({
+                let counts = counts.clone();
+                move || serve(profile, config, listeners, ready_tx, stop_rx, counts)
+            })
             .map_err(io("mediator thread"))?;
         match ready_rx.recv() {
-            Ok(Ok(())) => Ok(SocketServer { stop, thread }),
+            Ok(Ok(())) => Ok(SocketServer {
+                stop,
+                thread,
+                counts,
+            }),
             Ok(Err(e)) => {
                 let _ = thread.join();
                 Err(e)
@@ -147,6 +174,12 @@ impl SocketServer {
                 _ => McpError::AuditFailed,
             }),
         }
+    }
+
+    /// The connection counts (read them after [`SocketServer::finish`] for
+    /// the final figures).
+    pub fn connections(&self) -> Arc<Connections> {
+        self.counts.clone()
     }
 
     /// Stops serving (see the module docs); the audit's totals.
@@ -162,6 +195,7 @@ fn serve(
     listeners: Vec<(String, UnixListener)>,
     ready: std::sync::mpsc::Sender<Result<(), McpError>>,
     stop: tokio::sync::oneshot::Receiver<()>,
+    counts: Arc<Connections>,
 ) -> Result<Summary, McpError> {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -240,8 +274,20 @@ fn serve(
                 c = conn_rx.recv() => match c {
                     Some((server, s, slot)) => {
                         let m = mediator.clone();
+                        let counts = counts.clone();
                         tasks.spawn(async move {
-                            let _ = m.serve_scoped(s, &server).await;
+                            use std::sync::atomic::Ordering::SeqCst;
+                            match crate::handoff::accept(s).await {
+                                Some(Accepted::Stream(s)) => {
+                                    counts.streams.fetch_add(1, SeqCst);
+                                    let _ = m.serve_scoped(s, &server).await;
+                                }
+                                Some(Accepted::Handed(h)) => {
+                                    counts.handed_over.fetch_add(1, SeqCst);
+                                    let _ = m.serve_scoped(h, &server).await;
+                                }
+                                None => {}
+                            }
                             drop(slot);
                         });
                     }

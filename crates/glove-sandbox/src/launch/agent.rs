@@ -39,6 +39,7 @@ pub(super) const AGENT_FAILED_EXEC: u32 = 0;
 pub(super) const AGENT_FAILED_COMMAND: u32 = 1;
 pub(super) const AGENT_NOT_RELEASED: u32 = 2;
 pub(super) const AGENT_FAILED_JOIN: u32 = 3;
+pub(super) const AGENT_PIN_CHANGED: u32 = 4;
 
 /// The release the agent waits for: the command to run (`None`: the
 /// spec's) and the write end of the supervisor's exec-status pipe (closed
@@ -217,6 +218,19 @@ pub(super) fn agent_main(
         Err((kind, e)) => report_as(kind, e),
     };
     let cmd = given.as_ref().unwrap_or(&prep.cmd);
+    // The pinned executable once more, right before the execve: its bind
+    // sits on a host dentry when a bound directory holds the file, and a
+    // host rename carries it away (an unlink detaches it), which a held
+    // launch gives all the time it needs. What the path reaches now must
+    // still be the inode that was checked.
+    if given.is_none() {
+        if let Some(pin) = &spec.executable_pin {
+            if !pin_holds(&spec.executable, pin) {
+                let _ = fd::write_all(exec_w.as_fd(), EXEC_FAILED);
+                report_as(AGENT_PIN_CHANGED, Errno(libc::ESTALE));
+            }
+        }
+    }
     // The fallback limits last: the release is read (and allocated)
     // before a memory rlimit could make that fail. (`prep.rlimits` the
     // init set on itself before anything else; the agent has them.)
@@ -245,4 +259,15 @@ pub(super) fn agent_main(
     let e = process::execve(&cmd.exe, &cmd.argv, &cmd.envp);
     let _ = fd::write_all(exec_w.as_fd(), EXEC_FAILED);
     report(e)
+}
+
+/// Whether `exe`, opened without following links, is still the regular
+/// file of identity `pin` ([`crate::identity::file_identity`]).
+fn pin_holds(exe: &str, pin: &str) -> bool {
+    let Ok(f) = crate::sys::resolve::open_no_links(exe, libc::O_PATH | libc::O_CLOEXEC) else {
+        return false;
+    };
+    crate::sys::resolve::meta(f.as_fd()).is_ok_and(|m| {
+        m.is_file() && crate::identity::file_identity(m.dev, m.ino, m.ctime_ns) == pin
+    })
 }

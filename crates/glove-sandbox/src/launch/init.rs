@@ -2,6 +2,7 @@
 
 use super::agent::{
     agent_main, AgentStart, AGENT_FAILED_COMMAND, AGENT_FAILED_EXEC, AGENT_FAILED_JOIN,
+    AGENT_PIN_CHANGED,
 };
 use super::mounts::setup_fs;
 use super::status::{fail, RELEASE_FALLBACK, TAG_EXIT, TAG_GO, TAG_JOINED, TAG_PREPARED, TAG_PTY};
@@ -243,6 +244,7 @@ pub(super) fn init_main(
                 AGENT_FAILED_EXEC => fail(&sync, "execve", errno),
                 AGENT_FAILED_COMMAND => fail(&sync, "release command", errno),
                 AGENT_FAILED_JOIN => fail(&sync, "cgroup join", errno),
+                AGENT_PIN_CHANGED => fail(&sync, "pinned executable changed before execve", errno),
                 // No release: the supervisor withdrew the launch.
                 _ => process::exit_now(1),
             }
