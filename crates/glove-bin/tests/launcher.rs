@@ -77,7 +77,12 @@ impl Session {
                     return m;
                 }
             }
-            let n = self.sock.read(&mut buf).expect("read (30 s timeout)");
+            // A read with a timeout is never restarted after a signal
+            // (signal(7)): an EINTR is only a retry.
+            let n = match self.sock.read(&mut buf) {
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                r => r.expect("read (30 s timeout)"),
+            };
             assert!(
                 n > 0,
                 "launcher closed the socket; output so far {:?}",

@@ -19,13 +19,21 @@
 //! What the sandbox hands over is checked, and anything else refused (the
 //! connection is closed, the relay says so and exits): exactly two
 //! descriptors, the first readable and the second writable, each a FIFO
-//! or a connected `AF_UNIX` stream socket. A descriptor for a file, a
-//! device, a terminal or any other kind of socket never reaches the
-//! mediator's reads or writes.
+//! open for just that direction (two ends of one pipe refused) or a
+//! connected `AF_UNIX` stream socket whose peer is not bound to a path
+//! (a socket pair's end; never a connection to the mediator's sockets). A descriptor for a file, a device, a terminal or any other
+//! kind of socket never reaches the mediator's reads or writes.
+//!
+//! A received descriptor shares its open file description with the
+//! sandbox, which can change its flags at any time. So nothing here relies
+//! on them: a FIFO is opened anew through `/proc/self/fd` (a description
+//! of the mediator's own, non-blocking), and a socket is only ever read
+//! and written with `MSG_DONTWAIT`.
 
 use rustix::fs::{FileType, OFlags};
 use rustix::net::{
-    AddressFamily, RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags, ReturnFlags, SocketType,
+    AddressFamily, RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags, ReturnFlags, SendFlags,
+    SocketAddrUnix, SocketType,
 };
 use std::io;
 use std::mem::MaybeUninit;
@@ -42,9 +50,12 @@ pub const HANDOFF: u8 = 0;
 pub const ACCEPTED: u8 = 1;
 
 /// Whether `fd` may be handed over as the agent's input (`read`) or
-/// output: a FIFO open for that direction, or a connected `AF_UNIX` stream
-/// socket. The relay asks before it hands anything; the mediator checks
-/// again what it received.
+/// output: a FIFO open for exactly that direction (not `O_PATH`, not
+/// read-write), or a connected `AF_UNIX` stream socket whose peer has no
+/// path (one end of a socket pair, as a Node client gives; never a
+/// connection to a socket bound to a path, such as the mediator's own). The
+/// relay asks before it hands anything; the mediator checks again what it
+/// received.
 pub fn passable(fd: BorrowedFd<'_>, read: bool) -> bool {
     let Ok(st) = rustix::fs::fstat(fd) else {
         return false;
@@ -54,13 +65,22 @@ pub fn passable(fd: BorrowedFd<'_>, read: bool) -> bool {
             let Ok(fl) = rustix::fs::fcntl_getfl(fd) else {
                 return false;
             };
-            let mode = fl & OFlags::RWMODE;
-            mode == OFlags::RDWR || mode == if read { OFlags::RDONLY } else { OFlags::WRONLY }
+            let want = if read { OFlags::RDONLY } else { OFlags::WRONLY };
+            !fl.contains(OFlags::PATH) && fl & OFlags::RWMODE == want
         }
         FileType::Socket => {
             rustix::net::sockopt::socket_domain(fd).is_ok_and(|d| d == AddressFamily::UNIX)
                 && rustix::net::sockopt::socket_type(fd).is_ok_and(|t| t == SocketType::STREAM)
-                && rustix::net::getpeername(fd).is_ok()
+                && match rustix::net::getpeername(fd) {
+                    // A socket pair's peer has no address at all. An
+                    // abstract name is of the sandbox's own network
+                    // namespace; a path is refused (the mediator's own
+                    // sockets have one).
+                    Ok(None) => true,
+                    Ok(Some(a)) => SocketAddrUnix::try_from(a).is_ok_and(|u| u.path().is_none()),
+                    // Not connected.
+                    Err(_) => false,
+                }
         }
         _ => false,
     }
@@ -107,7 +127,7 @@ pub(crate) async fn accept(s: UnixStream) -> Option<Accepted> {
         }
     };
     let [rd, wr] = <[OwnedFd; 2]>::try_from(fds).ok()?;
-    if !passable(rd.as_fd(), true) || !passable(wr.as_fd(), false) {
+    if !passable(rd.as_fd(), true) || !passable(wr.as_fd(), false) || same_pipe(&rd, &wr) {
         return None;
     }
     let (rd, wr) = (Input::of(rd).ok()?, Output::of(wr).ok()?);
@@ -150,11 +170,81 @@ fn is_fifo(fd: &OwnedFd) -> io::Result<bool> {
     Ok(FileType::from_raw_mode(st.st_mode) == FileType::Fifo)
 }
 
-/// A socket made a non-blocking tokio stream.
+/// Both ends of one pipe: the mediator would read its own answers back.
+fn same_pipe(a: &OwnedFd, b: &OwnedFd) -> bool {
+    match (rustix::fs::fstat(a), rustix::fs::fstat(b)) {
+        (Ok(x), Ok(y)) => {
+            FileType::from_raw_mode(x.st_mode) == FileType::Fifo
+                && (x.st_dev, x.st_ino) == (y.st_dev, y.st_ino)
+        }
+        _ => true,
+    }
+}
+
+/// The FIFO `fd` opened anew (`O_NONBLOCK`, for `mode`) through
+/// `/proc/self/fd`: an open file description of the mediator's own. The
+/// one that came over the socket is shared with the sandbox, which could
+/// clear its `O_NONBLOCK` at any moment and leave a read or write of the
+/// mediator's blocked in the kernel for good.
+fn reopen_fifo(fd: OwnedFd, mode: OFlags) -> io::Result<OwnedFd> {
+    let path = format!("/proc/self/fd/{}", std::os::fd::AsRawFd::as_raw_fd(&fd));
+    let own = rustix::fs::open(
+        path.as_str(),
+        mode | OFlags::NONBLOCK | OFlags::CLOEXEC | OFlags::NOCTTY,
+        rustix::fs::Mode::empty(),
+    )?;
+    let (was, now) = (rustix::fs::fstat(&fd)?, rustix::fs::fstat(&own)?);
+    if (was.st_dev, was.st_ino) != (now.st_dev, now.st_ino)
+        || FileType::from_raw_mode(now.st_mode) != FileType::Fifo
+    {
+        return Err(io::Error::from(io::ErrorKind::InvalidData));
+    }
+    Ok(own)
+}
+
+/// A socket as a tokio stream whose reads and writes never rely on the
+/// open file description's flags (shared with the sandbox): each is a
+/// `recv`/`send` with `MSG_DONTWAIT` (and `MSG_NOSIGNAL`).
 fn stream(fd: OwnedFd) -> io::Result<UnixStream> {
     let s = std::os::unix::net::UnixStream::from(fd);
     s.set_nonblocking(true)?;
     UnixStream::from_std(s)
+}
+
+fn recv_now(s: &UnixStream, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
+    loop {
+        if let Err(e) = std::task::ready!(s.poll_read_ready(cx)) {
+            return Poll::Ready(Err(e));
+        }
+        let unfilled = buf.initialize_unfilled();
+        match s.try_io(Interest::READABLE, || {
+            rustix::net::recv(s, &mut *unfilled, RecvFlags::DONTWAIT)
+                .map(|(n, _)| n)
+                .map_err(io::Error::from)
+        }) {
+            Ok(n) => {
+                buf.advance(n);
+                return Poll::Ready(Ok(()));
+            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
+            Err(e) => return Poll::Ready(Err(e)),
+        }
+    }
+}
+
+fn send_now(s: &UnixStream, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+    loop {
+        if let Err(e) = std::task::ready!(s.poll_write_ready(cx)) {
+            return Poll::Ready(Err(e));
+        }
+        match s.try_io(Interest::WRITABLE, || {
+            rustix::net::send(s, buf, SendFlags::DONTWAIT | SendFlags::NOSIGNAL)
+                .map_err(io::Error::from)
+        }) {
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
+            r => return Poll::Ready(r),
+        }
+    }
 }
 
 /// The agent's input, as it was handed over.
@@ -166,7 +256,8 @@ enum Input {
 impl Input {
     fn of(fd: OwnedFd) -> io::Result<Input> {
         if is_fifo(&fd)? {
-            Ok(Input::Fifo(pipe::Receiver::from_owned_fd(fd)?))
+            let own = reopen_fifo(fd, OFlags::RDONLY)?;
+            Ok(Input::Fifo(pipe::Receiver::from_owned_fd(own)?))
         } else {
             Ok(Input::Socket(stream(fd)?))
         }
@@ -182,7 +273,8 @@ enum Output {
 impl Output {
     fn of(fd: OwnedFd) -> io::Result<Output> {
         if is_fifo(&fd)? {
-            Ok(Output::Fifo(pipe::Sender::from_owned_fd(fd)?))
+            let own = reopen_fifo(fd, OFlags::WRONLY)?;
+            Ok(Output::Fifo(pipe::Sender::from_owned_fd(own)?))
         } else {
             Ok(Output::Socket(stream(fd)?))
         }
@@ -230,7 +322,7 @@ impl AsyncRead for Handed {
         }
         match &mut this.rd {
             Input::Fifo(r) => Pin::new(r).poll_read(cx, buf),
-            Input::Socket(s) => Pin::new(s).poll_read(cx, buf),
+            Input::Socket(s) => recv_now(s, cx, buf),
         }
     }
 }
@@ -243,14 +335,14 @@ impl AsyncWrite for Handed {
     ) -> Poll<io::Result<usize>> {
         match &mut self.get_mut().wr {
             Output::Fifo(w) => Pin::new(w).poll_write(cx, buf),
-            Output::Socket(s) => Pin::new(s).poll_write(cx, buf),
+            Output::Socket(s) => send_now(s, cx, buf),
         }
     }
 
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         match &mut self.get_mut().wr {
             Output::Fifo(w) => Pin::new(w).poll_flush(cx),
-            Output::Socket(s) => Pin::new(s).poll_flush(cx),
+            Output::Socket(_) => Poll::Ready(Ok(())),
         }
     }
 
@@ -315,6 +407,85 @@ mod tests {
         let lone =
             rustix::net::socket(AddressFamily::UNIX, SocketType::STREAM, None).expect("socket");
         assert!(!passable(lone.as_fd(), true), "an unconnected socket");
+        // A connection to a socket bound to a path (the mediator's own, say).
+        let t = tempfile::tempdir().expect("dir");
+        let l = std::os::unix::net::UnixListener::bind(t.path().join("s")).expect("bind");
+        let c = StdStream::connect(t.path().join("s")).expect("connect");
+        assert!(!passable(c.as_fd(), true), "a named peer");
+        drop(l);
+        // A FIFO opened read-write, or only as a path.
+        let fd_path = format!("/proc/self/fd/{}", std::os::fd::AsRawFd::as_raw_fd(&r));
+        let rw = rustix::fs::open(fd_path.as_str(), OFlags::RDWR, rustix::fs::Mode::empty())
+            .expect("reopen");
+        assert!(
+            !passable(rw.as_fd(), true) && !passable(rw.as_fd(), false),
+            "O_RDWR"
+        );
+        let path = rustix::fs::open(fd_path.as_str(), OFlags::PATH, rustix::fs::Mode::empty())
+            .expect("O_PATH");
+        assert!(!passable(path.as_fd(), true), "O_PATH");
+    }
+
+    /// The sandbox clears `O_NONBLOCK` on its copies after the handoff: the
+    /// mediator's reads still never block (its FIFO is its own open file
+    /// description; its socket reads are `MSG_DONTWAIT`). Run on a thread
+    /// of its own, so that a read stuck in the kernel fails the test
+    /// instead of hanging it.
+    #[test]
+    fn a_sandbox_that_clears_o_nonblock_cannot_block_the_mediator() {
+        for socket in [false, true] {
+            let (tx, rx) = std::sync::mpsc::channel();
+            std::thread::spawn(move || {
+                let rt = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                    .expect("runtime");
+                let r = rt.block_on(clears_o_nonblock(socket));
+                let _ = tx.send(r);
+            });
+            let r = rx
+                .recv_timeout(std::time::Duration::from_secs(20))
+                .unwrap_or_else(|_| Err("the mediator's read blocked".to_owned()));
+            assert_eq!(r, Ok(()), "socket: {socket}");
+        }
+    }
+
+    async fn clears_o_nonblock(socket: bool) -> Result<(), String> {
+        let e = |x: io::Error| x.to_string();
+        let (s, mut relay) = mediator_side();
+        // The agent's writing end, the sandbox's copy of what it hands
+        // over (kept), and the two descriptors handed.
+        let (mut agent_w, kept, handed) = if socket {
+            let (agent, server) = StdStream::pair().map_err(e)?;
+            let server = OwnedFd::from(server);
+            let kept = server.try_clone().map_err(e)?;
+            let handed = [server.try_clone().map_err(e)?, server];
+            (File::from(OwnedFd::from(agent)), kept, handed)
+        } else {
+            let (in_r, in_w) = pipe();
+            let (_out_r, out_w) = pipe();
+            let kept = in_r.try_clone().map_err(e)?;
+            (File::from(in_w), kept, [in_r, out_w])
+        };
+        send(&relay, HANDOFF, &[handed[0].as_fd(), handed[1].as_fd()]);
+        drop(handed);
+        let Some(Accepted::Handed(mut h)) = accept(s).await else {
+            return Err("not handed over".to_owned());
+        };
+        let mut b = [0u8; 1];
+        relay.read_exact(&mut b).map_err(e)?;
+        // The sandbox's copy: blocking again.
+        let fl = rustix::fs::fcntl_getfl(&kept).map_err(|x| x.to_string())?;
+        rustix::fs::fcntl_setfl(&kept, fl - OFlags::NONBLOCK).map_err(|x| x.to_string())?;
+        agent_w.write_all(&[b'x'; 8192]).map_err(e)?;
+        let mut got = vec![0u8; 8192];
+        h.read_exact(&mut got).await.map_err(e)?;
+        let more =
+            tokio::time::timeout(std::time::Duration::from_millis(100), h.read(&mut got)).await;
+        match more {
+            Err(_) => Ok(()),
+            Ok(r) => Err(format!("a read with nothing to read returned {r:?}")),
+        }
     }
 
     #[tokio::test]
@@ -408,6 +579,11 @@ mod tests {
                 vec![r.as_fd(), w.as_fd(), w.as_fd()],
             ),
             ("no descriptor", HANDOFF, vec![]),
+            (
+                "the two ends of one pipe",
+                HANDOFF,
+                vec![r.as_fd(), w.as_fd()],
+            ),
         ];
         for (what, byte, fds) in cases {
             let (s, mut relay) = mediator_side();

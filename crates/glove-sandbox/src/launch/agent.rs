@@ -223,12 +223,12 @@ pub(super) fn agent_main(
     // host rename carries it away (an unlink detaches it), which a held
     // launch gives all the time it needs. What the path reaches now must
     // still be the inode that was checked.
-    if given.is_none() {
-        if let Some(pin) = &spec.executable_pin {
-            if !pin_holds(&spec.executable, pin) {
-                let _ = fd::write_all(exec_w.as_fd(), EXEC_FAILED);
-                report_as(AGENT_PIN_CHANGED, Errno(libc::ESTALE));
-            }
+    // (A release naming another command runs what it names; one naming
+    // the pinned path gets the same check.)
+    if let Some(pin) = &spec.executable_pin {
+        if cmd.exe.as_bytes() == spec.executable.as_bytes() && !pin_holds(&spec.executable, pin) {
+            let _ = fd::write_all(exec_w.as_fd(), EXEC_FAILED);
+            report_as(AGENT_PIN_CHANGED, Errno(libc::ESTALE));
         }
     }
     // The fallback limits last: the release is read (and allocated)
