@@ -388,10 +388,11 @@ impl Running {
         match r {
             Ok(s) => {
                 let mut v = summary_json(&s, &journal);
-                let (streams, handed_over) = counts.get();
+                let (streams, handed_over, refused) = counts.get();
                 v["connections"] = serde_json::json!({
                     "streams": streams,
                     "handed_over": handed_over,
+                    "handoffs_refused": refused,
                 });
                 v
             }

@@ -242,7 +242,7 @@ fn the_python_sdk_inside_the_sandbox_calls_a_mediated_tool_in_both_revisions() {
         // The SDK starts the relay with pipes: the relay hands them over.
         assert_eq!(
             m["connections"],
-            json!({"streams": 0, "handed_over": 1}),
+            json!({"streams": 0, "handed_over": 1, "handoffs_refused": 0}),
             "{rev}: {m}"
         );
         let head = m["journal_head"].as_str().expect("head").to_owned();
@@ -813,6 +813,9 @@ fn connections_beyond_the_bound_wait_and_churn_does_not_stop_the_mediator() {
     // Raw connections, no relay: plain streams, none handed over. (The
     // 300 that close at once never say a word and are not served.)
     assert_eq!(v["mcp"]["connections"]["handed_over"], 0, "{v}");
+    // The handoff byte with no descriptors: closed unread, and counted.
+    assert_eq!(p["bad_handoff_closed"], true, "{p}");
+    assert_eq!(v["mcp"]["connections"]["handoffs_refused"], 1, "{v}");
     assert!(
         v["mcp"]["connections"]["streams"].as_u64() >= Some(17),
         "{v}"

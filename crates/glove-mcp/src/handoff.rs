@@ -92,12 +92,14 @@ pub(crate) enum Accepted {
     Stream(UnixStream),
     /// A relay's handed-over standard streams.
     Handed(Handed),
+    /// A handoff refused: what came with it is closed unread.
+    Refused,
 }
 
 /// Looks at a new connection's first byte: a relay's [`HANDOFF`] (whose
 /// descriptors are then checked and taken), or anything else (the stream
 /// is served as it is, that byte still unread). `None`: the peer closed
-/// before saying anything, or handed over something refused.
+/// before saying anything.
 pub(crate) async fn accept(s: UnixStream) -> Option<Accepted> {
     let mut first = [0u8; 1];
     let n = loop {
@@ -118,6 +120,14 @@ pub(crate) async fn accept(s: UnixStream) -> Option<Accepted> {
     if first[0] != HANDOFF {
         return Some(Accepted::Stream(s));
     }
+    Some(taken(&s).await.map_or(Accepted::Refused, |(rd, wr)| {
+        Accepted::Handed(Handed { rd, wr, life: s })
+    }))
+}
+
+/// Takes a handoff: its descriptors, checked and made the mediator's own,
+/// once the relay was told; `None` when refused.
+async fn taken(s: &UnixStream) -> Option<(Input, Output)> {
     let fds = loop {
         s.readable().await.ok()?;
         match s.try_io(Interest::READABLE, || receive(s.as_fd())) {
@@ -133,7 +143,7 @@ pub(crate) async fn accept(s: UnixStream) -> Option<Accepted> {
     let (rd, wr) = (Input::of(rd).ok()?, Output::of(wr).ok()?);
     // The relay's socket buffer is empty: one byte always fits.
     s.try_write(&[ACCEPTED]).ok().filter(|n| *n == 1)?;
-    Some(Accepted::Handed(Handed { rd, wr, life: s }))
+    Some((rd, wr))
 }
 
 /// Reads the handoff byte and its descriptors: every descriptor that came
@@ -588,7 +598,7 @@ mod tests {
         for (what, byte, fds) in cases {
             let (s, mut relay) = mediator_side();
             send(&relay, byte, &fds);
-            assert!(accept(s).await.is_none(), "{what}");
+            assert!(matches!(accept(s).await, Some(Accepted::Refused)), "{what}");
             // The connection is closed without an answer.
             let mut b = Vec::new();
             relay.read_to_end(&mut b).expect("eof");

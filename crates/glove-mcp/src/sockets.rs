@@ -118,18 +118,24 @@ pub struct SocketServer {
 
 /// How the connections served so far came: plain streams on the socket,
 /// or relays that handed their standard streams over
-/// ([`crate::handoff`]).
+/// ([`crate::handoff`]); and how many handoffs were refused (closed
+/// unread).
 #[derive(Debug, Default)]
 pub struct Connections {
     streams: std::sync::atomic::AtomicU64,
     handed_over: std::sync::atomic::AtomicU64,
+    refused: std::sync::atomic::AtomicU64,
 }
 
 impl Connections {
-    /// (plain streams, handed over).
-    pub fn get(&self) -> (u64, u64) {
+    /// (plain streams, handed over, handoffs refused).
+    pub fn get(&self) -> (u64, u64, u64) {
         use std::sync::atomic::Ordering::SeqCst;
-        (self.streams.load(SeqCst), self.handed_over.load(SeqCst))
+        (
+            self.streams.load(SeqCst),
+            self.handed_over.load(SeqCst),
+            self.refused.load(SeqCst),
+        )
     }
 }
 
@@ -285,6 +291,9 @@ fn serve(
                                 Some(Accepted::Handed(h)) => {
                                     counts.handed_over.fetch_add(1, SeqCst);
                                     let _ = m.serve_scoped(h, &server).await;
+                                }
+                                Some(Accepted::Refused) => {
+                                    counts.refused.fetch_add(1, SeqCst);
                                 }
                                 None => {}
                             }

@@ -1,7 +1,8 @@
 """Connection bounds of glove run's mediator, from inside the sandbox:
 20 connections to one socket (16 are served, the rest wait), one freed
-lets a waiting one in, and 300 connections opened and closed leave the
-mediator serving. Prints one JSON line."""
+lets a waiting one in, 300 connections opened and closed leave the
+mediator serving, and a handoff byte without descriptors is closed.
+Prints one JSON line."""
 import json
 import socket
 
@@ -53,4 +54,13 @@ for s in held:
 for _ in range(300):
     conn().close()
 out["after_churn"] = ping(conn(), 10)
+# A relay's handoff byte without the descriptors it must carry: the
+# mediator closes the connection without a word.
+bad = conn()
+bad.settimeout(10)
+bad.sendall(b"\x00")
+try:
+    out["bad_handoff_closed"] = bad.recv(16) == b""
+except (socket.timeout, OSError):
+    out["bad_handoff_closed"] = False
 print(json.dumps(out), flush=True)
