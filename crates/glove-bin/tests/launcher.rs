@@ -774,6 +774,26 @@ fn a_pinned_executable_runs_and_a_swapped_one_is_refused() {
     s.close_and_wait();
 }
 
+/// A launch of `exe` (with `args`) pinned to its identity now, its
+/// directory also bound read-only at the same path; held for the release
+/// when `hold`.
+fn pinned_in_bound_dir(exe: &std::path::Path, args: &[&str], hold: bool) -> Session {
+    let dir = exe.parent().expect("a directory").display().to_string();
+    let exes = exe.display().to_string();
+    let pin = identity_of(exe);
+    let command: Vec<&str> = std::iter::once(exes.as_str())
+        .chain(args.iter().copied())
+        .collect();
+    start_with(&command, false, |w| {
+        w.executable_pin = Some(pin);
+        w.hold_for_release = hold;
+        w.read_only_binds.push(glove_sandbox::spec::Bind {
+            source: dir.clone(),
+            target: dir,
+        });
+    })
+}
+
 /// A pinned executable inside a directory that is also bound is bound over
 /// the file that directory already shows there. That file is never opened
 /// for writing, which fails (ETXTBSY) while any host process runs it: two
@@ -818,15 +838,7 @@ fn a_pinned_executable_that_a_host_process_runs_still_launches() {
         Some(rustix::io::Errno::TXTBSY.raw_os_error()),
         "this kernel lets a running executable be opened for writing"
     );
-    let (dir, exes) = (host.path().display().to_string(), exe.display().to_string());
-    let pin = identity_of(&exe);
-    let mut s = start_with(&[&exes, "0"], false, |w| {
-        w.executable_pin = Some(pin);
-        w.read_only_binds.push(glove_sandbox::spec::Bind {
-            source: dir.clone(),
-            target: dir.clone(),
-        });
-    });
+    let mut s = pinned_in_bound_dir(&exe, &["0"], false);
     let end = run_to_end(&mut s);
     assert!(
         matches!(&end, FromLauncher::Exited(o) if matches!(o.exit, ExitStatus::Exited { code: 0 })),
@@ -848,16 +860,7 @@ fn a_pinned_executable_replaced_on_the_host_during_a_held_launch_is_refused() {
     let host = common::safe_tempdir();
     let exe = host.path().join("agent");
     write_mode(&exe, "#!/bin/sh\necho pinned\n", 0o755);
-    let (dir, exes) = (host.path().display().to_string(), exe.display().to_string());
-    let pin = identity_of(&exe);
-    let mut s = start_with(&[&exes], false, |w| {
-        w.executable_pin = Some(pin);
-        w.hold_for_release = true;
-        w.read_only_binds.push(glove_sandbox::spec::Bind {
-            source: dir.clone(),
-            target: dir.clone(),
-        });
-    });
+    let mut s = pinned_in_bound_dir(&exe, &[], true);
     let m = s.until(|m, _| {
         matches!(
             m,

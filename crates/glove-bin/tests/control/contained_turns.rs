@@ -259,17 +259,8 @@ fn contained_turns_each_harness_reaches_the_stub_through_the_proxy_with_a_broker
     }
     let lane = Instant::now();
     let m = Managed::new(&ROOMY, None);
-    let d = common::safe_base().join(format!("turns-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).expect("mkdir");
-    std::fs::set_permissions(&d, std::fs::Permissions::from_mode(0o755)).expect("chmod");
-    struct Cleanup(PathBuf);
-    impl Drop for Cleanup {
-        fn drop(&mut self) {
-            let _ = std::fs::remove_dir_all(&self.0);
-        }
-    }
-    let _cleanup = Cleanup(d.clone());
+    let scratch = super::staged::Scratch::new("turns");
+    let d = scratch.path().to_owned();
     let keys = d.join("keys");
     std::fs::create_dir_all(&keys).expect("keys");
     std::fs::set_permissions(&keys, std::fs::Permissions::from_mode(0o700)).expect("chmod");
@@ -603,17 +594,8 @@ fn a_contained_codex_turn_calls_a_mediated_tool_and_the_receipt_commits_it() {
         return;
     };
     let m = Managed::new(&ROOMY, None);
-    let d = common::safe_base().join(format!("mcp-turn-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).expect("mkdir");
-    std::fs::set_permissions(&d, std::fs::Permissions::from_mode(0o755)).expect("chmod");
-    struct Cleanup(PathBuf);
-    impl Drop for Cleanup {
-        fn drop(&mut self) {
-            let _ = std::fs::remove_dir_all(&self.0);
-        }
-    }
-    let _cleanup = Cleanup(d.clone());
+    let scratch = super::staged::Scratch::new("mcp-turn");
+    let d = scratch.path().to_owned();
     let st = stub(&d, &["--mcp-tool", "echo"]);
     let endpoint = format!("model.test:{}", st.port);
     let staged = super::staged::lease();

@@ -10,8 +10,7 @@ use super::common;
 use super::harness::*;
 use super::managed::*;
 use serde_json::{json, Value};
-use std::os::unix::fs::PermissionsExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Instant;
 
 /// (runtime, npm package, executable name, what `--help` prints).
@@ -91,19 +90,6 @@ fn harness_sessions_each_pinned_harness_staged_generated_and_run_managed() {
     let lane = Instant::now();
     let pins = common::harness_pins();
     let m = Managed::new(&ROOMY, None);
-    // The protected runtime directory, every ancestor safe (/tmp is
-    // world-writable).
-    let d = common::safe_base().join(format!("lane-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).expect("mkdir");
-    std::fs::set_permissions(&d, std::fs::Permissions::from_mode(0o755)).expect("chmod");
-    struct Cleanup(PathBuf);
-    impl Drop for Cleanup {
-        fn drop(&mut self) {
-            let _ = std::fs::remove_dir_all(&self.0);
-        }
-    }
-    let _cleanup = Cleanup(d.clone());
     let staged = super::staged::lease();
     let rd = staged.dir().to_owned();
 

@@ -112,3 +112,27 @@ impl Drop for Lease {
         }
     }
 }
+
+/// A fresh directory (mode 0755) under the safe test base, named for this
+/// process, removed when dropped (a failing test drops it too).
+pub(crate) struct Scratch(PathBuf);
+
+impl Scratch {
+    pub(crate) fn new(prefix: &str) -> Scratch {
+        let d = common::safe_base().join(format!("{prefix}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).expect("mkdir");
+        std::fs::set_permissions(&d, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+        Scratch(d)
+    }
+
+    pub(crate) fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
