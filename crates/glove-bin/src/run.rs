@@ -572,8 +572,9 @@ fn hand_off(
 }
 
 /// `glove mcp-relay SERVER`, inside the sandbox: hands its standard input
-/// and output to the mediator when both are pipes or Unix stream sockets
-/// (`glove_mcp::handoff`), and otherwise copies standard input to the
+/// and output to the mediator when both are Unix socket-pair ends
+/// (`glove_mcp::handoff`; a Node client's), and otherwise (pipes, say)
+/// copies standard input to the
 /// server's socket and the socket to standard output until both ends
 /// close. `GLOVE_MCP_RELAY_COPY` set: always copies.
 pub fn relay(server: &str) -> i32 {
@@ -601,8 +602,8 @@ pub fn relay(server: &str) -> i32 {
         let (stdin, stdout) = (std::io::stdin(), std::io::stdout());
         let copy = std::env::var_os("GLOVE_MCP_RELAY_COPY").is_some();
         if !copy
-            && glove_mcp::handoff::passable(stdin.as_fd(), true)
-            && glove_mcp::handoff::passable(stdout.as_fd(), false)
+            && glove_mcp::handoff::passable(stdin.as_fd())
+            && glove_mcp::handoff::passable(stdout.as_fd())
         {
             return hand_off(&s, stdin.as_fd(), stdout.as_fd());
         }

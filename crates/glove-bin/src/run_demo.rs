@@ -25,6 +25,7 @@ use glove_mcp::frame::{self, Id, Message, RpcError};
 use serde_json::{json, Map, Value};
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::fs::DirBuilderExt;
+use std::os::unix::net::UnixStream;
 use std::path::Path;
 use std::process::{Command, Stdio};
 
@@ -329,8 +330,8 @@ pub fn server(root: &Path) -> i32 {
 /// The demo agent's connection to its stdio MCP server.
 struct Peer {
     child: std::process::Child,
-    to: std::process::ChildStdin,
-    from: BufReader<std::process::ChildStdout>,
+    to: UnixStream,
+    from: BufReader<UnixStream>,
     next: i64,
 }
 
@@ -375,17 +376,20 @@ fn first_text(v: &Value) -> String {
 /// as its stdio MCP server, as a harness's configuration would, and prints
 /// one line per step.
 pub fn agent(root: &str, to_stderr: bool) -> i32 {
+    // Socket pairs for the server's standard streams, as a Node client
+    // gives them: the relay hands them to the mediator (glove_mcp::handoff).
+    let pairs = UnixStream::pair().and_then(|a| UnixStream::pair().map(|b| (a, b)));
+    let Ok(((to, their_in), (from, their_out))) = pairs else {
+        return fail("cannot make the relay's socket pairs");
+    };
     let spawned = Command::new(super::run::RELAY_EXECUTABLE)
         .args(["mcp-relay", "demo"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
+        .stdin(Stdio::from(std::os::fd::OwnedFd::from(their_in)))
+        .stdout(Stdio::from(std::os::fd::OwnedFd::from(their_out)))
         .spawn();
-    let mut child = match spawned {
+    let child = match spawned {
         Ok(c) => c,
         Err(e) => return fail(format!("cannot start the relay: {e}")),
-    };
-    let (Some(to), Some(from)) = (child.stdin.take(), child.stdout.take()) else {
-        return fail("the relay has no pipes");
     };
     let mut peer = Peer {
         child,
@@ -394,7 +398,7 @@ pub fn agent(root: &str, to_stderr: bool) -> i32 {
         next: 0,
     };
     let r = script(&mut peer, root, to_stderr);
-    drop(peer.to);
+    let _ = peer.to.shutdown(std::net::Shutdown::Write);
     let _ = peer.child.wait();
     match r {
         Ok(()) => 0,

@@ -239,10 +239,11 @@ fn the_python_sdk_inside_the_sandbox_calls_a_mediated_tool_in_both_revisions() {
         let m = &v["mcp"];
         assert_eq!(m["audit_failed"], false, "{m}");
         assert!(m["allowed"].as_u64().unwrap_or(0) >= 3, "{m}");
-        // The SDK starts the relay with pipes: the relay hands them over.
+        // The SDK starts the relay with pipes, which are never handed
+        // over (glove_mcp::handoff): the relay copies.
         assert_eq!(
             m["connections"],
-            json!({"streams": 0, "handed_over": 1, "handoffs_refused": 0}),
+            json!({"streams": 1, "handed_over": 0, "handoffs_refused": 0}),
             "{rev}: {m}"
         );
         let head = m["journal_head"].as_str().expect("head").to_owned();
@@ -737,9 +738,9 @@ fn codex_configured_by_glove_run_calls_a_mediated_tool_for_the_stub_model() {
     // The call is in the audit the outcome commits.
     let m = &v["mcp"];
     assert_eq!(m["audit_failed"], false, "{m}");
-    // Codex starts the relay with pipes: handed over, never copied.
-    assert_eq!(m["connections"]["streams"], 0, "{m}");
-    assert!(m["connections"]["handed_over"].as_u64() >= Some(1), "{m}");
+    // Codex starts the relay with pipes: copied, never handed over.
+    assert_eq!(m["connections"]["handed_over"], 0, "{m}");
+    assert!(m["connections"]["streams"].as_u64() >= Some(1), "{m}");
     let head = m["journal_head"].as_str().expect("head").to_owned();
     let j = s.audit.display().to_string();
     let shown = audit(&["show", "--journal", &j, "--head", &head]);
@@ -1136,6 +1137,7 @@ fn the_built_in_demo_mediates_a_contained_agent() {
     assert_eq!(v["mcp"]["denied"], 3, "{v}");
     // initialize, tools/list and the two calls.
     assert_eq!(v["mcp"]["allowed"], 4, "{v}");
+    // The demo agent gives the relay socket pairs: handed over.
     assert_eq!(v["mcp"]["connections"]["handed_over"], 1, "{v}");
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(

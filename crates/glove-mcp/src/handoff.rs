@@ -2,13 +2,19 @@
 //!
 //! `glove mcp-relay` is what a contained harness runs as its stdio MCP
 //! server. Copying between its standard streams and the mediator's socket
-//! would cost every message two more wake-ups (the relay's read and write,
-//! each way). So when both streams are pipes or Unix stream sockets — what
-//! an MCP client gives the server it starts — the relay passes them over
-//! the socket instead: one byte, [`HANDOFF`], carrying the two descriptors
+//! costs every message two more wake-ups (the relay's read and write, each
+//! way). So when both streams are Unix socket-pair ends (what a Node MCP
+//! client gives the server it starts) the relay passes them over the
+//! socket instead: one byte, [`HANDOFF`], carrying the two descriptors
 //! (`SCM_RIGHTS`). The mediator checks them, answers [`ACCEPTED`], and from
 //! then on reads the harness's requests from, and writes its answers to,
-//! those descriptors itself. The relay only waits.
+//! those sockets itself. The relay only waits.
+//!
+//! Pipes (what Python and Rust clients give) are never handed over: every
+//! open file description of a pipe shares one kernel lock, which the
+//! sandbox can hold with a blocking `splice` and so stall any read, write,
+//! open or close of the mediator's on that pipe, flags or not. For pipes
+//! the relay copies, as it does for anything else.
 //!
 //! The socket stays open as the relay's life line. When the relay ends
 //! (the harness stopped it), its end of the socket closes: the mediator
@@ -17,20 +23,18 @@
 //! exits, and the harness sees the end of its server's output.
 //!
 //! What the sandbox hands over is checked, and anything else refused (the
-//! connection is closed, the relay says so and exits): exactly two
-//! descriptors, the first readable and the second writable, each a FIFO
-//! open for just that direction (two ends of one pipe refused) or a
-//! connected `AF_UNIX` stream socket whose peer is not bound to a path
-//! (a socket pair's end; never a connection to the mediator's sockets). A descriptor for a file, a device, a terminal or any other
-//! kind of socket never reaches the mediator's reads or writes.
+//! connection is closed unread and counted; the relay says so and exits):
+//! exactly two descriptors, each a connected `AF_UNIX` stream socket
+//! whose peer is not bound to a path (a socket pair's end; never a
+//! connection to the mediator's own sockets).
 //!
-//! A received descriptor shares its open file description with the
-//! sandbox, which can change its flags at any time. So nothing here relies
-//! on them: a FIFO is opened anew through `/proc/self/fd` (a description
-//! of the mediator's own, non-blocking), and a socket is only ever read
-//! and written with `MSG_DONTWAIT`.
+//! A received socket shares its open file description with the sandbox,
+//! which can change its flags at any time. So nothing here relies on them:
+//! it is only ever read and written with `MSG_DONTWAIT` (and
+//! `MSG_NOSIGNAL`), which returns at once even while the sandbox blocks in
+//! a `recv` or `splice` on the same socket.
 
-use rustix::fs::{FileType, OFlags};
+use rustix::fs::FileType;
 use rustix::net::{
     AddressFamily, RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags, ReturnFlags, SendFlags,
     SocketAddrUnix, SocketType,
@@ -41,7 +45,6 @@ use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::pin::Pin;
 use std::task::{Context, Poll};
 use tokio::io::{AsyncRead, AsyncWrite, Interest, ReadBuf};
-use tokio::net::unix::pipe;
 use tokio::net::UnixStream;
 
 /// The byte a relay sends with its two descriptors.
@@ -49,41 +52,31 @@ pub const HANDOFF: u8 = 0;
 /// The mediator's answer once it took them.
 pub const ACCEPTED: u8 = 1;
 
-/// Whether `fd` may be handed over as the agent's input (`read`) or
-/// output: a FIFO open for exactly that direction (not `O_PATH`, not
-/// read-write), or a connected `AF_UNIX` stream socket whose peer has no
-/// path (one end of a socket pair, as a Node client gives; never a
-/// connection to a socket bound to a path, such as the mediator's own). The
-/// relay asks before it hands anything; the mediator checks again what it
-/// received.
-pub fn passable(fd: BorrowedFd<'_>, read: bool) -> bool {
+/// Whether `fd` may be handed over as the agent's input or output: a
+/// connected `AF_UNIX` stream socket whose peer has no path (one end of a
+/// socket pair, as a Node client gives; never a connection to a socket
+/// bound to a path, such as the mediator's own). Pipes are not: every
+/// open file description of a pipe shares one kernel lock, which the
+/// sandbox can hold (a blocking `splice` into it) to stall any read,
+/// write, open or close of the mediator's on it, whatever its flags; a
+/// relay whose streams are pipes copies instead. The relay asks before it
+/// hands anything; the mediator checks again what it received.
+pub fn passable(fd: BorrowedFd<'_>) -> bool {
     let Ok(st) = rustix::fs::fstat(fd) else {
         return false;
     };
-    match FileType::from_raw_mode(st.st_mode) {
-        FileType::Fifo => {
-            let Ok(fl) = rustix::fs::fcntl_getfl(fd) else {
-                return false;
-            };
-            let want = if read { OFlags::RDONLY } else { OFlags::WRONLY };
-            !fl.contains(OFlags::PATH) && fl & OFlags::RWMODE == want
+    FileType::from_raw_mode(st.st_mode) == FileType::Socket
+        && rustix::net::sockopt::socket_domain(fd).is_ok_and(|d| d == AddressFamily::UNIX)
+        && rustix::net::sockopt::socket_type(fd).is_ok_and(|t| t == SocketType::STREAM)
+        && match rustix::net::getpeername(fd) {
+            // A socket pair's peer has no address at all. An abstract name
+            // is of the sandbox's own network namespace; a path is refused
+            // (the mediator's own sockets have one).
+            Ok(None) => true,
+            Ok(Some(a)) => SocketAddrUnix::try_from(a).is_ok_and(|u| u.path().is_none()),
+            // Not connected.
+            Err(_) => false,
         }
-        FileType::Socket => {
-            rustix::net::sockopt::socket_domain(fd).is_ok_and(|d| d == AddressFamily::UNIX)
-                && rustix::net::sockopt::socket_type(fd).is_ok_and(|t| t == SocketType::STREAM)
-                && match rustix::net::getpeername(fd) {
-                    // A socket pair's peer has no address at all. An
-                    // abstract name is of the sandbox's own network
-                    // namespace; a path is refused (the mediator's own
-                    // sockets have one).
-                    Ok(None) => true,
-                    Ok(Some(a)) => SocketAddrUnix::try_from(a).is_ok_and(|u| u.path().is_none()),
-                    // Not connected.
-                    Err(_) => false,
-                }
-        }
-        _ => false,
-    }
 }
 
 /// What a new connection turned out to be.
@@ -127,7 +120,7 @@ pub(crate) async fn accept(s: UnixStream) -> Option<Accepted> {
 
 /// Takes a handoff: its descriptors, checked and made the mediator's own,
 /// once the relay was told; `None` when refused.
-async fn taken(s: &UnixStream) -> Option<(Input, Output)> {
+async fn taken(s: &UnixStream) -> Option<(UnixStream, UnixStream)> {
     let fds = loop {
         s.readable().await.ok()?;
         match s.try_io(Interest::READABLE, || receive(s.as_fd())) {
@@ -137,10 +130,10 @@ async fn taken(s: &UnixStream) -> Option<(Input, Output)> {
         }
     };
     let [rd, wr] = <[OwnedFd; 2]>::try_from(fds).ok()?;
-    if !passable(rd.as_fd(), true) || !passable(wr.as_fd(), false) || same_pipe(&rd, &wr) {
+    if !passable(rd.as_fd()) || !passable(wr.as_fd()) {
         return None;
     }
-    let (rd, wr) = (Input::of(rd).ok()?, Output::of(wr).ok()?);
+    let (rd, wr) = (stream(rd).ok()?, stream(wr).ok()?);
     // The relay's socket buffer is empty: one byte always fits.
     s.try_write(&[ACCEPTED]).ok().filter(|n| *n == 1)?;
     Some((rd, wr))
@@ -173,43 +166,6 @@ fn receive(s: BorrowedFd<'_>) -> io::Result<Vec<OwnedFd>> {
         return Err(io::Error::from(io::ErrorKind::InvalidData));
     }
     Ok(fds)
-}
-
-fn is_fifo(fd: &OwnedFd) -> io::Result<bool> {
-    let st = rustix::fs::fstat(fd)?;
-    Ok(FileType::from_raw_mode(st.st_mode) == FileType::Fifo)
-}
-
-/// Both ends of one pipe: the mediator would read its own answers back.
-fn same_pipe(a: &OwnedFd, b: &OwnedFd) -> bool {
-    match (rustix::fs::fstat(a), rustix::fs::fstat(b)) {
-        (Ok(x), Ok(y)) => {
-            FileType::from_raw_mode(x.st_mode) == FileType::Fifo
-                && (x.st_dev, x.st_ino) == (y.st_dev, y.st_ino)
-        }
-        _ => true,
-    }
-}
-
-/// The FIFO `fd` opened anew (`O_NONBLOCK`, for `mode`) through
-/// `/proc/self/fd`: an open file description of the mediator's own. The
-/// one that came over the socket is shared with the sandbox, which could
-/// clear its `O_NONBLOCK` at any moment and leave a read or write of the
-/// mediator's blocked in the kernel for good.
-fn reopen_fifo(fd: OwnedFd, mode: OFlags) -> io::Result<OwnedFd> {
-    let path = format!("/proc/self/fd/{}", std::os::fd::AsRawFd::as_raw_fd(&fd));
-    let own = rustix::fs::open(
-        path.as_str(),
-        mode | OFlags::NONBLOCK | OFlags::CLOEXEC | OFlags::NOCTTY,
-        rustix::fs::Mode::empty(),
-    )?;
-    let (was, now) = (rustix::fs::fstat(&fd)?, rustix::fs::fstat(&own)?);
-    if (was.st_dev, was.st_ino) != (now.st_dev, now.st_ino)
-        || FileType::from_raw_mode(now.st_mode) != FileType::Fifo
-    {
-        return Err(io::Error::from(io::ErrorKind::InvalidData));
-    }
-    Ok(own)
 }
 
 /// A socket as a tokio stream whose reads and writes never rely on the
@@ -257,45 +213,11 @@ fn send_now(s: &UnixStream, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result
     }
 }
 
-/// The agent's input, as it was handed over.
-enum Input {
-    Fifo(pipe::Receiver),
-    Socket(UnixStream),
-}
-
-impl Input {
-    fn of(fd: OwnedFd) -> io::Result<Input> {
-        if is_fifo(&fd)? {
-            let own = reopen_fifo(fd, OFlags::RDONLY)?;
-            Ok(Input::Fifo(pipe::Receiver::from_owned_fd(own)?))
-        } else {
-            Ok(Input::Socket(stream(fd)?))
-        }
-    }
-}
-
-/// The agent's output, as it was handed over.
-enum Output {
-    Fifo(pipe::Sender),
-    Socket(UnixStream),
-}
-
-impl Output {
-    fn of(fd: OwnedFd) -> io::Result<Output> {
-        if is_fifo(&fd)? {
-            let own = reopen_fifo(fd, OFlags::WRONLY)?;
-            Ok(Output::Fifo(pipe::Sender::from_owned_fd(own)?))
-        } else {
-            Ok(Output::Socket(stream(fd)?))
-        }
-    }
-}
-
 /// The agent's side of a handed-over connection: reads from its input,
 /// writes to its output, and ends its input when the relay is gone.
 pub(crate) struct Handed {
-    rd: Input,
-    wr: Output,
+    rd: UnixStream,
+    wr: UnixStream,
     life: UnixStream,
 }
 
@@ -330,10 +252,7 @@ impl AsyncRead for Handed {
             // The end of the agent's input.
             return Poll::Ready(Ok(()));
         }
-        match &mut this.rd {
-            Input::Fifo(r) => Pin::new(r).poll_read(cx, buf),
-            Input::Socket(s) => recv_now(s, cx, buf),
-        }
+        recv_now(&this.rd, cx, buf)
     }
 }
 
@@ -343,17 +262,11 @@ impl AsyncWrite for Handed {
         cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
-        match &mut self.get_mut().wr {
-            Output::Fifo(w) => Pin::new(w).poll_write(cx, buf),
-            Output::Socket(s) => send_now(s, cx, buf),
-        }
+        send_now(&self.wr, cx, buf)
     }
 
-    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        match &mut self.get_mut().wr {
-            Output::Fifo(w) => Pin::new(w).poll_flush(cx),
-            Output::Socket(_) => Poll::Ready(Ok(())),
-        }
+    fn poll_flush(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Poll::Ready(Ok(()))
     }
 
     fn poll_shutdown(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
@@ -371,10 +284,6 @@ mod tests {
     use std::io::{Read, Write};
     use std::os::unix::net::{UnixDatagram, UnixStream as StdStream};
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
-
-    fn pipe() -> (OwnedFd, OwnedFd) {
-        rustix::pipe::pipe().expect("pipe")
-    }
 
     /// What the relay sends: the byte and these descriptors.
     fn send(relay: &StdStream, byte: u8, fds: &[BorrowedFd<'_>]) {
@@ -400,127 +309,47 @@ mod tests {
     }
 
     #[test]
-    fn only_fifos_and_connected_unix_stream_sockets_pass() {
-        let (r, w) = pipe();
-        assert!(passable(r.as_fd(), true));
-        assert!(!passable(r.as_fd(), false), "a read end is no output");
-        assert!(passable(w.as_fd(), false));
-        assert!(!passable(w.as_fd(), true), "a write end is no input");
+    fn only_socket_pair_ends_pass() {
         let (a, _b) = StdStream::pair().expect("pair");
-        assert!(passable(a.as_fd(), true) && passable(a.as_fd(), false));
+        assert!(passable(a.as_fd()));
+        let (r, w) = rustix::pipe::pipe().expect("pipe");
+        assert!(!passable(r.as_fd()) && !passable(w.as_fd()), "a pipe");
         let file = tempfile::tempfile().expect("file");
-        assert!(!passable(file.as_fd(), true) && !passable(file.as_fd(), false));
+        assert!(!passable(file.as_fd()));
         let null = File::open("/dev/null").expect("null");
-        assert!(!passable(null.as_fd(), true));
+        assert!(!passable(null.as_fd()));
         let (d, _e) = UnixDatagram::pair().expect("dgram");
-        assert!(!passable(d.as_fd(), true), "a datagram socket");
+        assert!(!passable(d.as_fd()), "a datagram socket");
         let lone =
             rustix::net::socket(AddressFamily::UNIX, SocketType::STREAM, None).expect("socket");
-        assert!(!passable(lone.as_fd(), true), "an unconnected socket");
+        assert!(!passable(lone.as_fd()), "an unconnected socket");
         // A connection to a socket bound to a path (the mediator's own, say).
         let t = tempfile::tempdir().expect("dir");
-        let l = std::os::unix::net::UnixListener::bind(t.path().join("s")).expect("bind");
+        let _l = std::os::unix::net::UnixListener::bind(t.path().join("s")).expect("bind");
         let c = StdStream::connect(t.path().join("s")).expect("connect");
-        assert!(!passable(c.as_fd(), true), "a named peer");
-        drop(l);
-        // A FIFO opened read-write, or only as a path.
-        let fd_path = format!("/proc/self/fd/{}", std::os::fd::AsRawFd::as_raw_fd(&r));
-        let rw = rustix::fs::open(fd_path.as_str(), OFlags::RDWR, rustix::fs::Mode::empty())
-            .expect("reopen");
-        assert!(
-            !passable(rw.as_fd(), true) && !passable(rw.as_fd(), false),
-            "O_RDWR"
-        );
-        let path = rustix::fs::open(fd_path.as_str(), OFlags::PATH, rustix::fs::Mode::empty())
-            .expect("O_PATH");
-        assert!(!passable(path.as_fd(), true), "O_PATH");
-    }
-
-    /// The sandbox clears `O_NONBLOCK` on its copies after the handoff: the
-    /// mediator's reads still never block (its FIFO is its own open file
-    /// description; its socket reads are `MSG_DONTWAIT`). Run on a thread
-    /// of its own, so that a read stuck in the kernel fails the test
-    /// instead of hanging it.
-    #[test]
-    fn a_sandbox_that_clears_o_nonblock_cannot_block_the_mediator() {
-        for socket in [false, true] {
-            let (tx, rx) = std::sync::mpsc::channel();
-            std::thread::spawn(move || {
-                let rt = tokio::runtime::Builder::new_current_thread()
-                    .enable_all()
-                    .build()
-                    .expect("runtime");
-                let r = rt.block_on(clears_o_nonblock(socket));
-                let _ = tx.send(r);
-            });
-            let r = rx
-                .recv_timeout(std::time::Duration::from_secs(20))
-                .unwrap_or_else(|_| Err("the mediator's read blocked".to_owned()));
-            assert_eq!(r, Ok(()), "socket: {socket}");
-        }
-    }
-
-    async fn clears_o_nonblock(socket: bool) -> Result<(), String> {
-        let e = |x: io::Error| x.to_string();
-        let (s, mut relay) = mediator_side();
-        // The agent's writing end, the sandbox's copy of what it hands
-        // over (kept), and the two descriptors handed.
-        let (mut agent_w, kept, handed) = if socket {
-            let (agent, server) = StdStream::pair().map_err(e)?;
-            let server = OwnedFd::from(server);
-            let kept = server.try_clone().map_err(e)?;
-            let handed = [server.try_clone().map_err(e)?, server];
-            (File::from(OwnedFd::from(agent)), kept, handed)
-        } else {
-            let (in_r, in_w) = pipe();
-            let (_out_r, out_w) = pipe();
-            let kept = in_r.try_clone().map_err(e)?;
-            (File::from(in_w), kept, [in_r, out_w])
-        };
-        send(&relay, HANDOFF, &[handed[0].as_fd(), handed[1].as_fd()]);
-        drop(handed);
-        let Some(Accepted::Handed(mut h)) = accept(s).await else {
-            return Err("not handed over".to_owned());
-        };
-        let mut b = [0u8; 1];
-        relay.read_exact(&mut b).map_err(e)?;
-        // The sandbox's copy: blocking again.
-        let fl = rustix::fs::fcntl_getfl(&kept).map_err(|x| x.to_string())?;
-        rustix::fs::fcntl_setfl(&kept, fl - OFlags::NONBLOCK).map_err(|x| x.to_string())?;
-        agent_w.write_all(&[b'x'; 8192]).map_err(e)?;
-        let mut got = vec![0u8; 8192];
-        h.read_exact(&mut got).await.map_err(e)?;
-        let more =
-            tokio::time::timeout(std::time::Duration::from_millis(100), h.read(&mut got)).await;
-        match more {
-            Err(_) => Ok(()),
-            Ok(r) => Err(format!("a read with nothing to read returned {r:?}")),
-        }
+        assert!(!passable(c.as_fd()), "a peer with a path");
     }
 
     #[tokio::test]
-    async fn handed_pipes_carry_both_ways_and_end_with_the_relay() {
+    async fn a_handed_socket_pair_carries_both_ways_and_ends_with_the_relay() {
         let (s, mut relay) = mediator_side();
-        let (in_r, in_w) = pipe();
-        let (out_r, out_w) = pipe();
-        send(&relay, HANDOFF, &[in_r.as_fd(), out_w.as_fd()]);
-        // The relay keeps no copies here; the agent keeps its own ends.
-        drop((in_r, out_w));
+        let (mut agent_in, server_in) = StdStream::pair().expect("pair");
+        let (mut agent_out, server_out) = StdStream::pair().expect("pair");
+        send(&relay, HANDOFF, &[server_in.as_fd(), server_out.as_fd()]);
+        drop((server_in, server_out));
         let Some(Accepted::Handed(mut h)) = accept(s).await else {
             panic!("not handed over");
         };
         let mut b = [0u8; 1];
         relay.read_exact(&mut b).expect("answer");
         assert_eq!(b[0], ACCEPTED);
-        let (mut agent_in, mut agent_out) = (File::from(in_w), File::from(out_r));
-        agent_in.write_all(b"hello\n").expect("write");
-        let mut got = [0u8; 6];
+        agent_in.write_all(b"ping\n").expect("write");
+        let mut got = [0u8; 5];
         h.read_exact(&mut got).await.expect("read");
-        assert_eq!(&got, b"hello\n");
-        h.write_all(b"world\n").await.expect("write");
-        let mut got = [0u8; 6];
+        assert_eq!(&got, b"ping\n");
+        h.write_all(b"pong\n").await.expect("write");
         agent_out.read_exact(&mut got).expect("read");
-        assert_eq!(&got, b"world\n");
+        assert_eq!(&got, b"pong\n");
         // The relay gone: the end of the agent's input, though the agent
         // still holds its end open.
         drop(relay);
@@ -535,22 +364,14 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_handed_socket_pair_works_and_the_agents_close_ends_the_input() {
-        let (s, _relay) = mediator_side();
+    async fn the_agents_close_ends_the_input() {
+        let (s, relay) = mediator_side();
         let (agent, server_end) = StdStream::pair().expect("pair");
-        send(&_relay, HANDOFF, &[server_end.as_fd(), server_end.as_fd()]);
+        send(&relay, HANDOFF, &[server_end.as_fd(), server_end.as_fd()]);
         drop(server_end);
         let Some(Accepted::Handed(mut h)) = accept(s).await else {
             panic!("not handed over");
         };
-        let mut agent = agent;
-        agent.write_all(b"ping\n").expect("write");
-        let mut got = [0u8; 5];
-        h.read_exact(&mut got).await.expect("read");
-        assert_eq!(&got, b"ping\n");
-        h.write_all(b"pong\n").await.expect("write");
-        agent.read_exact(&mut got).expect("read");
-        assert_eq!(&got, b"pong\n");
         agent.shutdown(std::net::Shutdown::Write).expect("shutdown");
         let mut rest = Vec::new();
         h.read_to_end(&mut rest).await.expect("eof");
@@ -561,11 +382,10 @@ mod tests {
     async fn a_plain_stream_is_served_with_its_first_byte() {
         let (s, mut relay) = mediator_side();
         relay.write_all(b"{}\n").expect("write");
-        let Some(Accepted::Stream(s)) = accept(s).await else {
+        let Some(Accepted::Stream(mut s)) = accept(s).await else {
             panic!("not a plain stream");
         };
         let mut got = [0u8; 3];
-        let mut s = s;
         s.read_exact(&mut got).await.expect("read");
         assert_eq!(&got, b"{}\n");
     }
@@ -573,31 +393,19 @@ mod tests {
     #[tokio::test]
     async fn anything_else_handed_over_is_refused() {
         let file = tempfile::tempfile().expect("file");
-        let (r, w) = pipe();
-        let cases: Vec<(&str, u8, Vec<BorrowedFd<'_>>)> = vec![
-            ("a file as input", HANDOFF, vec![file.as_fd(), w.as_fd()]),
-            ("a file as output", HANDOFF, vec![r.as_fd(), file.as_fd()]),
-            (
-                "the pipe's ends swapped",
-                HANDOFF,
-                vec![w.as_fd(), r.as_fd()],
-            ),
-            ("one descriptor", HANDOFF, vec![r.as_fd()]),
-            (
-                "three descriptors",
-                HANDOFF,
-                vec![r.as_fd(), w.as_fd(), w.as_fd()],
-            ),
-            ("no descriptor", HANDOFF, vec![]),
-            (
-                "the two ends of one pipe",
-                HANDOFF,
-                vec![r.as_fd(), w.as_fd()],
-            ),
+        let (r, w) = rustix::pipe::pipe().expect("pipe");
+        let (a, _b) = StdStream::pair().expect("pair");
+        let cases: Vec<(&str, Vec<BorrowedFd<'_>>)> = vec![
+            ("a pipe", vec![r.as_fd(), w.as_fd()]),
+            ("a file as input", vec![file.as_fd(), a.as_fd()]),
+            ("a file as output", vec![a.as_fd(), file.as_fd()]),
+            ("one descriptor", vec![a.as_fd()]),
+            ("three descriptors", vec![a.as_fd(), a.as_fd(), a.as_fd()]),
+            ("no descriptor", vec![]),
         ];
-        for (what, byte, fds) in cases {
+        for (what, fds) in cases {
             let (s, mut relay) = mediator_side();
-            send(&relay, byte, &fds);
+            send(&relay, HANDOFF, &fds);
             assert!(matches!(accept(s).await, Some(Accepted::Refused)), "{what}");
             // The connection is closed without an answer.
             let mut b = Vec::new();
@@ -608,5 +416,66 @@ mod tests {
         let (s, relay) = mediator_side();
         drop(relay);
         assert!(accept(s).await.is_none());
+    }
+
+    /// The sandbox makes its copy of the handed socket blocking again and
+    /// sits in a blocking `recv` on it: the mediator's reads still never
+    /// block. Run on a thread of its own, so that a read stuck in the
+    /// kernel fails the test instead of hanging it.
+    #[test]
+    fn a_sandbox_that_clears_o_nonblock_cannot_block_the_mediator() {
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("runtime");
+            let _ = tx.send(rt.block_on(clears_o_nonblock()));
+        });
+        let r = rx
+            .recv_timeout(std::time::Duration::from_secs(20))
+            .unwrap_or_else(|_| Err("the mediator's read blocked".to_owned()));
+        assert_eq!(r, Ok(()));
+    }
+
+    async fn clears_o_nonblock() -> Result<(), String> {
+        let e = |x: io::Error| x.to_string();
+        let (s, mut relay) = mediator_side();
+        let (agent, server) = StdStream::pair().map_err(e)?;
+        let server = OwnedFd::from(server);
+        let kept = StdStream::from(server.try_clone().map_err(e)?);
+        send(&relay, HANDOFF, &[server.as_fd(), server.as_fd()]);
+        drop(server);
+        let Some(Accepted::Handed(mut h)) = accept(s).await else {
+            return Err("not handed over".to_owned());
+        };
+        let mut b = [0u8; 1];
+        relay.read_exact(&mut b).map_err(e)?;
+        // The sandbox's copy: blocking again, and a thread of its waiting
+        // in a blocking recv on it.
+        kept.set_nonblocking(false).map_err(e)?;
+        let waiter = std::thread::spawn(move || {
+            let mut one = [0u8; 1];
+            let _ = (&kept).read(&mut one);
+        });
+        let mut agent = agent;
+        agent.write_all(&[b'x'; 8192]).map_err(e)?;
+        let mut got = vec![0u8; 8192];
+        // Whatever the waiter took is not the mediator's; read what is left.
+        let first = h.read(&mut got).await.map_err(e)?;
+        let more = tokio::time::timeout(std::time::Duration::from_millis(300), async {
+            let mut total = first;
+            while total < 8191 {
+                total += h.read(&mut got).await?;
+            }
+            Ok::<_, io::Error>(total)
+        })
+        .await;
+        drop(agent);
+        drop(waiter);
+        match more {
+            Ok(Ok(_)) | Err(_) => Ok(()),
+            Ok(Err(x)) => Err(x.to_string()),
+        }
     }
 }
