@@ -4,8 +4,9 @@
 //!   locks and `fsync`s it, renames it into place with `RENAME_NOREPLACE`
 //!   and `fsync`s the directory. A crash at any point leaves either no
 //!   journal or a complete header (never a half-written one at the name).
-//! * **Open** checks placement, takes the writer lock without waiting
-//!   (`journal_locked` if another handle holds it), reads the file once and
+//! * **Open** checks placement, takes the writer lock, waiting at most a
+//!   second for it (`journal_locked` if another handle still holds it: a
+//!   child forked by the writer's process holds a copy until its `exec`), reads the file once and
 //!   replays it strictly. A torn tail is cut off exactly once: its bytes are
 //!   first copied to a sibling `<name>.torn.<offset>.<random>` (synced, with
 //!   the directory), then the file is truncated and synced; the repair is

@@ -147,18 +147,47 @@ pub(crate) fn create_in(dir: BorrowedFd<'_>, name: &OsStr) -> Result<OwnedFd, Jo
     Ok(fd)
 }
 
-/// Takes the exclusive writer lock without waiting.
+/// How long [`lock`] waits out a held lock before it reports `Locked`.
+pub(crate) const LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// Takes the exclusive writer lock, waiting at most [`LOCK_WAIT`].
+///
+/// A lock can outlive the handle that took it: a process forked from the
+/// writer's process (any child it spawns, from any thread) holds a copy of
+/// the descriptor, and with it the lock, until its `exec` closes it. A
+/// journal closed and reopened at once would find that copy's lock. So a
+/// held lock is retried for a short, bounded time; a real second writer is
+/// still refused, only later.
 pub(crate) fn lock(fd: BorrowedFd<'_>) -> Result<(), JournalError> {
-    fs::flock(fd, FlockOperation::NonBlockingLockExclusive).map_err(|e| {
-        if e == Errno::WOULDBLOCK || e == Errno::AGAIN {
-            JournalError::Locked
-        } else {
-            JournalError::Io {
-                op: IoOp::Lock,
-                errno: e,
+    lock_within(fd, LOCK_WAIT)
+}
+
+pub(crate) fn lock_within(
+    fd: BorrowedFd<'_>,
+    wait: std::time::Duration,
+) -> Result<(), JournalError> {
+    let deadline = std::time::Instant::now() + wait;
+    let mut pause = std::time::Duration::from_millis(1);
+    loop {
+        match fs::flock(fd, FlockOperation::NonBlockingLockExclusive) {
+            Ok(()) => return Ok(()),
+            Err(e) if e == Errno::WOULDBLOCK || e == Errno::AGAIN => {
+                let now = std::time::Instant::now();
+                if now >= deadline {
+                    return Err(JournalError::Locked);
+                }
+                std::thread::sleep(pause.min(deadline - now));
+                pause = (pause * 2).min(std::time::Duration::from_millis(50));
+            }
+            Err(e) if e == Errno::INTR => {}
+            Err(e) => {
+                return Err(JournalError::Io {
+                    op: IoOp::Lock,
+                    errno: e,
+                })
             }
         }
-    })
+    }
 }
 
 /// `fsync` of a directory, making a create, rename or unlink durable.
@@ -315,4 +344,42 @@ pub(crate) fn replace_file(
         unlink_in(dir, &tmp);
     }
     result
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    fn two_descriptions() -> (tempfile::TempDir, OwnedFd, OwnedFd) {
+        let d = tempfile::tempdir().expect("tempdir");
+        let p = d.path().join("j");
+        std::fs::write(&p, b"").expect("write");
+        let open = || fs::open(&p, OFlags::RDWR | OFlags::CLOEXEC, Mode::empty()).expect("open");
+        let (a, b) = (open(), open());
+        (d, a, b)
+    }
+
+    #[test]
+    fn a_lock_released_soon_after_is_waited_out() {
+        let (_d, first, second) = two_descriptions();
+        lock(first.as_fd()).expect("first lock");
+        // Like a forked child's copy of the descriptor, closed at its exec.
+        let holder = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(20));
+            drop(first);
+        });
+        lock(second.as_fd()).expect("the lock is taken once released");
+        holder.join().expect("holder");
+    }
+
+    #[test]
+    fn a_lock_held_throughout_is_refused_after_the_wait() {
+        let (_d, first, second) = two_descriptions();
+        lock(first.as_fd()).expect("first lock");
+        let e = lock_within(second.as_fd(), Duration::from_millis(30)).unwrap_err();
+        assert!(matches!(e, JournalError::Locked), "{e:?}");
+        drop(first);
+        lock_within(second.as_fd(), Duration::ZERO).expect("free now");
+    }
 }
