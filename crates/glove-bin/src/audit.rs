@@ -70,9 +70,7 @@ fn replay(a: &AuditArgs) -> Result<Replayed, Rejection> {
     let spec = glove_mcp::journal_spec(MAX_JOURNAL_BYTES, u64::MAX >> 1);
     let replayed =
         glove_journal::replay_bytes(&bytes, &spec, None).map_err(|e| r(McpError::Journal(e)))?;
-    // A tail of zeros is a live writer's reserve (or one a crash left):
-    // it holds nothing. Anything else after the last record fails.
-    if let Some(t) = replayed.torn.filter(|t| !t.zeros) {
+    if let Some(t) = replayed.torn {
         return Err(Rejection::new(
             MCP_AUDIT_FAILED,
             format!(

@@ -23,11 +23,6 @@ pub(crate) const CLOSING_FLUSH: Duration = Duration::from_millis(20);
 
 /// Most events made durable by one sync.
 const BATCH: usize = 64;
-/// Zeros kept written ahead of the records, so a decision's `fdatasync`
-/// does not change the file's length and need not write its inode (about
-/// a third off each sync on this machine's ext4; see the journal's
-/// `reserve_ahead`). Trimmed when the journal closes.
-pub(crate) const RESERVE: u64 = 128 << 10;
 
 /// The record kind of an egress event in the egress journal.
 pub const EVENT_RECORD: u16 = 1;
@@ -172,8 +167,7 @@ pub(crate) fn spawn(
     spec: &JournalSpec,
     max_concurrent: usize,
 ) -> Result<(Audit, std::thread::JoinHandle<Totals>), EgressError> {
-    let mut journal = Journal::create(path, spec)?;
-    journal.reserve_ahead(RESERVE);
+    let journal = Journal::create(path, spec)?;
     let (tx, rx) = mpsc::channel::<Job>();
     let failed = Arc::new(AtomicBool::new(false));
     let full = Arc::new(AtomicBool::new(false));

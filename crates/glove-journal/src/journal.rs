@@ -66,10 +66,6 @@ pub struct TornRepair {
 pub struct OpenReport {
     /// The torn tail that was repaired, if any.
     pub torn: Option<TornRepair>,
-    /// Bytes of zeros after the last record that were trimmed (a writer's
-    /// reserve, see [`Journal::reserve_ahead`], or an extension a crash
-    /// left unwritten): nothing to keep, so no copy is saved.
-    pub zeros_trimmed: u64,
     /// Opened through an anchor file that did not exist (a journal from
     /// before anchor files, or one whose anchor was removed): nothing could
     /// be checked against it; a fresh anchor has been written.
@@ -137,50 +133,6 @@ pub struct Journal {
     spec: JournalSpec,
     header: Header,
     commit: Commit,
-    reserve: Reserve,
-}
-
-/// Space written ahead of the records (see [`Journal::reserve_ahead`]).
-#[derive(Debug, Default)]
-struct Reserve {
-    /// How far ahead to write zeros; 0 writes none.
-    ahead: u64,
-    /// The file's length as the last completed sync left it (only the
-    /// commit leader touches the file, so this lock is never contended).
-    file_len: std::sync::Mutex<u64>,
-}
-
-/// Zeros written at a time while extending a reserve.
-const ZEROS: [u8; 16 << 10] = [0; 16 << 10];
-
-impl Drop for Journal {
-    /// Trims a reserve back to the durable records, so a journal closed
-    /// cleanly is exactly its records. Best effort: a reserve left behind
-    /// (a crash, a failed trim) is zeros, which open trims and replay
-    /// reports as such.
-    fn drop(&mut self) {
-        if self.reserve.ahead == 0 {
-            return;
-        }
-        let Ok(st) = self.commit.state() else {
-            return;
-        };
-        if st.poisoned {
-            return;
-        }
-        drop(st);
-        let Ok((_, end, _)) = self.commit.durable() else {
-            return;
-        };
-        let len = *self
-            .reserve
-            .file_len
-            .lock()
-            .unwrap_or_else(|e| e.into_inner());
-        if len > end {
-            let _ = fs::ftruncate(&self.file, end);
-        }
-    }
 }
 
 impl Journal {
@@ -244,13 +196,7 @@ impl Journal {
         let replayed = replay_bytes(&image, spec, anchor)?;
         let mut report = OpenReport::default();
         if let Some(torn) = replayed.torn {
-            if torn.zeros {
-                fs::ftruncate(&fd, torn.offset).map_err(JournalError::io(IoOp::Truncate))?;
-                fs::fsync(&fd).map_err(JournalError::io(IoOp::Sync))?;
-                report.zeros_trimmed = torn.len;
-            } else {
-                report.torn = Some(repair_torn(&dir, &fd, name, &dir_path, &image, torn)?);
-            }
+            report.torn = Some(repair_torn(&dir, &fd, name, &dir_path, &image, torn)?);
             image.truncate(usize::try_from(torn.offset).unwrap_or(image.len()));
         }
         let Replayed {
@@ -290,56 +236,7 @@ impl Journal {
             spec: *spec,
             header,
             commit: Commit::new(end, written, head),
-            reserve: Reserve {
-                ahead: 0,
-                file_len: std::sync::Mutex::new(end),
-            },
         }
-    }
-
-    /// Writes zeros up to `bytes` ahead of the records whenever an append
-    /// reaches the end of the file (never past the spec's byte bound), so
-    /// most syncs overwrite space the file already has. On a filesystem
-    /// such as ext4, an `fdatasync` that does not change the file's length
-    /// need not write its inode: one device write instead of two. Open and
-    /// replay treat a zero tail as free space ([`TornTail::zeros`]); a
-    /// clean drop trims it. 0 (the default) reserves nothing.
-    pub fn reserve_ahead(&mut self, bytes: u64) {
-        self.reserve.ahead = bytes;
-    }
-
-    /// Writes a batch at `offset`, extending the reserve first when the
-    /// batch reaches past the file's end, then syncs.
-    fn write_sync(&self, batch: &[u8], offset: u64) -> Result<(), (IoOp, rustix::io::Errno)> {
-        let fd = self.file.as_fd();
-        placement::write_all_at(fd, batch, offset).map_err(|errno| (IoOp::Write, errno))?;
-        let end = offset + batch.len() as u64;
-        let mut len = self
-            .reserve
-            .file_len
-            .lock()
-            .unwrap_or_else(|e| e.into_inner());
-        let grown = if self.reserve.ahead > 0 && end > *len {
-            let to = end
-                .saturating_add(self.reserve.ahead)
-                .min(self.spec.max_bytes)
-                .max(end);
-            let mut at = end;
-            while at < to {
-                let n = usize::try_from(to - at)
-                    .unwrap_or(ZEROS.len())
-                    .min(ZEROS.len());
-                let zeros = ZEROS.get(..n).unwrap_or(&ZEROS);
-                placement::write_all_at(fd, zeros, at).map_err(|errno| (IoOp::Write, errno))?;
-                at += n as u64;
-            }
-            to
-        } else {
-            (*len).max(end)
-        };
-        fs::fdatasync(&self.file).map_err(|errno| (IoOp::Sync, errno))?;
-        *len = grown;
-        Ok(())
     }
 
     fn state(&self) -> Result<MutexGuard<'_, State>, JournalError> {
@@ -374,7 +271,11 @@ impl Journal {
             return Err(JournalError::Poisoned);
         }
         let last = st.written;
-        let write_sync = |batch: &[u8], offset: u64| self.write_sync(batch, offset);
+        let write_sync = |batch: &[u8], offset: u64| {
+            placement::write_all_at(self.file.as_fd(), batch, offset)
+                .map_err(|errno| (IoOp::Write, errno))?;
+            fs::fdatasync(&self.file).map_err(|errno| (IoOp::Sync, errno))
+        };
         self.commit.wait_durable_alone(st, last, &write_sync)
     }
 
@@ -443,7 +344,11 @@ impl Journal {
     /// `pwrite` and one `fdatasync`) when no other thread does (see the
     /// `commit` module).
     fn wait_durable<'a>(&'a self, st: MutexGuard<'a, State>, seq: u64) -> Result<(), JournalError> {
-        let write_sync = |batch: &[u8], offset: u64| self.write_sync(batch, offset);
+        let write_sync = |batch: &[u8], offset: u64| {
+            placement::write_all_at(self.file.as_fd(), batch, offset)
+                .map_err(|errno| (IoOp::Write, errno))?;
+            fs::fdatasync(&self.file).map_err(|errno| (IoOp::Sync, errno))
+        };
         self.commit.wait_durable(st, seq, &write_sync)
     }
 
@@ -559,9 +464,9 @@ impl Journal {
                 return Err(e);
             }
         };
-        let mut j = Journal::assemble(fd, dir, &self.path, &self.spec, header, end, count, head);
-        j.reserve_ahead(self.reserve.ahead);
-        Ok(j)
+        Ok(Journal::assemble(
+            fd, dir, &self.path, &self.spec, header, end, count, head,
+        ))
     }
 }
 

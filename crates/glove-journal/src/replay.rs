@@ -60,12 +60,6 @@ pub struct TornTail {
     pub offset: u64,
     /// How many bytes the tail holds.
     pub len: u64,
-    /// Every byte of the tail is zero: space a writer reserved ahead of
-    /// its records (see [`Journal::reserve_ahead`]), or an extension a
-    /// crash left unwritten. It holds nothing, so it is not an alteration.
-    ///
-    /// [`Journal::reserve_ahead`]: crate::Journal::reserve_ahead
-    pub zeros: bool,
 }
 
 /// The result of a successful replay.
@@ -226,7 +220,6 @@ pub fn replay_bytes(
         torn: torn_at.map(|o| TornTail {
             offset: to_u64(o),
             len: file_len - to_u64(o),
-            zeros: bytes.get(o..).unwrap_or(&[]).iter().all(|b| *b == 0),
         }),
     })
 }

@@ -64,11 +64,6 @@ pub const RESULT_DOMAIN: &str = "glove.mcp-result.v1";
 
 const RECORD_KINDS: &[u16] = &[EVENT_RECORD];
 const BATCH: usize = 64;
-/// Zeros kept written ahead of the records, so a decision's `fdatasync`
-/// does not change the file's length and need not write its inode (about
-/// a third off each sync on this machine's ext4; see the journal's
-/// `reserve_ahead`). Trimmed when the journal closes.
-pub(crate) const RESERVE: u64 = 128 << 10;
 
 /// The MCP audit journal's spec for these bounds.
 pub fn journal_spec(max_bytes: u64, max_records: u64) -> JournalSpec {
@@ -427,8 +422,7 @@ pub(crate) fn spawn(
     path: &Path,
     spec: &JournalSpec,
 ) -> Result<(Audit, std::thread::JoinHandle<Summary>), McpError> {
-    let mut journal = Journal::create(path, spec)?;
-    journal.reserve_ahead(RESERVE);
+    let journal = Journal::create(path, spec)?;
     let (tx, rx) = mpsc::channel::<Job>();
     let failed = Arc::new(AtomicBool::new(false));
     let room = Arc::new(std::sync::Mutex::new(Room {

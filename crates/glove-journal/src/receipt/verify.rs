@@ -160,7 +160,7 @@ pub fn verify_evidence(
         receipts: state.receipts.len() as u64,
         receipts_after_anchor: head.seq - anchor.seq,
         outstanding_reservations: state.outstanding.len() as u64,
-        torn_tail_bytes: replayed.torn.filter(|t| !t.zeros).map(|t| t.len),
+        torn_tail_bytes: replayed.torn.map(|t| t.len),
     })
 }
 

@@ -92,10 +92,13 @@ impl Kind {
     /// Real open (with torn-tail repair): the records it recovered.
     fn open(self, path: &Path) -> Result<(Vec<Rec>, bool), JournalError> {
         let torn = match self {
-            Kind::Generic => cut(&Journal::open(path, &SPEC, None)?.report),
-            Kind::Sessions => cut(&SessionStore::open(path, None)?.1),
+            Kind::Generic => Journal::open(path, &SPEC, None)?.report.torn.is_some(),
+            Kind::Sessions => SessionStore::open(path, None)?.1.torn.is_some(),
             Kind::Receipts => {
-                cut(&ReceiptJournal::open(path, key(), &anchor(), ReceiptConfig::default())?.1)
+                ReceiptJournal::open(path, key(), &anchor(), ReceiptConfig::default())?
+                    .1
+                    .torn
+                    .is_some()
             }
         };
         let bytes = std::fs::read(path).unwrap();
@@ -103,13 +106,6 @@ impl Kind {
         assert!(!torn_after, "repair left a torn tail");
         Ok((recs, torn))
     }
-}
-
-/// Whether open cut a tail off: a torn one (saved first), or one that was
-/// only zeros (nothing to save: a cut whose bytes happen to be zeros reads
-/// the same as a writer's reserve).
-fn cut(r: &glove_journal::OpenReport) -> bool {
-    r.torn.is_some() || r.zeros_trimmed > 0
 }
 
 fn fixture(kind: Kind) -> (tempfile::TempDir, Vec<u8>, Vec<Rec>, Vec<usize>) {
