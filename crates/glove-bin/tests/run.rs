@@ -771,6 +771,11 @@ fn audit_verify_reads_a_journal_without_changing_it_and_refuses_a_torn_tail() {
     assert_eq!(v["exit"]["code"], 0, "{v}");
     let j = s.audit.display().to_string();
     let before = std::fs::read(&s.audit).expect("journal");
+    // A clean close leaves exactly the records: no tail.
+    let spec = glove_mcp::journal_spec(1 << 30, u64::MAX >> 1);
+    let replayed = glove_journal::replay_bytes(&before, &spec, None).expect("replays");
+    assert!(replayed.torn.is_none(), "{:?}", replayed.torn);
+    assert_eq!(replayed.valid_len, before.len() as u64);
     let ok = audit(&["verify", "--journal", &j]);
     assert_eq!(ok["head"], v["mcp"]["journal_head"], "{ok}");
     // Cut inside the last record: verify fails, and the file keeps every

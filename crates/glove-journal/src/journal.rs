@@ -170,8 +170,13 @@ impl Journal {
         let (dir_path, name) = placement::split(path);
         let dir = placement::open_dir(&dir_path)?;
         let fd = placement::open_in(dir.as_fd(), name, true)?;
-        let size = placement::check_file(fd.as_fd())?;
+        placement::check_file(fd.as_fd())?;
         placement::lock(fd.as_fd())?;
+        // The lock may have been waited for: meanwhile another writer may
+        // have appended (so the size is read only now) or compacted the
+        // journal onto a new file (so `fd` must still be the named one).
+        placement::still_named(dir.as_fd(), name, fd.as_fd())?;
+        let size = placement::check_file(fd.as_fd())?;
         // A rewrite a crash cut short left its new file beside this one;
         // holding the lock, no rewrite is in flight, so it is garbage.
         placement::remove_stale_siblings(dir.as_fd(), name, "new");

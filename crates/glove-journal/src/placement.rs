@@ -147,6 +147,27 @@ pub(crate) fn create_in(dir: BorrowedFd<'_>, name: &OsStr) -> Result<OwnedFd, Jo
     Ok(fd)
 }
 
+/// After waiting for the lock: whether `fd` is still the file named `name`
+/// in `dir`. A writer that held the lock meanwhile may have compacted the
+/// journal (renamed a new file over the name, leaving `fd` on the unlinked
+/// old one); that is another writer at work, so `Locked`.
+pub(crate) fn still_named(
+    dir: BorrowedFd<'_>,
+    name: &OsStr,
+    fd: BorrowedFd<'_>,
+) -> Result<(), JournalError> {
+    let ours = fs::fstat(fd).map_err(JournalError::io(IoOp::Stat))?;
+    match fs::statat(dir, name, fs::AtFlags::SYMLINK_NOFOLLOW) {
+        Ok(named) if named.st_dev == ours.st_dev && named.st_ino == ours.st_ino => Ok(()),
+        Ok(_) => Err(JournalError::Locked),
+        Err(e) if e == Errno::NOENT => Err(JournalError::Locked),
+        Err(e) => Err(JournalError::Io {
+            op: IoOp::Stat,
+            errno: e,
+        }),
+    }
+}
+
 /// How long [`lock`] waits out a held lock before it reports `Locked`.
 pub(crate) const LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
 

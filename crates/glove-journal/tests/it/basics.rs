@@ -391,3 +391,42 @@ fn rewrite_keeps_the_id_and_the_lock() {
     let got: Vec<_> = o.records().map(|r| r.payload.to_vec()).collect();
     assert_eq!(got, vec![b"x".to_vec(), b"y".to_vec(), b"z".to_vec()]);
 }
+
+/// Review finding: open waits for a held lock; what the holder did
+/// meanwhile must be seen. Appends made while a second open waited are
+/// replayed (the size is read once the lock is held), never cut or
+/// overwritten.
+#[test]
+fn an_open_that_waited_for_the_lock_sees_the_appends_made_meanwhile() {
+    let (_d, p, _) = three_records();
+    let first = Journal::open(&p, &SPEC, None).unwrap();
+    let q = p.clone();
+    let waiter = std::thread::spawn(move || Journal::open(&q, &SPEC, None));
+    std::thread::sleep(std::time::Duration::from_millis(50));
+    assert_eq!(first.journal.append(1, b"delta").unwrap().seq, 4);
+    assert_eq!(first.journal.append(2, b"echo").unwrap().seq, 5);
+    drop(first);
+    let o = waiter.join().unwrap().expect("opens once the lock is free");
+    assert_eq!(o.record_count(), 5);
+    assert!(o.report.torn.is_none());
+    assert_eq!(o.journal.append(1, b"foxtrot").unwrap().seq, 6);
+}
+
+/// Review finding: a writer that compacts while a second open waits
+/// renames a new file over the name; the waiter, on the old file, must not
+/// become a second writer of a journal nobody reads.
+#[test]
+fn an_open_that_waited_while_the_journal_was_compacted_is_locked_out() {
+    let (_d, p, _) = three_records();
+    let first = Journal::open(&p, &SPEC, None).unwrap();
+    let q = p.clone();
+    let waiter =
+        std::thread::spawn(move || Journal::open(&q, &SPEC, None).map(|o| o.record_count()));
+    std::thread::sleep(std::time::Duration::from_millis(50));
+    let new = first.journal.rewrite([(1u16, &b"x"[..])]).unwrap();
+    drop(first);
+    let e = waiter.join().unwrap().unwrap_err();
+    assert_eq!(e.code(), jc::JOURNAL_LOCKED);
+    drop(new);
+    assert_eq!(Journal::open(&p, &SPEC, None).unwrap().record_count(), 1);
+}
