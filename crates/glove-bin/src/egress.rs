@@ -185,6 +185,51 @@ fn summary_json(s: &Summary, journal: &str) -> serde_json::Value {
     })
 }
 
+/// Replays an egress journal from its bytes, read-only: nothing on disk is
+/// locked, cut or removed (a display command must not change evidence),
+/// and a torn tail fails instead of being cut off. Its events, decoded
+/// strictly, and its head in hex.
+fn replay_read_only(
+    path: &std::path::Path,
+    spec: &glove_journal::JournalSpec,
+) -> Result<(Vec<glove_types::egress::event::EgressEvent>, String), Rejection> {
+    use glove_types::codes::egress::{EGRESS_AUDIT_FAILED, EGRESS_EVENT_INVALID};
+    use std::io::Read;
+    let shown = path.display();
+    let io = |e: std::io::Error| Rejection::new(EGRESS_AUDIT_FAILED, format!("{shown}: {e}"));
+    let mut bytes = Vec::new();
+    std::fs::File::open(path)
+        .map_err(io)?
+        .take(spec.max_bytes.saturating_add(1))
+        .read_to_end(&mut bytes)
+        .map_err(io)?;
+    let replayed = glove_journal::replay_bytes(&bytes, spec, None).map_err(|e| {
+        let e = glove_egress::EgressError::from(e);
+        Rejection::new(e.code(), format!("{shown}: {e}"))
+    })?;
+    if let Some(t) = replayed.torn {
+        return Err(Rejection::new(
+            EGRESS_AUDIT_FAILED,
+            format!(
+                "{shown}: {} bytes after the last whole record (at offset {}): a torn or altered tail, left as it is",
+                t.len, t.offset
+            ),
+        ));
+    }
+    let mut events = Vec::with_capacity(replayed.records.len());
+    for rec in &replayed.records {
+        let payload = bytes.get(rec.payload.clone()).unwrap_or(&[]);
+        let e = glove_types::egress::event::EgressEvent::decode(payload).map_err(|x| {
+            Rejection::new(
+                EGRESS_EVENT_INVALID,
+                format!("{shown}: record {}: {x}", rec.seq),
+            )
+        })?;
+        events.push(e);
+    }
+    Ok((events, glove_types::digest::to_hex(&replayed.head)))
+}
+
 /// One line for a person: what left the sandbox.
 pub fn summary_line(v: &serde_json::Value) -> String {
     if let Some(e) = v.get("error") {
@@ -216,7 +261,8 @@ pub fn summary_line(v: &serde_json::Value) -> String {
 pub enum EgressCommand {
     /// Replay an egress journal strictly (every record's chain, every
     /// event's canonical encoding) and show its events and its head, which
-    /// a receipt's `egress.journal_head` names. Not while its proxy runs.
+    /// a receipt's `egress.journal_head` names. Read-only: a torn tail
+    /// fails and is left as it is.
     Show(ShowArgs),
 }
 
@@ -240,24 +286,9 @@ pub fn command(c: &EgressCommand) -> i32 {
 
 fn show(a: &ShowArgs) -> i32 {
     let spec = ProxyLimits::default().journal_spec();
-    let fail = |e: glove_egress::EgressError| {
-        crate::cli::fail(&Rejection::new(e.code(), e.to_string()), a.json, None)
-    };
-    let opened = match glove_journal::Journal::open(&a.journal, &spec, None) {
-        Ok(o) => o,
-        Err(e) => return fail(e.into()),
-    };
-    let (journal, ..) = opened.into_parts();
-    let head: String = journal
-        .anchor()
-        .head
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect();
-    drop(journal);
-    let events = match glove_egress::read_events(&a.journal, &spec) {
-        Ok(e) => e,
-        Err(e) => return fail(e),
+    let (events, head) = match replay_read_only(&a.journal, &spec) {
+        Ok(v) => v,
+        Err(r) => return crate::cli::fail(&r, a.json, None),
     };
     if a.json {
         let list: Vec<serde_json::Value> = events

@@ -448,3 +448,68 @@ fn the_forwarder_counts_against_the_sessions_pid_limit() {
     assert!(!text.contains("forked"), "{v} {text}");
     assert_ne!(v["exit"]["code"], 0, "{v}");
 }
+
+/// Review finding: `glove egress show` opened the journal as a writer,
+/// which cuts a torn tail: a display command changed the evidence. It
+/// replays the bytes read-only, names the head the outcome commits, and
+/// fails on a torn tail without touching the file.
+#[test]
+fn egress_show_reads_the_journal_without_changing_it() {
+    if !sandbox_ok(As::Caller) || !python_ok() {
+        return;
+    }
+    let up = upstream();
+    let p = up.port;
+    let policy = serde_json::json!({
+        "schema_version": 1,
+        "egress_policy_id": "show",
+        "endpoints": [format!("model.test:{p}")],
+        "allow_private": true,
+        "hosts": {"model.test": ["127.0.0.1"]},
+    });
+    let (a, b) = (
+        format!("http://model.test:{p}/one"),
+        format!("http://other.test:{p}/two"),
+    );
+    let r = run(policy, &["get", &a, "get", &b]);
+    let j = r.journal.display().to_string();
+    let before = std::fs::read(&r.journal).expect("journal");
+    let out = glove(
+        As::Caller,
+        &["egress", "show", "--json", "--journal", &j],
+        None,
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert_eq!(v["head"], r.outcome["egress"]["journal_head"], "{v}");
+    assert_eq!(v["records"], r.outcome["egress"]["journal_records"], "{v}");
+    let events = v["events"].as_array().expect("events");
+    assert!(
+        events
+            .iter()
+            .any(|e| e["code"] == "egress_host_not_allowed"),
+        "{v}"
+    );
+    let text = glove(As::Caller, &["egress", "show", "--journal", &j], None);
+    assert!(text.status.success());
+    assert!(String::from_utf8_lossy(&text.stdout).contains("REFUSED egress_host_not_allowed"));
+    assert_eq!(std::fs::read(&r.journal).expect("journal"), before);
+    // Cut inside the last record: show fails, every byte stays.
+    let cut = &before[..before.len() - 10];
+    std::fs::write(&r.journal, cut).expect("write");
+    let out = glove(As::Caller, &["egress", "show", "--journal", &j], None);
+    assert!(
+        !out.status.success(),
+        "a torn journal must not show as whole"
+    );
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("torn"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(std::fs::read(&r.journal).expect("journal"), cut);
+}
