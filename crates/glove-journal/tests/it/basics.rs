@@ -392,6 +392,26 @@ fn rewrite_keeps_the_id_and_the_lock() {
     assert_eq!(got, vec![b"x".to_vec(), b"y".to_vec(), b"z".to_vec()]);
 }
 
+/// Returns once two descriptors of this process name `path` (the holder's
+/// and a waiter's), so the waiter has opened the file before the holder
+/// acts; then gives it a moment to reach the lock.
+fn until_opened_twice(path: &std::path::Path) {
+    let canon = std::fs::canonicalize(path).expect("canonical");
+    for _ in 0..2000 {
+        let n = std::fs::read_dir("/proc/self/fd")
+            .expect("fds")
+            .filter_map(|e| std::fs::read_link(e.ok()?.path()).ok())
+            .filter(|t| *t == canon)
+            .count();
+        if n >= 2 {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    panic!("the waiter never opened {}", path.display());
+}
+
 /// Review finding: open waits for a held lock; what the holder did
 /// meanwhile must be seen. Appends made while a second open waited are
 /// replayed (the size is read once the lock is held), never cut or
@@ -402,7 +422,7 @@ fn an_open_that_waited_for_the_lock_sees_the_appends_made_meanwhile() {
     let first = Journal::open(&p, &SPEC, None).unwrap();
     let q = p.clone();
     let waiter = std::thread::spawn(move || Journal::open(&q, &SPEC, None));
-    std::thread::sleep(std::time::Duration::from_millis(50));
+    until_opened_twice(&p);
     assert_eq!(first.journal.append(1, b"delta").unwrap().seq, 4);
     assert_eq!(first.journal.append(2, b"echo").unwrap().seq, 5);
     drop(first);
@@ -422,7 +442,7 @@ fn an_open_that_waited_while_the_journal_was_compacted_is_locked_out() {
     let q = p.clone();
     let waiter =
         std::thread::spawn(move || Journal::open(&q, &SPEC, None).map(|o| o.record_count()));
-    std::thread::sleep(std::time::Duration::from_millis(50));
+    until_opened_twice(&p);
     let new = first.journal.rewrite([(1u16, &b"x"[..])]).unwrap();
     drop(first);
     let e = waiter.join().unwrap().unwrap_err();
