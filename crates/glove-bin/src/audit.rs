@@ -53,32 +53,47 @@ struct Replayed {
     head: String,
 }
 
-/// Replays the journal from its bytes, read-only: nothing on disk is
-/// locked, repaired or removed, and a torn tail (bytes after the last
-/// whole record) fails the check instead of being cut off.
-fn replay(a: &AuditArgs) -> Result<Replayed, Rejection> {
-    use glove_types::codes::mcp::{MCP_AUDIT_FAILED, MCP_EVENT_INVALID};
+/// Reads a journal's bytes (at most `spec.max_bytes`) and replays them,
+/// read-only: nothing on disk is locked, repaired or removed (a command
+/// that shows or verifies must not change evidence), and a torn tail (bytes
+/// after the last whole record) fails with `failed` instead of being cut
+/// off. `journal` names a replay failure in the caller's codes.
+pub(crate) fn replay_read_only(
+    path: &std::path::Path,
+    spec: &glove_journal::JournalSpec,
+    failed: glove_types::codes::ErrorCode,
+    journal: impl Fn(glove_journal::JournalError) -> Rejection,
+) -> Result<(Vec<u8>, glove_journal::Replayed), Rejection> {
     use std::io::Read;
-    let r = |e: McpError| Rejection::new(e.code(), e.to_string());
-    let shown = a.journal.display();
-    let f = std::fs::File::open(&a.journal)
-        .map_err(|e| Rejection::new(MCP_AUDIT_FAILED, format!("{shown}: {e}")))?;
+    let shown = path.display();
+    let io = |e: std::io::Error| Rejection::new(failed, format!("{shown}: {e}"));
     let mut bytes = Vec::new();
-    f.take(MAX_JOURNAL_BYTES + 1)
+    std::fs::File::open(path)
+        .map_err(io)?
+        .take(spec.max_bytes.saturating_add(1))
         .read_to_end(&mut bytes)
-        .map_err(|e| Rejection::new(MCP_AUDIT_FAILED, format!("{shown}: {e}")))?;
-    let spec = glove_mcp::journal_spec(MAX_JOURNAL_BYTES, u64::MAX >> 1);
-    let replayed =
-        glove_journal::replay_bytes(&bytes, &spec, None).map_err(|e| r(McpError::Journal(e)))?;
+        .map_err(io)?;
+    let replayed = glove_journal::replay_bytes(&bytes, spec, None).map_err(journal)?;
     if let Some(t) = replayed.torn {
         return Err(Rejection::new(
-            MCP_AUDIT_FAILED,
+            failed,
             format!(
-                "{shown}: {} bytes after the last whole record (at offset {}): a torn or altered tail",
+                "{shown}: {} bytes after the last whole record (at offset {}): a torn or altered tail, left as it is",
                 t.len, t.offset
             ),
         ));
     }
+    Ok((bytes, replayed))
+}
+
+/// Replays the MCP audit journal read-only (see [`replay_read_only`]).
+fn replay(a: &AuditArgs) -> Result<Replayed, Rejection> {
+    use glove_types::codes::mcp::{MCP_AUDIT_FAILED, MCP_EVENT_INVALID};
+    let spec = glove_mcp::journal_spec(MAX_JOURNAL_BYTES, u64::MAX >> 1);
+    let (bytes, replayed) = replay_read_only(&a.journal, &spec, MCP_AUDIT_FAILED, |e| {
+        let e = McpError::Journal(e);
+        Rejection::new(e.code(), e.to_string())
+    })?;
     let head = glove_types::digest::to_hex(&replayed.head);
     let invalid = |m: String| Rejection::new(MCP_EVENT_INVALID, m);
     let mut events = Vec::with_capacity(replayed.records.len());

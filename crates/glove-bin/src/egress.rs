@@ -185,37 +185,19 @@ fn summary_json(s: &Summary, journal: &str) -> serde_json::Value {
     })
 }
 
-/// Replays an egress journal from its bytes, read-only: nothing on disk is
-/// locked, cut or removed (a display command must not change evidence),
-/// and a torn tail fails instead of being cut off. Its events, decoded
-/// strictly, and its head in hex.
+/// Replays an egress journal read-only (see
+/// [`crate::audit::replay_read_only`]): its events, decoded strictly, and
+/// its head in hex.
 fn replay_read_only(
     path: &std::path::Path,
     spec: &glove_journal::JournalSpec,
 ) -> Result<(Vec<glove_types::egress::event::EgressEvent>, String), Rejection> {
     use glove_types::codes::egress::{EGRESS_AUDIT_FAILED, EGRESS_EVENT_INVALID};
-    use std::io::Read;
     let shown = path.display();
-    let io = |e: std::io::Error| Rejection::new(EGRESS_AUDIT_FAILED, format!("{shown}: {e}"));
-    let mut bytes = Vec::new();
-    std::fs::File::open(path)
-        .map_err(io)?
-        .take(spec.max_bytes.saturating_add(1))
-        .read_to_end(&mut bytes)
-        .map_err(io)?;
-    let replayed = glove_journal::replay_bytes(&bytes, spec, None).map_err(|e| {
+    let (bytes, replayed) = crate::audit::replay_read_only(path, spec, EGRESS_AUDIT_FAILED, |e| {
         let e = glove_egress::EgressError::from(e);
         Rejection::new(e.code(), format!("{shown}: {e}"))
     })?;
-    if let Some(t) = replayed.torn {
-        return Err(Rejection::new(
-            EGRESS_AUDIT_FAILED,
-            format!(
-                "{shown}: {} bytes after the last whole record (at offset {}): a torn or altered tail, left as it is",
-                t.len, t.offset
-            ),
-        ));
-    }
     let mut events = Vec::with_capacity(replayed.records.len());
     for rec in &replayed.records {
         let payload = bytes.get(rec.payload.clone()).unwrap_or(&[]);
