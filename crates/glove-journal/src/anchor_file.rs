@@ -270,86 +270,9 @@ pub(crate) fn open_matching<T>(
     Err(first.unwrap_or_else(|| JournalError::corrupt(CorruptKind::AnchorMismatch, 0)))
 }
 
-/// [`open_matching`] against `rec`, the anchor file's record as it was
-/// read before the journal's lock was taken. Open may wait for that lock;
-/// meanwhile the holder may have compacted the journal and moved its anchor
-/// on, so a stale `rec` would call a sound journal corrupt. On a mismatch
-/// the anchor file is read again (`reload`) and, only if it changed, the
-/// open is tried once more against the fresh record, which is returned
-/// with the result.
-pub(crate) fn open_matching_fresh<T>(
-    rec: AnchorRecord,
-    reload: impl FnOnce() -> Result<Option<AnchorRecord>, JournalError>,
-    mut open: impl FnMut(&Anchor) -> Result<T, JournalError>,
-) -> Result<(AnchorRecord, T), JournalError> {
-    match open_matching(&rec, &mut open) {
-        Err(
-            e @ JournalError::Corrupt {
-                kind: CorruptKind::ShorterThanAnchor | CorruptKind::AnchorMismatch,
-                ..
-            },
-        ) => match reload()? {
-            Some(now) if now != rec => open_matching(&now, open).map(|v| (now, v)),
-            _ => Err(e),
-        },
-        r => r.map(|v| (rec, v)),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn a_stale_anchor_is_read_again_once_and_only_a_changed_one_is_tried() {
-        let (stale, fresh) = (rec(false), rec(true));
-        let matches = |want: Anchor| {
-            move |a: &Anchor| {
-                if *a == want {
-                    Ok(a.records)
-                } else {
-                    Err(JournalError::corrupt(CorruptKind::AnchorMismatch, 0))
-                }
-            }
-        };
-        let only_next = fresh.next.expect("next");
-        // The file moved on while the open waited: the fresh record opens.
-        let (r, v) = open_matching_fresh(stale, || Ok(Some(fresh)), matches(only_next)).unwrap();
-        assert_eq!((r, v), (fresh, 2));
-        // Unchanged or gone: the mismatch stands, no second try.
-        for reread in [Some(stale), None] {
-            let mut tries = 0;
-            let e = open_matching_fresh(
-                stale,
-                || Ok(reread),
-                |a| {
-                    tries += 1;
-                    matches(only_next)(a)
-                },
-            )
-            .unwrap_err();
-            assert!(matches!(
-                e,
-                JournalError::Corrupt {
-                    kind: CorruptKind::AnchorMismatch,
-                    ..
-                }
-            ));
-            assert_eq!(tries, 1);
-        }
-        // Other errors are not retried.
-        let mut reloaded = false;
-        let e = open_matching_fresh(
-            stale,
-            || {
-                reloaded = true;
-                Ok(Some(fresh))
-            },
-            |_| Err::<u64, _>(JournalError::Locked),
-        )
-        .unwrap_err();
-        assert!(matches!(e, JournalError::Locked) && !reloaded);
-    }
 
     fn key() -> ReceiptKey {
         ReceiptKey::from_bytes([3; 32])

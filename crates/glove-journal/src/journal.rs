@@ -6,9 +6,8 @@
 //!   journal or a complete header (never a half-written one at the name).
 //! * **Open** checks placement, takes the writer lock, waiting at most a
 //!   second for it (`journal_locked` if another handle still holds it: a
-//!   child forked by the writer's process holds a copy until its `exec`),
-//!   checks that the name still names the locked file, reads the file once
-//!   and replays it strictly. A torn tail is cut off exactly once: its bytes are
+//!   child forked by the writer's process holds a copy until its `exec`), reads the file once and
+//!   replays it strictly. A torn tail is cut off exactly once: its bytes are
 //!   first copied to a sibling `<name>.torn.<offset>.<random>` (synced, with
 //!   the directory), then the file is truncated and synced; the repair is
 //!   reported in [`OpenReport`].

@@ -62,7 +62,7 @@ pub use verify::{
     EvidenceFiles, VerifyReport, VERIFY_MAX_BYTES,
 };
 
-use crate::anchor_file::{open_matching_fresh, AnchorFile, AnchorRecord, RECEIPT_ANCHOR_DOMAIN};
+use crate::anchor_file::{open_matching, AnchorFile, AnchorRecord, RECEIPT_ANCHOR_DOMAIN};
 use crate::error::{CorruptKind, JournalError, ReceiptRefusal};
 use crate::format::{record_len, JournalKind, HEADER_LEN};
 use crate::journal::{Journal, OpenReport};
@@ -295,11 +295,7 @@ impl ReceiptJournal {
                 o
             }
             Some(rec) => {
-                let (rec, o) = open_matching_fresh(
-                    rec,
-                    || anchor_file.load(),
-                    |a| Journal::open(path, &spec, Some(a)),
-                )?;
+                let o = open_matching(&rec, |a| Journal::open(path, &spec, Some(a)))?;
                 if o.journal.journal_id() != rec.journal_id {
                     return Err(JournalError::corrupt(CorruptKind::AnchorMismatch, 0));
                 }

@@ -58,7 +58,7 @@ pub mod record;
 pub use index::{SessionIndex, SessionRecord, StoredTransition};
 
 use crate::anchor::Anchor;
-use crate::anchor_file::{open_matching_fresh, AnchorFile, AnchorRecord};
+use crate::anchor_file::{open_matching, AnchorFile, AnchorRecord};
 use crate::error::{ConflictReason, CorruptKind, JournalError};
 use crate::format::{record_len, JournalKind};
 use crate::journal::{Journal, OpenReport};
@@ -331,11 +331,7 @@ impl SessionStore {
                 (s, r)
             }
             Some(rec) => {
-                let (rec, (s, r)) = open_matching_fresh(
-                    rec,
-                    || anchor.load(),
-                    |a| SessionStore::open(path, Some(a)),
-                )?;
+                let (s, r) = open_matching(&rec, |a| SessionStore::open(path, Some(a)))?;
                 if s.journal.journal_id() != rec.journal_id {
                     return Err(JournalError::corrupt(CorruptKind::AnchorMismatch, 0));
                 }
