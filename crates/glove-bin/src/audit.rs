@@ -53,7 +53,8 @@ struct Replayed {
     head: String,
 }
 
-/// Reads a journal's bytes (at most `spec.max_bytes`) and replays them,
+/// Reads a journal's bytes (a regular file of at most `spec.max_bytes`,
+/// see [`glove_journal::read_bounded`]) and replays them,
 /// read-only: nothing on disk is locked, repaired or removed (a command
 /// that shows or verifies must not change evidence), and a torn tail (bytes
 /// after the last whole record) fails with `failed` instead of being cut
@@ -64,21 +65,14 @@ pub(crate) fn replay_read_only(
     failed: glove_types::codes::ErrorCode,
     journal: impl Fn(glove_journal::JournalError) -> Rejection,
 ) -> Result<(Vec<u8>, glove_journal::Replayed), Rejection> {
-    use std::io::Read;
     let shown = path.display();
-    let io = |e: std::io::Error| Rejection::new(failed, format!("{shown}: {e}"));
-    let mut bytes = Vec::new();
-    std::fs::File::open(path)
-        .map_err(io)?
-        .take(spec.max_bytes.saturating_add(1))
-        .read_to_end(&mut bytes)
-        .map_err(io)?;
-    let replayed = glove_journal::replay_bytes(&bytes, spec, None).map_err(journal)?;
+    let bytes = glove_journal::read_bounded(path, spec.max_bytes).map_err(&journal)?;
+    let replayed = glove_journal::replay_bytes(&bytes, spec, None).map_err(&journal)?;
     if let Some(t) = replayed.torn {
         return Err(Rejection::new(
             failed,
             format!(
-                "{shown}: {} bytes after the last whole record (at offset {}): a torn or altered tail, left as it is",
+                "{shown}: {} bytes after the last whole record (at offset {}): a torn or altered tail (or a writer still running), left as it is",
                 t.len, t.offset
             ),
         ));
@@ -92,7 +86,7 @@ fn replay(a: &AuditArgs) -> Result<Replayed, Rejection> {
     let spec = glove_mcp::journal_spec(MAX_JOURNAL_BYTES, u64::MAX >> 1);
     let (bytes, replayed) = replay_read_only(&a.journal, &spec, MCP_AUDIT_FAILED, |e| {
         let e = McpError::Journal(e);
-        Rejection::new(e.code(), e.to_string())
+        Rejection::new(e.code(), format!("{}: {e}", a.journal.display()))
     })?;
     let head = glove_types::digest::to_hex(&replayed.head);
     let invalid = |m: String| Rejection::new(MCP_EVENT_INVALID, m);

@@ -511,5 +511,53 @@ fn egress_show_reads_the_journal_without_changing_it() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+    let (v, _) = outcome(&glove(
+        As::Caller,
+        &["egress", "show", "--json", "--journal", &j],
+        None,
+    ));
+    assert_eq!(v["code"], "egress_audit_failed", "{v}");
     assert_eq!(std::fs::read(&r.journal).expect("journal"), cut);
+    let dir = r.journal.parent().expect("dir");
+    let names: Vec<String> = std::fs::read_dir(dir)
+        .expect("dir")
+        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(!names.iter().any(|n| n.contains(".torn.")), "{names:?}");
+}
+
+/// Review finding: the read-only show opened whatever the path named. A
+/// FIFO in the journal's place is refused at once (not waited on for a
+/// writer), a symbolic link is not followed.
+#[test]
+fn egress_show_refuses_a_fifo_or_a_symlink_at_once() {
+    let dir = common::safe_tempdir();
+    let fifo = dir.path().join("fifo");
+    rustix::fs::mknodat(
+        rustix::fs::CWD,
+        &fifo,
+        rustix::fs::FileType::Fifo,
+        rustix::fs::Mode::from_raw_mode(0o600),
+        0,
+    )
+    .expect("mkfifo");
+    let link = dir.path().join("link");
+    std::os::unix::fs::symlink("/etc/hostname", &link).expect("symlink");
+    // The egress codes name a journal that cannot be read as one; the
+    // message says why.
+    for (path, why) in [(&fifo, "NotRegular"), (&link, "Symlink")] {
+        let p = path.display().to_string();
+        let out = glove(
+            As::Caller,
+            &["egress", "show", "--json", "--journal", &p],
+            None,
+        );
+        assert!(!out.status.success());
+        let (v, _) = outcome(&out);
+        assert_eq!(v["code"], "egress_audit_failed", "{v}");
+        assert!(
+            v["message"].as_str().is_some_and(|m| m.contains(why)),
+            "{v}"
+        );
+    }
 }

@@ -6,7 +6,8 @@
 //!   journal or a complete header (never a half-written one at the name).
 //! * **Open** checks placement, takes the writer lock, waiting at most a
 //!   second for it (`journal_locked` if another handle still holds it: a
-//!   child forked by the writer's process holds a copy until its `exec`), reads the file once and
+//!   child forked by the writer's process holds a copy until its `exec`;
+//!   an open against an anchor does not wait), reads the file once and
 //!   replays it strictly. A torn tail is cut off exactly once: its bytes are
 //!   first copied to a sibling `<name>.torn.<offset>.<random>` (synced, with
 //!   the directory), then the file is truncated and synced; the repair is
@@ -171,7 +172,17 @@ impl Journal {
         let dir = placement::open_dir(&dir_path)?;
         let fd = placement::open_in(dir.as_fd(), name, true)?;
         placement::check_file(fd.as_fd())?;
-        placement::lock(fd.as_fd())?;
+        // An open against an anchor does not wait for the lock: its caller
+        // read the anchor before it, and a holder's appends or compaction
+        // during a wait would leave that anchor stale (matching a journal
+        // truncated back to it, or mismatching a sound one). Its callers
+        // (the session store, the receipt journal) reopen only after their
+        // own writer ended, so a held lock there is a real second writer.
+        if anchor.is_some() {
+            placement::lock_within(fd.as_fd(), std::time::Duration::ZERO)?;
+        } else {
+            placement::lock(fd.as_fd())?;
+        }
         // The lock may have been waited for: meanwhile another writer may
         // have appended (so the size is read only now) or compacted the
         // journal onto a new file (so `fd` must still be the named one).

@@ -70,3 +70,23 @@ pub use replay::{replay_bytes, Replayed};
 pub use session::SessionStore;
 
 pub use spec::JournalSpec;
+
+/// Reads a whole journal file for a read-only check (verify, show):
+/// nothing is locked or changed. The last component must be a regular file
+/// (no symbolic link, FIFO or device: refused at once, never waited on),
+/// and one over `max_bytes` is refused before anything is read.
+pub fn read_bounded(path: &std::path::Path, max_bytes: u64) -> Result<Vec<u8>, JournalError> {
+    use rustix::fd::AsFd;
+    let fd = placement::open_readonly(path)?;
+    let size = rustix::fs::fstat(&fd)
+        .map_err(JournalError::io(error::IoOp::Stat))?
+        .st_size;
+    let size = u64::try_from(size).unwrap_or(u64::MAX);
+    if size > max_bytes {
+        return Err(JournalError::corrupt(
+            error::CorruptKind::BoundExceeded,
+            max_bytes,
+        ));
+    }
+    placement::read_exact(fd.as_fd(), size)
+}

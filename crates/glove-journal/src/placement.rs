@@ -123,7 +123,9 @@ pub(crate) fn open_readonly(path: &Path) -> Result<OwnedFd, JournalError> {
     let fd = fs::openat(
         CWD,
         path,
-        OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC | OFlags::NOCTTY,
+        // Non-blocking, so a FIFO in its place is refused below instead of
+        // waiting for a writer (reads of a regular file are unaffected).
+        OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC | OFlags::NOCTTY | OFlags::NONBLOCK,
         Mode::empty(),
     )
     .map_err(map_open_error)?;

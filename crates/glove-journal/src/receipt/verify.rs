@@ -174,18 +174,7 @@ pub fn verify_file(
 }
 
 fn read_journal(path: &Path) -> Result<Vec<u8>, JournalError> {
-    let fd = placement::open_readonly(path)?;
-    let size = rustix::fs::fstat(&fd)
-        .map_err(JournalError::io(IoOp::Stat))?
-        .st_size;
-    let size = u64::try_from(size).unwrap_or(u64::MAX);
-    if size > VERIFY_MAX_BYTES {
-        return Err(JournalError::corrupt(
-            CorruptKind::BoundExceeded,
-            VERIFY_MAX_BYTES,
-        ));
-    }
-    placement::read_exact(fd.as_fd(), size)
+    crate::read_bounded(path, VERIFY_MAX_BYTES)
 }
 
 /// Reads a small evidence file of exactly `len` bytes; `None` when there

@@ -450,3 +450,66 @@ fn an_open_that_waited_while_the_journal_was_compacted_is_locked_out() {
     drop(new);
     assert_eq!(Journal::open(&p, &SPEC, None).unwrap().record_count(), 1);
 }
+
+/// Review finding: an open against an anchor must not wait for the lock.
+/// Its caller read the anchor before the lock; a holder that appended
+/// during a wait would leave the anchor stale, and a journal cut back to
+/// it would then be accepted (and re-anchored). Held, it is refused, even
+/// by a holder that lets go soon after.
+#[test]
+fn an_open_against_an_anchor_does_not_wait_for_the_lock() {
+    let (_d, p, _) = three_records();
+    let first = Journal::open(&p, &SPEC, None).unwrap();
+    let anchor = first.journal.anchor();
+    let (go, went) = std::sync::mpsc::channel::<()>();
+    let holder = std::thread::spawn(move || {
+        went.recv().unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(500));
+        drop(first);
+    });
+    go.send(()).unwrap();
+    let e = Journal::open(&p, &SPEC, Some(&anchor)).unwrap_err();
+    assert_eq!(e.code(), jc::JOURNAL_LOCKED);
+    holder.join().unwrap();
+    assert_eq!(
+        Journal::open(&p, &SPEC, Some(&anchor))
+            .unwrap()
+            .record_count(),
+        3
+    );
+}
+
+/// The read-only reader refuses what is not a regular file at once: a
+/// FIFO (never waited on for a writer) and a symbolic link.
+#[test]
+fn read_bounded_refuses_a_fifo_and_a_symlink_and_a_file_over_the_bound() {
+    let (d, p, bytes) = three_records();
+    assert_eq!(glove_journal::read_bounded(&p, 1 << 20).unwrap(), bytes);
+    let over = glove_journal::read_bounded(&p, bytes.len() as u64 - 1).unwrap_err();
+    assert!(
+        matches!(
+            over,
+            JournalError::Corrupt {
+                kind: CorruptKind::BoundExceeded,
+                ..
+            }
+        ),
+        "{over:?}"
+    );
+    let fifo = d.path().join("fifo");
+    // Made without spawning a process (see `common::SPAWN`).
+    rustix::fs::mknodat(
+        rustix::fs::CWD,
+        &fifo,
+        rustix::fs::FileType::Fifo,
+        rustix::fs::Mode::from_raw_mode(0o600),
+        0,
+    )
+    .unwrap();
+    let e = glove_journal::read_bounded(&fifo, 1 << 20).unwrap_err();
+    assert_eq!(e.code(), fc::FILE_NOT_REGULAR, "{e:?}");
+    let link = d.path().join("link");
+    std::os::unix::fs::symlink(&p, &link).unwrap();
+    let e = glove_journal::read_bounded(&link, 1 << 20).unwrap_err();
+    assert_eq!(e.code(), fc::FILE_SYMLINK, "{e:?}");
+}
