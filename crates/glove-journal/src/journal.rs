@@ -7,7 +7,8 @@
 //! * **Open** checks placement, takes the writer lock, waiting at most a
 //!   second for it (`journal_locked` if another handle still holds it: a
 //!   child forked by the writer's process holds a copy until its `exec`;
-//!   an open against an anchor does not wait), reads the file once and
+//!   an open handed an anchor read earlier does not wait, and the stores
+//!   read theirs under the lock), reads the file once and
 //!   replays it strictly. A torn tail is cut off exactly once: its bytes are
 //!   first copied to a sibling `<name>.torn.<offset>.<random>` (synced, with
 //!   the directory), then the file is truncated and synced; the repair is
@@ -162,26 +163,49 @@ impl Journal {
 
     /// Opens an existing journal, replays it strictly and repairs a torn
     /// tail. With an `anchor`, a file that is shorter than it, or does not
-    /// match it, is corrupt.
+    /// match it, is corrupt. With an anchor the lock is not waited for (the
+    /// caller read the anchor before it, and a holder's appends during a
+    /// wait would leave it stale). The session store and the receipt
+    /// journal read their anchor under the lock instead, and wait.
     pub fn open(
         path: &Path,
         spec: &JournalSpec,
         anchor: Option<&Anchor>,
     ) -> Result<Opened, JournalError> {
+        let wait = anchor.is_none();
+        Journal::open_inner(path, spec, wait, || {
+            Ok(anchor.into_iter().copied().collect())
+        })
+    }
+
+    /// Opens an existing journal like [`open`](Self::open), waiting for
+    /// the lock, and only once it holds the lock calls `anchors` for what
+    /// to check the file against: the anchors it gives are tried in order
+    /// and the first the file matches is used (none: unanchored). Reading
+    /// the anchor under the lock means no holder can append, compact or
+    /// move the anchor on between the read and the check.
+    pub(crate) fn open_anchored_by(
+        path: &Path,
+        spec: &JournalSpec,
+        anchors: impl FnOnce() -> Result<Vec<Anchor>, JournalError>,
+    ) -> Result<Opened, JournalError> {
+        Journal::open_inner(path, spec, true, anchors)
+    }
+
+    fn open_inner(
+        path: &Path,
+        spec: &JournalSpec,
+        wait: bool,
+        anchors: impl FnOnce() -> Result<Vec<Anchor>, JournalError>,
+    ) -> Result<Opened, JournalError> {
         let (dir_path, name) = placement::split(path);
         let dir = placement::open_dir(&dir_path)?;
         let fd = placement::open_in(dir.as_fd(), name, true)?;
         placement::check_file(fd.as_fd())?;
-        // An open against an anchor does not wait for the lock: its caller
-        // read the anchor before it, and a holder's appends or compaction
-        // during a wait would leave that anchor stale (matching a journal
-        // truncated back to it, or mismatching a sound one). Its callers
-        // (the session store, the receipt journal) reopen only after their
-        // own writer ended, so a held lock there is a real second writer.
-        if anchor.is_some() {
-            placement::lock_within(fd.as_fd(), std::time::Duration::ZERO)?;
-        } else {
+        if wait {
             placement::lock(fd.as_fd())?;
+        } else {
+            placement::lock_within(fd.as_fd(), std::time::Duration::ZERO)?;
         }
         // The lock may have been waited for: meanwhile another writer may
         // have appended (so the size is read only now) or compacted the
@@ -199,9 +223,11 @@ impl Journal {
         let mut ack = name.to_os_string();
         ack.push(".ack");
         placement::remove_stale_siblings(dir.as_fd(), &ack, "tmp");
+        // Holding the lock: what the file is checked against is read now.
+        let candidates = anchors()?;
         if size > spec.max_bytes {
             // Refuse before reading an unbounded amount.
-            if anchor.is_none_or(|a| size >= a.byte_len) {
+            if candidates.is_empty() || candidates.iter().all(|a| size >= a.byte_len) {
                 return Err(JournalError::corrupt(
                     CorruptKind::BoundExceeded,
                     spec.max_bytes,
@@ -209,7 +235,7 @@ impl Journal {
             }
         }
         let mut image = placement::read_exact(fd.as_fd(), size)?;
-        let replayed = replay_bytes(&image, spec, anchor)?;
+        let replayed = replay_matching(&image, spec, &candidates)?;
         let mut report = OpenReport::default();
         if let Some(torn) = replayed.torn {
             report.torn = Some(repair_torn(&dir, &fd, name, &dir_path, &image, torn)?);
@@ -484,6 +510,35 @@ impl Journal {
             fd, dir, &self.path, &self.spec, header, end, count, head,
         ))
     }
+}
+
+/// Replays `image` against the first of `candidates` it matches (none:
+/// unanchored). A file shorter than, or diverging from, every candidate is
+/// corrupt with the first such error; any other error is returned at once.
+fn replay_matching(
+    image: &[u8],
+    spec: &JournalSpec,
+    candidates: &[Anchor],
+) -> Result<Replayed, JournalError> {
+    if candidates.is_empty() {
+        return replay_bytes(image, spec, None);
+    }
+    let mut first = None;
+    for a in candidates {
+        match replay_bytes(image, spec, Some(a)) {
+            Ok(r) => return Ok(r),
+            Err(
+                e @ JournalError::Corrupt {
+                    kind: CorruptKind::ShorterThanAnchor | CorruptKind::AnchorMismatch,
+                    ..
+                },
+            ) => {
+                first.get_or_insert(e);
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    Err(first.unwrap_or_else(|| JournalError::corrupt(CorruptKind::AnchorMismatch, 0)))
 }
 
 /// Encodes a header and records into a file image, checking the bounds.

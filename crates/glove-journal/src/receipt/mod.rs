@@ -62,7 +62,7 @@ pub use verify::{
     EvidenceFiles, VerifyReport, VERIFY_MAX_BYTES,
 };
 
-use crate::anchor_file::{open_matching, AnchorFile, AnchorRecord, RECEIPT_ANCHOR_DOMAIN};
+use crate::anchor_file::{AnchorFile, AnchorRecord, RECEIPT_ANCHOR_DOMAIN};
 use crate::error::{CorruptKind, JournalError, ReceiptRefusal};
 use crate::format::{record_len, JournalKind, HEADER_LEN};
 use crate::journal::{Journal, OpenReport};
@@ -280,8 +280,13 @@ impl ReceiptJournal {
     ) -> Result<(ReceiptJournal, OpenReport), JournalError> {
         let anchor_file = AnchorFile::beside(path, key.clone(), RECEIPT_ANCHOR_DOMAIN)?;
         let spec = config.spec();
-        let mut opened = match anchor_file.load()? {
-            None => {
+        // The anchor (and, without one, the ack) is read under the
+        // journal's lock: a holder that appended, compacted or anchored
+        // meanwhile cannot leave what is checked stale.
+        let mut record: Option<AnchorRecord> = None;
+        let mut opened = Journal::open_anchored_by(path, &spec, || {
+            record = anchor_file.load()?;
+            if record.is_none() {
                 // A journal that was ever acknowledged has been anchored
                 // since: its anchor file missing now is a deletion, not a
                 // journal from before anchors (that would reopen it to a
@@ -290,18 +295,20 @@ impl ReceiptJournal {
                 if ack::exists(&dir, name)? {
                     return Err(JournalError::corrupt(CorruptKind::AnchorFileMissing, 0));
                 }
-                let mut o = Journal::open(path, &spec, None)?;
-                o.report.unanchored = true;
-                o
             }
+            Ok(record
+                .iter()
+                .flat_map(|r| r.candidates().copied())
+                .collect())
+        })?;
+        match &record {
+            None => opened.report.unanchored = true,
             Some(rec) => {
-                let o = open_matching(&rec, |a| Journal::open(path, &spec, Some(a)))?;
-                if o.journal.journal_id() != rec.journal_id {
+                if opened.journal.journal_id() != rec.journal_id {
                     return Err(JournalError::corrupt(CorruptKind::AnchorMismatch, 0));
                 }
-                o
             }
-        };
+        }
         let report = std::mem::take(&mut opened.report);
         let mut state = ReceiptState::default();
         for rec in opened.records() {

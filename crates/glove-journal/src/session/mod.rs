@@ -58,7 +58,7 @@ pub mod record;
 pub use index::{SessionIndex, SessionRecord, StoredTransition};
 
 use crate::anchor::Anchor;
-use crate::anchor_file::{open_matching, AnchorFile, AnchorRecord};
+use crate::anchor_file::{AnchorFile, AnchorRecord};
 use crate::error::{ConflictReason, CorruptKind, JournalError};
 use crate::format::{record_len, JournalKind};
 use crate::journal::{Journal, OpenReport};
@@ -296,7 +296,11 @@ impl SessionStore {
         path: &Path,
         anchor: Option<&Anchor>,
     ) -> Result<(SessionStore, OpenReport), JournalError> {
-        let opened = Journal::open(path, &SESSION_STORE_SPEC, anchor)?;
+        SessionStore::from_opened(Journal::open(path, &SESSION_STORE_SPEC, anchor)?)
+    }
+
+    /// The store over a journal just opened: its index rebuilt.
+    fn from_opened(opened: crate::Opened) -> Result<(SessionStore, OpenReport), JournalError> {
         let (journal, report, image, records) = opened.into_parts();
         let image = Arc::new(image);
         let mut index = SessionIndex::default();
@@ -324,20 +328,25 @@ impl SessionStore {
         path: &Path,
         anchor: AnchorFile,
     ) -> Result<(SessionStore, OpenReport), JournalError> {
-        let (mut store, report) = match anchor.load()? {
-            None => {
-                let (s, mut r) = SessionStore::open(path, None)?;
-                r.unanchored = true;
-                (s, r)
-            }
+        // The anchor is read under the store's lock (a holder that appended
+        // or compacted meanwhile cannot leave it stale).
+        let mut record: Option<AnchorRecord> = None;
+        let opened = Journal::open_anchored_by(path, &SESSION_STORE_SPEC, || {
+            record = anchor.load()?;
+            Ok(record
+                .iter()
+                .flat_map(|r| r.candidates().copied())
+                .collect())
+        })?;
+        let (mut store, mut report) = SessionStore::from_opened(opened)?;
+        match &record {
+            None => report.unanchored = true,
             Some(rec) => {
-                let (s, r) = open_matching(&rec, |a| SessionStore::open(path, Some(a)))?;
-                if s.journal.journal_id() != rec.journal_id {
+                if store.journal.journal_id() != rec.journal_id {
                     return Err(JournalError::corrupt(CorruptKind::AnchorMismatch, 0));
                 }
-                (s, r)
             }
-        };
+        }
         store.anchor_file = Some(anchor);
         store.refresh_anchor()?;
         Ok((store, report))

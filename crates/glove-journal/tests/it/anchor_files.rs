@@ -2,7 +2,7 @@
 //! anchored session store, crash windows of compaction, and what happens
 //! when an anchor cannot be written.
 
-use crate::common::{anchor, body, key, no_spawn, tempdir, write_file};
+use crate::common::{anchor, body, key, no_spawn, tempdir, until_opened_twice, write_file};
 use crate::sessions::{key as ikey, new_session, sid};
 use glove_journal::anchor_file::{
     self, AnchorFile, AnchorRecord, ANCHOR_FILE_LEN, RECEIPT_ANCHOR_DOMAIN, STORE_ANCHOR_DOMAIN,
@@ -208,4 +208,37 @@ fn compaction_crash_windows_open() {
     write_file(&p, &older);
     let e = ReceiptJournal::open(&p, key(), &anchor(), cfg).unwrap_err();
     assert_eq!(e.code(), jc::JOURNAL_SHORTER_THAN_ANCHOR);
+}
+
+/// Review finding: the store's anchor was read before its lock, which open
+/// may wait for; a holder that appended (moving the anchor on) during the
+/// wait left the waiter checking a stale anchor, so a store cut back to it
+/// was accepted and re-anchored. The anchor is read under the lock now.
+#[test]
+fn a_store_cut_back_while_an_open_waited_is_refused_against_the_fresh_anchor() {
+    let d = tempdir();
+    let p = d.path().join("sessions");
+    let file = AnchorFile::beside(&p, key(), STORE_ANCHOR_DOMAIN).unwrap();
+    let mut st = SessionStore::create_anchored(&p, file).unwrap();
+    let (a, ka) = (sid("a"), ikey("ka"));
+    st.create_session(new_session(&a, &ka, br#"{"p":1}"#))
+        .unwrap();
+    let before = std::fs::read(&p).unwrap();
+    let q = p.clone();
+    let waiter = std::thread::spawn(move || anchored_store(&q).map(|(s, _)| s.anchor()));
+    until_opened_twice(&p);
+    // The holder moves on (its anchor with it); the file is then cut back
+    // to what the waiter could have read as the anchor before its wait.
+    st.transition(&a, SessionStage::Preparing, b"{}").unwrap();
+    // In place: the waiter holds this very file open.
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&p)
+        .unwrap()
+        .set_len(before.len() as u64)
+        .unwrap();
+    assert_eq!(std::fs::read(&p).unwrap(), before);
+    drop(st);
+    let e = waiter.join().unwrap().unwrap_err();
+    assert_eq!(e.code(), jc::JOURNAL_SHORTER_THAN_ANCHOR, "{e:?}");
 }

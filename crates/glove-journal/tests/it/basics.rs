@@ -1,7 +1,7 @@
 //! The generic journal: create, open, append, placement, locking, anchors,
 //! group commit, and each corruption class on a crafted file.
 
-use crate::common::{tempdir, write_file, SPEC};
+use crate::common::{tempdir, until_opened_twice, write_file, SPEC};
 use glove_journal::error::{CorruptKind, JournalError};
 use glove_journal::format::{record_len, JournalKind, HEADER_LEN};
 use glove_journal::{replay_bytes, Anchor, Journal, JournalSpec};
@@ -390,26 +390,6 @@ fn rewrite_keeps_the_id_and_the_lock() {
     let o = Journal::open(&p, &SPEC, None).unwrap();
     let got: Vec<_> = o.records().map(|r| r.payload.to_vec()).collect();
     assert_eq!(got, vec![b"x".to_vec(), b"y".to_vec(), b"z".to_vec()]);
-}
-
-/// Returns once two descriptors of this process name `path` (the holder's
-/// and a waiter's), so the waiter has opened the file before the holder
-/// acts; then gives it a moment to reach the lock.
-fn until_opened_twice(path: &std::path::Path) {
-    let canon = std::fs::canonicalize(path).expect("canonical");
-    for _ in 0..2000 {
-        let n = std::fs::read_dir("/proc/self/fd")
-            .expect("fds")
-            .filter_map(|e| std::fs::read_link(e.ok()?.path()).ok())
-            .filter(|t| *t == canon)
-            .count();
-        if n >= 2 {
-            std::thread::sleep(std::time::Duration::from_millis(20));
-            return;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(5));
-    }
-    panic!("the waiter never opened {}", path.display());
 }
 
 /// Review finding: open waits for a held lock; what the holder did

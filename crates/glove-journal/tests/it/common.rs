@@ -119,3 +119,23 @@ pub(crate) fn run_driver(test: &str, driver_env: &str) {
         "{test}: the crash driver failed: {status}"
     );
 }
+
+/// Returns once two descriptors of this process name `path` (the holder's
+/// and a waiter's), so the waiter has opened the file before the holder
+/// acts; then gives it a moment to reach the lock.
+pub(crate) fn until_opened_twice(path: &std::path::Path) {
+    let canon = std::fs::canonicalize(path).expect("canonical");
+    for _ in 0..2000 {
+        let n = std::fs::read_dir("/proc/self/fd")
+            .expect("fds")
+            .filter_map(|e| std::fs::read_link(e.ok()?.path()).ok())
+            .filter(|t| *t == canon)
+            .count();
+        if n >= 2 {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    panic!("the waiter never opened {}", path.display());
+}
