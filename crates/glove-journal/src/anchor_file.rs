@@ -244,16 +244,17 @@ impl AnchorFile {
     }
 }
 
-/// Opens a journal through `open`, trying each anchor the file names; the
-/// first one the journal matches wins. A failure other than a mismatch with
-/// the anchor is returned at once; when no anchor matches, the error for
-/// the current one is returned.
-pub(crate) fn open_matching<T>(
-    rec: &AnchorRecord,
+/// Opens (or replays) a journal through `open`, trying each of
+/// `candidates` (the anchors an anchor file names) in order; the first one
+/// the journal matches wins. A failure other than a mismatch with the
+/// anchor is returned at once; when no anchor matches, the error for the
+/// first one is returned.
+pub(crate) fn open_matching<'a, T>(
+    candidates: impl IntoIterator<Item = &'a Anchor>,
     mut open: impl FnMut(&Anchor) -> Result<T, JournalError>,
 ) -> Result<T, JournalError> {
     let mut first = None;
-    for a in rec.candidates() {
+    for a in candidates {
         match open(a) {
             Ok(v) => return Ok(v),
             Err(

@@ -173,9 +173,8 @@ impl Journal {
         anchor: Option<&Anchor>,
     ) -> Result<Opened, JournalError> {
         let wait = anchor.is_none();
-        Journal::open_inner(path, spec, wait, || {
-            Ok(anchor.into_iter().copied().collect())
-        })
+        let anchors = || Ok((anchor.into_iter().copied().collect(), ()));
+        Ok(Journal::open_inner(path, spec, wait, anchors)?.0)
     }
 
     /// Opens an existing journal like [`open`](Self::open), waiting for
@@ -184,20 +183,20 @@ impl Journal {
     /// and the first the file matches is used (none: unanchored). Reading
     /// the anchor under the lock means no holder can append, compact or
     /// move the anchor on between the read and the check.
-    pub(crate) fn open_anchored_by(
+    pub(crate) fn open_anchored_by<T>(
         path: &Path,
         spec: &JournalSpec,
-        anchors: impl FnOnce() -> Result<Vec<Anchor>, JournalError>,
-    ) -> Result<Opened, JournalError> {
+        anchors: impl FnOnce() -> Result<(Vec<Anchor>, T), JournalError>,
+    ) -> Result<(Opened, T), JournalError> {
         Journal::open_inner(path, spec, true, anchors)
     }
 
-    fn open_inner(
+    fn open_inner<T>(
         path: &Path,
         spec: &JournalSpec,
         wait: bool,
-        anchors: impl FnOnce() -> Result<Vec<Anchor>, JournalError>,
-    ) -> Result<Opened, JournalError> {
+        anchors: impl FnOnce() -> Result<(Vec<Anchor>, T), JournalError>,
+    ) -> Result<(Opened, T), JournalError> {
         let (dir_path, name) = placement::split(path);
         let dir = placement::open_dir(&dir_path)?;
         let fd = placement::open_in(dir.as_fd(), name, true)?;
@@ -224,7 +223,7 @@ impl Journal {
         ack.push(".ack");
         placement::remove_stale_siblings(dir.as_fd(), &ack, "tmp");
         // Holding the lock: what the file is checked against is read now.
-        let candidates = anchors()?;
+        let (candidates, found) = anchors()?;
         if size > spec.max_bytes {
             // Refuse before reading an unbounded amount.
             if candidates.is_empty() || candidates.iter().all(|a| size >= a.byte_len) {
@@ -235,7 +234,11 @@ impl Journal {
             }
         }
         let mut image = placement::read_exact(fd.as_fd(), size)?;
-        let replayed = replay_matching(&image, spec, &candidates)?;
+        let replayed = if candidates.is_empty() {
+            replay_bytes(&image, spec, None)?
+        } else {
+            crate::anchor_file::open_matching(&candidates, |a| replay_bytes(&image, spec, Some(a)))?
+        };
         let mut report = OpenReport::default();
         if let Some(torn) = replayed.torn {
             report.torn = Some(repair_torn(&dir, &fd, name, &dir_path, &image, torn)?);
@@ -250,12 +253,13 @@ impl Journal {
         } = replayed;
         let written = records.len() as u64;
         let journal = Journal::assemble(fd, dir, path, spec, header, valid_len, written, head);
-        Ok(Opened {
+        let opened = Opened {
             journal,
             report,
             image,
             records,
-        })
+        };
+        Ok((opened, found))
     }
 
     #[expect(clippy::too_many_arguments, reason = "private constructor")]
@@ -510,35 +514,6 @@ impl Journal {
             fd, dir, &self.path, &self.spec, header, end, count, head,
         ))
     }
-}
-
-/// Replays `image` against the first of `candidates` it matches (none:
-/// unanchored). A file shorter than, or diverging from, every candidate is
-/// corrupt with the first such error; any other error is returned at once.
-fn replay_matching(
-    image: &[u8],
-    spec: &JournalSpec,
-    candidates: &[Anchor],
-) -> Result<Replayed, JournalError> {
-    if candidates.is_empty() {
-        return replay_bytes(image, spec, None);
-    }
-    let mut first = None;
-    for a in candidates {
-        match replay_bytes(image, spec, Some(a)) {
-            Ok(r) => return Ok(r),
-            Err(
-                e @ JournalError::Corrupt {
-                    kind: CorruptKind::ShorterThanAnchor | CorruptKind::AnchorMismatch,
-                    ..
-                },
-            ) => {
-                first.get_or_insert(e);
-            }
-            Err(e) => return Err(e),
-        }
-    }
-    Err(first.unwrap_or_else(|| JournalError::corrupt(CorruptKind::AnchorMismatch, 0)))
 }
 
 /// Encodes a header and records into a file image, checking the bounds.

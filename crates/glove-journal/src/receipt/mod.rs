@@ -283,9 +283,8 @@ impl ReceiptJournal {
         // The anchor (and, without one, the ack) is read under the
         // journal's lock: a holder that appended, compacted or anchored
         // meanwhile cannot leave what is checked stale.
-        let mut record: Option<AnchorRecord> = None;
-        let mut opened = Journal::open_anchored_by(path, &spec, || {
-            record = anchor_file.load()?;
+        let (mut opened, record) = Journal::open_anchored_by(path, &spec, || {
+            let record = anchor_file.load()?;
             if record.is_none() {
                 // A journal that was ever acknowledged has been anchored
                 // since: its anchor file missing now is a deletion, not a
@@ -296,10 +295,8 @@ impl ReceiptJournal {
                     return Err(JournalError::corrupt(CorruptKind::AnchorFileMissing, 0));
                 }
             }
-            Ok(record
-                .iter()
-                .flat_map(|r| r.candidates().copied())
-                .collect())
+            let candidates = record.iter().flat_map(|r| r.candidates().copied());
+            Ok((candidates.collect(), record))
         })?;
         match &record {
             None => opened.report.unanchored = true,

@@ -105,8 +105,9 @@ pub fn verify_evidence(
         None => replay_bytes(bytes, &VERIFY_SPEC, None)?,
         Some(file) => {
             let rec = anchor_file::decode(key, RECEIPT_ANCHOR_DOMAIN, file)?;
-            let r =
-                anchor_file::open_matching(&rec, |a| replay_bytes(bytes, &VERIFY_SPEC, Some(a)))?;
+            let r = anchor_file::open_matching(rec.candidates(), |a| {
+                replay_bytes(bytes, &VERIFY_SPEC, Some(a))
+            })?;
             if r.header.journal_id != rec.journal_id {
                 return Err(JournalError::corrupt(CorruptKind::AnchorMismatch, 0));
             }

@@ -330,13 +330,10 @@ impl SessionStore {
     ) -> Result<(SessionStore, OpenReport), JournalError> {
         // The anchor is read under the store's lock (a holder that appended
         // or compacted meanwhile cannot leave it stale).
-        let mut record: Option<AnchorRecord> = None;
-        let opened = Journal::open_anchored_by(path, &SESSION_STORE_SPEC, || {
-            record = anchor.load()?;
-            Ok(record
-                .iter()
-                .flat_map(|r| r.candidates().copied())
-                .collect())
+        let (opened, record) = Journal::open_anchored_by(path, &SESSION_STORE_SPEC, || {
+            let record = anchor.load()?;
+            let candidates = record.iter().flat_map(|r| r.candidates().copied());
+            Ok((candidates.collect(), record))
         })?;
         let (mut store, mut report) = SessionStore::from_opened(opened)?;
         match &record {

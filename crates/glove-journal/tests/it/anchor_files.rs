@@ -2,7 +2,7 @@
 //! anchored session store, crash windows of compaction, and what happens
 //! when an anchor cannot be written.
 
-use crate::common::{anchor, body, key, no_spawn, tempdir, until_opened_twice, write_file};
+use crate::common::{anchor, body, key, memdir, no_spawn, tempdir, until_opened_twice, write_file};
 use crate::sessions::{key as ikey, new_session, sid};
 use glove_journal::anchor_file::{
     self, AnchorFile, AnchorRecord, ANCHOR_FILE_LEN, RECEIPT_ANCHOR_DOMAIN, STORE_ANCHOR_DOMAIN,
@@ -216,7 +216,8 @@ fn compaction_crash_windows_open() {
 /// was accepted and re-anchored. The anchor is read under the lock now.
 #[test]
 fn a_store_cut_back_while_an_open_waited_is_refused_against_the_fresh_anchor() {
-    let d = tempdir();
+    // In memory: the holder's syncs must end within the waiter's wait.
+    let d = memdir();
     let p = d.path().join("sessions");
     let file = AnchorFile::beside(&p, key(), STORE_ANCHOR_DOMAIN).unwrap();
     let mut st = SessionStore::create_anchored(&p, file).unwrap();
