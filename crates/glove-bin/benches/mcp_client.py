@@ -5,14 +5,29 @@ COUNT calls with WINDOW in flight (throughput).
 Usage: mcp_client.py MODE COUNT WINDOW -- SERVER_COMMAND ...
 Prints one JSON line with the mode, p50/p99 latency (ms) and calls/s."""
 import json
+import os
+import socket
 import subprocess
 import sys
 import time
 
 mode, count, window = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 cmd = sys.argv[sys.argv.index("--") + 1:]
-p = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, bufsize=0)
-out = p.stdout
+if os.environ.get("MCP_BENCH_TRANSPORT", "pipe") == "socketpair":
+    # What a Node client gives the server it starts (libuv's stdio
+    # "pipe" is a socket pair per stream).
+    a_in, b_in = socket.socketpair()
+    a_out, b_out = socket.socketpair()
+    p = subprocess.Popen(cmd, stdin=b_in.fileno(), stdout=b_out.fileno())
+    b_in.close()
+    b_out.close()
+    a_out.shutdown(socket.SHUT_WR)
+    a_in.shutdown(socket.SHUT_RD)
+    write, close = a_in.sendall, a_in.close
+    out = a_out.makefile("rb", buffering=0)
+else:
+    p = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, bufsize=0)
+    write, close, out = p.stdin.write, p.stdin.close, p.stdout
 next_id = [0]
 
 
@@ -21,7 +36,7 @@ def send(method, params, notify=False):
     if not notify:
         next_id[0] += 1
         m["id"] = next_id[0]
-    p.stdin.write((json.dumps(m) + "\n").encode())
+    write((json.dumps(m) + "\n").encode())
     return m.get("id")
 
 
@@ -73,7 +88,7 @@ while done < count:
         pending.discard(m["id"])
         done += 1
 rate = count / (time.perf_counter() - t)
-p.stdin.close()
+close()
 p.wait(10)
 print(json.dumps({
     "mode": mode,

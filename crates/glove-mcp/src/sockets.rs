@@ -203,9 +203,7 @@ fn serve(
     stop: tokio::sync::oneshot::Receiver<()>,
     counts: Arc<Connections>,
 ) -> Result<Summary, McpError> {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .thread_name("glove-mcp-rt")
+    let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build();
     let rt = match rt {

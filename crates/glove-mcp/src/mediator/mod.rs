@@ -188,7 +188,7 @@ struct Shared {
 /// A running mediator (see the module docs).
 pub struct Mediator {
     shared: Arc<Shared>,
-    audit_thread: Option<std::thread::JoinHandle<Summary>>,
+    audit_task: Option<tokio::task::JoinHandle<Summary>>,
     watchers: Vec<tokio::task::JoinHandle<()>>,
 }
 
@@ -322,7 +322,7 @@ impl Mediator {
                 up.kill().await;
             }
             audit.shut();
-            let _ = thread.join();
+            let _ = thread.await;
             return Err(e);
         }
         let shared = Arc::new(Shared {
@@ -346,7 +346,7 @@ impl Mediator {
         });
         let mut m = Mediator {
             shared: shared.clone(),
-            audit_thread: Some(thread),
+            audit_task: Some(thread),
             watchers: Vec::new(),
         };
         for (server, tools, instructions) in listings {
@@ -592,12 +592,8 @@ impl Mediator {
             up.kill().await;
         }
         self.shared.audit.shut();
-        let thread = self.audit_thread.take();
-        let joined = match thread {
-            Some(t) => tokio::task::spawn_blocking(move || t.join().ok())
-                .await
-                .ok()
-                .flatten(),
+        let joined = match self.audit_task.take() {
+            Some(t) => t.await.ok(),
             None => None,
         };
         joined.unwrap_or(Summary {
