@@ -442,12 +442,27 @@ impl Audit {
     }
 }
 
+impl Drop for Audit {
+    /// The last sending handle gone: the writer ends once the queue is
+    /// empty.
+    fn drop(&mut self) {
+        self.shut();
+    }
+}
+
 /// Creates the journal and starts its writer, a task of the current
-/// runtime (see `Writer::run`).
+/// runtime (see `Writer::run`). The mediator is served and finished on
+/// that runtime.
 pub(crate) fn spawn(
     path: &Path,
     spec: &JournalSpec,
 ) -> Result<(Audit, tokio::task::JoinHandle<Summary>), McpError> {
+    let (audit, writer) = open(path, spec)?;
+    Ok((audit, tokio::spawn(writer.run())))
+}
+
+/// The journal, its sending side and its writer, not yet started.
+fn open(path: &Path, spec: &JournalSpec) -> Result<(Audit, Writer), McpError> {
     let journal = Journal::create(path, spec)?;
     let failed = Arc::new(AtomicBool::new(false));
     let room = Arc::new(std::sync::Mutex::new(Room {
@@ -464,7 +479,6 @@ pub(crate) fn spawn(
         failed: failed.clone(),
         room: room.clone(),
     };
-    let task = tokio::spawn(w.run());
     Ok((
         Audit {
             queue,
@@ -472,7 +486,7 @@ pub(crate) fn spawn(
             failed,
             room,
         },
-        task,
+        w,
     ))
 }
 
@@ -482,6 +496,21 @@ struct Writer {
     wake: Arc<Notify>,
     failed: Arc<AtomicBool>,
     room: Arc<std::sync::Mutex<Room>>,
+}
+
+impl Drop for Writer {
+    /// A writer that ends before it was shut (it panicked, its task was
+    /// aborted, its runtime went away) fails closed: every event still
+    /// queued is answered "not recorded" (its sender dropped) and every
+    /// later one is refused at once, so no request waits for good.
+    fn drop(&mut self) {
+        let mut q = self.queue.lock().unwrap_or_else(|e| e.into_inner());
+        if !q.shut || !q.jobs.is_empty() {
+            self.failed.store(true, Ordering::SeqCst);
+        }
+        q.shut = true;
+        q.jobs.clear();
+    }
 }
 
 impl Writer {
@@ -494,7 +523,8 @@ impl Writer {
     /// and pipes, to be handled together after it. No thread hand-off
     /// per event or per batch: on a two-CPU VM each wake-up of another
     /// thread costs more CPU than the decision itself. On a multi-thread
-    /// runtime the sync runs in `block_in_place`.
+    /// runtime (tests, embedders) the sync runs in `block_in_place`,
+    /// which hands the worker's other tasks to another thread per batch.
     async fn run(self) -> Summary {
         let multi = tokio::runtime::Handle::current().runtime_flavor()
             == tokio::runtime::RuntimeFlavor::MultiThread;
@@ -600,6 +630,61 @@ mod tests {
             latency_ms: 3,
             started_at_ms: 1_700_000_000_000,
         }
+    }
+
+    fn private_dir() -> tempfile::TempDir {
+        use std::os::unix::fs::PermissionsExt;
+        let d = tempfile::tempdir().expect("tempdir");
+        std::fs::set_permissions(d.path(), std::fs::Permissions::from_mode(0o700)).expect("chmod");
+        d
+    }
+
+    #[tokio::test]
+    async fn a_writer_that_ends_unshut_answers_every_waiting_event_not_recorded() {
+        let dir = private_dir();
+        let (audit, writer) =
+            open(&dir.path().join("a.journal"), &journal_spec(1 << 20, 100)).expect("open");
+        let audit = Arc::new(audit);
+        let a = audit.clone();
+        let waiting = tokio::spawn(async move { a.record(ev()).await });
+        while audit
+            .queue
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .jobs
+            .is_empty()
+        {
+            tokio::task::yield_now().await;
+        }
+        // As a panic, an abort or a runtime going away would.
+        drop(writer);
+        let answered = tokio::time::timeout(std::time::Duration::from_secs(30), waiting)
+            .await
+            .expect("the waiting event is answered")
+            .expect("task");
+        assert!(!answered, "answered: not recorded");
+        assert!(audit.failed());
+        assert!(
+            !audit.record(ev()).await,
+            "a later event is refused at once"
+        );
+    }
+
+    #[tokio::test]
+    async fn the_writer_ends_when_the_audit_is_dropped() {
+        let dir = private_dir();
+        let (audit, task) =
+            spawn(&dir.path().join("a.journal"), &journal_spec(1 << 20, 100)).expect("spawn");
+        assert!(audit.record(ev()).await);
+        drop(audit);
+        let s = tokio::time::timeout(std::time::Duration::from_secs(30), task)
+            .await
+            .expect("the writer ends")
+            .expect("task");
+        assert_eq!(
+            (s.allowed, s.journal_records, s.audit_failed),
+            (1, 1, false)
+        );
     }
 
     #[test]

@@ -24,7 +24,7 @@
 //! * [`pin`] — tool and server digests, the protected pin file,
 //!   `pins show` / `approve`;
 //! * [`audit`] — [`AuditEvent`] (one canonical encoding, strict decoder),
-//!   the journal writer thread, [`Summary`];
+//!   the journal writer (group commit on the mediator's thread), [`Summary`];
 //! * [`upstream`] — one upstream server process: handshake in either
 //!   revision, requests with deadlines, paginated `tools/list`, what the
 //!   server sends on its own;

@@ -60,45 +60,32 @@ impl Shared {
     /// mismatch found is taken from the upstream's `budget` (first
     /// sights are not: there is at most one per allowed tool).
     pub(super) async fn apply_listing(
-        &self,
+        self: &Arc<Self>,
         server: &str,
         tools: &[Value],
         instructions: Option<&str>,
         mut budget: Option<&mut Budget>,
     ) -> Result<Applied, McpError> {
         let at_start = budget.is_none();
-        let Some(profile) = self.profile.server(server) else {
+        if self.profile.server(server).is_none() {
             return Ok(Applied::Recorded);
+        }
+        // The pin file is locked (a wait of up to seconds when another
+        // session or `pins approve` holds it), read and, when a pin
+        // changes, saved with an fsync: blocking work, kept off the
+        // mediator's one thread.
+        let judged = {
+            let (this, server, tools) = (self.clone(), server.to_owned(), tools.to_vec());
+            let instructions = instructions.map(str::to_owned);
+            tokio::task::spawn_blocking(move || {
+                this.judge_listing(&server, &tools, instructions.as_deref())
+            })
+            .await
         };
-        let (findings, saved) = {
-            let mut pins = lock(&self.pins);
-            match &self.pin_path {
-                // Judged against the file as it is now (another session
-                // or `pins approve` may have changed it), under its lock.
-                Some(path) => {
-                    let view = &self.view;
-                    match PinFile::update(path, |file| {
-                        lock(view).apply(profile, file, tools, instructions)
-                    }) {
-                        Ok((file, findings)) => {
-                            *pins = file;
-                            (findings, Ok(()))
-                        }
-                        Err(r) => {
-                            // Judged against the copy in memory, so the
-                            // view is current; the first sights are then
-                            // blocked below.
-                            let findings =
-                                lock(&self.view).apply(profile, &mut pins, tools, instructions);
-                            (findings, Err(r))
-                        }
-                    }
-                }
-                None => {
-                    let findings = lock(&self.view).apply(profile, &mut pins, tools, instructions);
-                    (findings, Ok(()))
-                }
-            }
+        let Ok((findings, saved)) = judged else {
+            // It panicked or the runtime is going away: fail closed.
+            self.audit.close();
+            return Ok(Applied::AuditFailed);
         };
         if let Err(r) = saved {
             if at_start {
@@ -146,6 +133,46 @@ impl Shared {
             }
         }
         Ok(Applied::Recorded)
+    }
+
+    /// Judges a listing of `server` against its pins — the pin file's
+    /// under its lock, or the copy in memory — and saves the file. Blocking.
+    fn judge_listing(
+        &self,
+        server: &str,
+        tools: &[Value],
+        instructions: Option<&str>,
+    ) -> (Vec<Finding>, Result<(), glove_types::Rejection>) {
+        let Some(profile) = self.profile.server(server) else {
+            return (Vec::new(), Ok(()));
+        };
+        let mut pins = lock(&self.pins);
+        match &self.pin_path {
+            // Judged against the file as it is now (another session or
+            // `pins approve` may have changed it), under its lock.
+            Some(path) => {
+                let view = &self.view;
+                match PinFile::update(path, |file| {
+                    lock(view).apply(profile, file, tools, instructions)
+                }) {
+                    Ok((file, findings)) => {
+                        *pins = file;
+                        (findings, Ok(()))
+                    }
+                    Err(r) => {
+                        // Judged against the copy in memory, so the view
+                        // is current; the first sights are then blocked.
+                        let findings =
+                            lock(&self.view).apply(profile, &mut pins, tools, instructions);
+                        (findings, Err(r))
+                    }
+                }
+            }
+            None => {
+                let findings = lock(&self.view).apply(profile, &mut pins, tools, instructions);
+                (findings, Ok(()))
+            }
+        }
     }
 
     /// Handles what one upstream sends on its own, until it closes or
@@ -228,7 +255,7 @@ impl Shared {
     /// Re-lists `server`'s tools after `list_changed`. A failed re-list
     /// withdraws its tools (until a later one succeeds) and is audited.
     /// `false` when the upstream's budget ran out.
-    async fn relist(&self, server: &str, budget: &mut Budget) -> bool {
+    async fn relist(self: &Arc<Self>, server: &str, budget: &mut Budget) -> bool {
         let _guard = self.relist.lock().await;
         let Some(up) = self.upstreams.get(server) else {
             return true;

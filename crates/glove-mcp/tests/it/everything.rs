@@ -32,6 +32,8 @@ async fn until_shown(h: &Harness, name: &str) {
     }
 }
 
+// Also on a multi-thread runtime, as an embedder may run it (the
+// audit's sync then runs in `block_in_place`).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn legacy_initialize_filtered_list_and_an_allowed_echo_audited_before_release() {
     let Some(mut h) = everything_harness(TOOLS, "").await else {
@@ -118,7 +120,7 @@ async fn legacy_initialize_filtered_list_and_an_allowed_echo_audited_before_rele
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test]
 async fn stateless_revision_discover_and_per_request_meta() {
     let Some(mut h) = everything_harness(TOOLS, "").await else {
         return;
@@ -167,7 +169,7 @@ async fn stateless_revision_discover_and_per_request_meta() {
     assert_eq!(of(&events, Decision::Denied, "tools/list").len(), 1);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test]
 async fn every_argument_rule_and_the_schemas_refuse_before_forwarding() {
     let Some(mut h) = everything_harness(TOOLS, "").await else {
         return;
@@ -248,7 +250,7 @@ async fn every_argument_rule_and_the_schemas_refuse_before_forwarding() {
     assert!(summary.denied >= cases.len() as u64);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test]
 async fn unknown_and_unlisted_tools_are_refused_by_glove_not_the_server() {
     let Some(mut h) = everything_harness(TOOLS, "").await else {
         return;
@@ -289,7 +291,7 @@ async fn unknown_and_unlisted_tools_are_refused_by_glove_not_the_server() {
     assert_eq!(d[1].server.as_deref(), Some("everything"));
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test]
 async fn malformed_oversized_batched_and_duplicate_key_frames() {
     let Some(mut h) = everything_harness(TOOLS, "").await else {
         return;
@@ -367,7 +369,7 @@ async fn malformed_oversized_batched_and_duplicate_key_frames() {
     assert!(of(&events, Decision::Allowed, "tools/call").is_empty());
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test]
 async fn a_sampling_request_from_the_server_is_denied_audited_and_never_forwarded() {
     let extra = format!(r#","declare_capabilities":["sampling"]{TOOLS}"#);
     let Some(mut h) = everything_harness(&extra, "").await else {
@@ -403,7 +405,7 @@ async fn a_sampling_request_from_the_server_is_denied_audited_and_never_forwarde
     assert_eq!(asked[0].server.as_deref(), Some("everything"));
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test]
 async fn an_upstream_killed_mid_call_fails_that_call_and_every_later_one() {
     let Some(mut h) = everything_harness(TOOLS, "").await else {
         return;
@@ -433,7 +435,7 @@ async fn an_upstream_killed_mid_call_fails_that_call_and_every_later_one() {
     assert_eq!(summary.upstream_errors, 2);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test]
 async fn tasks_and_unknown_methods_are_refused() {
     let Some(mut h) = everything_harness(TOOLS, "").await else {
         return;
@@ -478,7 +480,7 @@ async fn tasks_and_unknown_methods_are_refused() {
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test]
 async fn listed_resources_and_prompts_only() {
     let extra = r#","tools":[{"name":"echo"}],"resources":["demo://resource/static/document/architecture.md"],"prompts":["simple-prompt"]"#;
     let Some(mut h) = everything_harness(extra, "").await else {
@@ -537,7 +539,7 @@ async fn listed_resources_and_prompts_only() {
     assert_eq!(of(&events, Decision::Denied, "prompts/get").len(), 1);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test]
 async fn the_upstream_environment_is_exactly_the_profiles() {
     if !have_node() {
         return;

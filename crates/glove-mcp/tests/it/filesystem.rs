@@ -31,7 +31,7 @@ fn tree() -> Tree {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test]
 async fn the_path_rule_holds_against_dots_absolute_paths_prefixes_and_links() {
     if !have_node() {
         return;
@@ -168,7 +168,7 @@ async fn the_path_rule_holds_against_dots_absolute_paths_prefixes_and_links() {
 /// root, a link spelled in NFD (the host entry is NFC) passed the
 /// mediator's walk, and server-filesystem matched it to the NFC entry
 /// and followed it out of the rule's root.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test]
 async fn a_link_spelled_in_nfd_does_not_pass_no_symlinks() {
     if !have_node() {
         return;

@@ -5,6 +5,11 @@
 //! reason when unset, failing under `GLOVE_REQUIRE_SANDBOX=1`) and a
 //! scripted Python server (`tests/peers/script_server.py`). Each test
 //! reopens the audit journal at the end and checks its events.
+//!
+//! The tests run on a current-thread runtime, as the socket server does
+//! in production (the audit's sync then blocks the only thread); two also
+//! run on a multi-thread one, as an embedder may (the sync then runs in
+//! `block_in_place`).
 
 mod common;
 mod everything;

@@ -26,7 +26,7 @@ fn script_profile(m: &Marked, modern: bool, limits: &str) -> String {
     profile(&[script("script", &m.file, modern, ALL)], limits)
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test]
 async fn an_upstream_that_never_answers_times_out() {
     if !have_python() {
         return;
@@ -47,7 +47,7 @@ async fn an_upstream_that_never_answers_times_out() {
     assert!(marks(&m.file).iter().any(|l| l.starts_with("cancelled ")));
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test]
 async fn a_description_changed_mid_session_blocks_the_tool_until_approved() {
     if !have_python() {
         return;
@@ -133,7 +133,7 @@ async fn a_description_changed_mid_session_blocks_the_tool_until_approved() {
     h.finish().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test]
 async fn a_tool_added_after_list_changed_is_pinned_and_shown() {
     if !have_python() {
         return;
@@ -163,7 +163,7 @@ async fn a_tool_added_after_list_changed_is_pinned_and_shown() {
     assert_eq!(pinned.len(), 10);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test]
 async fn profile_pins_are_the_only_pins_of_their_server() {
     if !have_python() {
         return;
@@ -204,7 +204,7 @@ async fn profile_pins_are_the_only_pins_of_their_server() {
     assert_eq!(of(&events, Decision::Denied, "tools/list").len(), 8);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test]
 async fn server_to_client_requests_are_denied_and_audited() {
     if !have_python() {
         return;
@@ -232,7 +232,7 @@ async fn server_to_client_requests_are_denied_and_audited() {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test]
 async fn a_stateless_upstream_gets_meta_on_every_request() {
     if !have_python() {
         return;
@@ -255,7 +255,7 @@ async fn a_stateless_upstream_gets_meta_on_every_request() {
     h.finish().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test]
 async fn upstream_errors_lose_their_host_paths() {
     if !have_python() {
         return;
@@ -282,7 +282,7 @@ async fn upstream_errors_lose_their_host_paths() {
     assert_eq!(a[0].result_sha256, Some(result_digest(&s)));
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test]
 async fn malformed_upstream_frames_are_dropped_and_audited() {
     if !have_python() {
         return;
@@ -302,7 +302,7 @@ async fn malformed_upstream_frames_are_dropped_and_audited() {
     assert_eq!(dropped, ["mcp_frame_invalid", "mcp_frame_invalid"]);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test]
 async fn a_cancelled_call_is_forwarded_as_cancelled_and_never_answered() {
     if !have_python() {
         return;
@@ -342,7 +342,7 @@ async fn a_cancelled_call_is_forwarded_as_cancelled_and_never_answered() {
     assert_ne!(c[0], "cancelled c1");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test]
 async fn a_full_audit_journal_fails_closed_and_nothing_is_forwarded() {
     if !have_python() {
         return;
@@ -379,7 +379,7 @@ async fn a_full_audit_journal_fails_closed_and_nothing_is_forwarded() {
     assert_eq!(events.len() as u64, base + 2);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test]
 async fn a_refused_argument_never_reaches_the_upstream() {
     if !have_python() {
         return;
@@ -402,7 +402,7 @@ async fn a_refused_argument_never_reaches_the_upstream() {
     h.finish().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test]
 async fn two_servers_with_one_tool_name_are_namespaced_never_shadowed() {
     if !have_python() || !have_node() {
         return;
@@ -448,7 +448,7 @@ async fn two_servers_with_one_tool_name_are_namespaced_never_shadowed() {
     assert!(calls.iter().all(|e| e.tool.as_deref() == Some("echo")));
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test]
 async fn a_second_request_with_an_id_in_flight_is_refused() {
     if !have_python() {
         return;
@@ -478,6 +478,8 @@ async fn a_second_request_with_an_id_in_flight_is_refused() {
 }
 
 /// The same mediator over a real Unix socket pair instead of a duplex.
+// Also on a multi-thread runtime, as an embedder may run it (the
+// audit's sync then runs in `block_in_place`).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn serves_over_a_unix_socket_pair() {
     use glove_mcp::{Mediator, MediatorConfig, Profile};
@@ -536,7 +538,7 @@ async fn serves_over_a_unix_socket_pair() {
 
 /// Start fails cleanly: a server that cannot be started, and one that
 /// never finishes its handshake within the startup deadline.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test]
 async fn start_fails_on_a_missing_or_mute_server() {
     use glove_mcp::{Mediator, MediatorConfig, Profile};
     let dir = private_dir();
@@ -576,7 +578,7 @@ fn calls(m: &Marked) -> Vec<String> {
 /// Review finding: the undeclared-argument check was skipped for input
 /// schemas built with `allOf`/`$ref`. Such a tool is refused unless the
 /// profile opts in; then the profile's own schema can close it.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test]
 async fn an_input_schema_outside_the_subset_is_refused_unless_the_profile_opts_in() {
     if !have_python() {
         return;
@@ -622,7 +624,7 @@ async fn an_input_schema_outside_the_subset_is_refused_unless_the_profile_opts_i
 
 /// Review finding: path stripping missed `structuredContent`, embedded
 /// resources and some delimiters.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test]
 async fn every_string_of_an_error_result_loses_its_host_paths() {
     if !have_python() {
         return;
@@ -650,7 +652,7 @@ async fn every_string_of_an_error_result_loses_its_host_paths() {
 
 /// Review finding: an upstream could imitate a Glove refusal in its
 /// error message. Its message is prefixed and its data replaced.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test]
 async fn an_upstream_error_cannot_pose_as_a_glove_refusal() {
     if !have_python() {
         return;
@@ -697,7 +699,7 @@ async fn until_told(h: &mut Harness) {
 
 /// Review finding: when the re-list after `list_changed` failed, the old
 /// definitions stayed callable.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test]
 async fn a_failed_relist_withdraws_the_servers_tools_until_it_lists_again() {
     if !have_python() {
         return;
@@ -760,7 +762,7 @@ async fn a_failed_relist_withdraws_the_servers_tools_until_it_lists_again() {
 /// Review finding: one misbehaving upstream could fill the audit journal
 /// (each junk line an event) and so close it for every server. Past its
 /// budget it is stopped instead, and the other server keeps working.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test]
 async fn a_server_that_spews_junk_is_stopped_and_the_others_keep_the_audit() {
     if !have_python() {
         return;
@@ -827,7 +829,7 @@ async fn a_server_that_spews_junk_is_stopped_and_the_others_keep_the_audit() {
 /// share of in-flight requests). Cancelling them must not stall the
 /// agent's reader: a ping is answered while the big call still waits for
 /// its deadline.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test]
 async fn a_server_that_stops_reading_cannot_stall_cancellation() {
     if !have_python() {
         return;
