@@ -676,6 +676,7 @@ mod tests {
         let (audit, task) =
             spawn(&dir.path().join("a.journal"), &journal_spec(1 << 20, 100)).expect("spawn");
         assert!(audit.record(ev()).await);
+        let failed = audit.failed.clone();
         drop(audit);
         let s = tokio::time::timeout(std::time::Duration::from_secs(30), task)
             .await
@@ -685,6 +686,18 @@ mod tests {
             (s.allowed, s.journal_records, s.audit_failed),
             (1, 1, false)
         );
+        assert!(!failed.load(Ordering::SeqCst), "a normal end is no failure");
+    }
+
+    #[tokio::test]
+    async fn an_aborted_writer_fails_closed() {
+        let dir = private_dir();
+        let (audit, task) =
+            spawn(&dir.path().join("a.journal"), &journal_spec(1 << 20, 100)).expect("spawn");
+        task.abort();
+        assert!(task.await.is_err_and(|e| e.is_cancelled()));
+        assert!(audit.failed());
+        assert!(!audit.record(ev()).await, "refused at once");
     }
 
     #[test]

@@ -60,7 +60,7 @@ impl Shared {
     /// mismatch found is taken from the upstream's `budget` (first
     /// sights are not: there is at most one per allowed tool).
     pub(super) async fn apply_listing(
-        self: &Arc<Self>,
+        &self,
         server: &str,
         tools: &[Value],
         instructions: Option<&str>,
@@ -70,23 +70,12 @@ impl Shared {
         if self.profile.server(server).is_none() {
             return Ok(Applied::Recorded);
         }
-        // The pin file is locked (a wait of up to seconds when another
-        // session or `pins approve` holds it), read and, when a pin
-        // changes, saved with an fsync: blocking work, kept off the
-        // mediator's one thread.
-        let judged = {
-            let (this, server, tools) = (self.clone(), server.to_owned(), tools.to_vec());
-            let instructions = instructions.map(str::to_owned);
-            tokio::task::spawn_blocking(move || {
-                this.judge_listing(&server, &tools, instructions.as_deref())
-            })
-            .await
-        };
-        let Ok((findings, saved)) = judged else {
-            // It panicked or the runtime is going away: fail closed.
-            self.audit.close();
-            return Ok(Applied::AuditFailed);
-        };
+        // Judged, saved and (when the save fails) blocked in one go on the
+        // mediator's one thread: no request runs while a first sight is
+        // in the view but not yet in the pin file. The pin file's lock
+        // wait is bounded (`pin::LOCK_WAIT`) and its holders (another
+        // session, `pins approve`) hold it for one read and write.
+        let (findings, saved) = self.judge_listing(server, tools, instructions);
         if let Err(r) = saved {
             if at_start {
                 return Err(McpError::PinFile(r));
@@ -136,7 +125,7 @@ impl Shared {
     }
 
     /// Judges a listing of `server` against its pins — the pin file's
-    /// under its lock, or the copy in memory — and saves the file. Blocking.
+    /// under its lock, or the copy in memory — and saves the file.
     fn judge_listing(
         &self,
         server: &str,
@@ -152,16 +141,26 @@ impl Shared {
             // `pins approve` may have changed it), under its lock.
             Some(path) => {
                 let view = &self.view;
+                let mut judged = None;
                 match PinFile::update(path, |file| {
-                    lock(view).apply(profile, file, tools, instructions)
+                    let findings = lock(view).apply(profile, file, tools, instructions);
+                    judged = Some(findings.clone());
+                    findings
                 }) {
                     Ok((file, findings)) => {
                         *pins = file;
                         (findings, Ok(()))
                     }
+                    // Judged against the file, which could not be saved:
+                    // those findings stand (a second judgement would find
+                    // each mismatch already reported, and audit none); the
+                    // first sights are then blocked.
+                    Err(r) if judged.is_some() => (judged.unwrap_or_default(), Err(r)),
                     Err(r) => {
-                        // Judged against the copy in memory, so the view
-                        // is current; the first sights are then blocked.
+                        // Not judged (the file could not be locked or
+                        // read): judged against the copy in memory, so the
+                        // view is current; the first sights are then
+                        // blocked.
                         let findings =
                             lock(&self.view).apply(profile, &mut pins, tools, instructions);
                         (findings, Err(r))
@@ -255,7 +254,7 @@ impl Shared {
     /// Re-lists `server`'s tools after `list_changed`. A failed re-list
     /// withdraws its tools (until a later one succeeds) and is audited.
     /// `false` when the upstream's budget ran out.
-    async fn relist(self: &Arc<Self>, server: &str, budget: &mut Budget) -> bool {
+    async fn relist(&self, server: &str, budget: &mut Budget) -> bool {
         let _guard = self.relist.lock().await;
         let Some(up) = self.upstreams.get(server) else {
             return true;

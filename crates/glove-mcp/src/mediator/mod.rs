@@ -464,24 +464,13 @@ impl Mediator {
                 }
                 // An agent that stops reading is cut off: its answers would
                 // otherwise hold in-flight slots and memory for good.
-                // The bound is on a write making no progress, not on the
-                // whole batch: an agent that reads slowly but steadily is
-                // never cut off.
-                let mut at = 0;
-                let sent = loop {
-                    if at == out.len() {
-                        break matches!(
-                            tokio::time::timeout(WRITE_STALL, w.flush()).await,
-                            Ok(Ok(()))
-                        );
-                    }
-                    match tokio::time::timeout(WRITE_STALL, w.write(&out[at..])).await {
-                        Ok(Ok(n)) if n > 0 => at += n,
-                        _ => break false,
-                    }
+                let sent = async {
+                    w.write_all(&out).await?;
+                    w.flush().await
                 };
-                if !sent {
-                    break;
+                match tokio::time::timeout(WRITE_STALL, sent).await {
+                    Ok(Ok(())) => {}
+                    Ok(Err(_)) | Err(_) => break,
                 }
             }
             let _ = w.shutdown().await;
