@@ -545,7 +545,10 @@ fn egress_show_refuses_a_fifo_or_a_symlink_at_once() {
     std::os::unix::fs::symlink("/etc/hostname", &link).expect("symlink");
     // The egress codes name a journal that cannot be read as one; the
     // message says why.
-    for (path, why) in [(&fifo, "NotRegular"), (&link, "Symlink")] {
+    for (path, why) in [
+        (&fifo, "the path names no regular file"),
+        (&link, "the path names a symbolic link"),
+    ] {
         let p = path.display().to_string();
         let out = glove(
             As::Caller,

@@ -104,6 +104,27 @@ pub enum Placement {
     },
 }
 
+impl std::fmt::Display for Placement {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Placement::DirNotDirectory => f.write_str("its parent is not a directory"),
+            Placement::DirBadMode { mode } => {
+                write!(f, "its directory has mode {mode:04o}, not 0700")
+            }
+            Placement::DirWrongOwner { uid } => {
+                write!(f, "its directory belongs to uid {uid}, not this user")
+            }
+            Placement::Symlink => f.write_str("the path names a symbolic link"),
+            Placement::NotRegular => f.write_str("the path names no regular file"),
+            Placement::FileBadMode { mode } => write!(f, "the file has mode {mode:04o}, not 0600"),
+            Placement::FileWrongOwner { uid } => {
+                write!(f, "the file belongs to uid {uid}, not this user")
+            }
+            Placement::LinkCount { links } => write!(f, "the file has {links} hard links, not 1"),
+        }
+    }
+}
+
 /// Which bound an append would exceed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
@@ -326,7 +347,7 @@ pub enum JournalError {
     #[error("another writer holds the journal lock")]
     Locked,
     /// The file or its directory breaks a placement rule.
-    #[error("journal placement rejected: {0:?}")]
+    #[error("journal placement rejected: {0}")]
     Placement(Placement),
     /// Replay found corruption; the journal is not opened.
     #[error("journal corrupt at byte {offset}: {}", kind.code().meaning())]
