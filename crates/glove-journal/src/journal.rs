@@ -466,8 +466,9 @@ impl Journal {
     /// and payload; sequence numbers restart at 1), with a fresh salt and the
     /// same journal id. The new file is written and synced beside the old
     /// one, locked, renamed over it, and the directory is synced. On success
-    /// the returned handle replaces `self`; if the rename happened but a
-    /// later step failed, `self` is poisoned.
+    /// the returned handle replaces `self`, which is poisoned (its file is
+    /// no longer the journal); if the rename happened but a later step
+    /// failed, `self` is poisoned too.
     pub fn rewrite<'a>(
         &self,
         records: impl IntoIterator<Item = (u16, &'a [u8])>,
@@ -510,6 +511,11 @@ impl Journal {
                 return Err(e);
             }
         };
+        // The name now holds the new file: this handle's file is no
+        // longer the journal, and an append through it would be lost.
+        if let Ok(mut st) = self.state() {
+            st.poisoned = true;
+        }
         Ok(Journal::assemble(
             fd, dir, &self.path, &self.spec, header, end, count, head,
         ))

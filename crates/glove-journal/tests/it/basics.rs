@@ -379,6 +379,12 @@ fn rewrite_keeps_the_id_and_the_lock() {
         .journal
         .rewrite([(1u16, &b"x"[..]), (2, &b"y"[..])])
         .unwrap();
+    // The old handle's file is no longer the journal: it takes nothing.
+    assert!(o.journal.is_poisoned());
+    assert_eq!(
+        o.journal.append(1, b"lost").unwrap_err().code(),
+        jc::JOURNAL_POISONED
+    );
     drop(o);
     assert_eq!(new.journal_id(), id);
     assert_eq!(
