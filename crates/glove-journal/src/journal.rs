@@ -467,8 +467,9 @@ impl Journal {
     /// same journal id. The new file is written and synced beside the old
     /// one, locked, renamed over it, and the directory is synced. On success
     /// the returned handle replaces `self`, which is poisoned (its file is
-    /// no longer the journal); if the rename happened but a later step
-    /// failed, `self` is poisoned too.
+    /// no longer the journal, and `journal_poisoned` then means "replaced",
+    /// not "failed"); a failure once the new file is being written poisons
+    /// `self` too.
     pub fn rewrite<'a>(
         &self,
         records: impl IntoIterator<Item = (u16, &'a [u8])>,
