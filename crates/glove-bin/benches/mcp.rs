@@ -65,8 +65,19 @@ fn parse(out: &std::process::Output, what: &str) -> serde_json::Value {
 /// `append` appends, as a journal does.
 fn floor_forward(args: &[String]) -> ! {
     use std::io::{Read, Write};
-    let (how, log) = (args[0].as_str(), &args[1]);
-    let cmd = &args[3..];
+    let (how, log, cmd) = match args {
+        [how, log, dashes, cmd @ ..]
+            if ["plain", "append", "overwrite"].contains(&how.as_str())
+                && dashes == "--"
+                && !cmd.is_empty() =>
+        {
+            (how.as_str(), log, cmd)
+        }
+        _ => {
+            eprintln!("usage: --floor-forward plain|append|overwrite LOG -- SERVER_COMMAND…");
+            std::process::exit(2)
+        }
+    };
     let mut child = Command::new(&cmd[0])
         .args(&cmd[1..])
         .stdin(std::process::Stdio::piped())

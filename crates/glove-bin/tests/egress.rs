@@ -533,14 +533,7 @@ fn egress_show_reads_the_journal_without_changing_it() {
 fn egress_show_refuses_a_fifo_or_a_symlink_at_once() {
     let dir = common::safe_tempdir();
     let fifo = dir.path().join("fifo");
-    rustix::fs::mknodat(
-        rustix::fs::CWD,
-        &fifo,
-        rustix::fs::FileType::Fifo,
-        rustix::fs::Mode::from_raw_mode(0o600),
-        0,
-    )
-    .expect("mkfifo");
+    common::mkfifo(&fifo);
     let link = dir.path().join("link");
     std::os::unix::fs::symlink("/etc/hostname", &link).expect("symlink");
     // The egress codes name a journal that cannot be read as one; the

@@ -998,14 +998,7 @@ fn after_the_command_ended_a_sigterm_still_stops_a_glove_stuck_writing_its_outpu
     }
     let dir = safe_tempdir();
     let fifo = dir.path().join("out");
-    rustix::fs::mknodat(
-        rustix::fs::CWD,
-        &fifo,
-        rustix::fs::FileType::Fifo,
-        rustix::fs::Mode::from_raw_mode(0o600),
-        0,
-    )
-    .expect("mkfifo");
+    common::mkfifo(&fifo);
     // A reader that never reads: glove's output backs up once the command
     // has written more than the pipe holds.
     let _reader = std::fs::OpenOptions::new()

@@ -264,6 +264,18 @@ pub(crate) fn safe_tempdir() -> tempfile::TempDir {
     t
 }
 
+/// Makes a FIFO (mode 0600) at `path`.
+pub(crate) fn mkfifo(path: &std::path::Path) {
+    rustix::fs::mknodat(
+        rustix::fs::CWD,
+        path,
+        rustix::fs::FileType::Fifo,
+        rustix::fs::Mode::from_raw_mode(0o600),
+        0,
+    )
+    .expect("mkfifo");
+}
+
 /// The installed harness tree (`GLOVE_HARNESSES`, a `node_modules`
 /// directory; `.ci/run` installs it), or `None` after saying why the test
 /// skips (a failure under `GLOVE_REQUIRE_SANDBOX=1`).
