@@ -353,6 +353,7 @@ fn memory_thrash_is_a_memory_stop(who: As) {
         std::fs::set_permissions(&big, std::fs::Permissions::from_mode(0o644)).expect("chmod");
         dir
     });
+    evict_from_page_cache(&dir.join("big"));
     let bind = format!("{}:/data", dir.display());
     let (v, _, err) = probe(
         who,
@@ -371,6 +372,22 @@ fn memory_thrash_is_a_memory_stop(who: As) {
     );
     let wall = v["usage"]["wall_time_ms"].as_u64().unwrap_or(u64::MAX);
     assert!(wall < 30_000, "ended only after {wall} ms: {v}");
+}
+
+/// Drops a file's pages from the page cache, so a sandbox that maps it
+/// faults them in under its own memory limit. Pages this test wrote (or an
+/// earlier run left resident) are charged to the test's cgroup, not the
+/// sandbox's: a thrash probe would then read resident pages forever and
+/// never refault (issue 26, finding 1: the fresh-clone failure). The probe's
+/// own `POSIX_FADV_DONTNEED` cannot drop pages that are still dirty, as a
+/// file written just before is: they are written back here first. The file
+/// is read through, so the eviction is what the probe depends on, whatever
+/// the cache held before.
+fn evict_from_page_cache(path: &std::path::Path) {
+    let mut f = std::fs::File::open(path).expect("open");
+    std::io::copy(&mut f, &mut std::io::sink()).expect("read through");
+    f.sync_data().expect("fdatasync");
+    rustix::fs::fadvise(&f, 0, None, rustix::fs::Advice::DontNeed).expect("fadvise");
 }
 
 /// Finding 3: a read-only bind that holds a listening Unix socket (an

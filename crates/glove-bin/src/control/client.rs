@@ -24,8 +24,60 @@ use std::os::unix::net::UnixStream;
 use std::path::Path;
 use std::time::Duration;
 
-/// How long the client waits for any one message.
+/// How long the client waits for the answer to a request, and for any one
+/// notification until [`Client::set_read_timeout`] says otherwise.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// How long the client waits for the answer to `start_session`. A start
+/// legitimately takes longer than any other request: the service waits up to
+/// 60 s for its launcher alone, then for the egress proxy and every MCP
+/// upstream the plan names. A client that gave up first would report a
+/// start as failed while the session went on to run.
+pub const START_TIMEOUT: Duration = Duration::from_secs(180);
+
+/// How long the client waits for each answer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AnswerBounds {
+    /// Any request but `start_session`.
+    pub request: Duration,
+    /// `start_session`.
+    pub start: Duration,
+}
+
+impl Default for AnswerBounds {
+    fn default() -> Self {
+        AnswerBounds {
+            request: DEFAULT_TIMEOUT,
+            start: START_TIMEOUT,
+        }
+    }
+}
+
+impl AnswerBounds {
+    fn for_method(&self, method: &str) -> Duration {
+        if method == "start_session" {
+            self.start
+        } else {
+            self.request
+        }
+    }
+}
+
+/// What a failed socket read means: a read timeout (`EAGAIN` from
+/// `SO_RCVTIMEO`) is no answer in time, not a closed connection.
+fn read_failed(e: &std::io::Error, waited_for: &str) -> ClientError {
+    match e.kind() {
+        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut => local(
+            CONTROL_TIMEOUT,
+            format!("no {waited_for} from the service in time; the connection is given up"),
+        ),
+        std::io::ErrorKind::UnexpectedEof => local(
+            CONTROL_CONNECTION_CLOSED,
+            format!("the service closed the connection before the {waited_for} came"),
+        ),
+        _ => local(CONTROL_CONNECTION_CLOSED, format!("socket: {e}")),
+    }
+}
 
 /// A failed call.
 #[derive(Clone, Debug, PartialEq)]
@@ -102,6 +154,13 @@ pub struct Client {
     /// Notifications (`output`, `session_ended`, …) read while waiting for
     /// an answer, in arrival order.
     notifications: std::collections::VecDeque<Value>,
+    /// How long each call waits for its answer.
+    bounds: AnswerBounds,
+    /// The read timeout for notifications, restored after each call.
+    notification_timeout: Option<Duration>,
+    /// Set when a read failed part-way: the stream may be inside a frame,
+    /// so nothing more is read from it.
+    broken: Option<ClientError>,
 }
 
 /// Reads the bootstrap secret from `runtime_dir` (a protected file).
@@ -164,6 +223,9 @@ impl Client {
             next_id: 1,
             max_frame_bytes: super::limits::Limits::default().max_frame_bytes,
             notifications: std::collections::VecDeque::new(),
+            bounds: AnswerBounds::default(),
+            notification_timeout: Some(DEFAULT_TIMEOUT),
+            broken: None,
         };
         let hello = c.read_message()?;
         let server_nonce = hello
@@ -207,22 +269,54 @@ impl Client {
 
     /// Sends raw bytes as one frame (tests).
     pub fn send_raw_frame(&mut self, payload: &[u8]) -> Result<(), ClientError> {
+        if let Some(e) = &self.broken {
+            return Err(e.clone());
+        }
         let f = frame::encode(payload, u32::MAX)?;
         self.stream
             .write_all(&f)
             .map_err(|e| local(CONTROL_CONNECTION_CLOSED, format!("socket: {e}")))
     }
 
-    /// Reads one message.
+    /// Reads one message within the current read timeout. A timeout is
+    /// `control_timeout`, an end of stream `control_connection_closed`;
+    /// either leaves the client broken (the stream may be mid-frame), and
+    /// every later read or call fails with the same error.
     pub fn read_message(&mut self) -> Result<Value, ClientError> {
-        let closed = |e: std::io::Error| local(CONTROL_CONNECTION_CLOSED, format!("socket: {e}"));
+        self.read_message_for("message")
+    }
+
+    fn read_message_for(&mut self, waited_for: &str) -> Result<Value, ClientError> {
+        if let Some(e) = &self.broken {
+            return Err(e.clone());
+        }
         let mut h = [0u8; frame::HEADER_LEN];
-        self.stream.read_exact(&mut h).map_err(closed)?;
-        let len = frame::payload_len(h, self.max_frame_bytes)?;
-        let mut buf = vec![0u8; len];
-        self.stream.read_exact(&mut buf).map_err(closed)?;
+        let read = self
+            .stream
+            .read_exact(&mut h)
+            .map_err(|e| read_failed(&e, waited_for))
+            .and_then(|()| Ok(frame::payload_len(h, self.max_frame_bytes)?))
+            .and_then(|len| {
+                let mut buf = vec![0u8; len];
+                self.stream
+                    .read_exact(&mut buf)
+                    .map_err(|e| read_failed(&e, waited_for))?;
+                Ok(buf)
+            });
+        let buf = match read {
+            Ok(buf) => buf,
+            Err(e) => {
+                self.broken = Some(e.clone());
+                return Err(e);
+            }
+        };
         canon::parse_strict(&buf, self.max_frame_bytes as usize)
             .map_err(|r| protocol_violation(&format!("unreadable reply: {}", r.message())))
+    }
+
+    /// Sets how long each call waits for its answer.
+    pub fn set_answer_bounds(&mut self, bounds: AnswerBounds) {
+        self.bounds = bounds;
     }
 
     /// The next notification: one kept while waiting for an answer, or the
@@ -238,20 +332,52 @@ impl Client {
         Ok(m)
     }
 
-    /// Sets the read timeout (attach streams wait longer than requests).
+    /// Sets the read timeout for notifications (attach streams wait longer
+    /// than requests; `None` waits as long as the stream lasts). A call
+    /// waits for its answer by its own bound ([`AnswerBounds`]) and then
+    /// puts this one back.
     pub fn set_read_timeout(&mut self, t: Option<std::time::Duration>) -> Result<(), ClientError> {
         self.stream
             .set_read_timeout(t)
-            .map_err(|e| local(CONTROL_CONNECTION_CLOSED, format!("socket: {e}")))
+            .map_err(|e| local(CONTROL_CONNECTION_CLOSED, format!("socket: {e}")))?;
+        self.notification_timeout = t;
+        Ok(())
     }
 
-    /// Calls `method` and returns its result.
+    /// Calls `method` and returns its result, waiting for the answer as
+    /// long as the method's bound says (notifications that arrive first are
+    /// kept and do not extend it).
     pub fn call(&mut self, method: &str, params: Value) -> Result<Value, ClientError> {
+        let deadline = std::time::Instant::now() + self.bounds.for_method(method);
+        let reply = self.call_until(method, params, deadline);
+        let restored = self
+            .stream
+            .set_read_timeout(self.notification_timeout)
+            .map_err(|e| local(CONTROL_CONNECTION_CLOSED, format!("socket: {e}")));
+        let reply = reply?;
+        restored?;
+        Ok(reply)
+    }
+
+    fn call_until(
+        &mut self,
+        method: &str,
+        params: Value,
+        deadline: std::time::Instant,
+    ) -> Result<Value, ClientError> {
         let id = self.next_id;
         self.next_id += 1;
         self.send_raw_frame(&protocol::to_bytes(&protocol::request(id, method, params)))?;
+        let waited_for = format!("answer to {method}");
         let reply = loop {
-            let m = self.read_message()?;
+            // A zero timeout would mean "block forever" to the socket.
+            let left = deadline
+                .saturating_duration_since(std::time::Instant::now())
+                .max(Duration::from_millis(1));
+            self.stream
+                .set_read_timeout(Some(left))
+                .map_err(|e| local(CONTROL_CONNECTION_CLOSED, format!("socket: {e}")))?;
+            let m = self.read_message_for(&waited_for)?;
             // After the handshake, a message with a method and no id is a
             // notification of an attached session: keep it for later.
             if method != "authenticate" && m.get("id").is_none() && m.get("method").is_some() {
@@ -349,4 +475,94 @@ pub fn remote_error(reply: &Value) -> Option<ClientError> {
         message: s("/message"),
         location: s("/data/location"),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A client over one end of a socket pair, past the handshake; the
+    /// test plays the service on the other end.
+    fn paired(bounds: AnswerBounds) -> (Client, UnixStream) {
+        let (mine, theirs) = UnixStream::pair().expect("socketpair");
+        let mut c = Client {
+            stream: mine,
+            next_id: 1,
+            max_frame_bytes: super::super::limits::Limits::default().max_frame_bytes,
+            notifications: std::collections::VecDeque::new(),
+            bounds,
+            notification_timeout: Some(DEFAULT_TIMEOUT),
+            broken: None,
+        };
+        c.set_read_timeout(Some(DEFAULT_TIMEOUT)).expect("timeout");
+        (c, theirs)
+    }
+
+    /// The service's side: reads one request and, after `delay`, answers
+    /// it with an empty result.
+    fn answer_after(mut s: UnixStream, delay: Duration) -> std::thread::JoinHandle<()> {
+        std::thread::spawn(move || {
+            let mut h = [0u8; frame::HEADER_LEN];
+            s.read_exact(&mut h).expect("header");
+            let len = frame::payload_len(h, u32::MAX).expect("len");
+            let mut buf = vec![0u8; len];
+            s.read_exact(&mut buf).expect("request");
+            let req: Value = serde_json::from_slice(&buf).expect("json");
+            std::thread::sleep(delay);
+            let reply = json!({"jsonrpc": "2.0", "id": req["id"], "result": {}});
+            let f = frame::encode(&protocol::to_bytes(&reply), u32::MAX).expect("frame");
+            // The client may have given up and gone: that is the point of
+            // one of the tests.
+            let _ = s.write_all(&f);
+        })
+    }
+
+    /// Issue 26, finding 2: a start that takes longer than an ordinary
+    /// request is waited for (the service's own launch bound is longer
+    /// than the request bound), and a notification timeout set for an
+    /// attach stream does not cut it short.
+    #[test]
+    fn a_slow_start_is_waited_for_by_its_own_bound() {
+        let (mut c, peer) = paired(AnswerBounds {
+            request: Duration::from_millis(50),
+            start: Duration::from_secs(60),
+        });
+        c.set_read_timeout(Some(Duration::from_millis(50)))
+            .expect("timeout");
+        let t = answer_after(peer, Duration::from_millis(400));
+        let got = c.call("start_session", json!({}));
+        t.join().expect("peer");
+        assert_eq!(got, Ok(json!({})));
+        // The notification timeout is back in force after the call (the
+        // kernel rounds it to its clock tick), not the start's bound.
+        let back = c.stream.read_timeout().expect("timeout");
+        assert!(back.is_some_and(|t| t < Duration::from_secs(1)), "{back:?}");
+    }
+
+    /// Issue 26, finding 2: no answer in time is `control_timeout`, not a
+    /// closed connection; the client is then broken (the stream may be
+    /// mid-frame) and says so again on the next call without reading.
+    #[test]
+    fn no_answer_in_time_is_a_timeout_not_a_closed_connection() {
+        let (mut c, peer) = paired(AnswerBounds {
+            request: Duration::from_millis(50),
+            start: Duration::from_secs(60),
+        });
+        let t = answer_after(peer, Duration::from_millis(400));
+        let e = c.call("capabilities", json!({})).expect_err("too slow");
+        assert_eq!(e.code(), "control_timeout", "{e}");
+        assert!(e.message().contains("capabilities"), "{e}");
+        t.join().expect("peer");
+        let again = c.call("capabilities", json!({})).expect_err("broken");
+        assert_eq!(again.code(), "control_timeout", "{again}");
+    }
+
+    /// A peer that goes away is a closed connection.
+    #[test]
+    fn a_peer_that_goes_away_is_a_closed_connection() {
+        let (mut c, peer) = paired(AnswerBounds::default());
+        drop(peer);
+        let e = c.read_message().expect_err("closed");
+        assert_eq!(e.code(), "control_connection_closed", "{e}");
+    }
 }

@@ -565,6 +565,30 @@ fn contained_turns_each_harness_reaches_the_stub_through_the_proxy_with_a_broker
             "an unnamed credential was brokered"
         );
     }
+    // Issue 26, finding 3: each template's brokered key, named without the
+    // egress policy that brokers it (no egress policy, or another one),
+    // would fall through to a lease: a copy of the key in the private home.
+    // gloved refuses the plan at create, before anything is staged.
+    for (h, t) in HARNESSES.iter().zip(&by_runtime) {
+        for egress in [json!([]), json!(["no-network"])] {
+            let session = format!("lease-{}", h.runtime);
+            let plan = plan_with(|v| {
+                v["runtime_template_id"] = t["runtime_template_id"].clone();
+                v["runtime_id"] = json!(h.runtime);
+                v["adapter_command_digest"] = t["adapter_command_digest"].clone();
+                v["library_projections"] = json!([]);
+                v["secret_handles"] = json!([format!("{}-key", h.runtime)]);
+                v["egress_policy_ids"] = egress.clone();
+                v["session_id"] = json!(session);
+                v["idempotency_key"] = json!(format!("key-{session}"));
+            });
+            let mut c = daemon.client();
+            let e = c
+                .create_session(&plan, None)
+                .expect_err("a brokered key named without its egress policy");
+            assert_eq!(e.code(), "plan_secret_handle_brokered", "{}: {e}", h.runtime);
+        }
+    }
     eprintln!(
         "contained turns: {}/{} in {:.1} s",
         passed.len(),

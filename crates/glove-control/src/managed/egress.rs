@@ -37,6 +37,15 @@ pub(super) fn brokered_handles(
     }
 }
 
+/// Whether any egress policy of the policy brokers `handle` (such a key
+/// is only ever the proxy's, never a lease).
+pub(super) fn brokered_by_any(policy: &ValidatedPolicy, handle: &SecretHandle) -> bool {
+    policy.egress_policies().iter().any(|e| {
+        e.settings()
+            .is_some_and(|s| s.brokered.iter().any(|b| &b.secret_handle == handle))
+    })
+}
+
 /// What the session's proxy enforces: the plan's egress policy, with only
 /// the brokered credentials the plan names in `secret_handles` (so an
 /// approver sees every credential a session can use; the others are not

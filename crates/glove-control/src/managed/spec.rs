@@ -69,6 +69,15 @@ fn leases(
     }
     let mut out = Vec::new();
     for h in handles {
+        // Admission refuses a plan that names a brokered handle without
+        // the egress policy that brokers it; should one get here all the
+        // same, the key is not copied into the sandbox.
+        if super::egress::brokered_by_any(policy, h) {
+            return Err(unsupported(format!(
+                "secret handle {} is brokered by an egress policy; it is never leased",
+                h.as_str()
+            )));
+        }
         let source = policy
             .credential_sources()
             .iter()

@@ -18,6 +18,7 @@ define_codes! { Plan;
     PLAN_EGRESS_POLICY_UNKNOWN = "plan_egress_policy_unknown": "an egress policy id is not in the policy",
     PLAN_TOOL_POLICY_UNKNOWN = "plan_tool_policy_unknown": "a tool policy id is not in the policy",
     PLAN_SECRET_HANDLE_UNKNOWN = "plan_secret_handle_unknown": "a secret handle is not in the policy",
+    PLAN_SECRET_HANDLE_BROKERED = "plan_secret_handle_brokered": "a secret handle is brokered by an egress policy the plan does not name (a brokered key is never leased into the sandbox)",
     PLAN_PATH_ALIAS_UNKNOWN = "plan_path_alias_unknown": "a path grant names an alias the policy does not define",
     PLAN_PATH_ALIAS_NOT_ALLOWED = "plan_path_alias_not_allowed": "a path grant names an alias the template does not allow",
     PLAN_PATH_ACCESS_MISMATCH = "plan_path_access_mismatch": "no access tuple of the alias has this access mode",

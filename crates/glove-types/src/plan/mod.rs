@@ -508,6 +508,31 @@ pub fn admit(
             )
             .at(format!("secret_handles[{i}]")));
         }
+        // A key an egress policy brokers stays with the proxy: it reaches
+        // the sandbox only as a placeholder, and only through an egress
+        // policy this plan names. Named without one that brokers it, the
+        // handle would fall through to a lease, a copy of the key inside
+        // the sandbox (issue 26, finding 3).
+        let brokers = |e: &crate::policy::EgressPolicy| {
+            e.settings()
+                .is_some_and(|s| s.brokered.iter().any(|b| &b.secret_handle == h))
+        };
+        let brokered_somewhere = policy.egress_policies().iter().any(brokers);
+        let brokered_here = policy
+            .egress_policies()
+            .iter()
+            .filter(|e| plan.egress_policy_ids.contains(e.id()))
+            .any(brokers);
+        if brokered_somewhere && !brokered_here {
+            return Err(Rejection::new(
+                PLAN_SECRET_HANDLE_BROKERED,
+                format!(
+                    "secret handle {h} is brokered by an egress policy this plan does not name; \
+                     a brokered key is never leased into the sandbox"
+                ),
+            )
+            .at(format!("secret_handles[{i}]")));
+        }
     }
     for (i, g) in plan.path_grants.iter().enumerate() {
         let at = format!("path_grants[{i}]");

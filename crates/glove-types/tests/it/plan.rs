@@ -278,3 +278,43 @@ fn template_allow_lists() {
         PLAN_PROJECTION_DESTINATION_NOT_ALLOWED
     );
 }
+
+/// Issue 26, finding 3: a handle that an egress policy brokers is admitted
+/// only with that egress policy, so it never falls through to a lease (a
+/// copy of the key inside the sandbox).
+#[test]
+fn a_brokered_handle_needs_the_egress_policy_that_brokers_it() {
+    let mut pv: Value = serde_json::from_slice(&crate::example("policy.json")).expect("policy");
+    pv["egress_policy_ids"] = json!(["model", "no-network"]);
+    pv["egress_policies"] = json!([{
+        "egress_policy_id": "model",
+        "endpoints": ["model.test:8000"],
+        "allow_private": true,
+        "hosts": {"model.test": ["127.0.0.1"]},
+        "brokered": [{"secret_handle": "model-key", "env": "OPENAI_API_KEY",
+                      "header": "authorization", "endpoints": ["model.test:8000"]}],
+    }]);
+    pv["secret_handles"] = json!(["codex-token", "model-key"]);
+    let mut sources = pv["credential_sources"].as_array().cloned().unwrap_or_default();
+    sources.push(json!({"secret_handle": "model-key", "source_path": "/etc/glove/model.key",
+                        "runtime_id": "codex"}));
+    pv["credential_sources"] = Value::Array(sources);
+    let policy = ValidatedPolicy::from_json(&serde_json::to_vec(&pv).expect("encode"))
+        .expect("policy");
+    let admit_with = |egress: Value, handles: Value| {
+        let mut v = base();
+        v["egress_policy_ids"] = egress;
+        v["secret_handles"] = handles;
+        DecodedPlan::decode(&bytes(&v)).and_then(|p| admit(p, None, &policy, NOW))
+    };
+    for egress in [json!([]), json!(["no-network"])] {
+        let e = admit_with(egress.clone(), json!(["model-key"])).expect_err("leased");
+        assert_eq!(e.code(), PLAN_SECRET_HANDLE_BROKERED, "{egress}: {e}");
+        assert_eq!(e.location(), "secret_handles[0]");
+    }
+    // With the egress policy that brokers it, the proxy holds the key.
+    admit_with(json!(["model"]), json!(["model-key"])).expect("brokered");
+    admit_with(json!(["model", "no-network"]), json!(["model-key"])).expect("brokered");
+    // A handle no egress policy brokers is still a lease candidate.
+    admit_with(json!(["no-network"]), json!(["codex-token"])).expect("lease");
+}
