@@ -380,18 +380,18 @@ fn frames_tools_arguments_and_paths_from_the_contained_agent_are_decided_by_glov
         ],
         ["unknown", call(4, "no-such-tool", json!({})), true],
         ["denied", call(5, "get-env", json!({})), true],
-        ["malformed", "{\"jsonrpc\":\"2.0\",\"id\":6,", false],
+        ["malformed", "{\"jsonrpc\":\"2.0\",\"id\":6,", true],
         [
             "duplicate_keys",
             format!(r#"{{"jsonrpc":"2.0","id":7,"id":8,"method":"ping","params":{{{meta}}}}}"#),
-            false
+            true
         ],
         [
             "batch",
             format!(r#"[{{"jsonrpc":"2.0","id":9,"method":"ping","params":{{{meta}}}}}]"#),
-            false
+            true
         ],
-        ["oversized", null, false],
+        ["oversized", null, true],
         [
             "after",
             format!(r#"{{"jsonrpc":"2.0","id":10,"method":"ping","params":{{{meta}}}}}"#),
@@ -457,10 +457,16 @@ fn frames_tools_arguments_and_paths_from_the_contained_agent_are_decided_by_glov
     assert_eq!(code(&every["undeclared"]), "mcp_schema_refused", "{every}");
     assert_eq!(code(&every["unknown"]), "mcp_tool_unknown", "{every}");
     assert_eq!(code(&every["denied"]), "mcp_tool_denied", "{every}");
-    // A frame whose id is ambiguous (duplicate keys) is dropped like one
-    // without a usable id.
-    for dropped in ["malformed", "duplicate_keys", "batch", "oversized"] {
-        assert_eq!(every[dropped], Value::Null, "{dropped}: {every}");
+    // A frame whose id is ambiguous (duplicate keys) is refused like one
+    // without a usable id: answered with `id: null`, never decided.
+    for (dropped, rpc) in [
+        ("malformed", -32700),
+        ("duplicate_keys", -32700),
+        ("batch", -32600),
+        ("oversized", -32600),
+    ] {
+        assert_eq!(every[dropped]["id"], Value::Null, "{dropped}: {every}");
+        assert_eq!(every[dropped]["error"]["code"], rpc, "{dropped}: {every}");
     }
     assert_eq!(
         every["after"]["result"],

@@ -26,8 +26,12 @@
 //! [`FrameRejection::reply_to`] carries the id of a rejected frame that
 //! was recognisably a *request* with a usable id: the receiver answers it
 //! with a JSON-RPC error. Every other rejected frame (no id, a bad id, a
-//! response, a notification, a batch) is dropped, and the mediator audits
-//! it. Encoding ([`encode_request`] and friends) goes through
+//! notification, a batch, bytes that are not JSON) except a recognisable
+//! response is answered with `id: null` by the mediator
+//! ([`FrameRejection::answers_null`]; `-32700` when the bytes do not
+//! parse, `-32600` otherwise), so an agent is never left waiting on a
+//! frame it got wrong; nothing of it is decided, and the mediator audits
+//! it as `dropped`. Encoding ([`encode_request`] and friends) goes through
 //! `serde_json`, which never writes a raw newline inside a value, so every
 //! encoded message is exactly one line.
 
@@ -143,6 +147,12 @@ pub struct FrameRejection {
     code: ErrorCode,
     reply_to: Option<Id>,
     message: String,
+    /// The bytes are not JSON the strict parser takes (JSON-RPC's
+    /// "parse error").
+    unparsed: bool,
+    /// The frame was recognisably a response (no `method`, a `result` or
+    /// an `error`): never answered.
+    response: bool,
 }
 
 impl FrameRejection {
@@ -151,6 +161,27 @@ impl FrameRejection {
             code,
             reply_to,
             message: message.into(),
+            unparsed: false,
+            response: false,
+        }
+    }
+
+    /// Whether the receiver answers it with an error whose id is `null`
+    /// (JSON-RPC's rule when the id cannot be told): every refused frame
+    /// that has no usable id and was not recognisably a response.
+    pub fn answers_null(&self) -> bool {
+        self.reply_to.is_none() && !self.response
+    }
+
+    /// The JSON-RPC error code of that answer: `-32700` (parse error)
+    /// for bytes that are not JSON the strict parser takes — malformed,
+    /// invalid UTF-8, a duplicate key, nesting too deep — and `-32600`
+    /// (invalid request) for everything else, a batch included.
+    pub fn rpc_code(&self) -> i64 {
+        if self.unparsed {
+            PARSE_ERROR
+        } else {
+            INVALID_REQUEST
         }
     }
 
@@ -196,7 +227,10 @@ pub fn decode(bytes: &[u8]) -> Result<Message, FrameRejection> {
             JsonError::Malformed(_) => "malformed JSON".to_owned(),
             other => other.to_string(),
         };
-        FrameRejection::new(MCP_FRAME_INVALID, None, m)
+        FrameRejection {
+            unparsed: true,
+            ..FrameRejection::new(MCP_FRAME_INVALID, None, m)
+        }
     })?;
     let mut obj = match value {
         Value::Object(o) => o,
@@ -223,7 +257,11 @@ pub fn decode(bytes: &[u8]) -> Result<Message, FrameRejection> {
         (Some(_), Some(id)) => Some(id.clone()),
         _ => None,
     };
-    let bad = |m: &str| FrameRejection::new(MCP_FRAME_INVALID, reply.clone(), m);
+    let response = method.is_none() && (obj.contains_key("result") || obj.contains_key("error"));
+    let bad = |m: &str| FrameRejection {
+        response,
+        ..FrameRejection::new(MCP_FRAME_INVALID, reply.clone(), m)
+    };
     if let Some(k) = obj.keys().find(|k| !MEMBERS.contains(&k.as_str())) {
         let shown: String = k.chars().take(32).collect();
         return Err(bad(&format!("unknown member {shown:?}")));
@@ -326,15 +364,27 @@ pub fn encode_result(id: &Id, result: Value) -> Vec<u8> {
 
 /// Encodes an error response.
 pub fn encode_error(id: &Id, error: &RpcError) -> Vec<u8> {
+    envelope(vec![("id", id.to_value()), ("error", error_object(error))])
+}
+
+/// Encodes an error response whose id is `null`: the answer to a frame
+/// whose id could not be told ([`FrameRejection::answers_null`]).
+pub fn encode_error_null(error: &RpcError) -> Vec<u8> {
+    envelope(vec![("id", Value::Null), ("error", error_object(error))])
+}
+
+fn error_object(error: &RpcError) -> Value {
     let mut e = Map::new();
     e.insert("code".into(), Value::from(error.code));
     e.insert("message".into(), Value::from(error.message.clone()));
     if let Some(d) = &error.data {
         e.insert("data".into(), d.clone());
     }
-    envelope(vec![("id", id.to_value()), ("error", Value::Object(e))])
+    Value::Object(e)
 }
 
+/// JSON-RPC "parse error".
+pub const PARSE_ERROR: i64 = -32700;
 /// JSON-RPC "invalid request".
 pub const INVALID_REQUEST: i64 = -32600;
 /// JSON-RPC "method not found".
@@ -534,6 +584,42 @@ mod tests {
         );
         let big = vec![b' '; MAX_FRAME_BYTES + 1];
         assert_eq!(code(&big), ("mcp_frame_too_large".into(), None));
+    }
+
+    #[test]
+    fn refusals_without_an_id_are_answered_null_unless_responses() {
+        let r = |b: &[u8]| decode(b).err().map(|r| (r.answers_null(), r.rpc_code()));
+        assert_eq!(r(b"{"), Some((true, PARSE_ERROR)));
+        assert_eq!(r(b"{\"a\":1,\"a\":2}"), Some((true, PARSE_ERROR)));
+        assert_eq!(r(b"\"\xff\""), Some((true, PARSE_ERROR)));
+        assert_eq!(r(b"[]"), Some((true, INVALID_REQUEST)));
+        assert_eq!(r(b"1"), Some((true, INVALID_REQUEST)));
+        assert_eq!(
+            r(br#"{"jsonrpc":"2.0","id":null,"method":"ping"}"#),
+            Some((true, INVALID_REQUEST))
+        );
+        assert_eq!(
+            r(br#"{"jsonrpc":"2.0","id":123456789012345678901234567890,"method":"ping"}"#),
+            Some((true, INVALID_REQUEST))
+        );
+        assert_eq!(
+            r(br#"{"jsonrpc":"2.0","method":"x","params":1}"#),
+            Some((true, INVALID_REQUEST))
+        );
+        // A usable id: answered under it, not null.
+        assert_eq!(
+            r(br#"{"jsonrpc":"1.0","id":1,"method":"ping"}"#),
+            Some((false, INVALID_REQUEST))
+        );
+        // Responses are never answered.
+        assert_eq!(
+            r(br#"{"jsonrpc":"2.0","result":{}}"#).map(|x| x.0),
+            Some(false)
+        );
+        assert_eq!(
+            r(br#"{"jsonrpc":"2.0","id":1.5,"error":{"code":1,"message":"m"}}"#).map(|x| x.0),
+            Some(false)
+        );
     }
 
     #[tokio::test]

@@ -497,7 +497,10 @@ impl Mediator {
             let line = match next {
                 Ok(Line::Frame(f)) => f,
                 Ok(Line::TooLong(_)) => {
-                    shared.dropped(None, MCP_FRAME_TOO_LARGE).await;
+                    let m = "a frame over the 4 MiB bound";
+                    shared
+                        .refuse_frame(&tx, MCP_FRAME_TOO_LARGE, frame::INVALID_REQUEST, m)
+                        .await;
                     continue;
                 }
                 Ok(Line::Eof) | Err(_) => break,
@@ -571,6 +574,11 @@ impl Mediator {
                             None => shared.refuse_closed(&tx, &req.id).await,
                         }
                     }
+                    None if rej.answers_null() => {
+                        shared
+                            .refuse_frame(&tx, rej.code(), rej.rpc_code(), rej.message())
+                            .await;
+                    }
                     None => shared.dropped(None, rej.code()).await,
                 },
             }
@@ -640,6 +648,37 @@ impl Shared {
         };
         let e = self.event(None, &o, None);
         self.audit.record(e).await;
+    }
+
+    /// Audits a frame refused without a usable id (as `dropped`), then
+    /// answers it with `id: null` and JSON-RPC code `rpc`: the agent is
+    /// not left waiting on a frame it got wrong.
+    async fn refuse_frame(
+        &self,
+        tx: &mpsc::Sender<Vec<u8>>,
+        code: ErrorCode,
+        rpc: i64,
+        message: &str,
+    ) {
+        let o = Outcome {
+            reply: Reply::Nothing,
+            decision: Decision::Dropped,
+            code: Some(code),
+            server: None,
+            tool: None,
+            arguments: None,
+        };
+        let e = self.event(None, &o, None);
+        let mut err = if self.audit.record(e).await {
+            glove_error(code, message)
+        } else {
+            glove_error(
+                MCP_AUDIT_FAILED,
+                "the decision could not be recorded; nothing is released",
+            )
+        };
+        err.code = rpc;
+        let _ = tx.send(frame::encode_error_null(&err)).await;
     }
 
     /// Audits `o`, then (only then) writes its reply; `mcp_audit_failed`

@@ -297,7 +297,8 @@ async fn malformed_oversized_batched_and_duplicate_key_frames() {
         return;
     };
     h.agent.initialize().await;
-    // Dropped unanswered (no usable id), each audited.
+    // No usable id: each audited and answered with `id: null` (the
+    // response at the end is not answered).
     h.agent.send_raw(b"{not json").await;
     h.agent
         .send_raw(br#"{"jsonrpc":"2.0","id":70,"method":"tools/call","params":{"name":"echo","name":"get-env","arguments":{}}}"#)
@@ -340,10 +341,22 @@ async fn malformed_oversized_batched_and_duplicate_key_frames() {
         code(&h.agent.answer(&json!("s81")).await),
         "mcp_frame_invalid"
     );
-    // The connection still works; nothing above was answered.
+    // The connection still works.
     let p = h.agent.request("ping", Value::Null).await;
     assert_eq!(p["result"], json!({}));
-    assert!(h.agent.other.is_empty(), "{:?}", h.agent.other);
+    let nulls: Vec<i64> = h
+        .agent
+        .other
+        .iter()
+        .map(|f| {
+            assert_eq!(f["id"], Value::Null, "{f}");
+            f["error"]["code"].as_i64().expect("a code")
+        })
+        .collect();
+    assert_eq!(
+        nulls,
+        [-32700, -32700, -32600, -32600, -32600, -32600, -32600, -32700]
+    );
     let (summary, events) = h.finish().await;
     let dropped: Vec<_> = events
         .iter()

@@ -881,3 +881,66 @@ async fn a_server_that_stops_reading_cannot_stall_cancellation() {
     assert_eq!(timed_out.len(), 1);
     assert!(timed_out.iter().all(|e| ecode(e) == "mcp_upstream_timeout"));
 }
+
+/// Review finding 14: a malformed frame from the agent (a batch,
+/// duplicate keys, nesting too deep, bytes that are not JSON, an id that
+/// cannot be used) was dropped unanswered, and the agent waited for good.
+/// Each is answered with `id: null` (-32700 when the bytes do not parse,
+/// -32600 otherwise) and audited; a response frame is still not answered.
+#[tokio::test]
+async fn malformed_agent_frames_are_answered_with_a_null_id() {
+    if !have_python() {
+        return;
+    }
+    let m = marked();
+    let mut h = start(&script_profile(&m, false, "")).await;
+    h.agent.initialize().await;
+    let deep = format!("{}1{}", "[".repeat(100), "]".repeat(100));
+    let deep = format!(r#"{{"jsonrpc":"2.0","id":5,"method":"ping","params":{{"x":{deep}}}}}"#);
+    let frames: Vec<(&[u8], i64, &str)> = vec![
+        (
+            br#"[{"jsonrpc":"2.0","id":1,"method":"ping"}]"#,
+            -32600,
+            "mcp_batch_refused",
+        ),
+        (
+            br#"{"jsonrpc":"2.0","id":2,"id":3,"method":"ping"}"#,
+            -32700,
+            "mcp_frame_invalid",
+        ),
+        (deep.as_bytes(), -32700, "mcp_frame_invalid"),
+        (b"{not json", -32700, "mcp_frame_invalid"),
+        (
+            br#"{"jsonrpc":"2.0","id":null,"method":"ping"}"#,
+            -32600,
+            "mcp_frame_invalid",
+        ),
+        (
+            br#"{"jsonrpc":"2.0","method":7}"#,
+            -32600,
+            "mcp_frame_invalid",
+        ),
+        (b"17", -32600, "mcp_frame_invalid"),
+    ];
+    for (f, rpc, glove) in &frames {
+        h.agent.send_raw(f).await;
+        let a = h.agent.recv().await.expect("an answer");
+        assert_eq!(a["id"], Value::Null, "{a}");
+        assert_eq!(a["error"]["code"], *rpc, "{a}");
+        assert_eq!(code(&a), *glove, "{a}");
+    }
+    // A response (the mediator asked the agent nothing) is not answered.
+    h.agent
+        .send_raw(br#"{"jsonrpc":"2.0","id":"r","result":{}}"#)
+        .await;
+    let p = h.agent.request("ping", Value::Null).await;
+    assert_eq!(p["result"], json!({}));
+    assert!(h.agent.other.is_empty(), "{:?}", h.agent.other);
+    let (_, events) = h.finish().await;
+    let agents = events
+        .iter()
+        .filter(|e| e.decision == Decision::Dropped && e.server.is_none())
+        .count();
+    assert_eq!(agents, frames.len() + 1, "{events:?}");
+    assert!(marks(&m.file).is_empty(), "nothing reached the upstream");
+}
