@@ -391,8 +391,11 @@ pub const INVALID_REQUEST: i64 = -32600;
 pub const METHOD_NOT_FOUND: i64 = -32601;
 /// JSON-RPC "invalid params".
 pub const INVALID_PARAMS: i64 = -32602;
-/// MCP's `UnsupportedProtocolVersionError` (2026-07-28).
-pub const UNSUPPORTED_PROTOCOL_VERSION: i64 = -32004;
+/// MCP's `UnsupportedProtocolVersionError` (2026-07-28, as the pinned
+/// SDKs of that revision send it).
+pub const UNSUPPORTED_PROTOCOL_VERSION: i64 = -32022;
+/// The code drafts of 2026-07-28 used for it; still read from upstreams.
+pub const UNSUPPORTED_PROTOCOL_VERSION_DRAFT: i64 = -32004;
 /// The server-defined code Glove answers its own refusals with.
 pub const GLOVE_REFUSED: i64 = -32001;
 

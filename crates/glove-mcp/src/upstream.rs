@@ -12,7 +12,8 @@
 //! a server that answers with that revision among its `supportedVersions`
 //! is spoken to in it: every request carries the `_meta`, there is no
 //! `initialize`. A server that answers any error other than
-//! `UnsupportedProtocolVersionError` (-32004) — the SDK servers answer
+//! `UnsupportedProtocolVersionError` (-32022, or -32004 of the drafts) —
+//! the SDK servers answer
 //! -32601 — or does not answer within [`DISCOVER_WAIT`] is a legacy
 //! server: `initialize` offering `2025-11-25`, then
 //! `notifications/initialized`. The client declares **no** capabilities
@@ -33,8 +34,9 @@
 //!
 //! **What the server sends** is decoded with [`crate::frame::decode`].
 //! Responses go to their pending request (a response to no pending id is
-//! dropped and reported); requests (`roots/list`, `sampling/createMessage`,
-//! `elicitation/create`, anything) are reported as [`Inbound::Request`] for
+//! dropped and reported); `ping` is answered with an empty result at
+//! once (not audited: it reaches nothing); other requests (`roots/list`,
+//! `sampling/createMessage`, `elicitation/create`, anything) are reported as [`Inbound::Request`] for
 //! the mediator to deny and audit; `notifications/tools/list_changed` is
 //! reported; other notifications (logging, progress) are discarded;
 //! malformed frames are reported as [`Inbound::Dropped`].
@@ -250,6 +252,14 @@ impl Upstream {
                     Ok(Message::Error { id, error }) => {
                         r_up.answer(&itx, id, Err(CallError::Rpc(error))).await;
                     }
+                    // A ping is answered at once, without waiting: it asks
+                    // nothing of the agent (dropped when the queue to the
+                    // server is full, as a cancel is).
+                    Ok(Message::Request { id, method, .. }) if method == "ping" => {
+                        let _ = r_up
+                            .tx
+                            .try_send(frame::encode_result(&id, Value::Object(Map::new())));
+                    }
                     Ok(Message::Request { id, method, .. }) => {
                         let _ = itx.send(Inbound::Request { id, method }).await;
                     }
@@ -463,7 +473,10 @@ impl Upstream {
                     });
                 }
             }
-            Err(CallError::Rpc(e)) if e.code == frame::UNSUPPORTED_PROTOCOL_VERSION => {
+            Err(CallError::Rpc(e))
+                if e.code == frame::UNSUPPORTED_PROTOCOL_VERSION
+                    || e.code == frame::UNSUPPORTED_PROTOCOL_VERSION_DRAFT =>
+            {
                 return Err(CallError::Failed(
                     "the server speaks a stateless revision other than 2026-07-28".into(),
                 ));

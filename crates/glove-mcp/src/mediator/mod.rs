@@ -9,7 +9,7 @@
 //! revision (its result carries `resultType: "complete"`, and a listing,
 //! `server/discover` or `resources/read` the caching hints `ttlMs: 0`,
 //! `cacheScope: "private"`); one naming any
-//! other version is answered `UnsupportedProtocolVersionError` (-32004,
+//! other version is answered `UnsupportedProtocolVersionError` (-32022,
 //! `mcp_protocol_refused`, `data.supported`); one without a version is
 //! served only after `initialize` (else `mcp_protocol_refused`).
 //! `initialize` is answered with `2025-11-25` whatever the agent asks
@@ -76,7 +76,8 @@
 //! **Notifications** from the agent are dropped, except
 //! `notifications/cancelled` for a forwarded call still in flight (it is
 //! forwarded under the upstream's id, the call ends `cancelled` and
-//! nothing is answered) and `notifications/initialized`. Handling them
+//! nothing is answered) and `notifications/initialized`; each dropped one
+//! is audited (`dropped`, `mcp_notification_ignored`, its method). Handling them
 //! never waits on an upstream: a cancellation is queued to the server
 //! only if its queue has room (see [`crate::upstream`]), and every
 //! forwarded request's deadline covers queueing it, so a server that
@@ -550,7 +551,9 @@ impl Mediator {
                 }
                 Ok(Message::Notification { method, params }) => {
                     // Never waits on an upstream (see `Upstream::cancel`).
-                    shared.notification(conn, &method, params);
+                    if !shared.notification(conn, &method, params) {
+                        shared.ignored(&method).await;
+                    }
                 }
                 Ok(Message::Response { .. }) | Ok(Message::Error { .. }) => {
                     // The mediator sends the agent no requests.
@@ -902,29 +905,32 @@ impl Shared {
         }
     }
 
-    /// An agent's notification. Synchronous: the agent's reader must not
-    /// wait on an upstream that does not read its input.
-    fn notification(&self, conn: u64, method: &str, params: Option<Map<String, Value>>) {
+    /// An agent's notification; `false` when the mediator does not act on
+    /// it (then it is audited as ignored). Synchronous: the agent's reader
+    /// must not wait on an upstream that does not read its input.
+    fn notification(&self, conn: u64, method: &str, params: Option<Map<String, Value>>) -> bool {
         match method {
-            "notifications/initialized" => {}
+            "notifications/initialized" => true,
             "notifications/cancelled" => {
                 let id = params
                     .as_ref()
                     .and_then(|p| p.get("requestId"))
                     .and_then(Id::from_value);
                 let Some(id) = id else {
-                    return;
+                    return false;
                 };
-                let sent = {
+                let (known, sent) = {
                     let mut calls = lock(&self.in_flight);
                     match calls.get_mut(&(conn, id)) {
-                        Some(InFlight::Sent { server, uid }) => Some((server.clone(), *uid)),
+                        Some(InFlight::Sent { server, uid }) => {
+                            (true, Some((server.clone(), *uid)))
+                        }
                         Some(InFlight::Queueing { cancel, cancelled }) => {
                             *cancelled = true;
                             cancel.notify_one();
-                            None
+                            (true, None)
                         }
-                        None => None,
+                        None => (false, None),
                     }
                 };
                 if let Some((server, uid)) = sent {
@@ -932,9 +938,26 @@ impl Shared {
                         up.cancel(uid);
                     }
                 }
+                known
             }
-            // Everything else (roots/list_changed above all) is dropped.
-            _ => {}
+            // Everything else (roots/list_changed above all) is ignored.
+            _ => false,
         }
+    }
+
+    /// Audits an agent's notification the mediator did not act on:
+    /// `dropped`, `mcp_notification_ignored`, with its method.
+    async fn ignored(&self, method: &str) {
+        let o = Outcome {
+            reply: Reply::Nothing,
+            decision: Decision::Dropped,
+            code: Some(MCP_NOTIFICATION_IGNORED),
+            server: None,
+            tool: None,
+            arguments: None,
+        };
+        let mut e = self.event(None, &o, None);
+        e.method = Some(method.to_owned()).filter(|m| audit::is_method(m));
+        self.audit.record(e).await;
     }
 }

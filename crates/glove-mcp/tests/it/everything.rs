@@ -150,7 +150,7 @@ async fn stateless_revision_discover_and_per_request_meta() {
             json!({"_meta":{"io.modelcontextprotocol/protocolVersion":"2099-01-01"}}),
         )
         .await;
-    assert_eq!(other["error"]["code"], -32004);
+    assert_eq!(other["error"]["code"], -32022);
     assert_eq!(code(&other), "mcp_protocol_refused");
     assert_eq!(other["error"]["data"]["supported"], json!(["2026-07-28"]));
     // initialize is not part of 2026-07-28.

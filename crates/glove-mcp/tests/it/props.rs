@@ -124,7 +124,11 @@ fn code_for(d: Decision) -> impl Strategy<Value = Option<ErrorCode>> {
             Some(MCP_REQUEST_DENIED),
         ],
         Decision::UpstreamError => vec![Some(MCP_UPSTREAM_FAILED), Some(MCP_UPSTREAM_TIMEOUT)],
-        Decision::Dropped => vec![Some(MCP_FRAME_INVALID), Some(MCP_BATCH_REFUSED)],
+        Decision::Dropped => vec![
+            Some(MCP_FRAME_INVALID),
+            Some(MCP_BATCH_REFUSED),
+            Some(MCP_NOTIFICATION_IGNORED),
+        ],
     };
     prop::sample::select(set)
 }

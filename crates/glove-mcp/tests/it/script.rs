@@ -944,3 +944,55 @@ async fn malformed_agent_frames_are_answered_with_a_null_id() {
     assert_eq!(agents, frames.len() + 1, "{events:?}");
     assert!(marks(&m.file).is_empty(), "nothing reached the upstream");
 }
+
+/// Review finding 15: an unsupported revision was answered -32004 (the
+/// pinned SDK of 2026-07-28 uses -32022); a ping from a server got an
+/// error; the agent's notifications the mediator ignores left no record.
+#[tokio::test]
+async fn versions_pings_and_ignored_notifications() {
+    if !have_python() {
+        return;
+    }
+    let m = marked();
+    let tools = r#","tools":[{"name":"pinger"}]"#;
+    let mut h = start(&profile(&[script("script", &m.file, false, tools)], "")).await;
+    let r = h
+        .agent
+        .request(
+            "tools/list",
+            json!({"_meta": {"io.modelcontextprotocol/protocolVersion": "2099-01-01"}}),
+        )
+        .await;
+    assert_eq!(r["error"]["code"], -32022, "{r}");
+    assert_eq!(code(&r), "mcp_protocol_refused");
+    h.agent.initialize().await;
+    // The server's ping is answered with an empty result.
+    let p = h.agent.call("pinger", json!({})).await;
+    let got: Value = serde_json::from_str(text(&p)).expect("the script's json");
+    assert_eq!(got["result"], json!({}), "{got}");
+    assert!(got.get("error").is_none(), "{got}");
+    for n in [
+        json!({"jsonrpc": "2.0", "method": "notifications/roots/list_changed"}),
+        json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+               "params": {"requestId": 4242, "reason": "none such"}}),
+    ] {
+        h.agent
+            .send_raw(&serde_json::to_vec(&n).expect("json"))
+            .await;
+    }
+    assert_eq!(
+        h.agent.request("ping", Value::Null).await["result"],
+        json!({})
+    );
+    let (_, events) = h.finish().await;
+    for method in [
+        "notifications/roots/list_changed",
+        "notifications/cancelled",
+    ] {
+        let d = of(&events, Decision::Dropped, method);
+        assert_eq!(d.len(), 1, "{method}: {events:?}");
+        assert_eq!(ecode(d[0]), "mcp_notification_ignored");
+    }
+    // `notifications/initialized` is acted on, not recorded as ignored.
+    assert!(of(&events, Decision::Dropped, "notifications/initialized").is_empty());
+}

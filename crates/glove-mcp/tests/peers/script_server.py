@@ -21,7 +21,8 @@ It misbehaves on request, in ways the npm servers do not:
 * `break_list` makes every `tools/list` fail (and says the list changed)
   until the process gets SIGUSR1, which mends it and says so again;
 * `spew` writes `count` junk lines before it answers;
-* `deaf` answers, then stops reading its stdin for a minute.
+* `deaf` answers, then stops reading its stdin for a minute;
+* `pinger` pings the client and returns the answer it got.
 
 The tools from `composed` on are listed but not in the tests' usual
 profile, so they change no count there.
@@ -69,6 +70,7 @@ TOOLS = {
     "spew": {"name": "spew", "description": "Writes junk",
              "inputSchema": obj({"count": {"type": "integer"}})},
     "deaf": {"name": "deaf", "description": "Stops reading", "inputSchema": obj()},
+    "pinger": {"name": "pinger", "description": "Pings the client", "inputSchema": obj()},
 }
 
 broken = {"list": False}
@@ -119,6 +121,9 @@ for line in sys.stdin:
     method = msg.get("method")
     mid = msg.get("id")
     params = msg.get("params") or {}
+    if method is None and mid == "ping-1" and "pinging" in asking:
+        text(asking.pop("pinging"), json.dumps(msg))
+        continue
     if method is None:
         # An answer to one of our requests.
         call = asking.get("call")
@@ -220,6 +225,9 @@ for line in sys.stdin:
                 sys.stdout.write("junk\n")
             sys.stdout.flush()
             text(mid, "spewed")
+        elif name == "pinger":
+            asking["pinging"] = mid
+            send({"jsonrpc": "2.0", "id": "ping-1", "method": "ping"})
         elif name == "deaf":
             text(mid, "deaf")
             mark("deaf")
