@@ -171,6 +171,9 @@ pub fn command(c: &AuditCommand) -> i32 {
             (Decision::Allowed, _) => "allowed".to_owned(),
             (Decision::Pinned, _) => "pinned".to_owned(),
             (Decision::Cancelled, _) => "cancelled".to_owned(),
+            (Decision::Counted, _) => {
+                format!("COUNTED {} refusals", e.count.unwrap_or(0))
+            }
             (d, c) => {
                 let d = match d {
                     Decision::Denied => "DENIED",

@@ -413,6 +413,7 @@ pub fn summary_json(s: &Summary, journal: &str) -> serde_json::Value {
         "dropped": s.dropped,
         "pinned": s.pinned,
         "cancelled": s.cancelled,
+        "unjournaled": s.unjournaled,
         "audit_failed": s.audit_failed,
         "journal": journal,
         "journal_records": s.journal_records,

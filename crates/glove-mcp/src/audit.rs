@@ -6,7 +6,7 @@
 //! sorted, absent optional members omitted, at most [`MAX_EVENT_BYTES`]):
 //!
 //! ```text
-//! {"arguments_sha256":hex?,"code":"mcp_…"?,"decision":…,"latency_ms":u64,"method":…?,
+//! {"arguments_sha256":hex?,"code":"mcp_…"?,"count":u64?,"decision":…,"latency_ms":u64,"method":…?,
 //!  "result_sha256":hex?,"seq":u64,"server":…?,"session_id":…,"started_at_ms":u64,"tool":…?}
 //! ```
 //!
@@ -18,6 +18,7 @@
 //! | `dropped` | a frame without a usable id (never decided; the agent's answered with `id: null` unless a response), or an agent's notification not acted on (with its method) | `mcp_frame_invalid`, `mcp_frame_too_large`, `mcp_batch_refused`, `mcp_notification_ignored` | none |
 //! | `pinned` | an allowed tool's definition seen first and recorded | none | the tool digest |
 //! | `cancelled` | the agent cancelled a forwarded call; nothing released | none | none |
+//! | `counted` | refusals of agent frames past the per-second budget (`count` of them), answered or dropped but not journaled one by one | none | none |
 //!
 //! `arguments_sha256` is `SHA-256("glove.mcp-arguments.v1" || 0x00 ||
 //! canonical(arguments))` of a `tools/call`'s `arguments` (or of a request's
@@ -93,6 +94,9 @@ pub enum Decision {
     Pinned,
     /// Cancelled by the agent.
     Cancelled,
+    /// Refusals past the per-second budget, answered (or dropped) and
+    /// counted, not journaled one by one; `count` says how many.
+    Counted,
 }
 
 /// One audit event (see the module docs).
@@ -120,6 +124,8 @@ pub struct AuditEvent {
     pub latency_ms: u64,
     /// When the request arrived, Unix milliseconds.
     pub started_at_ms: u64,
+    /// For `counted` only: how many refusals it stands for (at least 1).
+    pub count: Option<u64>,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -129,6 +135,8 @@ struct Wire {
     arguments_sha256: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     code: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    count: Option<u64>,
     decision: Decision,
     latency_ms: u64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -207,7 +215,23 @@ impl AuditEvent {
                 code.is_none() && result && self.tool.is_some() && self.server.is_some()
             }
             Decision::Cancelled => code.is_none() && !result,
+            Decision::Counted => {
+                code.is_none()
+                    && !result
+                    && self.tool.is_none()
+                    && self.server.is_none()
+                    && self.method.is_none()
+                    && self.arguments_sha256.is_none()
+            }
         };
+        let counted = self.decision == Decision::Counted;
+        if self
+            .count
+            .is_some_and(|n| n == 0 || n > canon::MAX_SAFE_INTEGER)
+            || self.count.is_some() != counted
+        {
+            return Err(bad("only a counted event has a count, of 1 to 2^53 - 1").at("count"));
+        }
         if !ok {
             return Err(bad("the code and result digest do not fit the decision").at("decision"));
         }
@@ -225,6 +249,7 @@ impl AuditEvent {
         let w = Wire {
             arguments_sha256: self.arguments_sha256.map(|d| d.to_hex()),
             code: self.code.map(|c| c.as_str().to_owned()),
+            count: self.count,
             decision: self.decision,
             latency_ms: self.latency_ms,
             method: self.method.clone(),
@@ -269,6 +294,7 @@ impl AuditEvent {
             result_sha256: digest(w.result_sha256, "result_sha256")?,
             latency_ms: w.latency_ms,
             started_at_ms: w.started_at_ms,
+            count: w.count,
         };
         // `null` for an optional member is canonical JSON but not the
         // encoding (which omits it): only the exact bytes pass.
@@ -309,6 +335,9 @@ pub struct Summary {
     pub pinned: u64,
     /// `cancelled` events.
     pub cancelled: u64,
+    /// Refusals answered but not journaled one by one (the sum of the
+    /// `counted` events' counts).
+    pub unjournaled: u64,
     /// Durable records in the journal.
     pub journal_records: u64,
     /// The journal's head digest (the header digest when empty).
@@ -585,7 +614,7 @@ impl Writer {
         for (job, ok) in queued {
             let ok = ok && synced;
             if ok {
-                count(s, job.event.decision);
+                count(s, &job.event);
             }
             let _ = job.reply.send(ok);
         }
@@ -606,8 +635,9 @@ impl Writer {
     }
 }
 
-fn count(s: &mut Summary, d: Decision) {
-    match d {
+fn count(s: &mut Summary, e: &AuditEvent) {
+    match e.decision {
+        Decision::Counted => s.unjournaled += e.count.unwrap_or(0),
         Decision::Allowed => s.allowed += 1,
         Decision::Denied => s.denied += 1,
         Decision::UpstreamError => s.upstream_errors += 1,
@@ -634,6 +664,7 @@ mod tests {
             result_sha256: Some(Sha256Digest::of(b"r")),
             latency_ms: 3,
             started_at_ms: 1_700_000_000_000,
+            count: None,
         }
     }
 

@@ -87,7 +87,18 @@
 //!
 //! **Audit before release.** Every request's outcome is an
 //! [`crate::AuditEvent`] appended durably before its answer is written;
-//! frames dropped unanswered are audited too. When the audit fails (or
+//! refused frames and ignored notifications are audited too.
+//!
+//! **The agent's refusals are budgeted.** Refusals of the agent's frames
+//! (denied requests, frames refused without a usable id, notifications
+//! ignored) are journaled one by one up to [`REFUSAL_EVENTS_PER_SECOND`]
+//! a second per session; past that they are still answered (or dropped)
+//! but only counted, and the count is journaled as one `counted` event
+//! before the next event of a later second (or at `finish`). A refusal
+//! releases nothing from an upstream, so answering it before its count
+//! is durable releases nothing unaudited; a flood can neither fill the
+//! journal nor, by filling it, switch the session's tools off. (A
+//! mediator dropped without `finish` loses a count not yet journaled.) When the audit fails (or
 //! the journal is full) the agent gets `mcp_audit_failed` and nothing
 //! from upstream, and every later request is answered `mcp_audit_failed`
 //! without being forwarded (fail closed).
@@ -133,6 +144,28 @@ const CACHEABLE: &[&str] = &[
 /// mismatches found by a re-list — before the mediator stops it (see the
 /// module docs).
 pub const MAX_UNSOLICITED_EVENTS: usize = 64;
+
+/// Refusals of the agent's frames journaled one by one per second, per
+/// session; past it they are answered (or dropped) and counted, and the
+/// count is journaled as one `counted` event (see the module docs).
+pub const REFUSAL_EVENTS_PER_SECOND: u32 = 64;
+
+/// The current second's refusal budget and the refusals counted past it.
+#[derive(Default)]
+struct RefusalWindow {
+    /// The second (Unix time) the budget is of.
+    second: u64,
+    /// Refusals journaled in it.
+    journaled: u32,
+    /// Refusals counted, not yet journaled as a count.
+    pending: u64,
+}
+
+/// Whether a refusal is journaled, and a count owed before it.
+struct Ticket {
+    journal: bool,
+    flush: Option<u64>,
+}
 
 /// Where a mediator keeps its audit and pins.
 #[derive(Clone, Debug)]
@@ -184,6 +217,9 @@ struct Shared {
     relist: tokio::sync::Mutex<()>,
     /// Each server's instructions from its handshake (for its digest).
     instructions: BTreeMap<String, Option<String>>,
+    /// The agent's refusals: this second's budget, and the count past it
+    /// ([`REFUSAL_EVENTS_PER_SECOND`]).
+    refusals: Mutex<RefusalWindow>,
 }
 
 /// A running mediator (see the module docs).
@@ -344,6 +380,7 @@ impl Mediator {
                 .iter()
                 .map(|(s, _, i)| (s.clone(), i.clone()))
                 .collect(),
+            refusals: Mutex::new(RefusalWindow::default()),
         });
         let mut m = Mediator {
             shared: shared.clone(),
@@ -599,6 +636,8 @@ impl Mediator {
         for w in &self.watchers {
             w.abort();
         }
+        let owed = std::mem::take(&mut lock(&self.shared.refusals).pending);
+        self.shared.record_count(owed).await;
         for up in self.shared.upstreams.values() {
             up.kill().await;
         }
@@ -636,11 +675,16 @@ impl Shared {
             result_sha256: result,
             latency_ms,
             started_at_ms,
+            count: None,
         }
     }
 
-    /// Audits a frame dropped unanswered.
+    /// Audits a frame dropped unanswered (the agent's within the refusal
+    /// budget).
     async fn dropped(&self, server: Option<&str>, code: ErrorCode) {
+        if server.is_none() && !self.refusal_journaled().await {
+            return;
+        }
         let o = Outcome {
             reply: Reply::Nothing,
             decision: Decision::Dropped,
@@ -672,7 +716,8 @@ impl Shared {
             arguments: None,
         };
         let e = self.event(None, &o, None);
-        let mut err = if self.audit.record(e).await {
+        let recorded = !self.refusal_journaled().await || self.audit.record(e).await;
+        let mut err = if recorded {
             glove_error(code, message)
         } else {
             glove_error(
@@ -738,6 +783,19 @@ impl Shared {
             ));
         }
         let e = self.event(Some(req), &o, result);
+        if o.decision == Decision::Denied && !self.refusal_journaled().await {
+            // Past this second's budget: answered, counted (nothing was
+            // forwarded; the count is journaled later).
+            drop(res);
+            if let Some(b) = bytes {
+                let _ = tx.send(b).await;
+            }
+            return;
+        }
+        if o.decision != Decision::Denied {
+            let due = self.count_due();
+            self.record_count(due).await;
+        }
         if self.audit.record_reserved(e, res).await {
             if let Some(b) = bytes {
                 let _ = tx.send(b).await;
@@ -749,6 +807,69 @@ impl Shared {
             );
             let _ = tx.send(frame::encode_error(&req.id, &err)).await;
         }
+    }
+
+    /// Takes one refusal from this second's budget: `true` when it is to
+    /// be journaled (after any count owed from earlier seconds, journaled
+    /// here first), `false` when it is only counted.
+    async fn refusal_journaled(&self) -> bool {
+        let t = {
+            let mut w = lock(&self.refusals);
+            let second = now_ms() / 1000;
+            if w.second != second {
+                w.second = second;
+                w.journaled = 0;
+            }
+            if w.journaled < REFUSAL_EVENTS_PER_SECOND {
+                w.journaled += 1;
+                Ticket {
+                    journal: true,
+                    flush: Some(std::mem::take(&mut w.pending)),
+                }
+            } else {
+                w.pending = w.pending.saturating_add(1);
+                Ticket {
+                    journal: false,
+                    flush: None,
+                }
+            }
+        };
+        if let Some(n) = t.flush {
+            self.record_count(n).await;
+        }
+        t.journal
+    }
+
+    /// The refusals counted in a second now past (they are journaled
+    /// with the next event, whatever it is).
+    fn count_due(&self) -> u64 {
+        let mut w = lock(&self.refusals);
+        if w.pending == 0 || w.second == now_ms() / 1000 {
+            return 0;
+        }
+        std::mem::take(&mut w.pending)
+    }
+
+    /// Journals `n` counted refusals as one `counted` event (nothing when
+    /// `n` is 0).
+    async fn record_count(&self, n: u64) {
+        if n == 0 {
+            return;
+        }
+        let mut e = self.event(
+            None,
+            &Outcome {
+                reply: Reply::Nothing,
+                decision: Decision::Counted,
+                code: None,
+                server: None,
+                tool: None,
+                arguments: None,
+            },
+            None,
+        );
+        e.count = Some(n);
+        self.audit.record(e).await;
     }
 
     /// Answers `mcp_audit_failed` without deciding anything.
@@ -948,6 +1069,9 @@ impl Shared {
     /// Audits an agent's notification the mediator did not act on:
     /// `dropped`, `mcp_notification_ignored`, with its method.
     async fn ignored(&self, method: &str) {
+        if !self.refusal_journaled().await {
+            return;
+        }
         let o = Outcome {
             reply: Reply::Nothing,
             decision: Decision::Dropped,

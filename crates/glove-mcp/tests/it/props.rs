@@ -110,12 +110,15 @@ fn decision() -> impl Strategy<Value = Decision> {
         Just(Decision::Dropped),
         Just(Decision::Pinned),
         Just(Decision::Cancelled),
+        Just(Decision::Counted),
     ]
 }
 
 fn code_for(d: Decision) -> impl Strategy<Value = Option<ErrorCode>> {
     let set: Vec<Option<ErrorCode>> = match d {
-        Decision::Allowed | Decision::Pinned | Decision::Cancelled => vec![None],
+        Decision::Allowed | Decision::Pinned | Decision::Cancelled | Decision::Counted => {
+            vec![None]
+        }
         Decision::Denied => vec![
             Some(MCP_TOOL_UNKNOWN),
             Some(MCP_TOOL_DENIED),
@@ -159,12 +162,17 @@ fn event() -> impl Strategy<Value = AuditEvent> {
                     };
                     let tool = match d {
                         Decision::Pinned => Some(tool.unwrap_or_else(|| "t".into())),
-                        Decision::Dropped => None,
+                        Decision::Dropped | Decision::Counted => None,
                         _ => tool,
                     };
                     let server = match d {
                         Decision::Pinned => Some(server.unwrap_or_else(|| "s".into())),
+                        Decision::Counted => None,
                         _ => server,
+                    };
+                    let (method, args, count) = match d {
+                        Decision::Counted => (None, None, Some(lat.max(1))),
+                        _ => (method, args, None),
                     };
                     AuditEvent {
                         seq,
@@ -178,6 +186,7 @@ fn event() -> impl Strategy<Value = AuditEvent> {
                         result_sha256: result,
                         latency_ms: lat,
                         started_at_ms: at,
+                        count,
                     }
                 },
             )

@@ -996,3 +996,55 @@ async fn versions_pings_and_ignored_notifications() {
     // `notifications/initialized` is acted on, not recorded as ignored.
     assert!(of(&events, Decision::Dropped, "notifications/initialized").is_empty());
 }
+
+/// Review finding 9: an agent pipelining refused requests filled the
+/// audit journal (one event each), after which every tool call was
+/// `mcp_audit_failed`. Past the per-second budget refusals are answered
+/// and counted, the count journaled: a flood neither fills the journal
+/// nor switches the tools off.
+#[tokio::test]
+async fn a_flood_of_refused_requests_neither_fills_the_audit_nor_stops_the_tools() {
+    if !have_python() {
+        return;
+    }
+    let m = marked();
+    let tools = r#","tools":[{"name":"greet"}]"#;
+    let p = profile(&[script("script", &m.file, false, tools)], "");
+    // Room for far fewer events than the refusals.
+    let mut h = start_with(&p, glove_mcp::journal_spec(4 << 20, 1000), None).await;
+    h.agent.initialize().await;
+    const FLOOD: usize = 3000;
+    let mut sent = 0;
+    while sent < FLOOD {
+        let n = 200.min(FLOOD - sent);
+        let mut batch = Vec::new();
+        for i in sent..sent + n {
+            batch.extend_from_slice(
+                format!(r#"{{"jsonrpc":"2.0","id":"n{i}","method":"nope"}}"#).as_bytes(),
+            );
+            batch.push(b'\n');
+        }
+        batch.pop();
+        h.agent.send_raw(&batch).await;
+        for _ in 0..n {
+            let a = h.agent.recv().await.expect("an answer");
+            assert_eq!(code(&a), "mcp_method_unknown", "{a}");
+        }
+        sent += n;
+    }
+    let g = h.agent.call("greet", json!({"who": "flo"})).await;
+    assert_eq!(text(&g), "hello flo", "{g}");
+    assert!(!h.mediator.audit_failed());
+    let (summary, events) = h.finish().await;
+    assert!(!summary.audit_failed);
+    let journaled = of(&events, Decision::Denied, "nope").len() as u64;
+    let counted: u64 = events
+        .iter()
+        .filter(|e| e.decision == Decision::Counted)
+        .map(|e| e.count.expect("a count"))
+        .sum();
+    assert!(counted > 0, "{events:?}");
+    assert_eq!(journaled + counted, FLOOD as u64);
+    assert_eq!(summary.unjournaled, counted);
+    assert_eq!(of(&events, Decision::Allowed, "tools/call").len(), 1);
+}
