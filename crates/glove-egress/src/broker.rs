@@ -7,8 +7,10 @@
 //! replaced with the real value where, and only where, it is bound: in the
 //! credential's header of a request to one of its endpoints. A placeholder
 //! anywhere else in the request head (another header, a header name, the
-//! method or the request target, or a request to an endpoint the
-//! credential is not bound to) refuses the whole request with
+//! method or the request target, a hop-by-hop header such as
+//! `Proxy-Authorization` or one the request's `Connection` names — even
+//! the credential's own — or a request to an endpoint the credential is
+//! not bound to) refuses the whole request with
 //! `egress_placeholder_misdirected`.
 //!
 //! Limits: request **bodies are not scanned** (a placeholder in a body is
@@ -262,6 +264,31 @@ impl Broker {
     pub(crate) fn refuse_any(&self, texts: &[&str], headers: &HeaderMap) -> Result<(), Rejection> {
         self.apply(None, false, texts, &mut headers.clone())
             .map(|_| ())
+    }
+
+    /// Refuses headers the proxy drops rather than forwards (hop-by-hop
+    /// ones, and those a request's `Connection` names) when any carries a
+    /// placeholder, in its name or value: a placeholder goes only where it
+    /// is replaced, and a request that sent it elsewhere is not forwarded
+    /// without it.
+    pub(crate) fn refuse_dropped(&self, dropped: &HeaderMap) -> Result<(), Rejection> {
+        for c in &self.creds {
+            let p = c.placeholder.as_bytes();
+            for (name, value) in dropped.iter() {
+                if find(name.as_str().as_bytes(), p).is_some()
+                    || find(value.as_bytes(), p).is_some()
+                {
+                    return Err(Rejection::new(
+                        EGRESS_PLACEHOLDER_MISDIRECTED,
+                        format!(
+                            "the placeholder of {} was sent in {name}, a hop-by-hop header the proxy does not forward",
+                            c.handle
+                        ),
+                    ));
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Checks a request head bound for `target` (`None`: no credential is

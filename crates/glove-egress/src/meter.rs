@@ -40,6 +40,27 @@ impl EndpointState {
         self.max_bytes.is_none_or(|m| total <= m)
     }
 
+    /// Counts `n` more bytes only if they fit the byte limit whole;
+    /// `false` (and nothing counted) otherwise.
+    pub(crate) fn reserve(&self, n: u64) -> bool {
+        self.bytes
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |b| {
+                b.checked_add(n)
+                    .filter(|t| self.max_bytes.is_none_or(|m| *t <= m))
+            })
+            .is_ok()
+    }
+
+    /// Gives back `n` bytes [`EndpointState::reserve`] took for something
+    /// that was then not sent.
+    pub(crate) fn refund(&self, n: u64) {
+        let _ = self
+            .bytes
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |b| {
+                Some(b.saturating_sub(n))
+            });
+    }
+
     /// Whether the byte budget is used up.
     pub(crate) fn bytes_exhausted(&self) -> bool {
         self.max_bytes
@@ -76,6 +97,16 @@ impl Flow {
         self.session.fetch_add(n, Ordering::SeqCst);
         self.connection.fetch_add(n, Ordering::SeqCst);
         true
+    }
+}
+
+impl Flow {
+    /// Counts `n` bytes already taken from the endpoint's budget (see
+    /// [`EndpointState::reserve`]) into the session's and connection's
+    /// totals.
+    pub(crate) fn note(&self, n: u64) {
+        self.session.fetch_add(n, Ordering::SeqCst);
+        self.connection.fetch_add(n, Ordering::SeqCst);
     }
 }
 

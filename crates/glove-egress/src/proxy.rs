@@ -23,6 +23,7 @@ use hyper_util::rt::{TokioIo, TokioTimer};
 use std::convert::Infallible;
 use std::future::Future;
 use std::net::{IpAddr, SocketAddr};
+use std::num::NonZeroU16;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -188,7 +189,13 @@ fn accept(
     let Ok(stream) = TcpStream::from_std(stream) else {
         return;
     };
-    let Ok(local) = stream.local_addr() else {
+    // A connected socket's local port is never 0; one that reports it
+    // could not be recorded (events name ports 1-65535) and is dropped.
+    let Some(local) = stream
+        .local_addr()
+        .ok()
+        .and_then(|a| NonZeroU16::new(a.port()).map(|p| (a.ip(), p)))
+    else {
         return;
     };
     let _ = stream.set_nodelay(true);
@@ -264,19 +271,21 @@ fn event_host(h: &Host) -> String {
     }
 }
 
-/// What an event is about, as far as the proxy knows it.
+/// What an event is about, as far as the proxy knows it. The port is
+/// never 0 (an event cannot name it): a target whose port is not 1-65535
+/// is refused at the listener's own address instead.
 #[derive(Clone, Debug)]
 struct Seen {
     kind: EventKind,
     host: String,
-    port: u16,
+    port: NonZeroU16,
     method: Option<String>,
     started_ms: u64,
     t0: Instant,
 }
 
 impl Seen {
-    fn connection(host: String, port: u16) -> Seen {
+    fn connection(host: String, port: NonZeroU16) -> Seen {
         Seen {
             kind: EventKind::Connection,
             host,
@@ -287,7 +296,7 @@ impl Seen {
         }
     }
 
-    fn request(method: &Method, host: String, port: u16) -> Seen {
+    fn request(method: &Method, host: String, port: NonZeroU16) -> Seen {
         let m = method.as_str();
         let ok = (1..=16).contains(&m.len()) && m.bytes().all(|b| b.is_ascii_uppercase());
         Seen {
@@ -300,7 +309,7 @@ impl Seen {
         }
     }
 
-    fn at(mut self, host: &Host, port: u16) -> Seen {
+    fn at(mut self, host: &Host, port: NonZeroU16) -> Seen {
         self.host = event_host(host);
         self.port = port;
         self
@@ -385,7 +394,8 @@ struct Tunnel {
 struct ConnCtx {
     shared: Arc<Shared>,
     listener: Listener,
-    local: SocketAddr,
+    /// The agent-side address the connection came in on.
+    local: (IpAddr, NonZeroU16),
     meter: Arc<IoMeter>,
     tunnel: Mutex<Option<Tunnel>>,
     /// Bytes this connection's requests sent up and got down.
@@ -473,7 +483,11 @@ where
     }
 }
 
-fn strip_hop_by_hop(h: &mut HeaderMap) {
+/// Removes the hop-by-hop headers (the fixed ones and those `Connection`
+/// names) and returns them: what the proxy does not forward must still be
+/// checked for placeholders.
+fn strip_hop_by_hop(h: &mut HeaderMap) -> HeaderMap {
+    let mut removed = HeaderMap::new();
     let named: Vec<HeaderName> = h
         .get_all(header::CONNECTION)
         .iter()
@@ -483,7 +497,7 @@ fn strip_hop_by_hop(h: &mut HeaderMap) {
         .filter(|n| n != header::HOST && n != header::CONTENT_LENGTH)
         .collect();
     for n in named {
-        h.remove(n);
+        take_all(h, &mut removed, n);
     }
     for n in [
         header::CONNECTION,
@@ -495,8 +509,78 @@ fn strip_hop_by_hop(h: &mut HeaderMap) {
         header::UPGRADE,
         header::TRANSFER_ENCODING,
     ] {
-        h.remove(n);
+        take_all(h, &mut removed, n);
     }
+    removed
+}
+
+fn take_all(from: &mut HeaderMap, to: &mut HeaderMap, name: HeaderName) {
+    if let hyper::http::header::Entry::Occupied(e) = from.entry(name) {
+        let (name, values) = e.remove_entry_mult();
+        for v in values {
+            to.append(name.clone(), v);
+        }
+    }
+}
+
+/// The elements of a comma-separated list header, every field of it
+/// (empty elements skipped); a value that is not text is one element
+/// that matches nothing.
+fn list_elements(h: &HeaderMap, name: HeaderName) -> Vec<String> {
+    h.get_all(name)
+        .iter()
+        .flat_map(|v| match v.to_str() {
+            Ok(s) => s
+                .split(',')
+                .map(|t| t.trim().to_ascii_lowercase())
+                .filter(|t| !t.is_empty())
+                .collect::<Vec<_>>(),
+            Err(_) => vec!["\u{fffd}".to_owned()],
+        })
+        .collect()
+}
+
+/// The bytes a request head takes as the proxy hands it to hyper (the
+/// request line, each field, the blank line); hyper may add a framing
+/// field of its own.
+fn wire_head_len(parts: &hyper::http::request::Parts) -> u64 {
+    let target = parts.uri.path_and_query().map_or(1, |p| p.as_str().len());
+    let line = parts.method.as_str().len() + 1 + target + " HTTP/1.1\r\n".len();
+    let total = parts
+        .headers
+        .iter()
+        .map(|(n, v)| n.as_str().len() + 2 + v.len() + 2)
+        .fold(line + 2, usize::saturating_add);
+    u64::try_from(total).unwrap_or(u64::MAX)
+}
+
+/// The port of a request target's authority, parsed strictly: `:` and 1
+/// to 5 digits making 1-65535, or no port at all (then `default`, when
+/// the scheme has one). http's own `port_u16` reads an unparseable or
+/// out-of-range port (`:99999`, `:8O`) as no port, which would send the
+/// request to the default port.
+fn authority_port(
+    authority: &hyper::http::uri::Authority,
+    default: Option<u16>,
+) -> Result<NonZeroU16, Refusal> {
+    let bad = |m: &str| Refusal::new(EGRESS_TARGET_INVALID, m.to_owned());
+    let all = authority.as_str();
+    let host_port = all.rsplit_once('@').map_or(all, |(_, hp)| hp);
+    let Some(rest) = host_port.strip_prefix(authority.host()) else {
+        return Err(bad("the target's authority does not parse"));
+    };
+    let port = if rest.is_empty() {
+        default.ok_or_else(|| bad("the target needs a port 1-65535"))?
+    } else {
+        let digits = rest.strip_prefix(':').unwrap_or("");
+        if digits.is_empty() || digits.len() > 5 || !digits.bytes().all(|b| b.is_ascii_digit()) {
+            return Err(bad("the target's port is not a number 1-65535"));
+        }
+        digits
+            .parse::<u16>()
+            .map_err(|_| bad("the target's port is not a number 1-65535"))?
+    };
+    NonZeroU16::new(port).ok_or_else(|| bad("the target's port is not a number 1-65535"))
 }
 
 /// About how many bytes the head took on the wire.
@@ -521,7 +605,7 @@ fn host_header(host: &Host, port: u16, tls: bool) -> Option<HeaderValue> {
 }
 
 impl ConnCtx {
-    fn new(shared: Arc<Shared>, listener: Listener, local: SocketAddr) -> Arc<ConnCtx> {
+    fn new(shared: Arc<Shared>, listener: Listener, local: (IpAddr, NonZeroU16)) -> Arc<ConnCtx> {
         Arc::new(ConnCtx {
             shared,
             listener,
@@ -549,10 +633,14 @@ impl ConnCtx {
         }
     }
 
-    fn listener_target(&self) -> (String, u16) {
+    /// What a connection's own events name: the endpoint a mapping or
+    /// terminated tunnel reaches, else the address the agent connected to.
+    fn listener_target(&self) -> (String, NonZeroU16) {
+        let (ip, port) = self.local;
         match self.fixed_endpoint() {
-            Some(e) => (event_host(&e.host), e.port),
-            None => (self.local.ip().to_string(), self.local.port()),
+            // A policy's endpoints have ports 1-65535 (`Endpoint::parse`).
+            Some(e) => (event_host(&e.host), NonZeroU16::new(e.port).unwrap_or(port)),
+            None => (ip.to_string(), port),
         }
     }
 
@@ -572,7 +660,7 @@ impl ConnCtx {
             kind: seen.kind,
             decision,
             host: seen.host.clone(),
-            port: seen.port,
+            port: seen.port.get(),
             method: seen.method.clone(),
             credential,
             code: code.map(|c| c.as_str().to_owned()),
@@ -703,16 +791,21 @@ impl ConnCtx {
             Ok(h) => h,
             Err(r) => return self.refuse(&seen, Refusal::of(&r)).await,
         };
-        let port = uri.port_u16().unwrap_or(80);
+        // A target that cannot be recorded as it is (no port 1-65535) is
+        // refused at the listener's address, before any decision.
+        let port = match authority_port(authority, Some(80)) {
+            Ok(p) => p,
+            Err(r) => return self.refuse(&seen, r).await,
+        };
         let seen = seen.at(&host, port);
-        if uri.scheme_str() != Some("http") || authority.as_str().contains('@') || port == 0 {
+        if uri.scheme_str() != Some("http") || authority.as_str().contains('@') {
             let r = Refusal::new(
                 EGRESS_REQUEST_INVALID,
                 "only http:// URIs without user information are forwarded (https goes through CONNECT)",
             );
             return self.refuse(&seen, r).await;
         }
-        self.forward(req, host, port, seen, false).await
+        self.forward(req, host, port.get(), seen, false).await
     }
 
     /// A request on a port mapping or inside a terminated tunnel: for its
@@ -724,7 +817,8 @@ impl ConnCtx {
         let host = e.host.clone();
         let port = e.port;
         let tls = matches!(self.listener, Listener::Terminated(_));
-        let seen = Seen::request(req.method(), event_host(&host), port);
+        let (shown, event_port) = self.listener_target();
+        let seen = Seen::request(req.method(), shown, event_port);
         if let Err(r) = self.head_checks(&req) {
             return self.refuse(&seen, r).await;
         }
@@ -808,14 +902,27 @@ impl ConnCtx {
         }
     }
 
-    fn take_budget(&self, st: &EndpointState, ep: &Endpoint) -> Result<(), Refusal> {
+    /// Takes one upstream connection and `head` bytes (a request head as
+    /// the upstream gets it; 0 for a tunnel, whose bytes count as they
+    /// flow) from the endpoint's budget. A head that does not fit what is
+    /// left of the byte limit is refused whole: none of it is sent.
+    fn take_budget(&self, st: &EndpointState, ep: &Endpoint, head: u64) -> Result<(), Refusal> {
         if st.bytes_exhausted() {
             return Err(Refusal::new(
                 EGRESS_LIMIT_REACHED,
                 format!("{ep} has used its byte limit"),
             ));
         }
+        if !st.reserve(head) {
+            return Err(Refusal::new(
+                EGRESS_LIMIT_REACHED,
+                format!(
+                    "the request head ({head} bytes) is over what is left of {ep}'s byte limit"
+                ),
+            ));
+        }
         if !st.take_connection() {
+            st.refund(head);
             return Err(Refusal::new(
                 EGRESS_LIMIT_REACHED,
                 format!("{ep} has used its connection limit"),
@@ -874,11 +981,12 @@ impl ConnCtx {
             Ok(h) => h,
             Err(r) => return self.refuse(&seen, Refusal::of(&r)).await,
         };
-        let Some(port) = authority.port_u16().filter(|p| *p != 0) else {
-            let r = Refusal::new(EGRESS_TARGET_INVALID, "CONNECT needs a port 1-65535");
-            return self.refuse(&seen, r).await;
+        let port = match authority_port(&authority, None) {
+            Ok(p) => p,
+            Err(r) => return self.refuse(&seen, r).await,
         };
         let seen = seen.at(&host, port);
+        let port = port.get();
         let texts = [req.method().as_str(), authority.as_str()];
         if let Err(r) = self.shared.broker.refuse_any(&texts, req.headers()) {
             return self.refuse(&seen, Refusal::of(&r)).await;
@@ -905,7 +1013,7 @@ impl ConnCtx {
             return self.refuse(&seen, r).await;
         }
         let budget = if !terminate {
-            self.take_budget(&st, &ep)
+            self.take_budget(&st, &ep, 0)
         } else if st.bytes_exhausted() {
             Err(Refusal::new(
                 EGRESS_LIMIT_REACHED,
@@ -952,16 +1060,26 @@ impl ConnCtx {
         Response::new(ProxyBody::empty())
     }
 
+    /// Runs an approved tunnel once hyper hands the agent's stream over,
+    /// then writes its end event. A tunnel whose upgrade fails (the agent
+    /// went away before its `200` was written) ends too, with nothing
+    /// moved: every allowed decision has its end.
     async fn run_tunnel(&self, t: Tunnel, phase: watch::Receiver<Phase>) {
+        let upgraded = t.on_upgrade.await;
         let Some(upstream) = t.upstream else {
-            if let Ok(agent) = t.on_upgrade.await {
-                self.terminate(agent, t.endpoint, phase).await;
+            match upgraded {
+                // The terminated tunnel writes its own end event.
+                Ok(agent) => self.terminate(agent, t.endpoint, phase).await,
+                Err(_) => {
+                    let ev = self.event(&t.seen, Decision::Allowed, None, None, 0, 0);
+                    let _ = self.shared.audit.record(ev, Tally::Closing).await;
+                }
             }
             return;
         };
         let up = Arc::new(AtomicU64::new(0));
         let down = Arc::new(AtomicU64::new(0));
-        if let (Ok(agent), Some(st)) = (t.on_upgrade.await, self.shared.endpoints.get(t.endpoint)) {
+        if let (Ok(agent), Some(st)) = (upgraded, self.shared.endpoints.get(t.endpoint)) {
             let fu = Flow {
                 endpoint: st.clone(),
                 session: self.shared.bytes_up.clone(),
@@ -1131,13 +1249,32 @@ impl ConnCtx {
         let (mut parts, body) = req.into_parts();
         let uri_text = parts.uri.to_string();
         let texts = [parts.method.as_str(), uri_text.as_str()];
-        strip_hop_by_hop(&mut parts.headers);
+        // A placeholder in a header that is not forwarded (hop-by-hop, or
+        // named by `Connection`) is misdirected like any other.
+        let dropped = strip_hop_by_hop(&mut parts.headers);
+        self.shared
+            .broker
+            .refuse_dropped(&dropped)
+            .map_err(|r| Refusal::of(&r))?;
         let injected = self
             .shared
             .broker
             .apply(Some(&ep), tls, &texts, &mut parts.headers)
             .map_err(|r| Refusal::of(&r))?;
-        self.take_budget(&st, &ep)?;
+        // Every credential bound to the endpoint, injected now or not: an
+        // endpoint may echo one, or keep it and hand it back later.
+        let secrets = crate::meter::Secrets::new(self.shared.broker.values_for(&ep));
+        self.outgoing_head(&mut parts, host, port, tls, !secrets.is_empty())?;
+        // What the upstream receives counts against the endpoint's bytes,
+        // its head included: taken before the decision, refused whole.
+        let up_flow = Flow {
+            endpoint: st.clone(),
+            session: self.shared.bytes_up.clone(),
+            connection: self.up.clone(),
+        };
+        let head = wire_head_len(&parts);
+        self.take_budget(&st, &ep, head)?;
+        up_flow.note(head);
         // Room for the decision and the failure that may follow it.
         if !self.shared.audit.ensure_room(2) {
             return Err(audit_failed());
@@ -1159,8 +1296,12 @@ impl ConnCtx {
             0,
             0,
         );
+        let request = Request::from_parts(
+            parts,
+            Metered::new(body, up_flow, self.shared.limits.idle_deadline),
+        );
         match self
-            .dispatch(parts, body, host, port, tls, &addrs, &st, &ep, end)
+            .dispatch(request, host, port, tls, &addrs, &st, secrets, end)
             .await
         {
             Ok(resp) => Ok(resp),
@@ -1177,32 +1318,25 @@ impl ConnCtx {
         }
     }
 
-    /// Sends an allowed request to its endpoint and returns the response
-    /// to release, its body metered and checked for the values injected.
-    #[allow(clippy::too_many_arguments)]
-    async fn dispatch(
+    /// Makes a request's head what the upstream gets: origin-form target,
+    /// HTTP/1.1, the endpoint's `Host`, no extensions, and (to an endpoint
+    /// a credential is bound to, whose responses are checked) a request
+    /// for an uncompressed answer.
+    fn outgoing_head(
         &self,
-        mut parts: hyper::http::request::Parts,
-        body: Incoming,
+        parts: &mut hyper::http::request::Parts,
         host: &Host,
         port: u16,
         tls: bool,
-        addrs: &[IpAddr],
-        st: &Arc<EndpointState>,
-        ep: &Endpoint,
-        end: EgressEvent,
-    ) -> Result<Response<ProxyBody>, Refusal> {
-        // Every credential bound to the endpoint, injected now or not: an
-        // endpoint may echo one, or keep it and hand it back later.
-        let secrets = crate::meter::Secrets::new(self.shared.broker.values_for(ep));
-        if !secrets.is_empty() {
+        checked: bool,
+    ) -> Result<(), Refusal> {
+        if checked {
             // Compressed bytes could not be checked.
             parts.headers.insert(
                 header::ACCEPT_ENCODING,
                 hyper::header::HeaderValue::from_static("identity"),
             );
         }
-        let upstream = self.connect_upstream(addrs, port).await?;
         let path = parts
             .uri
             .path_and_query()
@@ -1214,16 +1348,27 @@ impl ConnCtx {
             .ok_or_else(|| Refusal::new(EGRESS_TARGET_INVALID, "the host makes no Host header"))?;
         parts.headers.insert(header::HOST, host_value);
         parts.extensions = Default::default();
+        Ok(())
+    }
+
+    /// Sends an allowed request to its endpoint and returns the response
+    /// to release, its body metered and checked for `secrets`.
+    #[allow(clippy::too_many_arguments)]
+    async fn dispatch(
+        &self,
+        request: Request<Metered>,
+        host: &Host,
+        port: u16,
+        tls: bool,
+        addrs: &[IpAddr],
+        st: &Arc<EndpointState>,
+        secrets: crate::meter::Secrets,
+        end: EgressEvent,
+    ) -> Result<Response<ProxyBody>, Refusal> {
+        let upstream = self.connect_upstream(addrs, port).await?;
         let idle = self.shared.limits.idle_deadline;
-        let up_flow = Flow {
-            endpoint: st.clone(),
-            session: self.shared.bytes_up.clone(),
-            connection: self.up.clone(),
-        };
-        let body = Metered::new(body, up_flow, idle);
         let upstream_failed =
             |what: &str| Refusal::new(EGRESS_UPSTREAM_FAILED, format!("the endpoint {what}"));
-        let request = Request::from_parts(parts, body);
         let resp = if tls {
             let stream = self.upstream_tls(host, upstream).await?;
             self.send_upstream(stream, request).await?
@@ -1236,29 +1381,43 @@ impl ConnCtx {
             ));
         }
         let (mut rparts, rbody) = resp.into_parts();
+        // A transfer coding other than chunked would reach the agent
+        // undone and unannounced (its header is hop-by-hop), and could hide
+        // a credential from the check below: never forwarded.
+        if list_elements(&rparts.headers, header::TRANSFER_ENCODING)
+            .iter()
+            .any(|t| t != "chunked")
+        {
+            return Err(upstream_failed(
+                "answered with a transfer coding other than chunked, which is not forwarded",
+            ));
+        }
+        // An endpoint that echoes the request (an error message quoting the
+        // key, a debugging echo) must not hand the real value back. Its
+        // content coding is judged on every field, before hop-by-hop
+        // stripping (which a `Connection` naming `Content-Encoding` would
+        // otherwise use to hide it).
+        if !secrets.is_empty()
+            && list_elements(&rparts.headers, header::CONTENT_ENCODING)
+                .iter()
+                .any(|t| t != "identity")
+        {
+            return Err(upstream_failed(
+                "answered with a content encoding, which the proxy cannot check for credentials",
+            ));
+        }
         strip_hop_by_hop(&mut rparts.headers);
         rparts.extensions = Default::default();
-        // An endpoint that echoes the request (an error message quoting the
-        // key, a debugging echo) must not hand the real value back.
-        if !secrets.is_empty() {
-            let encoded = rparts
-                .headers
-                .get(header::CONTENT_ENCODING)
-                .is_some_and(|v| !v.as_bytes().eq_ignore_ascii_case(b"identity"));
-            if encoded {
-                return Err(upstream_failed(
-                    "answered with a content encoding, which the proxy cannot check for credentials",
-                ));
-            }
-            if rparts.headers.iter().any(|(n, h)| {
+        if !secrets.is_empty()
+            && rparts.headers.iter().any(|(n, h)| {
                 secrets.found_in(n.as_str().as_bytes()) || secrets.found_in(h.as_bytes())
-            }) {
-                return Err(Refusal::new(
-                    EGRESS_CREDENTIAL_REFLECTED,
-                    "the endpoint's response head carried a brokered credential",
-                )
-                .status(StatusCode::BAD_GATEWAY));
-            }
+            })
+        {
+            return Err(Refusal::new(
+                EGRESS_CREDENTIAL_REFLECTED,
+                "the endpoint's response head carried a brokered credential",
+            )
+            .status(StatusCode::BAD_GATEWAY));
         }
         let down_flow = Flow {
             endpoint: st.clone(),
@@ -1276,5 +1435,73 @@ impl ConnCtx {
                 });
             });
         Ok(Response::from_parts(rparts, ProxyBody::stream(metered)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    /// Issue 26, finding 10: a `CONNECT` whose upgrade fails (the agent is
+    /// gone before its `200` is written) left its allowed decision with no
+    /// end event. No socket can time that failure reliably; hyper's own
+    /// handle for a message that was never upgraded fails the same way.
+    #[tokio::test]
+    async fn issue26_a_tunnel_whose_upgrade_fails_still_ends() {
+        let dir = tempfile::tempdir().expect("dir");
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o700))
+            .expect("chmod");
+        let limits = ProxyLimits::default();
+        let (audit, writer) = crate::audit::spawn(
+            &dir.path().join("egress.journal"),
+            &limits.journal_spec(),
+            limits.max_concurrent,
+        )
+        .expect("audit");
+        let settings = EgressSettings::from_json(
+            br#"{"schema_version":1,"egress_policy_id":"t","endpoints":["model.test:8443"],
+                "allow_private":true,"hosts":{"model.test":["127.0.0.1"]}}"#,
+        )
+        .expect("settings");
+        let roots = crate::TlsRoots {
+            extra_pem: Vec::new(),
+            system_bundle: None,
+        };
+        let shared = Arc::new(Shared::new(
+            SessionId::new("s-test").expect("id"),
+            settings,
+            limits,
+            Broker::empty().expect("broker"),
+            audit,
+            crate::tls::client_config(&roots).expect("tls"),
+        ));
+        let proxy_port = NonZeroU16::new(3128).expect("port");
+        let ctx = ConnCtx::new(
+            shared.clone(),
+            Listener::Proxy,
+            (IpAddr::from([127, 0, 0, 1]), proxy_port),
+        );
+        let seen = Seen::connection("model.test".into(), NonZeroU16::new(8443).expect("port"));
+        let decision = ctx.event(&seen, Decision::Allowed, None, None, 0, 0);
+        assert!(shared.audit.record(decision, Tally::Decision).await);
+        let (_phase_tx, phase) = watch::channel(Phase::Running);
+        // A terminated tunnel (no upstream of its own) whose upgrade fails.
+        let tunnel = Tunnel {
+            on_upgrade: hyper::upgrade::on(Request::new(())),
+            endpoint: 0,
+            seen,
+            upstream: None,
+        };
+        ctx.run_tunnel(tunnel, phase).await;
+        drop(ctx);
+        drop(shared);
+        let totals = writer.join().expect("the writer ends");
+        assert_eq!(totals.connections_allowed, 1);
+        assert_eq!(
+            totals.connections_closed, 1,
+            "the allowed tunnel has its end event"
+        );
+        assert_eq!(totals.journal_records, 2);
     }
 }

@@ -109,7 +109,11 @@ async fn absolute_uri_forwarded_origin_form_without_hop_by_hop() {
     assert_eq!(events[0].kind, EventKind::Request);
     assert_eq!(events[0].method.as_deref(), Some("POST"));
     assert_eq!(events[1].host, "other.test");
-    assert_eq!(summary.bytes_up, 7);
+    // Up: the 7-byte body and both heads as the upstream got them (issue
+    // 26: heads count); down: the bodies.
+    let heads = ["POST /v1/chat?x=1 HTTP/1.1\r\n", "GET /two HTTP/1.1\r\n"];
+    let least = 7 + heads.iter().map(|l| l.len() as u64).sum::<u64>();
+    assert!(summary.bytes_up > least, "{summary:?}");
     assert_eq!(summary.bytes_down, 2 * "hello from upstream".len() as u64);
 }
 
@@ -133,7 +137,9 @@ async fn refusals_carry_their_code_and_are_journaled() {
         ("10.0.0.5:80", "egress_address_private"),
         ("rebind.test:443", "egress_address_private"),
         ("mixed.test:443", "egress_address_private"),
-        ("169.254.169.254:80", "egress_host_not_allowed"),
+        // Issue 26, finding 10: a metadata literal that is no endpoint
+        // has the metadata code, not `egress_host_not_allowed`.
+        ("169.254.169.254:80", "egress_address_metadata"),
         ("meta.test:80", "egress_address_metadata"),
         ("missing.test:80", "egress_no_address"),
         ("exa_mple.test:80", "egress_target_invalid"),
@@ -159,7 +165,7 @@ async fn refusals_carry_their_code_and_are_journaled() {
         ("http://other.test/", "egress_host_not_allowed"),
         (
             "http://169.254.169.254/latest/meta-data/",
-            "egress_host_not_allowed",
+            "egress_address_metadata",
         ),
         ("http://meta.test/", "egress_address_metadata"),
         ("http://10.0.0.5/", "egress_address_private"),
@@ -974,7 +980,8 @@ async fn brokered_https_is_terminated_and_forwarded_verified() {
         Some("model-key")
     );
     assert_eq!(events[1].method.as_deref(), Some("POST"));
-    assert_eq!(events[4].bytes_up, 4);
+    // Two 2-byte bodies and their heads (issue 26: heads count).
+    assert!(events[4].bytes_up > 4 + 2 * 30, "{:?}", events[4]);
     assert!(events[4].bytes_down > 0);
 }
 
@@ -1088,4 +1095,236 @@ async fn a_flood_of_refusals_cannot_fill_the_journal() {
     assert!(refused < 300, "{refused} refusals journaled one by one");
     assert_eq!(refused + summary.refusals_unjournaled, 300);
     assert_eq!(summary.requests_refused, refused);
+}
+
+// ---- Issue 26 (review findings 4-8, 10) ----
+
+/// Sends `head` raw on a new connection to listener `index` and reads the
+/// answer to its end (the head says `Connection: close`): the status, the
+/// refusal code and the whole text.
+async fn raw(h: &Harness, index: u8, head: &str) -> (u16, Option<String>, String) {
+    let mut s = h.connect(index).await;
+    s.write_all(head.as_bytes()).await.expect("write");
+    let mut out = Vec::new();
+    let _ = tokio::time::timeout(Duration::from_secs(10), s.read_to_end(&mut out))
+        .await
+        .expect("answered in time");
+    let text = String::from_utf8_lossy(&out).into_owned();
+    let status = text
+        .split(' ')
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    let refusal = text.lines().find_map(|l| {
+        l.to_ascii_lowercase()
+            .strip_prefix("x-glove-refusal: ")
+            .map(|v| v.trim().to_owned())
+    });
+    (status, refusal, text)
+}
+
+/// An upstream on 127.0.0.1 that reads one request head per connection,
+/// answers it with `answer(path)` written as is, and closes; it keeps the
+/// heads it read.
+async fn raw_upstream(
+    answer: fn(&str) -> String,
+) -> (u16, std::sync::Arc<std::sync::Mutex<Vec<String>>>) {
+    let l = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let port = l.local_addr().expect("addr").port();
+    let heads = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let seen = heads.clone();
+    tokio::spawn(async move {
+        while let Ok((mut s, _)) = l.accept().await {
+            let seen = seen.clone();
+            tokio::spawn(async move {
+                let mut data = Vec::new();
+                let mut buf = [0u8; 4096];
+                while !data.windows(4).any(|w| w == b"\r\n\r\n") {
+                    match s.read(&mut buf).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => data.extend_from_slice(&buf[..n]),
+                    }
+                }
+                let head = String::from_utf8_lossy(&data).into_owned();
+                let path = head.split(' ').nth(1).unwrap_or("").to_owned();
+                seen.lock().expect("lock").push(head);
+                let _ = s.write_all(answer(&path).as_bytes()).await;
+                let _ = s.shutdown().await;
+            });
+        }
+    });
+    (port, heads)
+}
+
+/// Issue 26, finding 4: a placeholder in `Proxy-Authorization`, or in a
+/// header the request's `Connection` names, was stripped with the
+/// hop-by-hop headers and the request forwarded. It is misdirected like
+/// any other: refused, journaled, nothing forwarded.
+#[tokio::test]
+async fn issue26_a_placeholder_in_a_hop_by_hop_header_is_refused() {
+    let up = upstream().await;
+    let port = up.port();
+    let dir = private_dir();
+    let source = secret_file(&dir, "key", "sk-real-secret");
+    let h = Harness::start_in(dir, &brokered_policy(port, &source), ProxyLimits::default());
+    let p = h.placeholder();
+    let uri = format!("http://model.test:{port}/v1");
+    let cases: Vec<Vec<(&str, String)>> = vec![
+        vec![("proxy-authorization", format!("Bearer {p}"))],
+        vec![("connection", "x-key".to_owned()), ("x-key", p.clone())],
+        // Even the bound header, when the request names it hop-by-hop.
+        vec![
+            ("connection", "authorization".to_owned()),
+            ("authorization", format!("Bearer {p}")),
+        ],
+        vec![("connection", p.clone())],
+    ];
+    let mut s = client(h.connect(0).await).await;
+    for headers in &cases {
+        let mut b = Request::get(uri.as_str());
+        for (n, v) in headers {
+            b = b.header(*n, v.as_str());
+        }
+        let got = send(&mut s, b.body(Full::new(Bytes::new())).expect("request")).await;
+        assert_refused(&got, 403, "egress_placeholder_misdirected");
+    }
+    drop(s);
+    assert!(up.requests().is_empty(), "nothing was forwarded");
+    let (summary, events) = h.finish().await;
+    assert_eq!(
+        refused_codes(&events),
+        vec!["egress_placeholder_misdirected"; cases.len()]
+    );
+    assert_eq!(summary.requests_allowed, 0);
+}
+
+/// Issue 26, finding 5: the check for compressed responses from an
+/// endpoint a credential is bound to could be walked around with a
+/// transfer coding (`gzip, chunked`), with a `Content-Encoding` the
+/// response's own `Connection` named hop-by-hop (stripped before the
+/// check), or with a second `Content-Encoding` field behind an `identity`
+/// one. Each is refused now, and none of the body reaches the agent.
+#[tokio::test]
+async fn issue26_compressed_responses_cannot_walk_around_the_guard() {
+    fn answer(path: &str) -> String {
+        let z = "compressed-bytes";
+        let n = z.len();
+        match path {
+            "/te" => format!(
+                "HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip, chunked\r\n\r\n{n:x}\r\n{z}\r\n0\r\n\r\n"
+            ),
+            "/te-alone" => {
+                format!("HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip\r\nConnection: close\r\n\r\n{z}")
+            }
+            "/ce-hop" => format!(
+                "HTTP/1.1 200 OK\r\nContent-Encoding: gzip\r\nConnection: close, content-encoding\r\nContent-Length: {n}\r\n\r\n{z}"
+            ),
+            "/ce-two" => format!(
+                "HTTP/1.1 200 OK\r\nContent-Encoding: identity\r\nContent-Encoding: gzip\r\nContent-Length: {n}\r\n\r\n{z}"
+            ),
+            "/ce-list" => format!(
+                "HTTP/1.1 200 OK\r\nContent-Encoding: identity, gzip\r\nContent-Length: {n}\r\n\r\n{z}"
+            ),
+            _ => "HTTP/1.1 200 OK\r\nContent-Length: 5\r\nContent-Encoding: identity\r\n\r\nplain"
+                .to_owned(),
+        }
+    }
+    let (port, heads) = raw_upstream(answer).await;
+    let dir = private_dir();
+    let source = secret_file(&dir, "key", "sk-real-secret");
+    let h = Harness::start_in(dir, &brokered_policy(port, &source), ProxyLimits::default());
+    let p = h.placeholder();
+    let paths = ["/te", "/te-alone", "/ce-hop", "/ce-two", "/ce-list"];
+    for path in paths {
+        let req = Request::get(format!("http://model.test:{port}{path}"))
+            .header("authorization", format!("Bearer {p}"))
+            .body(Full::new(Bytes::new()))
+            .expect("request");
+        let got = once(&h, 0, req).await;
+        assert_refused(&got, 502, "egress_upstream_failed");
+        assert!(!got.body.contains("compressed"), "{path}: {}", got.body);
+    }
+    // An identity answer still goes through.
+    let got = once(&h, 0, get(&format!("http://model.test:{port}/plain"))).await;
+    assert_eq!((got.status, got.body.as_str()), (200, "plain"));
+    assert_eq!(heads.lock().expect("lock").len(), paths.len() + 1);
+    let (summary, events) = h.finish().await;
+    assert_eq!(summary.requests_allowed, paths.len() as u64 + 1);
+    assert_eq!(summary.requests_failed, paths.len() as u64);
+    assert_eq!(
+        refused_codes(&events),
+        vec!["egress_upstream_failed"; paths.len()]
+    );
+}
+
+/// Issue 26, findings 6 and 7: an absolute URI's port is parsed strictly.
+/// Port 0 was recorded as is, which the event encoder refuses, and that
+/// closed the audit for the rest of the session; an unparseable or
+/// out-of-range port was read as 80. Each is `400 egress_target_invalid`,
+/// journaled, and the session goes on.
+#[tokio::test]
+async fn issue26_absolute_uri_ports_are_parsed_strictly() {
+    let up = upstream().await;
+    let port = up.port();
+    let h = Harness::start(&loopback_policy(port, ""), ProxyLimits::default());
+    let bad = [":0", ":99999", ":8O", ":", ":65536", ":-1"];
+    for b in bad {
+        let head = format!(
+            "GET http://model.test{b}/ HTTP/1.1\r\nHost: model.test\r\nConnection: close\r\n\r\n"
+        );
+        let (status, code, text) = raw(&h, 0, &head).await;
+        assert_eq!(status, 400, "{b}: {text}");
+        assert_eq!(
+            code.as_deref(),
+            Some("egress_target_invalid"),
+            "{b}: {text}"
+        );
+    }
+    // The audit is still open.
+    let got = once(&h, 0, get(&format!("http://model.test:{port}/after"))).await;
+    assert_eq!(got.status, 200, "{}", got.body);
+    assert_eq!(up.requests().len(), 1);
+    let (summary, events) = h.finish().await;
+    assert!(!summary.audit_failed);
+    assert_eq!(summary.requests_allowed, 1);
+    let refused = events
+        .iter()
+        .filter(|e| e.decision == Decision::Refused)
+        .count();
+    assert_eq!(refused, bad.len(), "{events:?}");
+    assert!(events.iter().all(|e| e.port != 0));
+}
+
+/// Issue 26, finding 8: request heads did not count against an
+/// endpoint's `max_bytes`, so large headers went out past the budget.
+/// What the upstream receives is metered, head included, and a request
+/// whose head does not fit is refused before any of it leaves.
+#[tokio::test]
+async fn issue26_request_heads_count_against_max_bytes() {
+    let up = upstream().await;
+    let port = up.port();
+    let extra = format!(r#","limits":[{{"endpoint":"model.test:{port}","max_bytes":1000}}]"#);
+    let h = Harness::start(&loopback_policy(port, &extra), ProxyLimits::default());
+    let mut s = client(h.connect(0).await).await;
+    let got = send(&mut s, get(&format!("http://model.test:{port}/small"))).await;
+    assert_eq!(got.status, 200, "{}", got.body);
+    for _ in 0..6 {
+        let req = Request::get(format!("http://model.test:{port}/big"))
+            .header("x-pad", "a".repeat(30 * 1024))
+            .body(Full::new(Bytes::new()))
+            .expect("request");
+        let got = send(&mut s, req).await;
+        assert_refused(&got, 403, "egress_limit_reached");
+    }
+    drop(s);
+    let seen = up.requests();
+    assert_eq!(seen.len(), 1, "only the small request left");
+    let (summary, _) = h.finish().await;
+    // The small request's head went up and was counted.
+    assert!(
+        summary.bytes_up > 40 && summary.bytes_up <= 1000,
+        "{summary:?}"
+    );
 }

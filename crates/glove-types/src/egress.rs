@@ -307,6 +307,17 @@ pub fn decide(
         Host::Name(n) => n.clone(),
         Host::Ip(ip) => ip.to_string(),
     };
+    // A metadata literal is never allowed, endpoint or not (a policy
+    // cannot list one): it is named for what it is, not as a host that
+    // happens to be missing from the list.
+    if let Host::Ip(ip) = host {
+        if classify(*ip) == AddressClass::Metadata {
+            return Err(Rejection::new(
+                EGRESS_ADDRESS_METADATA,
+                format!("{shown} is a cloud metadata address"),
+            ));
+        }
+    }
     if same_host.is_empty() {
         return Err(Rejection::new(
             EGRESS_HOST_NOT_ALLOWED,
@@ -531,6 +542,16 @@ mod tests {
         );
         let v6 = Host::parse("[::1]").expect("ip");
         decide(&eps, true, &v6, 9000, &[]).expect("v6 loopback endpoint");
+        // Issue 26: a metadata literal, never an endpoint, has its own code
+        // (in any spelling that carries it).
+        for meta in ["169.254.169.254", "::ffff:169.254.169.254", "fd00:ec2::254"] {
+            let h = Host::parse(meta).expect("ip");
+            assert_eq!(
+                code(decide(&eps, true, &h, 80, &[])),
+                EGRESS_ADDRESS_METADATA,
+                "{meta}"
+            );
+        }
     }
 
     #[test]
