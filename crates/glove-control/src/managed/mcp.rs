@@ -322,6 +322,9 @@ pub(super) fn recovered(journal: &Path, tool_policy_id: Option<&str>) -> Option<
             D::Dropped => r.dropped += 1,
             D::Pinned => r.pinned += 1,
             D::Cancelled => r.cancelled += 1,
+            // Refusals past the per-second budget: the receipt has no
+            // member for their count (the journal has it).
+            D::Counted => {}
         }
     }
     r.journal_records = replayed.records.len() as u64;
