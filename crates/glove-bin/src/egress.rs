@@ -226,12 +226,23 @@ pub fn summary_line(v: &serde_json::Value) -> String {
     } else {
         ""
     };
+    let n = |k: &str| v[k].as_u64().unwrap_or(0);
+    // Every refusal: those journaled one by one and those past the
+    // per-second budget, answered and only counted.
+    let unjournaled = n("refusals_unjournaled");
+    let refused = n("connections_refused")
+        .saturating_add(n("requests_refused"))
+        .saturating_add(unjournaled);
+    let counted = if unjournaled > 0 {
+        format!(" ({unjournaled} of them counted, not journaled one by one)")
+    } else {
+        String::new()
+    };
     format!(
-        "glove: egress {}:{failed} {} connections and {} requests allowed, {} refused; {} bytes up, {} down; journal {}",
+        "glove: egress {}:{failed} {} connections and {} requests allowed, {refused} refused{counted}; {} bytes up, {} down; journal {}",
         v["policy_id"].as_str().unwrap_or(""),
         v["connections_allowed"],
         v["requests_allowed"],
-        v["connections_refused"].as_u64().unwrap_or(0) + v["requests_refused"].as_u64().unwrap_or(0),
         v["bytes_up"],
         v["bytes_down"],
         v["journal"].as_str().unwrap_or("")
@@ -291,34 +302,50 @@ fn show(a: &ShowArgs) -> i32 {
         events.len()
     );
     for e in &events {
-        use glove_types::egress::event::{Decision, EventKind};
-        let what = match e.kind {
-            EventKind::Connection => "connection",
-            EventKind::Request => "request",
-        };
-        let verdict = match (e.decision, &e.code) {
-            (Decision::Allowed, _) => "allowed".to_owned(),
-            (Decision::Refused, Some(c)) => format!("REFUSED {c}"),
-            (Decision::Refused, None) => "REFUSED".to_owned(),
-        };
-        let host = match glove_types::egress::Host::parse(&e.host) {
-            Ok(h) => h.to_string(),
-            Err(_) => e.host.clone(),
-        };
-        let method = e
-            .method
-            .as_deref()
-            .map(|m| format!(" {m}"))
-            .unwrap_or_default();
-        let cred = e
-            .credential
-            .as_ref()
-            .map(|c| format!(" credential {}", c.as_str()))
-            .unwrap_or_default();
-        println!(
-            "{:>6}  {what:<10} {host}:{}{method}  {verdict}{cred}  up {} B, down {} B, {} ms",
-            e.seq, e.port, e.bytes_up, e.bytes_down, e.duration_ms
-        );
+        println!("{}", event_line(e));
     }
     0
+}
+
+/// One event of `glove egress show`, for a person. A decision reads
+/// `allowed` or `REFUSED <code>`; the end of something allowed earlier
+/// reads `ended` (a tunnel's or mapped connection's totals) or
+/// `FAILED <code>` (a request that failed after it was let through), never
+/// as a second decision.
+pub fn event_line(e: &glove_types::egress::event::EgressEvent) -> String {
+    use glove_types::egress::event::{Decision, EventKind, Phase};
+    let what = match e.kind {
+        EventKind::Connection => "connection",
+        EventKind::Request => "request",
+    };
+    let code = e.code.as_deref().unwrap_or("");
+    let verdict = match (e.phase, e.decision) {
+        (Phase::Decision, Decision::Allowed) => "allowed".to_owned(),
+        (Phase::Decision, Decision::Refused) => format!("REFUSED {code}"),
+        (Phase::End, Decision::Allowed) => "ended".to_owned(),
+        (Phase::End, Decision::Refused) => format!("FAILED {code}"),
+    };
+    let host = match glove_types::egress::Host::parse(&e.host) {
+        Ok(h) => h.to_string(),
+        Err(_) => e.host.clone(),
+    };
+    let method = e
+        .method
+        .as_deref()
+        .map(|m| format!(" {m}"))
+        .unwrap_or_default();
+    let cred = e
+        .credential
+        .as_ref()
+        .map(|c| format!(" credential {}", c.as_str()))
+        .unwrap_or_default();
+    format!(
+        "{:>6}  {what:<10} {host}:{}{method}  {}{cred}  up {} B, down {} B, {} ms",
+        e.seq,
+        e.port,
+        verdict.trim_end(),
+        e.bytes_up,
+        e.bytes_down,
+        e.duration_ms
+    )
 }

@@ -251,7 +251,8 @@ fn approved_endpoints_are_reached_and_every_bypass_is_refused() {
     refused(&r, 8, "403", "egress_host_not_allowed");
     refused(&r, 9, "403", "egress_host_not_allowed");
     refused(&r, 10, "403", "egress_address_metadata");
-    refused(&r, 11, "403", "egress_host_not_allowed");
+    // Issue 26, finding 10: a metadata literal has its own code.
+    refused(&r, 11, "403", "egress_address_metadata");
     refused(&r, 12, "400", "egress_request_invalid");
     let big = line(&r, 13);
     assert!(
@@ -471,7 +472,8 @@ fn egress_show_reads_the_journal_without_changing_it() {
         format!("http://model.test:{p}/one"),
         format!("http://other.test:{p}/two"),
     );
-    let r = run(policy, &["get", &a, "get", &b]);
+    let m = format!("model.test:{p}");
+    let r = run(policy, &["get", &a, "get", &b, "connect", &m]);
     let j = r.journal.display().to_string();
     let before = std::fs::read(&r.journal).expect("journal");
     let out = glove(
@@ -496,7 +498,17 @@ fn egress_show_reads_the_journal_without_changing_it() {
     );
     let text = glove(As::Caller, &["egress", "show", "--journal", &j], None);
     assert!(text.status.success());
-    assert!(String::from_utf8_lossy(&text.stdout).contains("REFUSED egress_host_not_allowed"));
+    let shown = String::from_utf8_lossy(&text.stdout).into_owned();
+    assert!(shown.contains("REFUSED egress_host_not_allowed"), "{shown}");
+    // Issue 26, finding 10: the tunnel's end event reads as its end, not
+    // as a second "connection allowed".
+    let tunnel = |verdict: &str| {
+        shown
+            .lines()
+            .filter(|l| l.contains(" connection ") && l.contains(&format!("  {verdict}  ")))
+            .count()
+    };
+    assert_eq!((tunnel("allowed"), tunnel("ended")), (1, 1), "{shown}");
     assert_eq!(std::fs::read(&r.journal).expect("journal"), before);
     // Cut inside the last record: show fails, every byte stays.
     let cut = &before[..before.len() - 10];
@@ -556,4 +568,84 @@ fn egress_show_refuses_a_fifo_or_a_symlink_at_once() {
             "{v}"
         );
     }
+}
+
+/// Issue 26, finding 10: the summary line without `--json` counted only
+/// the refusals journaled one by one (`64 refused` when 82 were).
+#[test]
+fn issue26_the_summary_line_counts_every_refusal() {
+    let v = serde_json::json!({
+        "policy_id": "p",
+        "connections_allowed": 1,
+        "requests_allowed": 2,
+        "connections_refused": 4,
+        "requests_refused": 60,
+        "refusals_unjournaled": 18,
+        "audit_failed": false,
+        "bytes_up": 10,
+        "bytes_down": 20,
+        "journal": "/j",
+    });
+    let line = glove_bin::egress::summary_line(&v);
+    assert!(line.contains(" 82 refused"), "{line}");
+    assert!(line.contains("18 of them counted"), "{line}");
+}
+
+/// Issue 26, finding 10: `glove egress show` rendered an end event as a
+/// second decision; a request that failed after it was let through reads
+/// as failed, not refused.
+#[test]
+fn issue26_egress_show_renders_end_events_as_ends() {
+    use glove_types::egress::event::{Decision, EgressEvent, EventKind, Phase};
+    let ev = |kind, decision, phase, code: Option<&str>| EgressEvent {
+        session_id: glove_types::ids::SessionId::new("s").expect("id"),
+        seq: 1,
+        kind,
+        decision,
+        phase,
+        host: "model.test".into(),
+        port: 443,
+        method: (kind == EventKind::Request).then(|| "GET".to_owned()),
+        credential: None,
+        code: code.map(str::to_owned),
+        bytes_up: 5,
+        bytes_down: 7,
+        started_at_ms: 0,
+        duration_ms: 1,
+    };
+    let line = |e: &EgressEvent| glove_bin::egress::event_line(e);
+    let opened = line(&ev(
+        EventKind::Connection,
+        Decision::Allowed,
+        Phase::Decision,
+        None,
+    ));
+    let ended = line(&ev(
+        EventKind::Connection,
+        Decision::Allowed,
+        Phase::End,
+        None,
+    ));
+    let failed = line(&ev(
+        EventKind::Request,
+        Decision::Refused,
+        Phase::End,
+        Some("egress_upstream_failed"),
+    ));
+    let refused = line(&ev(
+        EventKind::Request,
+        Decision::Refused,
+        Phase::Decision,
+        Some("egress_host_not_allowed"),
+    ));
+    assert!(opened.contains("  allowed  "), "{opened}");
+    assert!(
+        ended.contains("  ended  ") && !ended.contains("allowed"),
+        "{ended}"
+    );
+    assert!(failed.contains("FAILED egress_upstream_failed"), "{failed}");
+    assert!(
+        refused.contains("REFUSED egress_host_not_allowed"),
+        "{refused}"
+    );
 }
