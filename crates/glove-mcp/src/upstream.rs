@@ -38,8 +38,14 @@
 //! once (not audited: it reaches nothing); other requests (`roots/list`,
 //! `sampling/createMessage`, `elicitation/create`, anything) are reported as [`Inbound::Request`] for
 //! the mediator to deny and audit; `notifications/tools/list_changed` is
-//! reported; other notifications (logging, progress) are discarded;
-//! malformed frames are reported as [`Inbound::Dropped`].
+//! a wake-up ([`Upstream::tools_changed`]: any number of them before the
+//! mediator looks is one re-list); other notifications (logging,
+//! progress) are discarded; malformed frames are reported as
+//! [`Inbound::Dropped`]. The reader never waits on the mediator: it
+//! reports into a bounded queue without waiting, and a server that
+//! overflows it is marked [`Upstream::flooded`] (the mediator stops it).
+//! Otherwise a flood could fill the queue while the mediator waits for a
+//! re-list answer only the blocked reader could deliver.
 
 use crate::frame::{self, Id, Line, LineReader, Message, RpcError, MAX_FRAME_BYTES};
 use crate::profile::{Limits, ServerProfile};
@@ -86,11 +92,11 @@ pub enum CallError {
     Cancelled,
 }
 
-/// Something the server sent that is not an answer to a request.
+/// Something the server sent that is not an answer to a request
+/// (`notifications/tools/list_changed` is not one: it is coalesced, see
+/// [`Upstream::tools_changed`]).
 #[derive(Clone, Debug, PartialEq)]
 pub enum Inbound {
-    /// `notifications/tools/list_changed`.
-    ToolsChanged,
     /// A server-to-client request, to be denied.
     Request {
         /// Its id.
@@ -126,6 +132,12 @@ pub struct Upstream {
     child: Mutex<Option<Child>>,
     pid: Option<u32>,
     stderr: Arc<Mutex<Vec<u8>>>,
+    /// `notifications/tools/list_changed` came (one stored wake-up however
+    /// many came: they coalesce).
+    changed: Arc<tokio::sync::Notify>,
+    /// The inbound queue was full: the server sent more unsolicited frames
+    /// than the mediator takes, and some were not reported.
+    flooded: Arc<AtomicBool>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -190,6 +202,8 @@ impl Upstream {
             child: Mutex::new(Some(child)),
             pid,
             stderr: keep.clone(),
+            changed: Arc::new(tokio::sync::Notify::new()),
+            flooded: Arc::new(AtomicBool::new(false)),
         });
         // stdin writer
         let w_alive = alive.clone();
@@ -238,19 +252,20 @@ impl Upstream {
                 let line = match lines.next().await {
                     Ok(Line::Frame(f)) => f,
                     Ok(Line::TooLong(_)) => {
-                        let _ = itx
-                            .send(Inbound::Dropped {
+                        r_up.report(
+                            &itx,
+                            Inbound::Dropped {
                                 code: glove_types::codes::mcp::MCP_FRAME_TOO_LARGE,
-                            })
-                            .await;
+                            },
+                        );
                         continue;
                     }
                     Ok(Line::Eof) | Err(_) => break,
                 };
                 match frame::decode(&line) {
-                    Ok(Message::Response { id, result }) => r_up.answer(&itx, id, Ok(result)).await,
+                    Ok(Message::Response { id, result }) => r_up.answer(&itx, id, Ok(result)),
                     Ok(Message::Error { id, error }) => {
-                        r_up.answer(&itx, id, Err(CallError::Rpc(error))).await;
+                        r_up.answer(&itx, id, Err(CallError::Rpc(error)));
                     }
                     // A ping is answered at once, without waiting: it asks
                     // nothing of the agent (dropped when the queue to the
@@ -261,16 +276,14 @@ impl Upstream {
                             .try_send(frame::encode_result(&id, Value::Object(Map::new())));
                     }
                     Ok(Message::Request { id, method, .. }) => {
-                        let _ = itx.send(Inbound::Request { id, method }).await;
+                        r_up.report(&itx, Inbound::Request { id, method });
                     }
                     Ok(Message::Notification { method, .. }) => {
                         if method == "notifications/tools/list_changed" {
-                            let _ = itx.send(Inbound::ToolsChanged).await;
+                            r_up.changed.notify_one();
                         }
                     }
-                    Err(r) => {
-                        let _ = itx.send(Inbound::Dropped { code: r.code() }).await;
-                    }
+                    Err(r) => r_up.report(&itx, Inbound::Dropped { code: r.code() }),
                 }
             }
             r_up.alive.store(false, Ordering::SeqCst);
@@ -283,7 +296,28 @@ impl Upstream {
         Ok((up, irx))
     }
 
-    async fn answer(&self, itx: &mpsc::Sender<Inbound>, id: Id, reply: Reply) {
+    /// Reports an unsolicited frame without waiting: the reader must never
+    /// wait on the consumer, which may itself wait for an answer only the
+    /// reader can deliver. A full queue marks the server flooded.
+    fn report(&self, itx: &mpsc::Sender<Inbound>, ev: Inbound) {
+        if itx.try_send(ev).is_err() {
+            self.flooded.store(true, Ordering::SeqCst);
+        }
+    }
+
+    /// Wakes when the server said its tool list changed; many
+    /// notifications before the wake-up is taken are one.
+    pub fn tools_changed(&self) -> Arc<tokio::sync::Notify> {
+        self.changed.clone()
+    }
+
+    /// Whether the server sent more unsolicited frames than were taken
+    /// (some were not reported).
+    pub fn flooded(&self) -> bool {
+        self.flooded.load(Ordering::SeqCst)
+    }
+
+    fn answer(&self, itx: &mpsc::Sender<Inbound>, id: Id, reply: Reply) {
         let waiter = match id {
             Id::Int(i) => lock(&self.pending).remove(&i),
             Id::Str(_) => None,
@@ -292,13 +326,12 @@ impl Upstream {
             Some(tx) => {
                 let _ = tx.send(reply);
             }
-            None => {
-                let _ = itx
-                    .send(Inbound::Dropped {
-                        code: glove_types::codes::mcp::MCP_FRAME_INVALID,
-                    })
-                    .await;
-            }
+            None => self.report(
+                itx,
+                Inbound::Dropped {
+                    code: glove_types::codes::mcp::MCP_FRAME_INVALID,
+                },
+            ),
         }
     }
 
@@ -449,9 +482,10 @@ impl Upstream {
             .await;
     }
 
-    /// Answers a server-to-client request with an error.
-    pub async fn refuse(&self, id: &Id, error: &RpcError) {
-        let _ = self.tx.send(frame::encode_error(id, error)).await;
+    /// Answers a server-to-client request with an error, without
+    /// waiting (dropped when the queue to the server is full).
+    pub fn refuse(&self, id: &Id, error: &RpcError) {
+        let _ = self.tx.try_send(frame::encode_error(id, error));
     }
 
     /// The handshake (see the module docs).

@@ -175,48 +175,66 @@ impl Shared {
     }
 
     /// Handles what one upstream sends on its own, until it closes or
-    /// spends its budget (then it is stopped).
+    /// spends its budget (then it is stopped). Its `list_changed`
+    /// notifications coalesce into one wake-up, taken between events; a
+    /// server that overflowed its inbound queue is stopped.
     pub(super) async fn watch(self: Arc<Self>, server: String, mut rx: mpsc::Receiver<Inbound>) {
+        let Some(up) = self.upstreams.get(&server).cloned() else {
+            return;
+        };
+        let changed = up.tools_changed();
         let mut budget = Budget::new();
-        while let Some(ev) = rx.recv().await {
-            let within = match ev {
-                Inbound::ToolsChanged => self.relist(&server, &mut budget).await,
-                Inbound::Request { .. } | Inbound::Dropped { .. } if !budget.spend() => false,
-                Inbound::Request { id, method } => {
-                    let started = Instant::now();
-                    let o = Outcome::denied(MCP_REQUEST_DENIED, "").on(Some(&server), None);
-                    let req = Req {
-                        id: id.clone(),
-                        method,
-                        params: Map::new(),
-                        modern: false,
-                        started,
-                        started_at_ms: now_ms(),
-                        conn: 0,
-                        scope: None,
-                    };
-                    let e = self.event(Some(&req), &o, None);
-                    self.audit.record(e).await;
-                    if let Some(up) = self.upstreams.get(&server) {
-                        let err = glove_error(
-                            MCP_REQUEST_DENIED,
-                            "the client does not serve roots, sampling or elicitation",
-                        );
-                        up.refuse(&id, &err).await;
-                    }
-                    true
-                }
-                Inbound::Dropped { code } => {
-                    self.dropped(Some(&server), code).await;
-                    true
-                }
-                Inbound::Closed => break,
+        loop {
+            let within = tokio::select! {
+                ev = rx.recv() => match ev {
+                    None | Some(Inbound::Closed) => break,
+                    Some(ev) => self.unsolicited(&server, ev, &mut budget).await,
+                },
+                () = changed.notified() => self.relist(&server, &mut budget).await,
             };
-            if !within {
+            // A flooded server is stopped once what it queued is taken
+            // (which spends its budget first).
+            if !within || (up.flooded() && rx.is_empty()) {
                 self.stop_upstream(&server).await;
                 break;
             }
         }
+    }
+
+    /// Audits one frame an upstream sent on its own (from its `budget`);
+    /// `false` when the budget is spent.
+    async fn unsolicited(&self, server: &str, ev: Inbound, budget: &mut Budget) -> bool {
+        if !budget.spend() {
+            return false;
+        }
+        match ev {
+            Inbound::Request { id, method } => {
+                let started = Instant::now();
+                let o = Outcome::denied(MCP_REQUEST_DENIED, "").on(Some(server), None);
+                let req = Req {
+                    id: id.clone(),
+                    method,
+                    params: Map::new(),
+                    modern: false,
+                    started,
+                    started_at_ms: now_ms(),
+                    conn: 0,
+                    scope: None,
+                };
+                let e = self.event(Some(&req), &o, None);
+                self.audit.record(e).await;
+                if let Some(up) = self.upstreams.get(server) {
+                    let err = glove_error(
+                        MCP_REQUEST_DENIED,
+                        "the client does not serve roots, sampling or elicitation",
+                    );
+                    up.refuse(&id, &err);
+                }
+            }
+            Inbound::Dropped { code } => self.dropped(Some(server), code).await,
+            Inbound::Closed => {}
+        }
+        true
     }
 
     /// Stops an upstream that spent its budget: its tools are withdrawn,
@@ -255,7 +273,11 @@ impl Shared {
     /// withdraws its tools (until a later one succeeds) and is audited.
     /// `false` when the upstream's budget ran out.
     async fn relist(&self, server: &str, budget: &mut Budget) -> bool {
-        let _guard = self.relist.lock().await;
+        // One re-list of a server at a time; other servers' go on.
+        let _guard = match self.relist.get(server) {
+            Some(l) => Some(l.lock().await),
+            None => None,
+        };
         let Some(up) = self.upstreams.get(server) else {
             return true;
         };

@@ -55,7 +55,8 @@
 //!
 //! **Re-listing.** On `notifications/tools/list_changed` from an
 //! upstream its tools are listed again and judged against their pins
-//! ([`crate::view`]). When that re-list fails (an error, a timeout, a
+//! ([`crate::view`]). Notifications that come while a re-list runs make
+//! one more, not one each; each server re-lists under its own lock. When that re-list fails (an error, a timeout, a
 //! malformed answer) the old definitions are no longer what the server
 //! offers: every tool of that server is withdrawn (hidden; calls are
 //! `mcp_upstream_failed`), the failure is audited (`upstream_error`,
@@ -213,8 +214,9 @@ struct Shared {
     /// (connection, agent request id) → (server, upstream id) of
     /// forwarded calls.
     in_flight: Mutex<HashMap<(u64, Id), InFlight>>,
-    /// Serialises re-listing of upstream tools.
-    relist: tokio::sync::Mutex<()>,
+    /// Serialises re-listing of each upstream's tools (one lock per
+    /// server: a server slow to list stalls no other).
+    relist: BTreeMap<String, tokio::sync::Mutex<()>>,
     /// Each server's instructions from its handshake (for its digest).
     instructions: BTreeMap<String, Option<String>>,
     /// The agent's refusals: this second's budget, and the count past it
@@ -362,6 +364,10 @@ impl Mediator {
             let _ = thread.await;
             return Err(e);
         }
+        let relist = upstreams
+            .keys()
+            .map(|s| (s.clone(), tokio::sync::Mutex::new(())))
+            .collect();
         let shared = Arc::new(Shared {
             profile,
             session_id: config.session_id,
@@ -375,7 +381,7 @@ impl Mediator {
             frame_budget: Arc::new(Semaphore::new(FRAME_BUDGET as usize)),
             connections: std::sync::atomic::AtomicU64::new(0),
             in_flight: Mutex::new(HashMap::new()),
-            relist: tokio::sync::Mutex::new(()),
+            relist,
             instructions: listings
                 .iter()
                 .map(|(s, _, i)| (s.clone(), i.clone()))

@@ -1048,3 +1048,47 @@ async fn a_flood_of_refused_requests_neither_fills_the_audit_nor_stops_the_tools
     assert_eq!(summary.unjournaled, counted);
     assert_eq!(of(&events, Decision::Allowed, "tools/call").len(), 1);
 }
+
+/// Review finding 12: a `list_changed` flood filled the upstream
+/// reader's queue; the reader blocked, while the re-list waited for an
+/// answer only that reader could deliver. The call and the re-list timed
+/// out, the server's tools were withdrawn, and (one re-list lock for all
+/// servers) the other server stalled too. Notifications coalesce, the
+/// reader never waits on the mediator, and each server re-lists alone.
+#[tokio::test]
+async fn a_list_changed_flood_neither_deadlocks_its_server_nor_stalls_another() {
+    if !have_python() {
+        return;
+    }
+    let m = marked();
+    let o = marked();
+    let p = profile(
+        &[
+            script(
+                "script",
+                &m.file,
+                false,
+                r#","tools":[{"name":"greet"},{"name":"flood"}]"#,
+            ),
+            script("other", &o.file, false, r#","tools":[{"name":"greet"}]"#),
+        ],
+        r#"{"request_timeout_ms":5000}"#,
+    );
+    let mut h = start(&p).await;
+    h.agent.initialize().await;
+    let r = h.agent.call("flood", json!({"count": 3000})).await;
+    assert_eq!(text(&r), "flooded", "{r}");
+    let g = h.agent.call("other__greet", json!({"who": "ot"})).await;
+    assert_eq!(text(&g), "hello ot", "{g}");
+    let g = h.agent.call("script__greet", json!({"who": "sc"})).await;
+    assert_eq!(text(&g), "hello sc", "{g}");
+    let names = h.agent.tool_names().await;
+    assert!(names.contains(&"script__greet".to_owned()), "{names:?}");
+    assert!(!h.mediator.audit_failed());
+    let (_, events) = h.finish().await;
+    // Nothing failed: no re-list, no call.
+    assert!(
+        events.iter().all(|e| e.decision != Decision::UpstreamError),
+        "{events:?}"
+    );
+}

@@ -22,7 +22,9 @@ It misbehaves on request, in ways the npm servers do not:
   until the process gets SIGUSR1, which mends it and says so again;
 * `spew` writes `count` junk lines before it answers;
 * `deaf` answers, then stops reading its stdin for a minute;
-* `pinger` pings the client and returns the answer it got.
+* `pinger` pings the client and returns the answer it got;
+* `flood` writes `count` `notifications/tools/list_changed` before it
+  answers.
 
 The tools from `composed` on are listed but not in the tests' usual
 profile, so they change no count there.
@@ -71,6 +73,8 @@ TOOLS = {
              "inputSchema": obj({"count": {"type": "integer"}})},
     "deaf": {"name": "deaf", "description": "Stops reading", "inputSchema": obj()},
     "pinger": {"name": "pinger", "description": "Pings the client", "inputSchema": obj()},
+    "flood": {"name": "flood", "description": "Says its list changed, often",
+              "inputSchema": obj({"count": {"type": "integer"}})},
 }
 
 broken = {"list": False}
@@ -225,6 +229,11 @@ for line in sys.stdin:
                 sys.stdout.write("junk\n")
             sys.stdout.flush()
             text(mid, "spewed")
+        elif name == "flood":
+            for _ in range(int(args.get("count") or 0)):
+                sys.stdout.write('{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}\n')
+            sys.stdout.flush()
+            text(mid, "flooded")
         elif name == "pinger":
             asking["pinging"] = mid
             send({"jsonrpc": "2.0", "id": "ping-1", "method": "ping"})
