@@ -12,7 +12,9 @@
 //! * **listener 0** ([`PROXY_PORT`](glove_types::egress::settings::PROXY_PORT))
 //!   is an HTTP/1.1 forward proxy: `CONNECT host:port` tunnels and
 //!   absolute-URI `http://` requests; anything else (an origin-form
-//!   request, an upgrade, a head hyper rejects) is `egress_request_invalid`;
+//!   request, an upgrade, a head hyper rejects) is `egress_request_invalid`,
+//!   and a target port that is not exactly 1-65535 in digits is
+//!   `egress_target_invalid` (never read as the default port);
 //! * **listener i+1** is `settings.port_mappings[i]`: a plain HTTP/1.1
 //!   server whose every origin-form request is forwarded to the mapping's
 //!   endpoint.
@@ -22,7 +24,8 @@
 //! policy's `hosts` table only, when it has one, or the system resolver —
 //! and the proxy connects only to the addresses it checked. Per-endpoint
 //! limits count over the whole session: `max_connections` upstream
-//! connections (tunnels and forwarded requests) and `max_bytes` both ways.
+//! connections (tunnels and forwarded requests) and `max_bytes` both ways
+//! (upward, what the endpoint receives: request heads as well as bodies).
 //! The relay never creates a host socket other than those upstream
 //! connections and never offers DNS.
 //!
