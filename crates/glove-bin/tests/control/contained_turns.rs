@@ -581,6 +581,12 @@ fn contained_turns_each_harness_reaches_the_stub_through_the_proxy_with_a_broker
                 v["egress_policy_ids"] = egress.clone();
                 v["session_id"] = json!(session);
                 v["idempotency_key"] = json!(format!("key-{session}"));
+                v["expires_at_ms"] = json!(v["issued_at_ms"].as_u64().expect("issued") + 120_000);
+                v["resource_profile"] = standard.clone();
+                v["resource_profile"]
+                    .as_object_mut()
+                    .expect("profile")
+                    .remove("cpu_rate_millicpus");
             });
             let mut c = daemon.client();
             let e = c
