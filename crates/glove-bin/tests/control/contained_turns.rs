@@ -592,7 +592,12 @@ fn contained_turns_each_harness_reaches_the_stub_through_the_proxy_with_a_broker
             let e = c
                 .create_session(&plan, None)
                 .expect_err("a brokered key named without its egress policy");
-            assert_eq!(e.code(), "plan_secret_handle_brokered", "{}: {e}", h.runtime);
+            assert_eq!(
+                e.code(),
+                "plan_secret_handle_brokered",
+                "{}: {e}",
+                h.runtime
+            );
         }
     }
     eprintln!(

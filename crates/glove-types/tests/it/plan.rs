@@ -295,12 +295,17 @@ fn a_brokered_handle_needs_the_egress_policy_that_brokers_it() {
                       "header": "authorization", "endpoints": ["model.test:8000"]}],
     }]);
     pv["secret_handles"] = json!(["codex-token", "model-key"]);
-    let mut sources = pv["credential_sources"].as_array().cloned().unwrap_or_default();
-    sources.push(json!({"secret_handle": "model-key", "source_path": "/etc/glove/model.key",
-                        "runtime_id": "codex"}));
+    let mut sources = pv["credential_sources"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    sources.push(
+        json!({"secret_handle": "model-key", "source_path": "/etc/glove/model.key",
+                        "runtime_id": "codex"}),
+    );
     pv["credential_sources"] = Value::Array(sources);
-    let policy = ValidatedPolicy::from_json(&serde_json::to_vec(&pv).expect("encode"))
-        .expect("policy");
+    let policy =
+        ValidatedPolicy::from_json(&serde_json::to_vec(&pv).expect("encode")).expect("policy");
     let admit_with = |egress: Value, handles: Value| {
         let mut v = base();
         v["egress_policy_ids"] = egress;
