@@ -451,6 +451,16 @@ impl Body for Metered {
                         Err(e) => self.failed(e),
                     },
                     Err(trailers) => {
+                        // Trailer fields are checked like the head's.
+                        let carried = trailers.trailers_ref().is_some_and(|t| {
+                            t.iter().any(|(n, v)| {
+                                self.secrets.found_in(n.as_str().as_bytes())
+                                    || self.secrets.found_in(v.as_bytes())
+                            })
+                        });
+                        if carried {
+                            return self.failed(BodyError::Reflected);
+                        }
                         self.ended = true;
                         self.trailers = Some(trailers);
                         let tail = std::mem::take(&mut self.held);

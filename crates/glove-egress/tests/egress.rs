@@ -1328,3 +1328,28 @@ async fn issue26_request_heads_count_against_max_bytes() {
         "{summary:?}"
     );
 }
+
+/// Noticed while fixing issue 26: a response's trailer fields passed the
+/// reflection check unread; they did not reach the agent only because
+/// hyper sends no trailer field the (hop-by-hop, stripped) `Trailer`
+/// header did not declare. Now a credential in a trailer cuts the
+/// response like one in the body, and the cut is journaled.
+#[tokio::test]
+async fn a_credential_in_a_trailer_never_reaches_the_agent() {
+    fn answer(_: &str) -> String {
+        "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nTrailer: x-echo\r\n\r\n5\r\nhello\r\n0\r\nx-echo: sk-real-secret-0123456789\r\n\r\n"
+            .to_owned()
+    }
+    let (port, _) = raw_upstream(answer).await;
+    let dir = private_dir();
+    let source = secret_file(&dir, "key", "sk-real-secret-0123456789");
+    let h = Harness::start_in(dir, &brokered_policy(port, &source), ProxyLimits::default());
+    let head = format!(
+        "GET http://model.test:{port}/ HTTP/1.1\r\nHost: model.test\r\nTE: trailers\r\nConnection: close, te\r\n\r\n"
+    );
+    let (_, _, text) = raw(&h, 0, &head).await;
+    assert!(!text.contains("sk-real-secret"), "{text}");
+    let (summary, events) = h.finish().await;
+    assert_eq!(summary.requests_failed, 1, "{events:?}");
+    assert_eq!(refused_codes(&events), vec!["egress_credential_reflected"]);
+}
