@@ -14,7 +14,7 @@
 //! | --- | --- | --- | --- |
 //! | `allowed` | answered (locally or by the upstream) with a result | none | the released result |
 //! | `denied` | refused before anything was forwarded; or a server-to-client request answered with an error; or a tool blocked by its pin | an `mcp_*` refusal | none; for `mcp_pin_mismatch` seen in a listing, the digest seen |
-//! | `upstream_error` | forwarded; the upstream failed, timed out, or answered an error | `mcp_upstream_failed`, `mcp_upstream_timeout`, `mcp_upstream_error` | the released error, for `mcp_upstream_error` |
+//! | `upstream_error` | forwarded; the upstream failed, timed out, answered an error, or asked the client for input | `mcp_upstream_failed`, `mcp_upstream_timeout`, `mcp_upstream_error`, `mcp_input_refused` | the released error, for `mcp_upstream_error` |
 //! | `dropped` | a frame without a usable id (never decided; the agent's answered with `id: null` unless a response), or an agent's notification not acted on (with its method) | `mcp_frame_invalid`, `mcp_frame_too_large`, `mcp_batch_refused`, `mcp_notification_ignored` | none |
 //! | `pinned` | an allowed tool's definition seen first and recorded | none | the tool digest |
 //! | `cancelled` | the agent cancelled a forwarded call; nothing released | none | none |
@@ -196,7 +196,10 @@ impl AuditEvent {
             // A pin mismatch names the digest it saw.
             Decision::Denied => code.is_some() && (!result || code == Some(MCP_PIN_MISMATCH)),
             Decision::UpstreamError => {
-                (one_of(code, &[MCP_UPSTREAM_FAILED, MCP_UPSTREAM_TIMEOUT]) && !result)
+                (one_of(
+                    code,
+                    &[MCP_UPSTREAM_FAILED, MCP_UPSTREAM_TIMEOUT, MCP_INPUT_REFUSED],
+                ) && !result)
                     || one_of(code, &[MCP_UPSTREAM_ERROR])
             }
             Decision::Dropped => {

@@ -1,7 +1,7 @@
 //! The methods forwarded to an upstream: `tools/call` with every check
 //! before it, and the listed resources and prompts.
 
-use super::outcome::{upstream_outcome, Outcome, Req};
+use super::outcome::{input_requests, upstream_outcome, Outcome, Req};
 use super::{lock, InFlight, Shared};
 use crate::audit::ARGUMENTS_DOMAIN;
 use crate::json;
@@ -194,7 +194,25 @@ impl Shared {
                 Err(e)
             }
         };
+        self.deny_input_requests(&res, &target.server).await;
         here(upstream_outcome(res, &target.server, &roots))
+    }
+
+    /// The input requests of an `input_required` result (2026-07-28: the
+    /// server asks the client for sampling, elicitation or roots inside
+    /// its answer) are denied as server-to-client requests are: each
+    /// audited (`denied`, `mcp_request_denied`, its method), none reaches
+    /// the agent. Nothing is sent back: in this revision the server keeps
+    /// no state between rounds, a round continues only when the client
+    /// calls again with `inputResponses`, so not calling again is the
+    /// whole answer. The request itself ends `mcp_input_refused`.
+    async fn deny_input_requests(&self, r: &Result<Value, CallError>, server: &str) {
+        for method in input_requests(r) {
+            let o = Outcome::denied(MCP_REQUEST_DENIED, "").on(Some(server), None);
+            let mut e = self.event(None, &o, None);
+            e.method = method;
+            self.audit.record(e).await;
+        }
     }
 
     /// `resources/list`, `prompts/list`: each server's listing, filtered
@@ -314,6 +332,7 @@ impl Shared {
                 self.profile.limits().request_timeout,
             )
             .await;
+        self.deny_input_requests(&r, server.id()).await;
         upstream_outcome(r, server.id(), &server.path_roots())
             .args(digest)
             .on(Some(server.id()), None)

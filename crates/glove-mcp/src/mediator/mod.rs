@@ -41,7 +41,12 @@
 //! request reusing the id of one still in flight is `mcp_frame_invalid`.
 //!
 //! **Upstream answers.** A result is released as it came (plus
-//! `resultType` for a `2026-07-28` request); an `isError` result has every
+//! `resultType` for a `2026-07-28` request) when it is complete: an
+//! `input_required` result (the upstream asks the client for sampling,
+//! elicitation or roots inside its answer) has each of its input requests
+//! denied and audited as a server-to-client request is, and the request
+//! ends `mcp_input_refused` (`upstream_error`); a result of any other
+//! type is `mcp_upstream_failed`. Nothing of either reaches the agent; an `isError` result has every
 //! string in it — text items, embedded resources, `structuredContent`,
 //! object keys — passed through [`crate::sanitize::strip_value`]. A JSON-RPC
 //! error keeps its numeric code, has its message sanitised and prefixed

@@ -73,6 +73,44 @@ impl Outcome {
     }
 }
 
+/// The most input requests of one `input_required` result audited one by
+/// one.
+pub(super) const MAX_INPUT_REQUESTS_AUDITED: usize = 16;
+
+/// The methods of an `input_required` result's `inputRequests` (a map of
+/// key to request, or a list), at most [`MAX_INPUT_REQUESTS_AUDITED`];
+/// `None` for a request without a usable method. Empty for any other
+/// result.
+pub(super) fn input_requests(r: &Result<Value, CallError>) -> Vec<Option<String>> {
+    let Ok(v) = r else {
+        return Vec::new();
+    };
+    if v.get("resultType") != Some(&Value::from("input_required")) {
+        return Vec::new();
+    }
+    let asked: Vec<&Value> = match v.get("inputRequests") {
+        Some(Value::Object(m)) => m.values().collect(),
+        Some(Value::Array(a)) => a.iter().collect(),
+        _ => Vec::new(),
+    };
+    let methods: Vec<Option<String>> = asked
+        .into_iter()
+        .take(MAX_INPUT_REQUESTS_AUDITED)
+        .map(|q| {
+            q.get("method")
+                .and_then(Value::as_str)
+                .filter(|m| crate::audit::is_method(m))
+                .map(str::to_owned)
+        })
+        .collect();
+    // At least one denial is recorded, even for a malformed request set.
+    if methods.is_empty() {
+        vec![None]
+    } else {
+        methods
+    }
+}
+
 /// The outcome of a request forwarded to `server` (see the module docs).
 pub(super) fn upstream_outcome(
     r: Result<Value, CallError>,
@@ -80,6 +118,28 @@ pub(super) fn upstream_outcome(
     roots: &[String],
 ) -> Outcome {
     match r {
+        Ok(Value::Object(m)) if m.get("resultType") == Some(&Value::from("input_required")) => {
+            Outcome {
+                decision: Decision::UpstreamError,
+                ..Outcome::denied(
+                    MCP_INPUT_REFUSED,
+                    "the upstream asked the client for input (sampling, elicitation or roots), which the mediator does not provide",
+                )
+            }
+        }
+        Ok(Value::Object(m))
+            if m
+                .get("resultType")
+                .is_some_and(|t| t != &Value::from("complete")) =>
+        {
+            Outcome {
+                decision: Decision::UpstreamError,
+                ..Outcome::denied(
+                    MCP_UPSTREAM_FAILED,
+                    "the upstream answered with a result of a type the mediator does not release",
+                )
+            }
+        }
         Ok(Value::Object(mut m)) => {
             m.remove("resultType");
             let mut v = Value::Object(m);

@@ -126,7 +126,11 @@ fn code_for(d: Decision) -> impl Strategy<Value = Option<ErrorCode>> {
             Some(MCP_PIN_MISMATCH),
             Some(MCP_REQUEST_DENIED),
         ],
-        Decision::UpstreamError => vec![Some(MCP_UPSTREAM_FAILED), Some(MCP_UPSTREAM_TIMEOUT)],
+        Decision::UpstreamError => vec![
+            Some(MCP_UPSTREAM_FAILED),
+            Some(MCP_UPSTREAM_TIMEOUT),
+            Some(MCP_INPUT_REFUSED),
+        ],
         Decision::Dropped => vec![
             Some(MCP_FRAME_INVALID),
             Some(MCP_BATCH_REFUSED),

@@ -1092,3 +1092,61 @@ async fn a_list_changed_flood_neither_deadlocks_its_server_nor_stalls_another() 
         "{events:?}"
     );
 }
+
+/// Review finding 11: on 2026-07-28 an upstream answered `tools/call`
+/// with `resultType: "input_required"` and `inputRequests` (sampling with
+/// an injected system prompt, an elicitation asking for a token, a URL
+/// to open, `roots/list`); the agent got all of it as an allowed result,
+/// no denial audited. Each input request is denied and audited as a
+/// server-to-client request is, and the call ends `mcp_input_refused`.
+#[tokio::test]
+async fn an_input_required_result_is_denied_audited_and_never_forwarded() {
+    if !have_python() {
+        return;
+    }
+    let m = marked();
+    let tools = r#","tools":[{"name":"needy"}]"#;
+    let mut h = start(&profile(&[script("script", &m.file, true, tools)], "")).await;
+    let meta = json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28"});
+    let r = h
+        .agent
+        .request(
+            "tools/call",
+            json!({"name": "needy", "arguments": {}, "_meta": meta}),
+        )
+        .await;
+    assert_eq!(code(&r), "mcp_input_refused", "{r}");
+    assert!(r.get("result").is_none(), "{r}");
+    let shown = r.to_string();
+    for leak in [
+        "ssh",
+        "token",
+        "evil.example",
+        "inputRequests",
+        "roots/list",
+    ] {
+        assert!(!shown.contains(leak), "{leak}: {r}");
+    }
+    // A 2025-11-25 agent likewise.
+    h.agent.initialize().await;
+    let r = h.agent.call("needy", json!({})).await;
+    assert_eq!(code(&r), "mcp_input_refused", "{r}");
+    let (_, events) = h.finish().await;
+    for (method, n) in [
+        ("sampling/createMessage", 2),
+        ("elicitation/create", 4),
+        ("roots/list", 2),
+    ] {
+        let d = of(&events, Decision::Denied, method);
+        assert_eq!(d.len(), n, "{method}: {events:?}");
+        assert!(d
+            .iter()
+            .all(|e| ecode(e) == "mcp_request_denied" && e.server.as_deref() == Some("script")));
+    }
+    let calls = of(&events, Decision::UpstreamError, "tools/call");
+    assert_eq!(calls.len(), 2);
+    assert!(calls
+        .iter()
+        .all(|e| ecode(e) == "mcp_input_refused" && e.tool.as_deref() == Some("needy")));
+    assert!(of(&events, Decision::Allowed, "tools/call").is_empty());
+}

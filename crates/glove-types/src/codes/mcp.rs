@@ -21,6 +21,7 @@ define_codes! { Mcp;
     MCP_RESOURCE_DENIED = "mcp_resource_denied": "the resource, prompt or completion is not listed in the profile",
     MCP_TASK_REFUSED = "mcp_task_refused": "task-augmented requests (`params.task`, `tasks/*`) are not mediated",
     MCP_NOTIFICATION_IGNORED = "mcp_notification_ignored": "a notification from the agent that the mediator does not act on (an unknown method, `roots/list_changed`, a cancel for no call in flight); counted in the audit, never forwarded",
+    MCP_INPUT_REFUSED = "mcp_input_refused": "the upstream answered a forwarded request with `resultType: input_required` (it asks the client for sampling, elicitation or roots): its input requests are denied and audited and the request ends with this error",
     MCP_REQUEST_DENIED = "mcp_request_denied": "an upstream server sent a request to the client (roots, sampling, elicitation); it is answered with an error and never forwarded",
     MCP_UPSTREAM_FAILED = "mcp_upstream_failed": "the upstream server could not be started, exited, or sent something unusable; or its tools are withdrawn because its re-list failed or it was stopped for causing too many unsolicited events",
     MCP_UPSTREAM_TIMEOUT = "mcp_upstream_timeout": "the upstream server did not answer within the request deadline",
