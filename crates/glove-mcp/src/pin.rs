@@ -26,7 +26,9 @@
 //!
 //! **What a difference does.** A tool whose digest differs from its pin —
 //! at start, after `notifications/tools/list_changed`, or in any later
-//! `tools/list` — is blocked: it leaves the agent's `tools/list`, its calls
+//! listing (an agent's `tools/list` lists the server again, at most once
+//! a second per server: a server that changes a tool without notifying
+//! is caught when the agent looks) — is blocked: it leaves the agent's `tools/list`, its calls
 //! fail with `mcp_pin_mismatch`, and the difference is audited once per
 //! new digest; the digest seen is kept in the file as *pending*. A renamed
 //! tool is a new tool (unpinned, recorded at first sight if allowed). A

@@ -3,7 +3,7 @@
 //! and the budget that keeps one upstream from filling the audit.
 
 use super::outcome::{Outcome, Reply, Req};
-use super::{lock, now_ms, Shared, MAX_UNSOLICITED_EVENTS};
+use super::{lock, now_ms, Shared, AGENT_RELIST_EVERY, MAX_UNSOLICITED_EVENTS};
 use crate::audit::Decision;
 use crate::error::McpError;
 use crate::frame::glove_error;
@@ -235,6 +235,40 @@ impl Shared {
             Inbound::Closed => {}
         }
         true
+    }
+
+    /// Lists the tools of every server in `scope` again before an agent's
+    /// `tools/list` is answered, at most once per [`AGENT_RELIST_EVERY`]
+    /// per server: a server that changes a tool without saying so is
+    /// judged against its pin then (the changed tool blocked, the
+    /// mismatch audited) instead of being called under the definition
+    /// pinned and shown. A server no longer running is skipped (its calls
+    /// fail anyway). The audit events a re-list causes come from a budget
+    /// of their own per re-list; one that spends it stops the server.
+    pub(super) async fn relist_for_agent(&self, scope: Option<&str>) {
+        for (server, up) in &self.upstreams {
+            if scope.is_some_and(|s| s != server) || !up.is_alive() {
+                continue;
+            }
+            let due = {
+                let mut last = lock(&self.agent_relists);
+                let now = Instant::now();
+                match last.get(server) {
+                    Some(t) if now.duration_since(*t) < AGENT_RELIST_EVERY => false,
+                    _ => {
+                        last.insert(server.clone(), now);
+                        true
+                    }
+                }
+            };
+            if !due {
+                continue;
+            }
+            let mut budget = Budget::new();
+            if !self.relist(server, &mut budget).await {
+                self.stop_upstream(server).await;
+            }
+        }
     }
 
     /// Stops an upstream that spent its budget: its tools are withdrawn,

@@ -59,8 +59,10 @@
 //! exited stays failed.
 //!
 //! **Re-listing.** On `notifications/tools/list_changed` from an
-//! upstream its tools are listed again and judged against their pins
-//! ([`crate::view`]). Notifications that come while a re-list runs make
+//! upstream, and before an agent's `tools/list` is answered (at most once
+//! per [`AGENT_RELIST_EVERY`] per server, so a server that changes a tool
+//! without notifying is caught when the agent looks), its tools are
+//! listed again and judged against their pins ([`crate::view`]). Notifications that come while a re-list runs make
 //! one more, not one each; each server re-lists under its own lock. When that re-list fails (an error, a timeout, a
 //! malformed answer) the old definitions are no longer what the server
 //! offers: every tool of that server is withdrawn (hidden; calls are
@@ -173,6 +175,10 @@ struct Ticket {
     flush: Option<u64>,
 }
 
+/// How often an agent's `tools/list` lists a server's tools upstream
+/// again at most (see the module docs).
+pub const AGENT_RELIST_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// Where a mediator keeps its audit and pins.
 #[derive(Clone, Debug)]
 pub struct MediatorConfig {
@@ -227,6 +233,9 @@ struct Shared {
     /// The agent's refusals: this second's budget, and the count past it
     /// ([`REFUSAL_EVENTS_PER_SECOND`]).
     refusals: Mutex<RefusalWindow>,
+    /// When an agent's `tools/list` last listed each server again
+    /// ([`AGENT_RELIST_EVERY`]).
+    agent_relists: Mutex<HashMap<String, Instant>>,
 }
 
 /// A running mediator (see the module docs).
@@ -392,6 +401,7 @@ impl Mediator {
                 .map(|(s, _, i)| (s.clone(), i.clone()))
                 .collect(),
             refusals: Mutex::new(RefusalWindow::default()),
+            agent_relists: Mutex::new(HashMap::new()),
         });
         let mut m = Mediator {
             shared: shared.clone(),
@@ -963,6 +973,9 @@ impl Shared {
                 if req.params.contains_key("cursor") {
                     return Outcome::denied(MCP_PARAMS_INVALID, "the tool list has one page");
                 }
+                // What the server offers now, judged against its pins,
+                // not only what it offered when it last said so.
+                self.relist_for_agent(req.scope.as_deref()).await;
                 let mut m = Map::new();
                 let tools = match &req.scope {
                     Some(server) => lock(&self.view).listing_scoped(server),

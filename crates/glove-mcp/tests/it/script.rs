@@ -749,10 +749,17 @@ async fn a_failed_relist_withdraws_the_servers_tools_until_it_lists_again() {
     );
     drop(mediator);
     let (_, events) = h.finish().await;
-    let failed = of(&events, Decision::UpstreamError, "tools/list");
-    assert_eq!(failed.len(), 1, "{events:?}");
-    assert_eq!(ecode(failed[0]), "mcp_upstream_error");
-    assert_eq!(failed[0].server.as_deref(), Some("script"));
+    let failed = of(&events, Decision::UpstreamError, "tools/list")
+        .into_iter()
+        .filter(|e| e.server.is_some())
+        .collect::<Vec<_>>();
+    // The re-list after list_changed, and the one the agent's tools/list
+    // made while the list was still broken.
+    assert_eq!(failed.len(), 2, "{events:?}");
+    for f in failed {
+        assert_eq!(ecode(f), "mcp_upstream_error");
+        assert_eq!(f.server.as_deref(), Some("script"));
+    }
     let denied = of(&events, Decision::Denied, "tools/call");
     assert_eq!(denied.len(), 1);
     assert_eq!(ecode(denied[0]), "mcp_upstream_failed");
@@ -1149,4 +1156,32 @@ async fn an_input_required_result_is_denied_audited_and_never_forwarded() {
         .iter()
         .all(|e| ecode(e) == "mcp_input_refused" && e.tool.as_deref() == Some("needy")));
     assert!(of(&events, Decision::Allowed, "tools/call").is_empty());
+}
+
+/// Review finding 13: a server that changed a tool without
+/// `list_changed` went unseen (the agent's `tools/list` was answered from
+/// the pinned view only), and the changed tool stayed callable. The
+/// agent's `tools/list` lists upstream again (rate-bounded), so the
+/// change blocks the tool and is audited.
+#[tokio::test]
+async fn a_silent_change_is_caught_when_the_agent_lists() {
+    if !have_python() {
+        return;
+    }
+    let m = marked();
+    let tools = r#","tools":[{"name":"greet"},{"name":"sneak"}]"#;
+    let mut h = start(&profile(&[script("script", &m.file, false, tools)], "")).await;
+    h.agent.initialize().await;
+    assert_eq!(text(&h.agent.call("sneak", json!({})).await), "sneaked");
+    let names = h.agent.tool_names().await;
+    assert_eq!(names, ["sneak"], "the changed greet is no longer shown");
+    let g = h.agent.call("greet", json!({"who": "ann"})).await;
+    assert_eq!(code(&g), "mcp_pin_mismatch", "{g}");
+    let (_, events) = h.finish().await;
+    let listed: Vec<_> = of(&events, Decision::Denied, "tools/list")
+        .into_iter()
+        .filter(|e| ecode(e) == "mcp_pin_mismatch" && e.tool.as_deref() == Some("greet"))
+        .collect();
+    assert_eq!(listed.len(), 1, "{events:?}");
+    assert!(!calls(&m).iter().any(|c| c.starts_with("call greet")));
 }
