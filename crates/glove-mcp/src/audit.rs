@@ -13,7 +13,7 @@
 //! | decision | what happened | code | result_sha256 |
 //! | --- | --- | --- | --- |
 //! | `allowed` | answered (locally or by the upstream) with a result | none | the released result |
-//! | `denied` | refused before anything was forwarded; or a server-to-client request answered with an error; or a tool blocked by its pin | an `mcp_*` refusal | none; for `mcp_pin_mismatch` seen in a listing, the digest seen |
+//! | `denied` | refused before anything was forwarded; or a server-to-client request answered with an error; or a tool blocked by its pin or for hidden characters in its definition | an `mcp_*` refusal | none; for `mcp_pin_mismatch` or `mcp_definition_refused` seen in a listing, the digest seen |
 //! | `upstream_error` | forwarded; the upstream failed, timed out, answered an error, or asked the client for input | `mcp_upstream_failed`, `mcp_upstream_timeout`, `mcp_upstream_error`, `mcp_input_refused` | the released error, for `mcp_upstream_error` |
 //! | `dropped` | a frame without a usable id (never decided; the agent's answered with `id: null` unless a response), or an agent's notification not acted on (with its method) | `mcp_frame_invalid`, `mcp_frame_too_large`, `mcp_batch_refused`, `mcp_notification_ignored` | none |
 //! | `pinned` | an allowed tool's definition seen first and recorded | none | the tool digest |
@@ -194,7 +194,10 @@ impl AuditEvent {
         let ok = match self.decision {
             Decision::Allowed => code.is_none() && result,
             // A pin mismatch names the digest it saw.
-            Decision::Denied => code.is_some() && (!result || code == Some(MCP_PIN_MISMATCH)),
+            Decision::Denied => {
+                code.is_some()
+                    && (!result || one_of(code, &[MCP_PIN_MISMATCH, MCP_DEFINITION_REFUSED]))
+            }
             Decision::UpstreamError => {
                 (one_of(
                     code,

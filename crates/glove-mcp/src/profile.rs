@@ -67,7 +67,12 @@
 //! understands — such a schema's undeclared arguments are refused only
 //! against a top-level `properties`, if it has one — and should state the
 //! arguments it expects with rules or a `schema` with
-//! `"additionalProperties": false`.
+//! `"additionalProperties": false`. A tool whose definition carries
+//! invisible or control characters is blocked (`mcp_definition_refused`,
+//! see [`crate::sanitize::hidden_character`]) unless the entry says
+//! `"allow_hidden_characters": true`. Terminal control sequences in a
+//! tool's results are rendered harmless (as `glove exec` renders agent
+//! output) unless the entry says `"raw_results": true`.
 //!
 //! **resources**, **prompts** (default deny, at most 256 each): the
 //! resource URIs (at most 2048 bytes) and prompt names the agent may
@@ -158,6 +163,8 @@ pub struct ToolPolicy {
     pub(crate) arguments: BTreeMap<String, ArgumentRule>,
     pub(crate) schema: Option<Value>,
     pub(crate) lenient_input_schema: bool,
+    pub(crate) allow_hidden_characters: bool,
+    pub(crate) raw_results: bool,
 }
 
 /// Pins stated in the profile.
@@ -288,6 +295,16 @@ impl ToolPolicy {
     pub fn lenient_input_schema(&self) -> bool {
         self.lenient_input_schema
     }
+    /// Whether the tool's definition may carry invisible or control
+    /// characters ([`crate::sanitize::hidden_character`]).
+    pub fn allow_hidden_characters(&self) -> bool {
+        self.allow_hidden_characters
+    }
+    /// Whether the tool's results reach the agent with their terminal
+    /// control sequences as they are.
+    pub fn raw_results(&self) -> bool {
+        self.raw_results
+    }
 }
 
 // ----- wire form -----
@@ -343,6 +360,10 @@ struct ToolWire {
     schema: Option<Value>,
     #[serde(default)]
     lenient_input_schema: bool,
+    #[serde(default)]
+    allow_hidden_characters: bool,
+    #[serde(default)]
+    raw_results: bool,
 }
 
 #[derive(Deserialize)]
@@ -664,6 +685,8 @@ impl ToolWire {
             arguments,
             schema: self.schema,
             lenient_input_schema: self.lenient_input_schema,
+            allow_hidden_characters: self.allow_hidden_characters,
+            raw_results: self.raw_results,
         })
     }
 }
@@ -796,6 +819,16 @@ mod tests {
         );
         let p = Profile::decode(lenient.as_bytes()).expect("valid");
         assert!(p.servers()[0].tools()["echo"].lenient_input_schema());
+        assert!(!p.servers()[0].tools()["echo"].allow_hidden_characters());
+        assert!(!p.servers()[0].tools()["echo"].raw_results());
+        let open = GOOD.replacen(
+            r#"{"name":"echo","#,
+            r#"{"name":"echo","allow_hidden_characters":true,"raw_results":true,"#,
+            1,
+        );
+        let p = Profile::decode(open.as_bytes()).expect("valid");
+        assert!(p.servers()[0].tools()["echo"].allow_hidden_characters());
+        assert!(p.servers()[0].tools()["echo"].raw_results());
     }
 
     #[test]

@@ -159,6 +159,66 @@ fn keep(path: &str, roots: &[String]) -> bool {
     roots.iter().any(|r| is_under(&normal, r))
 }
 
+/// Whether `c` is invisible or controls how text is shown rather than
+/// being text: C0 controls other than tab, newline and carriage return
+/// (ESC among them), DEL, C1 controls (CSI, OSC, …), zero-width and other
+/// invisible format characters (U+00AD, U+034F, U+061C, U+115F-U+1160,
+/// U+17B4-U+17B5, U+180B-U+180F, U+200B-U+200F, U+2060-U+206F, U+3164,
+/// U+FEFF, U+FFA0, U+FFF9-U+FFFB), bidirectional embeddings, overrides
+/// and isolates (U+202A-U+202E, U+2066-U+2069), Unicode tags
+/// (U+E0000-U+E007F) and the supplementary variation selectors
+/// (U+E0100-U+E01EF), which can carry text no one sees. (The variation
+/// selectors U+FE00-U+FE0F of emoji pass.)
+pub fn is_hidden(c: char) -> bool {
+    matches!(c,
+        '\u{0}'..='\u{8}' | '\u{b}' | '\u{c}' | '\u{e}'..='\u{1f}' | '\u{7f}'..='\u{9f}'
+        | '\u{ad}' | '\u{34f}' | '\u{61c}' | '\u{115f}'..='\u{1160}' | '\u{17b4}'..='\u{17b5}'
+        | '\u{180b}'..='\u{180f}' | '\u{200b}'..='\u{200f}' | '\u{202a}'..='\u{202e}'
+        | '\u{2060}'..='\u{206f}' | '\u{3164}' | '\u{feff}' | '\u{ffa0}' | '\u{fff9}'..='\u{fffb}'
+        | '\u{e0000}'..='\u{e007f}' | '\u{e0100}'..='\u{e01ef}')
+}
+
+/// The first invisible or control character ([`is_hidden`]) in any
+/// string or object key of `v`, if any.
+pub fn hidden_character(v: &Value) -> Option<char> {
+    match v {
+        Value::String(s) => s.chars().find(|c| is_hidden(*c)),
+        Value::Array(items) => items.iter().find_map(hidden_character),
+        Value::Object(m) => m.iter().find_map(|(k, item)| {
+            k.chars()
+                .find(|c| is_hidden(*c))
+                .or_else(|| hidden_character(item))
+        }),
+        Value::Null | Value::Bool(_) | Value::Number(_) => None,
+    }
+}
+
+/// Renders terminal control sequences in every string and object key of
+/// `v` harmless, as `glove exec` renders agent output
+/// ([`glove_sandbox::sink::neutralize`]: SGR colours pass, every other
+/// escape and control becomes caret notation).
+pub fn neutralize_value(v: &mut Value) {
+    fn text(s: &str) -> String {
+        if !s.chars().any(|c| c.is_control()) {
+            return s.to_owned();
+        }
+        // Valid UTF-8 in, text (caret notation for controls) out.
+        String::from_utf8_lossy(&glove_sandbox::sink::neutralize(s.as_bytes())).into_owned()
+    }
+    match v {
+        Value::String(s) => *s = text(s),
+        Value::Array(items) => items.iter_mut().for_each(neutralize_value),
+        Value::Object(m) => {
+            let old = std::mem::take(m);
+            for (k, mut item) in old {
+                neutralize_value(&mut item);
+                m.entry(text(&k)).or_insert(item);
+            }
+        }
+        Value::Null | Value::Bool(_) | Value::Number(_) => {}
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -43,6 +43,9 @@ pub(crate) struct Entry {
     pub(crate) definition: Value,
     pub(crate) digest: Sha256Digest,
     pub(crate) blocked: bool,
+    /// Blocked for invisible or control characters in its definition
+    /// (never pinned; calls are `mcp_definition_refused`).
+    pub(crate) refused: bool,
 }
 
 #[derive(Clone, Debug, Default)]
@@ -65,6 +68,9 @@ pub(crate) enum Finding {
     Pinned(String, Sha256Digest),
     /// A tool (or, `None`, the server) whose digest differs from its pin.
     Mismatch(Option<String>, Sha256Digest),
+    /// An allowed tool whose definition carries invisible or control
+    /// characters the profile does not allow for it (not pinned).
+    Refused(String, Sha256Digest),
 }
 
 #[derive(Debug, Default)]
@@ -115,9 +121,21 @@ impl View {
             }
         }
         let server_digest = pin::server_digest(instructions, &all_digests);
+        // A definition with characters no one sees (or that drive a
+        // terminal) is refused before it could be pinned, unless the
+        // profile allows them for that tool.
+        let refused: BTreeSet<String> = defs
+            .iter()
+            .filter(|(n, (def, _))| {
+                profile.tools().get(*n).is_some_and(|p| {
+                    !p.allow_hidden_characters() && crate::sanitize::hidden_character(def).is_some()
+                })
+            })
+            .map(|(n, _)| n.clone())
+            .collect();
         let allowed: BTreeMap<String, Sha256Digest> = defs
             .iter()
-            .filter(|(n, _)| profile.tools().contains_key(*n))
+            .filter(|(n, _)| profile.tools().contains_key(*n) && !refused.contains(*n))
             .map(|(n, (_, d))| (n.clone(), *d))
             .collect();
         let (verdicts, server_differs) =
@@ -131,6 +149,23 @@ impl View {
         }
         let mut entries = BTreeMap::new();
         for (name, (def, d)) in defs {
+            if refused.contains(&name) {
+                let key = Some(name.clone());
+                if reported.get(&key) != Some(&d) {
+                    reported.insert(key, d);
+                    findings.push(Finding::Refused(name.clone(), d));
+                }
+                entries.insert(
+                    name,
+                    Entry {
+                        definition: def,
+                        digest: d,
+                        blocked: true,
+                        refused: true,
+                    },
+                );
+                continue;
+            }
             let Some(v) = verdicts.get(&name) else {
                 continue;
             };
@@ -153,6 +188,7 @@ impl View {
                     definition: def,
                     digest: d,
                     blocked,
+                    refused: false,
                 },
             );
         }
@@ -230,6 +266,9 @@ impl View {
                 if view.is_some_and(|s| s.withdrawn) {
                     return Err((MCP_UPSTREAM_FAILED, Some((server.clone(), tool.clone()))));
                 }
+                if entry.refused {
+                    return Err((MCP_DEFINITION_REFUSED, Some((server.clone(), tool.clone()))));
+                }
                 if entry.blocked {
                     return Err((MCP_PIN_MISMATCH, Some((server.clone(), tool.clone()))));
                 }
@@ -269,6 +308,7 @@ impl View {
         let at = Some((server.to_owned(), name.to_owned()));
         match s.allowed.get(name) {
             Some(_) if s.withdrawn => Err((MCP_UPSTREAM_FAILED, at)),
+            Some(e) if e.refused => Err((MCP_DEFINITION_REFUSED, at)),
             Some(e) if e.blocked => Err((MCP_PIN_MISMATCH, at)),
             Some(e) => Ok(Target {
                 server: server.to_owned(),

@@ -38,6 +38,9 @@ impl Shared {
                 let msg = match code {
                     c if c == MCP_TOOL_UNKNOWN => "unknown tool",
                     c if c == MCP_TOOL_DENIED => "the profile does not allow this tool",
+                    c if c == MCP_DEFINITION_REFUSED => {
+                        "the tool's definition carries invisible or control characters; it is blocked"
+                    }
                     c if c == MCP_UPSTREAM_FAILED => {
                         "the tool's server is withdrawn: its tool list could not be read again, or it misbehaved and was stopped"
                     }
@@ -195,7 +198,12 @@ impl Shared {
             }
         };
         self.deny_input_requests(&res, &target.server).await;
-        here(upstream_outcome(res, &target.server, &roots))
+        here(upstream_outcome(
+            res,
+            &target.server,
+            &roots,
+            policy.raw_results(),
+        ))
     }
 
     /// The input requests of an `input_required` result (2026-07-28: the
@@ -242,7 +250,8 @@ impl Shared {
             let v = match r {
                 Ok(v) => v,
                 Err(e) => {
-                    return upstream_outcome(Err(e), s.id(), &s.path_roots()).on(Some(s.id()), None)
+                    return upstream_outcome(Err(e), s.id(), &s.path_roots(), false)
+                        .on(Some(s.id()), None)
                 }
             };
             for item in v
@@ -333,7 +342,7 @@ impl Shared {
             )
             .await;
         self.deny_input_requests(&r, server.id()).await;
-        upstream_outcome(r, server.id(), &server.path_roots())
+        upstream_outcome(r, server.id(), &server.path_roots(), false)
             .args(digest)
             .on(Some(server.id()), None)
     }

@@ -84,7 +84,7 @@ impl Shared {
                 .iter()
                 .filter_map(|f| match f {
                     Finding::Pinned(t, _) => Some(t.clone()),
-                    Finding::Mismatch(..) => None,
+                    Finding::Mismatch(..) | Finding::Refused(..) => None,
                 })
                 .collect();
             lock(&self.view).block(server, &first);
@@ -103,10 +103,13 @@ impl Shared {
                 Finding::Mismatch(t, _) => {
                     Outcome::denied(MCP_PIN_MISMATCH, "").on(Some(server), t.as_deref())
                 }
+                Finding::Refused(t, _) => {
+                    Outcome::denied(MCP_DEFINITION_REFUSED, "").on(Some(server), Some(t))
+                }
             };
             let d = match &f {
                 Finding::Pinned(_, d) => *d,
-                Finding::Mismatch(_, d) => {
+                Finding::Mismatch(_, d) | Finding::Refused(_, d) => {
                     if let Some(b) = budget.as_deref_mut() {
                         if !b.spend() {
                             return Ok(Applied::OverBudget);

@@ -3,7 +3,7 @@
 
 use crate::audit::Decision;
 use crate::frame::{glove_error, Id, RpcError};
-use crate::sanitize::{strip_paths, strip_value};
+use crate::sanitize::{neutralize_value, strip_paths, strip_value};
 use crate::upstream::CallError;
 use glove_types::codes::mcp::*;
 use glove_types::{ErrorCode, Sha256Digest};
@@ -116,6 +116,7 @@ pub(super) fn upstream_outcome(
     r: Result<Value, CallError>,
     server: &str,
     roots: &[String],
+    raw: bool,
 ) -> Outcome {
     match r {
         Ok(Value::Object(m)) if m.get("resultType") == Some(&Value::from("input_required")) => {
@@ -145,6 +146,9 @@ pub(super) fn upstream_outcome(
             let mut v = Value::Object(m);
             if v.get("isError") == Some(&Value::Bool(true)) {
                 strip_value(&mut v, roots);
+            }
+            if !raw {
+                neutralize_value(&mut v);
             }
             Outcome::allowed(v)
         }

@@ -232,7 +232,8 @@ proptest! {
 const PROFILE: &str = r#"{"schema_version":1,"servers":[{"server_id":"files",
   "command":{"path":"/usr/bin/node","arguments":["x.js"],"environment":["PATH=/usr/bin"],"working_directory":"/"},
   "tools":[{"name":"read","arguments":{"path":{"required":true,"path":{"roots":["/srv"]}},
-                                        "n":{"range":{"min":1,"max":3}},"p":{"pattern":"[a-z]+"}}}],
+                                        "n":{"range":{"min":1,"max":3}},"p":{"pattern":"[a-z]+"}}},
+           {"name":"raw","allow_hidden_characters":true,"raw_results":true}],
   "resources":["file:///srv/a"],"prompts":["p"]}],"limits":{"request_timeout_ms":500}}"#;
 
 proptest! {

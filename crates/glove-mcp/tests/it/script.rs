@@ -1185,3 +1185,54 @@ async fn a_silent_change_is_caught_when_the_agent_lists() {
     assert_eq!(listed.len(), 1, "{events:?}");
     assert!(!calls(&m).iter().any(|c| c.starts_with("call greet")));
 }
+
+/// Review finding 16: a tool definition carrying invisible or control
+/// characters (Unicode tags, zero-width, bidi overrides, ESC/OSC) reached
+/// the agent as it was and was pinned as first seen; tool results kept
+/// their terminal control sequences. Such a definition is refused (not
+/// pinned, audited) unless the profile allows it for that tool, and
+/// results are neutralised as `glove exec` neutralises output unless the
+/// profile says raw.
+#[tokio::test]
+async fn hidden_characters_in_definitions_are_refused_and_results_neutralised() {
+    if !have_python() {
+        return;
+    }
+    let m = marked();
+    let tools = r#","tools":[{"name":"greet"},{"name":"hidden"},{"name":"colors"}]"#;
+    let mut h = start(&profile(&[script("script", &m.file, false, tools)], "")).await;
+    h.agent.initialize().await;
+    assert_eq!(h.agent.tool_names().await, ["colors", "greet"]);
+    let r = h.agent.call("hidden", json!({})).await;
+    assert_eq!(code(&r), "mcp_definition_refused", "{r}");
+    let c = h.agent.call("colors", json!({})).await;
+    let t = text(&c);
+    // SGR colours pass, as in `glove exec`; every other control shows.
+    assert_eq!(
+        t, "\u{1b}[31mred\u{1b}[0m ^[]52;c;aGk=^G ^[[2J M-^[6n done",
+        "{c}"
+    );
+    let (_, events) = h.finish().await;
+    let refused: Vec<_> = of(&events, Decision::Denied, "tools/list")
+        .into_iter()
+        .filter(|e| ecode(e) == "mcp_definition_refused")
+        .collect();
+    assert_eq!(refused.len(), 1, "{events:?}");
+    assert_eq!(refused[0].tool.as_deref(), Some("hidden"));
+    assert!(refused[0].result_sha256.is_some());
+    assert!(!events
+        .iter()
+        .any(|e| e.decision == Decision::Pinned && e.tool.as_deref() == Some("hidden")));
+    assert!(!calls(&m).iter().any(|c| c.starts_with("call hidden")));
+
+    // The profile may allow them per tool, and ask for raw results.
+    let tools = r#","tools":[{"name":"hidden","allow_hidden_characters":true},
+        {"name":"colors","raw_results":true}]"#;
+    let mut h = start(&profile(&[script("script", &m.file, false, tools)], "")).await;
+    h.agent.initialize().await;
+    assert_eq!(h.agent.tool_names().await, ["colors", "hidden"]);
+    assert_eq!(text(&h.agent.call("hidden", json!({})).await), "hidden ran");
+    let c = h.agent.call("colors", json!({})).await;
+    assert!(text(&c).contains("\u{1b}]52;c;aGk=\u{7}"), "{c}");
+    h.finish().await;
+}

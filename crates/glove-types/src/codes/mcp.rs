@@ -17,6 +17,7 @@ define_codes! { Mcp;
     MCP_ARGUMENT_REFUSED = "mcp_argument_refused": "an argument breaks one of the tool's argument rules in the profile (equals, one_of, prefix, pattern, range, length, path)",
     MCP_SCHEMA_REFUSED = "mcp_schema_refused": "the arguments do not satisfy the tool's input schema or the profile's schema for it, name an argument the input schema does not declare, or the input schema uses keywords outside the enforced subset at its top level",
     MCP_PIN_MISMATCH = "mcp_pin_mismatch": "the tool's definition differs from its pinned digest (or the profile pins the server and the tool is unpinned), so the tool is blocked",
+    MCP_DEFINITION_REFUSED = "mcp_definition_refused": "the tool's definition carries invisible or control characters (Unicode tags, zero-width or bidirectional controls, C0/C1 controls such as ESC) that the profile does not allow for it, so the tool is blocked and not pinned",
     MCP_PIN_FILE_INVALID = "mcp_pin_file_invalid": "the pin file does not decode, is not a private regular file, or could not be written",
     MCP_RESOURCE_DENIED = "mcp_resource_denied": "the resource, prompt or completion is not listed in the profile",
     MCP_TASK_REFUSED = "mcp_task_refused": "task-augmented requests (`params.task`, `tasks/*`) are not mediated",
