@@ -490,13 +490,25 @@ fn pins_show(a: &PinsShow) -> i32 {
                 d(&p.pending_server)
             );
         }
+        // Each digest with the definition behind it, when the file kept
+        // it, every hidden or control character written out.
+        let definition = |digest: &glove_types::Sha256Digest| match p.definitions.get(digest) {
+            Some(def) => {
+                for line in glove_mcp::pin::render_definition(def) {
+                    out!("      {line}");
+                }
+            }
+            None => out!("      (definition not kept)"),
+        };
         for (tool, digest) in &p.tools {
             out!("  {tool:<32} {digest}");
+            definition(digest);
         }
         for (tool, digest) in &p.pending {
             out!(
                 "  {tool:<32} PENDING {digest} (glove run pins approve --server {server} --tool {tool})"
             );
+            definition(digest);
         }
     }
     0

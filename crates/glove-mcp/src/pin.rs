@@ -55,6 +55,9 @@ pub const TOOL_DOMAIN: &str = "glove.mcp-tool.v1";
 pub const SERVER_DOMAIN: &str = "glove.mcp-server.v1";
 /// Largest pin file.
 pub const MAX_PIN_FILE_BYTES: usize = 1 << 20;
+/// The most bytes of kept definitions (canonical JSON) over a pin file;
+/// a definition past it is pinned by its digest only.
+pub const MAX_KEPT_DEFINITION_BYTES: usize = 512 << 10;
 
 const DEFINITION_MEMBERS: &[&str] = &[
     "name",
@@ -112,6 +115,10 @@ pub struct ServerPins {
     pub tools: BTreeMap<String, Sha256Digest>,
     /// Tool digests seen that differ from their pins.
     pub pending: BTreeMap<String, Sha256Digest>,
+    /// The definitions behind the pinned and pending tool digests, as far
+    /// as they were seen and fit ([`MAX_KEPT_DEFINITION_BYTES`]), for
+    /// `pins show` ([`render_definition`]).
+    pub definitions: BTreeMap<Sha256Digest, Value>,
 }
 
 /// How long [`PinFile::update`] waits for the pin file's lock.
@@ -142,6 +149,8 @@ struct ServerWire {
     tools: BTreeMap<String, String>,
     #[serde(default)]
     pending: BTreeMap<String, String>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    definitions: BTreeMap<String, String>,
 }
 
 fn bad(m: impl Into<String>) -> Rejection {
@@ -186,6 +195,18 @@ impl PinFile {
                     into.insert(name.clone(), digest_at(d, &here)?);
                 }
             }
+            for (d, text) in &s.definitions {
+                let here = format!("{at}.definitions.{d}");
+                let digest = digest_at(d, &here)?;
+                let def = json::parse(text.as_bytes())
+                    .ok()
+                    .filter(|v| tool_definition(v).as_ref() == Some(v))
+                    .ok_or_else(|| bad("not a tool definition").at(&here))?;
+                if tool_digest(&def) != digest {
+                    return Err(bad("the definition does not have that digest").at(here));
+                }
+                p.definitions.insert(digest, def);
+            }
             out.servers.insert(id, p);
         }
         Ok(out)
@@ -211,6 +232,14 @@ impl PinFile {
                             pending_server: p.pending_server.map(|d| d.to_hex()),
                             tools: hex(&p.tools),
                             pending: hex(&p.pending),
+                            definitions: p
+                                .definitions
+                                .iter()
+                                .map(|(d, v)| {
+                                    let text = String::from_utf8(json::canonical(v));
+                                    (d.to_hex(), text.unwrap_or_default())
+                                })
+                                .collect(),
                         },
                     )
                 })
@@ -377,6 +406,7 @@ fn approve_in(
                 .ok_or_else(|| bad("no pending digest for that tool; name one"))?;
             pins.pending.remove(t);
             pins.tools.insert(t.to_owned(), d);
+            prune(pins);
             d
         }
         None => {
@@ -389,6 +419,89 @@ fn approve_in(
         }
     };
     Ok(pinned)
+}
+
+/// Drops the kept definitions no pinned or pending digest names.
+fn prune(pins: &mut ServerPins) {
+    let named: std::collections::BTreeSet<Sha256Digest> = pins
+        .tools
+        .values()
+        .chain(pins.pending.values())
+        .copied()
+        .collect();
+    pins.definitions.retain(|d, _| named.contains(d));
+}
+
+/// Keeps the definitions `seen` (by digest) of `server`'s pinned and
+/// pending digests in `file`, while the file's kept definitions stay
+/// within [`MAX_KEPT_DEFINITION_BYTES`], and drops those no digest names.
+pub(crate) fn keep_definitions(
+    file: &mut PinFile,
+    server: &str,
+    seen: &BTreeMap<Sha256Digest, &Value>,
+) {
+    let mut kept: usize = file
+        .servers
+        .values()
+        .flat_map(|p| p.definitions.values())
+        .map(|v| json::canonical(v).len())
+        .sum();
+    let Some(pins) = file.servers.get_mut(server) else {
+        return;
+    };
+    prune(pins);
+    let named: Vec<Sha256Digest> = pins
+        .tools
+        .values()
+        .chain(pins.pending.values())
+        .copied()
+        .collect();
+    for d in named {
+        if pins.definitions.contains_key(&d) {
+            continue;
+        }
+        let Some(def) = seen.get(&d) else {
+            continue;
+        };
+        let n = json::canonical(def).len();
+        if kept.saturating_add(n) > MAX_KEPT_DEFINITION_BYTES {
+            continue;
+        }
+        kept += n;
+        pins.definitions.insert(d, (*def).clone());
+    }
+}
+
+/// A kept definition for people (`pins show`): one line per member
+/// (`title`, `description`, then the schemas and annotations as compact
+/// JSON), every character that is invisible or a control written as
+/// `\u{…}` so that nothing hides in it, long text wrapped by nothing.
+pub fn render_definition(def: &Value) -> Vec<String> {
+    fn shown(s: &str) -> String {
+        let mut out = String::with_capacity(s.len());
+        for c in s.chars() {
+            if c == '\n' {
+                out.push_str("\\n");
+            } else if crate::sanitize::is_hidden(c) || c.is_control() {
+                out.extend(c.escape_unicode());
+            } else {
+                out.push(c);
+            }
+        }
+        out
+    }
+    let mut lines = Vec::new();
+    for k in DEFINITION_MEMBERS.iter().filter(|k| **k != "name") {
+        let Some(v) = def.get(*k) else {
+            continue;
+        };
+        let text = match v {
+            Value::String(s) => shown(s),
+            other => shown(&String::from_utf8_lossy(&json::canonical(other))),
+        };
+        lines.push(format!("{k}: {text}"));
+    }
+    lines
 }
 
 /// How one allowed tool stands against its pin.
@@ -466,6 +579,42 @@ mod tests {
     use super::*;
     use serde_json::json;
     use std::os::unix::fs::PermissionsExt;
+
+    #[test]
+    fn kept_definitions_round_trip_render_and_must_match_their_digest() {
+        let def = json!({"name": "t", "description": "Adds\u{200b} numbers\nnow",
+            "inputSchema": {"type": "object"}});
+        let d = tool_digest(&def);
+        let mut f = PinFile::default();
+        let p = f.servers.entry("s".into()).or_default();
+        p.tools.insert("t".into(), d);
+        p.definitions.insert(d, def.clone());
+        let b = f.encode();
+        assert_eq!(PinFile::decode(&b).expect("decodes"), f);
+        assert_eq!(
+            render_definition(&def),
+            [
+                "description: Adds\\u{200b} numbers\\nnow",
+                r#"inputSchema: {"type":"object"}"#
+            ]
+        );
+        // A definition under another digest, or not a definition, is refused.
+        let other = tool_digest(&json!({"name": "u", "inputSchema": {}}));
+        let text = String::from_utf8(b)
+            .expect("utf-8")
+            .replace(&d.to_hex(), &other.to_hex());
+        assert_eq!(
+            PinFile::decode(text.as_bytes()).map_err(|r| r.code()),
+            Err(MCP_PIN_FILE_INVALID)
+        );
+        let mut g = f.clone();
+        g.servers
+            .get_mut("s")
+            .expect("s")
+            .definitions
+            .insert(d, json!({"name": "t"}));
+        assert!(PinFile::decode(&g.encode()).is_err());
+    }
 
     #[test]
     fn concurrent_updates_of_one_pin_file_lose_nothing() {

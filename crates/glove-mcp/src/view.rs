@@ -140,6 +140,14 @@ impl View {
             .collect();
         let (verdicts, server_differs) =
             pin::judge(profile.pins(), file, profile.id(), server_digest, &allowed);
+        if profile.pins().is_none() {
+            let seen: BTreeMap<Sha256Digest, &Value> = defs
+                .iter()
+                .filter(|(n, _)| allowed.contains_key(*n))
+                .map(|(_, (def, d))| (*d, def))
+                .collect();
+            pin::keep_definitions(file, profile.id(), &seen);
+        }
         let old = self.servers.remove(profile.id()).unwrap_or_default();
         let mut reported = old.reported;
         let mut findings = Vec::new();
