@@ -540,6 +540,22 @@ fn list_elements(h: &HeaderMap, name: HeaderName) -> Vec<String> {
         .collect()
 }
 
+/// Whether a response's transfer coding is none or exactly one `chunked`
+/// (one field, one element, any case): the only framing hyper undoes
+/// whole. Anything else (`gzip, chunked`, `chunked, chunked`, two fields,
+/// `chunked,`, which hyper reads as not chunked and passes on to the
+/// close with its framing) would reach the agent with a coding still on.
+fn single_chunked_or_none(h: &HeaderMap) -> bool {
+    let mut fields = h.get_all(header::TRANSFER_ENCODING).iter();
+    match (fields.next(), fields.next()) {
+        (None, _) => true,
+        (Some(v), None) => v
+            .to_str()
+            .is_ok_and(|s| s.trim().eq_ignore_ascii_case("chunked")),
+        _ => false,
+    }
+}
+
 /// The bytes a request head takes as the proxy hands it to hyper (the
 /// request line, each field, the blank line); hyper may add a framing
 /// field of its own.
@@ -1383,11 +1399,10 @@ impl ConnCtx {
         let (mut rparts, rbody) = resp.into_parts();
         // A transfer coding other than chunked would reach the agent
         // undone and unannounced (its header is hop-by-hop), and could hide
-        // a credential from the check below: never forwarded.
-        if list_elements(&rparts.headers, header::TRANSFER_ENCODING)
-            .iter()
-            .any(|t| t != "chunked")
-        {
+        // a credential from the check below: never forwarded. So would a
+        // second layer of chunked (`chunked, chunked`, two fields, or a
+        // list hyper does not read as chunked, such as `chunked,`).
+        if !single_chunked_or_none(&rparts.headers) {
             return Err(upstream_failed(
                 "answered with a transfer coding other than chunked, which is not forwarded",
             ));

@@ -1353,3 +1353,86 @@ async fn a_credential_in_a_trailer_never_reaches_the_agent() {
     assert_eq!(summary.requests_failed, 1, "{events:?}");
     assert_eq!(refused_codes(&events), vec!["egress_credential_reflected"]);
 }
+
+/// Review of the issue 26 fixes: a response transfer coding that is
+/// chunked but not *only* chunked once — `chunked, chunked` (hyper
+/// undoes one layer), `chunked,` or `, chunked` (hyper reads the last
+/// element, empty, as not chunked and passes the body to the close with
+/// its framing) — reached the agent with a layer of chunk framing still
+/// in it, undone and unannounced: the same walk-around as `gzip,
+/// chunked`. Here the framing splits a reflected credential into runs
+/// shorter than the check's, which the agent can join again. Only a
+/// single `chunked` is a transfer coding the proxy forwards.
+#[tokio::test]
+async fn review_a_response_chunked_more_than_once_is_refused() {
+    fn answer(path: &str) -> String {
+        // The credential in inner chunks of 6 bytes (each run shorter
+        // than the check's 12), in one outer chunk.
+        let inner = "6\r\nsk-rea\r\n6\r\nl-secr\r\n6\r\net-012\r\n7\r\n3456789\r\n0\r\n\r\n";
+        let n = inner.len();
+        match path {
+            "/twice" => format!(
+                "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked, chunked\r\n\r\n{n:x}\r\n{inner}\r\n0\r\n\r\n"
+            ),
+            "/two-fields" => format!(
+                "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n{n:x}\r\n{inner}\r\n0\r\n\r\n"
+            ),
+            "/trailing-comma" => {
+                format!("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked,\r\n\r\n{inner}")
+            }
+            _ => "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nplain\r\n0\r\n\r\n"
+                .to_owned(),
+        }
+    }
+    let (port, heads) = raw_upstream(answer).await;
+    let dir = private_dir();
+    let source = secret_file(&dir, "key", "sk-real-secret-0123456789");
+    let h = Harness::start_in(dir, &brokered_policy(port, &source), ProxyLimits::default());
+    let paths = ["/twice", "/two-fields", "/trailing-comma"];
+    for path in paths {
+        let head = format!(
+            "GET http://model.test:{port}{path} HTTP/1.1\r\nHost: model.test\r\nConnection: close\r\n\r\n"
+        );
+        let (status, code, text) = raw(&h, 0, &head).await;
+        assert!(!text.contains("sk-rea"), "{path}: {text}");
+        assert_eq!(status, 502, "{path}: {text}");
+        assert_eq!(code.as_deref(), Some("egress_upstream_failed"), "{path}");
+    }
+    // A single chunked coding still goes through.
+    let got = once(&h, 0, get(&format!("http://model.test:{port}/plain"))).await;
+    assert_eq!((got.status, got.body.as_str()), (200, "plain"));
+    assert_eq!(heads.lock().expect("lock").len(), paths.len() + 1);
+    let (summary, events) = h.finish().await;
+    assert_eq!(summary.requests_failed, paths.len() as u64, "{events:?}");
+}
+
+/// Review of the issue 26 fixes (finding 8 covered request heads only):
+/// an endpoint's response heads are not counted against its `max_bytes`
+/// (nor in `bytes_down`), so an endpoint with a 1000-byte budget hands
+/// the agent 20 KiB per response in headers, as often as it is asked.
+/// Ignored: counting them changes what `bytes_down` and the docs say
+/// `max_bytes` covers, which is for the proxy's owner to decide.
+#[tokio::test]
+#[ignore = "review finding: response heads are not charged to max_bytes"]
+async fn review_response_heads_count_against_max_bytes() {
+    fn answer(_: &str) -> String {
+        let pad = "p".repeat(20 * 1024);
+        format!("HTTP/1.1 200 OK\r\nX-Pad: {pad}\r\nContent-Length: 2\r\n\r\nok")
+    }
+    let (port, _) = raw_upstream(answer).await;
+    let extra = format!(r#","limits":[{{"endpoint":"model.test:{port}","max_bytes":1000}}]"#);
+    let h = Harness::start(&loopback_policy(port, &extra), ProxyLimits::default());
+    let mut delivered = 0;
+    for _ in 0..3 {
+        let head = format!(
+            "GET http://model.test:{port}/ HTTP/1.1\r\nHost: model.test\r\nConnection: close\r\n\r\n"
+        );
+        let (_, _, text) = raw(&h, 0, &head).await;
+        delivered += text.matches('p').count();
+    }
+    let (summary, _) = h.finish().await;
+    assert!(
+        delivered <= 1000,
+        "{delivered} bytes of response heads past a 1000-byte budget; {summary:?}"
+    );
+}
