@@ -32,9 +32,9 @@
 //! **Audit before release.** Every decision is an
 //! [`EgressEvent`](glove_types::egress::event::EgressEvent) appended
 //! durably to the session's egress journal before the agent sees its
-//! outcome: a tunnel's before the `200`, a forwarded request's once the
-//! upstream's response head is in and before it is released, a refusal's
-//! before the error. Tunnels and mapped connections get one more
+//! outcome: a tunnel's before the `200`, a forwarded request's before any
+//! byte of it leaves for the upstream (a failure after that is one more
+//! event), a refusal's before the error. Tunnels and mapped connections get one more
 //! (allowed) connection event when they end, with their bytes and
 //! duration. If an append fails, or the journal has no room left for the
 //! events a decision needs, the agent gets `503 egress_audit_failed` and

@@ -1181,8 +1181,8 @@ impl ConnCtx {
     }
 
     /// Forwards one request to a decided target over a new upstream
-    /// connection (TLS, verified, when `tls`), auditing the decision once
-    /// the response head is in and before it is released.
+    /// connection (TLS, verified, when `tls`), auditing the decision before
+    /// any byte of the request leaves.
     async fn forward(
         &self,
         req: Request<Incoming>,
