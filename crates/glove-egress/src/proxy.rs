@@ -570,6 +570,19 @@ fn wire_head_len(parts: &hyper::http::request::Parts) -> u64 {
     u64::try_from(total).unwrap_or(u64::MAX)
 }
 
+/// The length of a response head as the agent gets it (status line, each
+/// field, the blank line), for the byte limit.
+fn wire_response_head_len(parts: &hyper::http::response::Parts) -> u64 {
+    let reason = parts.status.canonical_reason().map_or(0, str::len);
+    let line = "HTTP/1.1 200 ".len() + reason + 2;
+    let total = parts
+        .headers
+        .iter()
+        .map(|(n, v)| n.as_str().len() + 2 + v.len() + 2)
+        .fold(line + 2, usize::saturating_add);
+    u64::try_from(total).unwrap_or(u64::MAX)
+}
+
 /// The port of a request target's authority, parsed strictly: `:` and 1
 /// to 5 digits making 1-65535, or no port at all (then `default`, when
 /// the scheme has one). http's own `port_u16` reads an unparseable or
@@ -1439,6 +1452,18 @@ impl ConnCtx {
             session: self.shared.bytes_down.clone(),
             connection: self.down.clone(),
         };
+        // The response head counts against the endpoint's byte limit as the
+        // request head does: an endpoint could otherwise hand the agent any
+        // amount in header fields past a small budget.
+        let head = wire_response_head_len(&rparts);
+        if !st.reserve(head) {
+            return Err(Refusal::new(
+                EGRESS_LIMIT_REACHED,
+                format!("the response head ({head} bytes) is over what is left of the endpoint's byte limit"),
+            )
+            .status(StatusCode::BAD_GATEWAY));
+        }
+        down_flow.note(head);
         let shared = self.shared.clone();
         let metered = Metered::new(rbody, down_flow, idle)
             .withholding_secrets(secrets)
