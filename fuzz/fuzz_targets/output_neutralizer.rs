@@ -6,5 +6,5 @@
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
-    glove_sandbox::sink::fuzz_neutralize(data);
+    glove_types::neutralize::fuzz_neutralize(data);
 });

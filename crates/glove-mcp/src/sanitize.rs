@@ -195,7 +195,7 @@ pub fn hidden_character(v: &Value) -> Option<char> {
 
 /// Renders terminal control sequences in every string and object key of
 /// `v` harmless, as `glove exec` renders agent output
-/// ([`glove_sandbox::sink::neutralize`]: SGR colours pass, every other
+/// ([`glove_types::neutralize::neutralize`]: SGR colours pass, every other
 /// escape and control becomes caret notation).
 pub fn neutralize_value(v: &mut Value) {
     fn text(s: &str) -> String {
@@ -203,7 +203,7 @@ pub fn neutralize_value(v: &mut Value) {
             return s.to_owned();
         }
         // Valid UTF-8 in, text (caret notation for controls) out.
-        String::from_utf8_lossy(&glove_sandbox::sink::neutralize(s.as_bytes())).into_owned()
+        String::from_utf8_lossy(&glove_types::neutralize::neutralize(s.as_bytes())).into_owned()
     }
     match v {
         Value::String(s) => *s = text(s),

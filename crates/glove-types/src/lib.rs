@@ -30,6 +30,7 @@ pub mod digest;
 pub mod egress;
 pub mod error;
 pub mod ids;
+pub mod neutralize;
 pub mod paths;
 pub mod plan;
 pub mod policy;
