@@ -55,8 +55,9 @@ pub const TOOL_DOMAIN: &str = "glove.mcp-tool.v1";
 pub const SERVER_DOMAIN: &str = "glove.mcp-server.v1";
 /// Largest pin file.
 pub const MAX_PIN_FILE_BYTES: usize = 1 << 20;
-/// The most bytes of kept definitions (canonical JSON) over a pin file;
-/// a definition past it is pinned by its digest only.
+/// The most bytes of kept definitions over a pin file, as the file holds
+/// them (canonical JSON in a JSON string); a definition past it is pinned
+/// by its digest only.
 pub const MAX_KEPT_DEFINITION_BYTES: usize = 512 << 10;
 
 const DEFINITION_MEMBERS: &[&str] = &[
@@ -444,8 +445,8 @@ pub(crate) fn keep_definitions(
         .servers
         .values()
         .flat_map(|p| p.definitions.values())
-        .map(|v| json::canonical(v).len())
-        .sum();
+        .map(stored_len)
+        .fold(0, usize::saturating_add);
     let Some(pins) = file.servers.get_mut(server) else {
         return;
     };
@@ -463,13 +464,22 @@ pub(crate) fn keep_definitions(
         let Some(def) = seen.get(&d) else {
             continue;
         };
-        let n = json::canonical(def).len();
+        let n = stored_len(def);
         if kept.saturating_add(n) > MAX_KEPT_DEFINITION_BYTES {
             continue;
         }
         kept += n;
         pins.definitions.insert(d, (*def).clone());
     }
+}
+
+/// The bytes a kept definition takes in the file: its canonical JSON as
+/// the JSON string the file holds, where a `"` or `\\` takes twice its
+/// canonical bytes (measured so, the kept definitions cannot make a file
+/// past [`MAX_PIN_FILE_BYTES`], which no read would accept).
+fn stored_len(def: &Value) -> usize {
+    let text = String::from_utf8_lossy(&json::canonical(def)).into_owned();
+    canon::encode(&text).map_or(usize::MAX, |b| b.len())
 }
 
 /// A kept definition for people (`pins show`): one line per member
@@ -614,6 +624,29 @@ mod tests {
             .definitions
             .insert(d, json!({"name": "t"}));
         assert!(PinFile::decode(&g.encode()).is_err());
+    }
+
+    /// Third review: the kept definitions were bounded by their canonical
+    /// length, but the file holds each as a JSON string, where a `"` or
+    /// `\\` takes twice its canonical bytes: an upstream whose allowed
+    /// tool describes itself in quotes made a pin file past
+    /// [`MAX_PIN_FILE_BYTES`], which no later read (the next session's
+    /// start, `pins show`, `pins approve`) accepts.
+    #[test]
+    fn kept_definitions_never_make_a_pin_file_too_large_to_read() {
+        let shell = json!({"name": "t", "description": "", "inputSchema": {}});
+        let room = MAX_KEPT_DEFINITION_BYTES - json::canonical(&shell).len();
+        let def = json!({"name": "t", "description": "\"".repeat(room / 2),
+            "inputSchema": {}});
+        let d = tool_digest(&def);
+        let mut f = PinFile::default();
+        let p = f.servers.entry("s".into()).or_default();
+        p.tools.insert("t".into(), d);
+        let seen: BTreeMap<Sha256Digest, &Value> = [(d, &def)].into_iter().collect();
+        keep_definitions(&mut f, "s", &seen);
+        let b = f.encode();
+        assert!(b.len() <= MAX_PIN_FILE_BYTES, "{} bytes", b.len());
+        assert_eq!(PinFile::decode(&b).expect("decodes"), f);
     }
 
     #[test]

@@ -99,7 +99,9 @@
 //!
 //! **The agent's refusals are budgeted.** Refusals of the agent's frames
 //! (denied requests, frames refused without a usable id, notifications
-//! ignored) are journaled one by one up to [`REFUSAL_EVENTS_PER_SECOND`]
+//! ignored) and the answers the mediator makes itself (`ping`,
+//! `initialize`, `server/discover`, `tools/list`,
+//! `resources/templates/list`: [`ANSWERED_LOCALLY`]) are journaled one by one up to [`REFUSAL_EVENTS_PER_SECOND`]
 //! a second per session; past that they are still answered (or dropped)
 //! but only counted, and the count is journaled as one `counted` event
 //! before the next event of a later second (or at `finish`). A refusal
@@ -157,6 +159,19 @@ pub const MAX_UNSOLICITED_EVENTS: usize = 64;
 /// session; past it they are answered (or dropped) and counted, and the
 /// count is journaled as one `counted` event (see the module docs).
 pub const REFUSAL_EVENTS_PER_SECOND: u32 = 64;
+
+/// The methods the mediator answers itself, from its own state and
+/// Glove's view (whose definitions were audited when they were pinned):
+/// their allowed answers share the refusals' budget
+/// ([`REFUSAL_EVENTS_PER_SECOND`]), since they forward nothing and release
+/// nothing an upstream answered.
+const ANSWERED_LOCALLY: &[&str] = &[
+    "ping",
+    "initialize",
+    "server/discover",
+    "tools/list",
+    "resources/templates/list",
+];
 
 /// The current second's refusal budget and the refusals counted past it.
 #[derive(Default)]
@@ -804,7 +819,12 @@ impl Shared {
             ));
         }
         let e = self.event(Some(req), &o, result);
-        if o.decision == Decision::Denied && !self.refusal_journaled().await {
+        // A refusal, or an answer the mediator made itself from nothing an
+        // upstream said in reply (a ping above all): budgeted, or a flood
+        // of them would fill the journal as refusals did.
+        let budgeted = o.decision == Decision::Denied
+            || (o.decision == Decision::Allowed && ANSWERED_LOCALLY.contains(&req.method.as_str()));
+        if budgeted && !self.refusal_journaled().await {
             // Past this second's budget: answered, counted (nothing was
             // forwarded; the count is journaled later).
             drop(res);
@@ -813,7 +833,7 @@ impl Shared {
             }
             return;
         }
-        if o.decision != Decision::Denied {
+        if !budgeted {
             let due = self.count_due();
             self.record_count(due).await;
         }

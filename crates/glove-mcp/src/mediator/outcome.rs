@@ -160,6 +160,13 @@ pub(super) fn upstream_outcome(
             )
         },
         Err(CallError::Rpc(e)) => {
+            // Neutralised as a result is: the message reaches the same
+            // terminal.
+            let mut shown = Value::from(strip_paths(&e.message, roots));
+            if !raw {
+                neutralize_value(&mut shown);
+            }
+            let message = format!("upstream {server}: {}", shown.as_str().unwrap_or_default());
             let mut data = Map::new();
             data.insert(
                 "glove_code".into(),
@@ -169,7 +176,7 @@ pub(super) fn upstream_outcome(
                 reply: Reply::Error(RpcError {
                     code: e.code,
                     // Never mistaken for Glove's own `glove: <code>: …`.
-                    message: format!("upstream {server}: {}", strip_paths(&e.message, roots)),
+                    message,
                     data: Some(Value::Object(data)),
                 }),
                 decision: Decision::UpstreamError,

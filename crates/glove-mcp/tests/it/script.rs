@@ -1282,3 +1282,67 @@ async fn the_pin_file_keeps_the_definitions_pins_show_renders() {
     let s = pin::show(&pins).expect("pins").servers["script"].clone();
     assert_eq!(s.definitions.len(), 2, "greet v2 and mutate: {s:?}");
 }
+
+/// Third review (of the issue 26 fixes): the refusal budget covered only
+/// refusals, but a request the mediator answers itself — `ping` above
+/// all — is journaled one by one too, so an agent pipelining pings still
+/// filled the journal, after which every tool call was
+/// `mcp_audit_failed`: finding 9 through an allowed request.
+#[tokio::test]
+async fn a_flood_of_pings_neither_fills_the_audit_nor_stops_the_tools() {
+    if !have_python() {
+        return;
+    }
+    let m = marked();
+    let tools = r#","tools":[{"name":"greet"}]"#;
+    let p = profile(&[script("script", &m.file, false, tools)], "");
+    // Room for far fewer events than the pings.
+    let mut h = start_with(&p, glove_mcp::journal_spec(4 << 20, 1000), None).await;
+    h.agent.initialize().await;
+    const FLOOD: usize = 3000;
+    let mut sent = 0;
+    while sent < FLOOD {
+        let n = 200.min(FLOOD - sent);
+        let mut batch = Vec::new();
+        for i in sent..sent + n {
+            batch.extend_from_slice(
+                format!(r#"{{"jsonrpc":"2.0","id":"p{i}","method":"ping"}}"#).as_bytes(),
+            );
+            batch.push(b'\n');
+        }
+        batch.pop();
+        h.agent.send_raw(&batch).await;
+        for _ in 0..n {
+            let a = h.agent.recv().await.expect("an answer");
+            assert_eq!(a["result"], json!({}), "{a}");
+        }
+        sent += n;
+    }
+    let g = h.agent.call("greet", json!({"who": "flo"})).await;
+    assert_eq!(text(&g), "hello flo", "{g}");
+    assert!(!h.mediator.audit_failed());
+    let (summary, events) = h.finish().await;
+    assert!(!summary.audit_failed);
+    let journaled = of(&events, Decision::Allowed, "ping").len() as u64;
+    assert_eq!(journaled + summary.unjournaled, FLOOD as u64);
+}
+
+/// Third review: results have their terminal control sequences
+/// neutralised, but an upstream's JSON-RPC error message reached the
+/// agent with its OSC 52 clipboard write, screen clear and C1 CSI intact.
+#[tokio::test]
+async fn an_upstream_error_message_is_neutralised_too() {
+    if !have_python() {
+        return;
+    }
+    let m = marked();
+    let tools = r#","tools":[{"name":"escfail"}]"#;
+    let mut h = start(&profile(&[script("script", &m.file, false, tools)], "")).await;
+    h.agent.initialize().await;
+    let r = h.agent.call("escfail", json!({})).await;
+    assert_eq!(code(&r), "mcp_upstream_error", "{r}");
+    let msg = r["error"]["message"].as_str().expect("a message");
+    assert!(!msg.chars().any(char::is_control), "{msg:?}");
+    assert_eq!(msg, "upstream script: bad ^[]52;c;aGk=^G ^[[2J M-^[6n");
+    h.finish().await;
+}
