@@ -63,7 +63,7 @@ pub use anchor_file::AnchorFile;
 pub use commit::CommitStats;
 pub use error::JournalError;
 pub use format::JournalKind;
-pub use journal::{Appended, Journal, OpenReport, Opened, RecordView, TornRepair};
+pub use journal::{Appended, Journal, JournalView, OpenReport, Opened, RecordView, TornRepair};
 
 pub use receipt::{verify_file, ReceiptJournal};
 pub use replay::{replay_bytes, Replayed};

@@ -688,8 +688,10 @@ impl ReceiptJournal {
         self.state.of_session(session)
     }
 
-    /// The underlying journal.
-    pub fn journal(&self) -> &Journal {
-        &self.journal
+    /// A read-only view of the underlying journal (its size, count and
+    /// anchor). No raw writer is handed out: records reach this file only
+    /// through the MAC-chained receipt writer.
+    pub fn journal(&self) -> crate::journal::JournalView<'_> {
+        crate::journal::JournalView::new(&self.journal)
     }
 }

@@ -749,9 +749,11 @@ impl SessionStore {
         self.journal.anchor()
     }
 
-    /// The underlying journal.
-    pub fn journal(&self) -> &Journal {
-        &self.journal
+    /// A read-only view of the underlying journal (its size, count and
+    /// anchor). No raw writer is handed out: records reach this file only
+    /// through the lifecycle (`StoreLog`).
+    pub fn journal(&self) -> crate::journal::JournalView<'_> {
+        crate::journal::JournalView::new(&self.journal)
     }
 }
 
