@@ -54,11 +54,36 @@ pub(crate) struct ServerView {
     listed: BTreeSet<String>,
     /// The allowed tools it lists.
     allowed: BTreeMap<String, Entry>,
-    /// Digests already audited as mismatching (per tool; `None` key for
-    /// the server digest), so each is audited once.
-    reported: BTreeMap<Option<String>, Sha256Digest>,
+    /// Digests already audited as mismatching or refused (per tool;
+    /// `None` key for the server digest), so each is audited once: every
+    /// one of them up to [`REPORTED_PER_TOOL`], so a server alternating
+    /// between definitions is not reported on every re-list.
+    reported: BTreeMap<Option<String>, Reported>,
     /// Whether the server's tools are withdrawn (see the module docs).
     withdrawn: bool,
+}
+
+/// The digests remembered as reported per tool (the oldest is forgotten
+/// past it; a server cycling through more definitions than this is
+/// reported again, from its bounded budget).
+pub(crate) const REPORTED_PER_TOOL: usize = 16;
+
+/// The digests reported for one tool, oldest first.
+#[derive(Clone, Debug, Default)]
+struct Reported(std::collections::VecDeque<Sha256Digest>);
+
+impl Reported {
+    /// Remembers `d`; `true` when it was not remembered yet (to report).
+    fn first(&mut self, d: Sha256Digest) -> bool {
+        if self.0.contains(&d) {
+            return false;
+        }
+        if self.0.len() >= REPORTED_PER_TOOL {
+            self.0.pop_front();
+        }
+        self.0.push_back(d);
+        true
+    }
 }
 
 /// Something a listing showed that the audit must record.
@@ -151,16 +176,13 @@ impl View {
         let old = self.servers.remove(profile.id()).unwrap_or_default();
         let mut reported = old.reported;
         let mut findings = Vec::new();
-        if server_differs && reported.get(&None) != Some(&server_digest) {
-            reported.insert(None, server_digest);
+        if server_differs && reported.entry(None).or_default().first(server_digest) {
             findings.push(Finding::Mismatch(None, server_digest));
         }
         let mut entries = BTreeMap::new();
         for (name, (def, d)) in defs {
             if refused.contains(&name) {
-                let key = Some(name.clone());
-                if reported.get(&key) != Some(&d) {
-                    reported.insert(key, d);
+                if reported.entry(Some(name.clone())).or_default().first(d) {
                     findings.push(Finding::Refused(name.clone(), d));
                 }
                 entries.insert(
@@ -183,9 +205,7 @@ impl View {
                 Verdict::FirstSight => findings.push(Finding::Pinned(name.clone(), d)),
                 Verdict::Mismatch => {
                     blocked = true;
-                    let key = Some(name.clone());
-                    if reported.get(&key) != Some(&d) {
-                        reported.insert(key, d);
+                    if reported.entry(Some(name.clone())).or_default().first(d) {
                         findings.push(Finding::Mismatch(Some(name.clone()), d));
                     }
                 }
@@ -362,5 +382,60 @@ impl View {
         self.shown()
             .map(|(shown, e)| (shown.clone(), e.digest))
             .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::profile::Profile;
+    use serde_json::json;
+
+    fn profile() -> Profile {
+        let p = r#"{"schema_version":1,"servers":[{"server_id":"s","command":{"path":"/bin/true",
+            "arguments":[],"environment":[],"working_directory":"/"},"tools":[{"name":"t"}]}]}"#;
+        Profile::decode(p.as_bytes()).expect("profile")
+    }
+
+    fn tool(description: &str) -> Value {
+        json!({"name": "t", "description": description, "inputSchema": {"type": "object"}})
+    }
+
+    /// Fourth review, finding 4: only the last reported digest was
+    /// remembered, so a server alternating between two changed
+    /// definitions was reported again on every re-list.
+    #[test]
+    fn an_alternating_definition_is_reported_once_per_digest() {
+        let p = profile();
+        let s = &p.servers()[0];
+        let mut file = PinFile::default();
+        let mut view = View::default();
+        let first = view.apply(s, &mut file, &[tool("v1")], None);
+        assert!(matches!(first[..], [Finding::Pinned(..)]), "{first:?}");
+        let mut mismatches = 0;
+        for n in 0..20 {
+            let d = if n % 2 == 0 { "v2" } else { "v3" };
+            let f = view.apply(s, &mut file, &[tool(d)], None);
+            mismatches += f
+                .iter()
+                .filter(|f| matches!(f, Finding::Mismatch(Some(_), _)))
+                .count();
+        }
+        assert_eq!(mismatches, 2);
+        // Bounded: a server cycling through more definitions than are
+        // remembered is reported again (from its budget), never unbounded
+        // memory.
+        for n in 0..=REPORTED_PER_TOOL {
+            view.apply(s, &mut file, &[tool(&format!("w{n}"))], None);
+        }
+        let again = view.apply(s, &mut file, &[tool("w0")], None);
+        assert!(
+            again.contains(&Finding::Mismatch(
+                Some("t".into()),
+                pin::tool_digest(&tool("w0"))
+            )),
+            "{again:?}"
+        );
+        assert!(view.servers["s"].reported[&Some("t".into())].0.len() <= REPORTED_PER_TOOL);
     }
 }

@@ -18,20 +18,26 @@ use std::time::Instant;
 use tokio::sync::mpsc;
 
 /// The audit events one upstream may still cause on its own (see the
-/// module docs of [`super`]). Not `Clone`: one per watched upstream.
+/// module docs of [`super`]). Not `Clone`: one per upstream for its whole
+/// life, shared by its watcher and the agent's re-lists
+/// ([`Shared::spend`]).
 pub(super) struct Budget {
     left: usize,
+    /// The upstream was stopped (once: its watcher and an agent's re-list
+    /// may both find the budget spent).
+    stopped: bool,
 }
 
 impl Budget {
     pub(super) fn new() -> Budget {
         Budget {
             left: MAX_UNSOLICITED_EVENTS,
+            stopped: false,
         }
     }
 
     /// Takes one event from the budget; `false` when it is spent.
-    fn spend(&mut self) -> bool {
+    pub(super) fn spend(&mut self) -> bool {
         match self.left.checked_sub(1) {
             Some(left) => {
                 self.left = left;
@@ -54,19 +60,26 @@ pub(super) enum Applied {
 }
 
 impl Shared {
+    /// Takes one event from `server`'s budget; `false` when it is spent
+    /// (or the server is unknown: fail closed).
+    fn spend(&self, server: &str) -> bool {
+        self.budgets.get(server).is_some_and(|b| lock(b).spend())
+    }
+
     /// Applies a listing of `server`, audits its findings, saves the pin
     /// file. At start (`budget` is `None`) a pin file that cannot be
-    /// written is an error; later it blocks the first sights, and every
-    /// mismatch found is taken from the upstream's `budget` (first
-    /// sights are not: there is at most one per allowed tool).
+    /// written is an error; later (`budgeted`) it blocks the first
+    /// sights, and every mismatch found is taken from the upstream's
+    /// budget (first sights are not: there is at most one per allowed
+    /// tool).
     pub(super) async fn apply_listing(
         &self,
         server: &str,
         tools: &[Value],
         instructions: Option<&str>,
-        mut budget: Option<&mut Budget>,
+        budgeted: bool,
     ) -> Result<Applied, McpError> {
-        let at_start = budget.is_none();
+        let at_start = !budgeted;
         if self.profile.server(server).is_none() {
             return Ok(Applied::Recorded);
         }
@@ -110,10 +123,8 @@ impl Shared {
             let d = match &f {
                 Finding::Pinned(_, d) => *d,
                 Finding::Mismatch(_, d) | Finding::Refused(_, d) => {
-                    if let Some(b) = budget.as_deref_mut() {
-                        if !b.spend() {
-                            return Ok(Applied::OverBudget);
-                        }
+                    if budgeted && !self.spend(server) {
+                        return Ok(Applied::OverBudget);
                     }
                     *d
                 }
@@ -186,14 +197,13 @@ impl Shared {
             return;
         };
         let changed = up.tools_changed();
-        let mut budget = Budget::new();
         loop {
             let within = tokio::select! {
                 ev = rx.recv() => match ev {
                     None | Some(Inbound::Closed) => break,
-                    Some(ev) => self.unsolicited(&server, ev, &mut budget).await,
+                    Some(ev) => self.unsolicited(&server, ev).await,
                 },
-                () = changed.notified() => self.relist(&server, &mut budget).await,
+                () = changed.notified() => self.relist(&server).await,
             };
             // A flooded server is stopped once what it queued is taken
             // (which spends its budget first).
@@ -204,10 +214,10 @@ impl Shared {
         }
     }
 
-    /// Audits one frame an upstream sent on its own (from its `budget`);
+    /// Audits one frame an upstream sent on its own (from its budget);
     /// `false` when the budget is spent.
-    async fn unsolicited(&self, server: &str, ev: Inbound, budget: &mut Budget) -> bool {
-        if !budget.spend() {
+    async fn unsolicited(&self, server: &str, ev: Inbound) -> bool {
+        if !self.spend(server) {
             return false;
         }
         match ev {
@@ -246,8 +256,9 @@ impl Shared {
     /// judged against its pin then (the changed tool blocked, the
     /// mismatch audited) instead of being called under the definition
     /// pinned and shown. A server no longer running is skipped (its calls
-    /// fail anyway). The audit events a re-list causes come from a budget
-    /// of their own per re-list; one that spends it stops the server.
+    /// fail anyway). The audit events a re-list causes come from the
+    /// server's one budget, which its watcher spends too; a re-list that
+    /// finds it spent stops the server.
     pub(super) async fn relist_for_agent(&self, scope: Option<&str>) {
         for (server, up) in &self.upstreams {
             if scope.is_some_and(|s| s != server) || !up.is_alive() {
@@ -267,8 +278,7 @@ impl Shared {
             if !due {
                 continue;
             }
-            let mut budget = Budget::new();
-            if !self.relist(server, &mut budget).await {
+            if !self.relist(server).await {
                 self.stop_upstream(server).await;
             }
         }
@@ -278,6 +288,11 @@ impl Shared {
     /// its process killed (its calls in flight and later fail
     /// `mcp_upstream_failed`), one event says so, the agent is told.
     async fn stop_upstream(&self, server: &str) {
+        if let Some(b) = self.budgets.get(server) {
+            if std::mem::replace(&mut lock(b).stopped, true) {
+                return;
+            }
+        }
         let before = lock(&self.view).fingerprint();
         lock(&self.view).withdraw(server);
         if let Some(up) = self.upstreams.get(server) {
@@ -309,7 +324,7 @@ impl Shared {
     /// Re-lists `server`'s tools after `list_changed`. A failed re-list
     /// withdraws its tools (until a later one succeeds) and is audited.
     /// `false` when the upstream's budget ran out.
-    async fn relist(&self, server: &str, budget: &mut Budget) -> bool {
+    async fn relist(&self, server: &str) -> bool {
         // One re-list of a server at a time; other servers' go on.
         let _guard = match self.relist.get(server) {
             Some(l) => Some(l.lock().await),
@@ -324,7 +339,7 @@ impl Shared {
             Ok(tools) => {
                 let instructions = self.instructions.get(server).cloned().flatten();
                 let applied = self
-                    .apply_listing(server, &tools, instructions.as_deref(), Some(budget))
+                    .apply_listing(server, &tools, instructions.as_deref(), true)
                     .await
                     .unwrap_or(Applied::AuditFailed);
                 applied != Applied::OverBudget
@@ -333,7 +348,7 @@ impl Shared {
                 // The old definitions are no longer what the server
                 // offers: nothing of it is callable until it lists again.
                 lock(&self.view).withdraw(server);
-                if budget.spend() {
+                if self.spend(server) {
                     let code = match e {
                         CallError::Timeout => MCP_UPSTREAM_TIMEOUT,
                         CallError::Rpc(_) => MCP_UPSTREAM_ERROR,

@@ -74,7 +74,9 @@
 //! frame, server-to-client request, failed re-list and pin mismatch
 //! found by a re-list is one audit event that no agent request paid
 //! for; one upstream may cause at most [`MAX_UNSOLICITED_EVENTS`] of them
-//! (first sights of allowed tools are not counted: at most one each).
+//! in its whole life, whoever started the re-list (its `list_changed` or
+//! the agent's `tools/list`): one budget per upstream (first sights of
+//! allowed tools are not counted: at most one each).
 //! The next one is not audited: the upstream is stopped instead — its
 //! tools withdrawn, its process group killed, one `upstream_error`
 //! event (`mcp_upstream_failed`, no method) recorded, the agent told —
@@ -243,6 +245,10 @@ struct Shared {
     /// Serialises re-listing of each upstream's tools (one lock per
     /// server: a server slow to list stalls no other).
     relist: BTreeMap<String, tokio::sync::Mutex<()>>,
+    /// What each upstream may still cause on its own
+    /// ([`MAX_UNSOLICITED_EVENTS`] for its whole life, shared by its
+    /// watcher and the agent's re-lists).
+    budgets: BTreeMap<String, Mutex<listing::Budget>>,
     /// Each server's instructions from its handshake (for its digest).
     instructions: BTreeMap<String, Option<String>>,
     /// The agent's refusals: this second's budget, and the count past it
@@ -397,6 +403,10 @@ impl Mediator {
             .keys()
             .map(|s| (s.clone(), tokio::sync::Mutex::new(())))
             .collect();
+        let budgets = upstreams
+            .keys()
+            .map(|s| (s.clone(), Mutex::new(listing::Budget::new())))
+            .collect();
         let shared = Arc::new(Shared {
             profile,
             session_id: config.session_id,
@@ -411,6 +421,7 @@ impl Mediator {
             connections: std::sync::atomic::AtomicU64::new(0),
             in_flight: Mutex::new(HashMap::new()),
             relist,
+            budgets,
             instructions: listings
                 .iter()
                 .map(|(s, _, i)| (s.clone(), i.clone()))
@@ -425,7 +436,7 @@ impl Mediator {
         };
         for (server, tools, instructions) in listings {
             match shared
-                .apply_listing(&server, &tools, instructions.as_deref(), None)
+                .apply_listing(&server, &tools, instructions.as_deref(), false)
                 .await?
             {
                 listing::Applied::Recorded => {}

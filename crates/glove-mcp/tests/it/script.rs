@@ -1346,3 +1346,50 @@ async fn an_upstream_error_message_is_neutralised_too() {
     assert_eq!(msg, "upstream script: bad ^[]52;c;aGk=^G ^[[2J M-^[6n");
     h.finish().await;
 }
+
+/// Fourth review, finding 4: a re-list made for the agent's `tools/list`
+/// took its audit events from a fresh budget of its own, so a server
+/// escaped its lifetime budget one `tools/list` at a time. The watcher
+/// and the agent's re-lists share one budget: a server that spent it on
+/// junk is stopped when the agent's re-list finds one more mismatch.
+#[tokio::test]
+async fn an_agents_relist_spends_the_servers_one_budget() {
+    if !have_python() {
+        return;
+    }
+    let m = marked();
+    let tools = r#","tools":[{"name":"greet"},{"name":"spew"},{"name":"sneak"}]"#;
+    let mut h = start(&profile(&[script("script", &m.file, false, tools)], "")).await;
+    h.agent.initialize().await;
+    // Two stray lines after initialize and 62 junk lines: the whole
+    // budget, not past it.
+    let budget = glove_mcp::mediator::MAX_UNSOLICITED_EVENTS;
+    let spew = json!({"count": budget - 2});
+    assert_eq!(text(&h.agent.call("spew", spew).await), "spewed");
+    assert_eq!(text(&h.agent.call("sneak", json!({})).await), "sneaked");
+    // The re-list finds greet changed: one event more than the budget.
+    h.agent.tool_names().await;
+    let mediator = h.mediator.clone();
+    until("the server is stopped", || {
+        mediator.shown_tools().is_empty()
+    })
+    .await;
+    drop(mediator);
+    let (summary, events) = h.finish().await;
+    assert!(!summary.audit_failed);
+    let unsolicited = events
+        .iter()
+        .filter(|e| e.server.as_deref() == Some("script"))
+        .filter(|e| {
+            e.decision == Decision::Dropped
+                || (e.method.as_deref() == Some("tools/list") && e.decision != Decision::Pinned)
+        })
+        .count();
+    assert!(unsolicited <= budget, "{unsolicited}: {events:?}");
+    let stopped: Vec<_> = events
+        .iter()
+        .filter(|e| e.decision == Decision::UpstreamError && e.method.is_none())
+        .collect();
+    assert_eq!(stopped.len(), 1, "{events:?}");
+    assert_eq!(stopped[0].server.as_deref(), Some("script"));
+}
