@@ -492,7 +492,10 @@ pub fn render_definition(def: &Value) -> Vec<String> {
         for c in s.chars() {
             if c == '\n' {
                 out.push_str("\\n");
-            } else if crate::sanitize::is_hidden(c) || c.is_control() {
+            } else if crate::sanitize::is_hidden(c)
+                || crate::sanitize::is_variation_selector(c)
+                || c.is_control()
+            {
                 out.extend(c.escape_unicode());
             } else {
                 out.push(c);
@@ -589,6 +592,18 @@ mod tests {
     use super::*;
     use serde_json::json;
     use std::os::unix::fs::PermissionsExt;
+
+    /// Fourth review, finding 7: `pins show` wrote U+2028 and U+2029 as
+    /// they are (a line break in the operator's terminal).
+    #[test]
+    fn separators_and_selectors_are_written_out() {
+        let def =
+            json!({"name": "t", "description": "a\u{2028}b\u{2029}c\u{e000}\u{2764}\u{fe0f}"});
+        assert_eq!(
+            render_definition(&def),
+            ["description: a\\u{2028}b\\u{2029}c\\u{e000}\u{2764}\\u{fe0f}"]
+        );
+    }
 
     #[test]
     fn kept_definitions_round_trip_render_and_must_match_their_digest() {

@@ -164,31 +164,60 @@ fn keep(path: &str, roots: &[String]) -> bool {
 /// (ESC among them), DEL, C1 controls (CSI, OSC, …), zero-width and other
 /// invisible format characters (U+00AD, U+034F, U+061C, U+115F-U+1160,
 /// U+17B4-U+17B5, U+180B-U+180F, U+200B-U+200F, U+2060-U+206F, U+3164,
-/// U+FEFF, U+FFA0, U+FFF9-U+FFFB), bidirectional embeddings, overrides
-/// and isolates (U+202A-U+202E, U+2066-U+2069), Unicode tags
-/// (U+E0000-U+E007F) and the supplementary variation selectors
-/// (U+E0100-U+E01EF), which can carry text no one sees. (The variation
-/// selectors U+FE00-U+FE0F of emoji pass.)
+/// U+FEFF, U+FFA0, U+FFF9-U+FFFB), the line and paragraph separators
+/// (U+2028, U+2029), bidirectional embeddings, overrides and isolates
+/// (U+202A-U+202E, U+2066-U+2069), Egyptian hieroglyph format controls
+/// (U+13430-U+1343F), shorthand format controls (U+1BCA0-U+1BCA3),
+/// musical symbol format controls (U+1D173-U+1D17A), Unicode tags
+/// (U+E0000-U+E007F), the supplementary variation selectors
+/// (U+E0100-U+E01EF), and private-use code points (U+E000-U+F8FF,
+/// planes 15 and 16), which can carry text no one sees or that each
+/// reader shows differently. The variation selectors U+FE00-U+FE0F are
+/// not hidden on their own (emoji need U+FE0F); [`hidden_character`]
+/// refuses them in runs instead.
 pub fn is_hidden(c: char) -> bool {
     matches!(c,
         '\u{0}'..='\u{8}' | '\u{b}' | '\u{c}' | '\u{e}'..='\u{1f}' | '\u{7f}'..='\u{9f}'
         | '\u{ad}' | '\u{34f}' | '\u{61c}' | '\u{115f}'..='\u{1160}' | '\u{17b4}'..='\u{17b5}'
-        | '\u{180b}'..='\u{180f}' | '\u{200b}'..='\u{200f}' | '\u{202a}'..='\u{202e}'
-        | '\u{2060}'..='\u{206f}' | '\u{3164}' | '\u{feff}' | '\u{ffa0}' | '\u{fff9}'..='\u{fffb}'
-        | '\u{e0000}'..='\u{e007f}' | '\u{e0100}'..='\u{e01ef}')
+        | '\u{180b}'..='\u{180f}' | '\u{200b}'..='\u{200f}' | '\u{2028}'..='\u{202e}'
+        | '\u{2060}'..='\u{206f}' | '\u{3164}' | '\u{e000}'..='\u{f8ff}' | '\u{feff}'
+        | '\u{ffa0}' | '\u{fff9}'..='\u{fffb}' | '\u{13430}'..='\u{1343f}'
+        | '\u{1bca0}'..='\u{1bca3}' | '\u{1d173}'..='\u{1d17a}'
+        | '\u{e0000}'..='\u{e007f}' | '\u{e0100}'..='\u{e01ef}'
+        | '\u{f0000}'..='\u{10ffff}')
 }
 
-/// The first invisible or control character ([`is_hidden`]) in any
-/// string or object key of `v`, if any.
+/// Whether `c` is one of the variation selectors U+FE00-U+FE0F.
+pub fn is_variation_selector(c: char) -> bool {
+    matches!(c, '\u{fe00}'..='\u{fe0f}')
+}
+
+/// The first hidden character of `s`: one [`is_hidden`] says is, or a
+/// variation selector (U+FE00-U+FE0F) that does not follow a character of
+/// its own — at the start, or after another variation selector — since a
+/// run of them can spell data no one sees while one after a character
+/// (an emoji's U+FE0F) only picks its glyph.
+fn hidden_in(s: &str) -> Option<char> {
+    let mut prev: Option<char> = None;
+    for c in s.chars() {
+        if is_hidden(c) || (is_variation_selector(c) && prev.is_none_or(is_variation_selector)) {
+            return Some(c);
+        }
+        prev = Some(c);
+    }
+    None
+}
+
+/// The first invisible or control character ([`is_hidden`], or a
+/// variation selector out of place) in any string or object key of `v`,
+/// if any.
 pub fn hidden_character(v: &Value) -> Option<char> {
     match v {
-        Value::String(s) => s.chars().find(|c| is_hidden(*c)),
+        Value::String(s) => hidden_in(s),
         Value::Array(items) => items.iter().find_map(hidden_character),
-        Value::Object(m) => m.iter().find_map(|(k, item)| {
-            k.chars()
-                .find(|c| is_hidden(*c))
-                .or_else(|| hidden_character(item))
-        }),
+        Value::Object(m) => m
+            .iter()
+            .find_map(|(k, item)| hidden_in(k).or_else(|| hidden_character(item))),
         Value::Null | Value::Bool(_) | Value::Number(_) => None,
     }
 }
@@ -222,6 +251,57 @@ pub fn neutralize_value(v: &mut Value) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Fourth review, finding 7: the line and paragraph separators,
+    /// hieroglyph, shorthand and musical format controls, private-use
+    /// code points and runs of variation selectors passed the check.
+    #[test]
+    fn hidden_characters_include_the_fourth_reviews_gaps() {
+        for c in [
+            '\u{2028}',
+            '\u{2029}',
+            '\u{13430}',
+            '\u{1343f}',
+            '\u{1bca0}',
+            '\u{1bca3}',
+            '\u{1d173}',
+            '\u{1d17a}',
+            '\u{e000}',
+            '\u{f8ff}',
+            '\u{f0000}',
+            '\u{ffffd}',
+            '\u{100000}',
+            '\u{10fffd}',
+        ] {
+            assert!(is_hidden(c), "{:?}", c.escape_unicode().to_string());
+            let v = serde_json::json!({ "description": format!("a{c}b") });
+            assert_eq!(hidden_character(&v), Some(c));
+        }
+        for ok in [
+            "plain",
+            "caf\u{e9}",
+            "\u{2764}\u{fe0f} love",
+            "\u{1f44d}\u{fe0f}",
+            "a\u{fe0e}",
+        ] {
+            assert_eq!(hidden_character(&serde_json::json!(ok)), None, "{ok}");
+        }
+        // Variation selectors in a run, or with nothing before them.
+        for bad in [
+            "a\u{fe0f}\u{fe0f}",
+            "\u{fe01}x",
+            "x\u{fe00}\u{fe01}\u{fe02}",
+        ] {
+            assert!(
+                hidden_character(&serde_json::json!(bad)).is_some(),
+                "{bad:?}"
+            );
+            assert!(
+                hidden_character(&serde_json::json!({ bad: 1 })).is_some(),
+                "{bad:?}"
+            );
+        }
+    }
 
     #[test]
     fn uris_of_other_schemes_are_not_paths() {
