@@ -5,6 +5,7 @@ use super::outcome::{input_requests, upstream_outcome, Outcome, Req};
 use super::{lock, InFlight, Shared};
 use crate::audit::ARGUMENTS_DOMAIN;
 use crate::json;
+use crate::sanitize::{hidden_character, neutralize_value};
 use crate::schema;
 use crate::upstream::CallError;
 use glove_types::codes::mcp::*;
@@ -214,8 +215,17 @@ impl Shared {
     /// no state between rounds, a round continues only when the client
     /// calls again with `inputResponses`, so not calling again is the
     /// whole answer. The request itself ends `mcp_input_refused`.
+    ///
+    /// The denials are what the upstream caused, not the agent: they are
+    /// taken from the upstream's budget (see the module docs of
+    /// [`super`]), and one past it stops the upstream instead of being
+    /// audited.
     async fn deny_input_requests(&self, r: &Result<Value, CallError>, server: &str) {
         for method in input_requests(r) {
+            if !self.spend(server) {
+                self.stop_upstream(server).await;
+                return;
+            }
             let o = Outcome::denied(MCP_REQUEST_DENIED, "").on(Some(server), None);
             let mut e = self.event(None, &o, None);
             e.method = method;
@@ -224,7 +234,8 @@ impl Shared {
     }
 
     /// `resources/list`, `prompts/list`: each server's listing, filtered
-    /// to what its profile entry lists.
+    /// to what its profile entry lists, each item neutralised and left
+    /// out when it carries a hidden character.
     pub(super) async fn list_listed(&self, req: &Req) -> Outcome {
         let prompts = req.method == "prompts/list";
         let (member, key) = if prompts {
@@ -260,12 +271,21 @@ impl Shared {
                 .into_iter()
                 .flatten()
             {
-                if item
+                if !item
                     .get(key)
                     .and_then(Value::as_str)
                     .is_some_and(|k| listed.contains(k))
                 {
-                    out.push(item.clone());
+                    continue;
+                }
+                // Shown to the agent as a tool's definition is: terminal
+                // controls neutralised, and an item still carrying a
+                // hidden character (an invisible format character, an
+                // SGR escape) left out.
+                let mut item = item.clone();
+                neutralize_value(&mut item);
+                if hidden_character(&item).is_none() {
+                    out.push(item);
                 }
             }
         }

@@ -62,7 +62,7 @@ pub(super) enum Applied {
 impl Shared {
     /// Takes one event from `server`'s budget; `false` when it is spent
     /// (or the server is unknown: fail closed).
-    fn spend(&self, server: &str) -> bool {
+    pub(super) fn spend(&self, server: &str) -> bool {
         self.budgets.get(server).is_some_and(|b| lock(b).spend())
     }
 
@@ -287,7 +287,7 @@ impl Shared {
     /// Stops an upstream that spent its budget: its tools are withdrawn,
     /// its process killed (its calls in flight and later fail
     /// `mcp_upstream_failed`), one event says so, the agent is told.
-    async fn stop_upstream(&self, server: &str) {
+    pub(super) async fn stop_upstream(&self, server: &str) {
         if let Some(b) = self.budgets.get(server) {
             if std::mem::replace(&mut lock(b).stopped, true) {
                 return;

@@ -45,8 +45,10 @@
 //! `input_required` result (the upstream asks the client for sampling,
 //! elicitation or roots inside its answer) has each of its input requests
 //! denied and audited as a server-to-client request is, and the request
-//! ends `mcp_input_refused` (`upstream_error`); a result of any other
-//! type is `mcp_upstream_failed`. Nothing of either reaches the agent; an `isError` result has every
+//! ends `mcp_input_refused` (`upstream_error`), and so does a result
+//! carrying `inputRequests` whatever its `resultType` (none, or
+//! `complete`); the denials come from the upstream's budget (below). A
+//! result of any other type is `mcp_upstream_failed`. Nothing of either reaches the agent; an `isError` result has every
 //! string in it — text items, embedded resources, `structuredContent`,
 //! object keys — passed through [`crate::sanitize::strip_value`]. A JSON-RPC
 //! error keeps its numeric code, has its message sanitised and prefixed
@@ -71,8 +73,8 @@
 //! successful re-list restores them, each judged against its pin.
 //!
 //! **What an upstream causes on its own is budgeted.** Each dropped
-//! frame, server-to-client request, failed re-list and pin mismatch
-//! found by a re-list is one audit event that no agent request paid
+//! frame, server-to-client request (raw, or inside a result), failed
+//! re-list and pin mismatch found by a re-list is one audit event that no agent request paid
 //! for; one upstream may cause at most [`MAX_UNSOLICITED_EVENTS`] of them
 //! in its whole life, whoever started the re-list (its `list_changed` or
 //! the agent's `tools/list`): one budget per upstream (first sights of

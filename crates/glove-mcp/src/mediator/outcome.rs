@@ -77,15 +77,23 @@ impl Outcome {
 /// one.
 pub(super) const MAX_INPUT_REQUESTS_AUDITED: usize = 16;
 
-/// The methods of an `input_required` result's `inputRequests` (a map of
-/// key to request, or a list), at most [`MAX_INPUT_REQUESTS_AUDITED`];
-/// `None` for a request without a usable method. Empty for any other
-/// result.
+/// Whether a result asks the client for input: `resultType:
+/// "input_required"`, or `inputRequests` present whatever its
+/// `resultType` (or none, or `"complete"`): such a result is never
+/// released.
+fn asks_input(m: &Map<String, Value>) -> bool {
+    m.get("resultType") == Some(&Value::from("input_required")) || m.contains_key("inputRequests")
+}
+
+/// The methods of a result's `inputRequests` (a map of key to request, or
+/// a list) when it asks for input ([`asks_input`]), at most
+/// [`MAX_INPUT_REQUESTS_AUDITED`]; `None` for a request without a usable
+/// method. Empty for any other result.
 pub(super) fn input_requests(r: &Result<Value, CallError>) -> Vec<Option<String>> {
-    let Ok(v) = r else {
+    let Ok(Value::Object(v)) = r else {
         return Vec::new();
     };
-    if v.get("resultType") != Some(&Value::from("input_required")) {
+    if !asks_input(v) {
         return Vec::new();
     }
     let asked: Vec<&Value> = match v.get("inputRequests") {
@@ -119,7 +127,7 @@ pub(super) fn upstream_outcome(
     raw: bool,
 ) -> Outcome {
     match r {
-        Ok(Value::Object(m)) if m.get("resultType") == Some(&Value::from("input_required")) => {
+        Ok(Value::Object(m)) if asks_input(&m) => {
             Outcome {
                 decision: Decision::UpstreamError,
                 ..Outcome::denied(

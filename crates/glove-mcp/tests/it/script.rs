@@ -1393,3 +1393,100 @@ async fn an_agents_relist_spends_the_servers_one_budget() {
     assert_eq!(stopped.len(), 1, "{events:?}");
     assert_eq!(stopped[0].server.as_deref(), Some("script"));
 }
+
+/// Fourth review, finding 5: the denials of an `input_required` result's
+/// requests (up to 16 an answer) were journaled outside any budget, so
+/// an upstream answering every call that way cost the journal up to 17
+/// events a call. They are taken from the upstream's budget: past it the
+/// server is stopped.
+#[tokio::test]
+async fn input_request_denials_spend_the_upstreams_budget() {
+    if !have_python() {
+        return;
+    }
+    let m = marked();
+    let tools = r#","tools":[{"name":"needy"},{"name":"greet"}]"#;
+    let mut h = start(&profile(&[script("script", &m.file, true, tools)], "")).await;
+    h.agent.initialize().await;
+    let budget = glove_mcp::mediator::MAX_UNSOLICITED_EVENTS;
+    // Four requests an answer: the 17th answer alone passes the budget.
+    let mut last = Value::Null;
+    for _ in 0..budget / 4 + 2 {
+        last = h.agent.call("needy", json!({})).await;
+    }
+    assert_eq!(code(&last), "mcp_upstream_failed", "{last}");
+    let g = h.agent.call("greet", json!({"who": "al"})).await;
+    assert_eq!(code(&g), "mcp_upstream_failed", "{g}");
+    let (_, events) = h.finish().await;
+    let denied = events
+        .iter()
+        .filter(|e| e.decision == Decision::Denied && ecode(e) == "mcp_request_denied")
+        .count();
+    assert!(denied <= budget, "{denied}");
+    let stopped: Vec<_> = events
+        .iter()
+        .filter(|e| e.decision == Decision::UpstreamError && e.method.is_none())
+        .collect();
+    assert_eq!(stopped.len(), 1, "{events:?}");
+}
+
+/// Fourth review, finding 8: a result carrying `inputRequests` without
+/// `resultType` (or with `"complete"`) was released with its requests in
+/// it. Whatever its type, it is denied and audited as an
+/// `input_required` result is.
+#[tokio::test]
+async fn input_requests_are_denied_whatever_the_result_type() {
+    if !have_python() {
+        return;
+    }
+    let m = marked();
+    let tools = r#","tools":[{"name":"sly"}]"#;
+    let mut h = start(&profile(&[script("script", &m.file, true, tools)], "")).await;
+    h.agent.initialize().await;
+    for complete in [false, true] {
+        let r = h.agent.call("sly", json!({"complete": complete})).await;
+        assert_eq!(code(&r), "mcp_input_refused", "{r}");
+        let shown = r.to_string();
+        assert!(!shown.contains("ignore previous"), "{r}");
+        assert!(!shown.contains("inputRequests"), "{r}");
+    }
+    let (_, events) = h.finish().await;
+    assert_eq!(
+        of(&events, Decision::Denied, "sampling/createMessage").len(),
+        2,
+        "{events:?}"
+    );
+    let calls = of(&events, Decision::UpstreamError, "tools/call");
+    assert_eq!(calls.len(), 2);
+    assert!(calls.iter().all(|e| ecode(e) == "mcp_input_refused"));
+    assert!(of(&events, Decision::Allowed, "tools/call").is_empty());
+}
+
+/// Fourth review, finding 6: `resources/list` and `prompts/list` items
+/// reached the agent with their terminal control sequences and hidden
+/// characters. Their controls are neutralised; an item that still
+/// carries a hidden character is left out.
+#[tokio::test]
+async fn listed_resources_and_prompts_are_neutralised() {
+    if !have_python() {
+        return;
+    }
+    let m = marked();
+    let listed = r#","tools":[{"name":"greet"}],
+        "resources":["test://plain","test://esc","test://zw"],
+        "prompts":["plain","esc","ls","pua"]"#;
+    let mut h = start(&profile(&[script("script", &m.file, false, listed)], "")).await;
+    h.agent.initialize().await;
+    let r = h.agent.request("resources/list", json!({})).await;
+    let items = r["result"]["resources"].as_array().expect("resources");
+    let uris: Vec<_> = items.iter().map(|i| i["uri"].clone()).collect();
+    assert_eq!(uris, [json!("test://plain"), json!("test://esc")], "{r}");
+    assert_eq!(items[1]["description"], "Reads ^[]52;c;aGk=^G then ^[[2J");
+    let r = h.agent.request("prompts/list", json!({})).await;
+    let items = r["result"]["prompts"].as_array().expect("prompts");
+    let names: Vec<_> = items.iter().map(|i| i["name"].clone()).collect();
+    assert_eq!(names, [json!("plain"), json!("esc")], "{r}");
+    assert_eq!(items[1]["description"], "Says ^[]0;title^G hi");
+    assert!(!r.to_string().contains('\u{1b}'), "{r}");
+    h.finish().await;
+}
