@@ -379,22 +379,10 @@ fn contained_turns_each_harness_reaches_the_stub_through_the_proxy_with_a_broker
         let started_at = Instant::now();
         let id = t["runtime_template_id"].as_str().expect("id").to_owned();
         let session = format!("turn-{}", h.runtime);
-        let plan = plan_with(|v| {
-            v["runtime_template_id"] = json!(id);
-            v["runtime_id"] = json!(h.runtime);
-            v["adapter_command_digest"] = t["adapter_command_digest"].clone();
-            v["library_projections"] = json!([]);
+        let plan = template_plan(t, h.runtime, &session, &standard, |v| {
             // The plan names the credential it may use: brokered, not leased.
             v["secret_handles"] = json!([format!("{}-key", h.runtime)]);
             v["egress_policy_ids"] = json!(["model-stub"]);
-            v["session_id"] = json!(session);
-            v["idempotency_key"] = json!(format!("key-{session}"));
-            v["expires_at_ms"] = json!(v["issued_at_ms"].as_u64().expect("issued") + 120_000);
-            v["resource_profile"] = standard.clone();
-            v["resource_profile"]
-                .as_object_mut()
-                .expect("profile")
-                .remove("cpu_rate_millicpus");
         });
         let before = std::fs::read_to_string(&st.log)
             .unwrap_or_default()
@@ -528,21 +516,8 @@ fn contained_turns_each_harness_reaches_the_stub_through_the_proxy_with_a_broker
     {
         let (h, t) = (&HARNESSES[0], &by_runtime[0]);
         let session = "turn-unnamed".to_owned();
-        let plan = plan_with(|v| {
-            v["runtime_template_id"] = t["runtime_template_id"].clone();
-            v["runtime_id"] = json!(h.runtime);
-            v["adapter_command_digest"] = t["adapter_command_digest"].clone();
-            v["library_projections"] = json!([]);
-            v["secret_handles"] = json!([]);
+        let plan = template_plan(t, h.runtime, &session, &standard, |v| {
             v["egress_policy_ids"] = json!(["model-stub"]);
-            v["session_id"] = json!(session);
-            v["idempotency_key"] = json!(format!("key-{session}"));
-            v["expires_at_ms"] = json!(v["issued_at_ms"].as_u64().expect("issued") + 120_000);
-            v["resource_profile"] = standard.clone();
-            v["resource_profile"]
-                .as_object_mut()
-                .expect("profile")
-                .remove("cpu_rate_millicpus");
         });
         let before = std::fs::read_to_string(&st.log)
             .unwrap_or_default()
@@ -572,21 +547,9 @@ fn contained_turns_each_harness_reaches_the_stub_through_the_proxy_with_a_broker
     for (h, t) in HARNESSES.iter().zip(&by_runtime) {
         for egress in [json!([]), json!(["no-network"])] {
             let session = format!("lease-{}", h.runtime);
-            let plan = plan_with(|v| {
-                v["runtime_template_id"] = t["runtime_template_id"].clone();
-                v["runtime_id"] = json!(h.runtime);
-                v["adapter_command_digest"] = t["adapter_command_digest"].clone();
-                v["library_projections"] = json!([]);
+            let plan = template_plan(t, h.runtime, &session, &standard, |v| {
                 v["secret_handles"] = json!([format!("{}-key", h.runtime)]);
                 v["egress_policy_ids"] = egress.clone();
-                v["session_id"] = json!(session);
-                v["idempotency_key"] = json!(format!("key-{session}"));
-                v["expires_at_ms"] = json!(v["issued_at_ms"].as_u64().expect("issued") + 120_000);
-                v["resource_profile"] = standard.clone();
-                v["resource_profile"]
-                    .as_object_mut()
-                    .expect("profile")
-                    .remove("cpu_rate_millicpus");
             });
             let mut c = daemon.client();
             let e = c
@@ -705,22 +668,10 @@ fn a_contained_codex_turn_calls_a_mediated_tool_and_the_receipt_commits_it() {
     });
     let daemon = m.start();
     let session = "turn-codex-mcp";
-    let plan = plan_with(|v| {
+    let plan = template_plan(&template, "codex", session, &standard, |v| {
         v["runtime_template_id"] = json!("codex-mcp");
-        v["runtime_id"] = json!("codex");
-        v["adapter_command_digest"] = template["adapter_command_digest"].clone();
-        v["library_projections"] = json!([]);
-        v["secret_handles"] = json!([]);
         v["egress_policy_ids"] = json!(["model-stub"]);
         v["tool_policy_ids"] = json!(["mcp-everything"]);
-        v["session_id"] = json!(session);
-        v["idempotency_key"] = json!(format!("key-{session}"));
-        v["expires_at_ms"] = json!(v["issued_at_ms"].as_u64().expect("issued") + 120_000);
-        v["resource_profile"] = standard.clone();
-        v["resource_profile"]
-            .as_object_mut()
-            .expect("profile")
-            .remove("cpu_rate_millicpus");
     });
     let mut c = daemon.client();
     c.create_session(&plan, None).expect("create");

@@ -39,6 +39,37 @@ pub(crate) fn plan_with(edit: impl FnOnce(&mut Value)) -> String {
     String::from_utf8(glove_types::canon::to_canonical(&v).expect("canonical")).expect("utf-8")
 }
 
+/// A plan for `template` (a policy's runtime template) and `runtime` as
+/// session `session`, under the resource profile `profile` (its
+/// `cpu_rate_millicpus` dropped: a plan does not carry it), valid for two
+/// minutes, with no library projection and no secret handle (the example
+/// plan's egress and tool policies are kept) until `edit` changes them.
+pub(crate) fn template_plan(
+    template: &Value,
+    runtime: &str,
+    session: &str,
+    profile: &Value,
+    edit: impl FnOnce(&mut Value),
+) -> String {
+    plan_with(|v| {
+        v["runtime_template_id"] = template["runtime_template_id"].clone();
+        v["runtime_id"] = serde_json::json!(runtime);
+        v["adapter_command_digest"] = template["adapter_command_digest"].clone();
+        v["library_projections"] = serde_json::json!([]);
+        v["secret_handles"] = serde_json::json!([]);
+        v["session_id"] = serde_json::json!(session);
+        v["idempotency_key"] = serde_json::json!(format!("key-{session}"));
+        v["expires_at_ms"] =
+            serde_json::json!(v["issued_at_ms"].as_u64().expect("issued") + 120_000);
+        let mut profile = profile.clone();
+        if let Some(p) = profile.as_object_mut() {
+            p.remove("cpu_rate_millicpus");
+        }
+        v["resource_profile"] = profile;
+        edit(v);
+    })
+}
+
 pub(crate) fn write_mode(path: &Path, bytes: &[u8], mode: u32) {
     std::fs::write(path, bytes).expect("write");
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).expect("chmod");

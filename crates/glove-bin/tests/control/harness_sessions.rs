@@ -143,20 +143,8 @@ fn harness_sessions_each_pinned_harness_staged_generated_and_run_managed() {
         let rt = t["runtime_id"].as_str().expect("runtime").to_owned();
         let (_, package, _, help_word) = HARNESSES.iter().find(|h| h.0 == rt).expect("a harness");
         let session = format!("lane-{id}");
-        let plan = plan_with(|v| {
+        let plan = template_plan(t, &rt, &session, &standard, |v| {
             v["runtime_template_id"] = json!(id);
-            v["runtime_id"] = json!(rt);
-            v["adapter_command_digest"] = t["adapter_command_digest"].clone();
-            v["library_projections"] = json!([]);
-            v["secret_handles"] = json!([]);
-            v["session_id"] = json!(session);
-            v["idempotency_key"] = json!(format!("key-{session}"));
-            v["expires_at_ms"] = json!(v["issued_at_ms"].as_u64().expect("issued") + 120_000);
-            v["resource_profile"] = standard.clone();
-            v["resource_profile"]
-                .as_object_mut()
-                .expect("profile")
-                .remove("cpu_rate_millicpus");
         });
         let mut c = d_.client();
         c.create_session(&plan, None).expect("create");
