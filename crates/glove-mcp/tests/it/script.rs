@@ -3,7 +3,7 @@
 
 use crate::common::*;
 use glove_mcp::pin;
-use glove_mcp::Decision;
+use glove_mcp::{AuditEvent, Decision, Summary};
 use serde_json::{json, Value};
 use std::path::PathBuf;
 
@@ -1011,39 +1011,13 @@ async fn versions_pings_and_ignored_notifications() {
 /// nor switches the tools off.
 #[tokio::test]
 async fn a_flood_of_refused_requests_neither_fills_the_audit_nor_stops_the_tools() {
-    if !have_python() {
+    let Some((summary, events)) = flood("nope", |a| {
+        assert_eq!(code(a), "mcp_method_unknown", "{a}");
+    })
+    .await
+    else {
         return;
-    }
-    let m = marked();
-    let tools = r#","tools":[{"name":"greet"}]"#;
-    let p = profile(&[script("script", &m.file, false, tools)], "");
-    // Room for far fewer events than the refusals.
-    let mut h = start_with(&p, glove_mcp::journal_spec(4 << 20, 1000), None).await;
-    h.agent.initialize().await;
-    const FLOOD: usize = 3000;
-    let mut sent = 0;
-    while sent < FLOOD {
-        let n = 200.min(FLOOD - sent);
-        let mut batch = Vec::new();
-        for i in sent..sent + n {
-            batch.extend_from_slice(
-                format!(r#"{{"jsonrpc":"2.0","id":"n{i}","method":"nope"}}"#).as_bytes(),
-            );
-            batch.push(b'\n');
-        }
-        batch.pop();
-        h.agent.send_raw(&batch).await;
-        for _ in 0..n {
-            let a = h.agent.recv().await.expect("an answer");
-            assert_eq!(code(&a), "mcp_method_unknown", "{a}");
-        }
-        sent += n;
-    }
-    let g = h.agent.call("greet", json!({"who": "flo"})).await;
-    assert_eq!(text(&g), "hello flo", "{g}");
-    assert!(!h.mediator.audit_failed());
-    let (summary, events) = h.finish().await;
-    assert!(!summary.audit_failed);
+    };
     let journaled = of(&events, Decision::Denied, "nope").len() as u64;
     let counted: u64 = events
         .iter()
@@ -1054,6 +1028,49 @@ async fn a_flood_of_refused_requests_neither_fills_the_audit_nor_stops_the_tools
     assert_eq!(journaled + counted, FLOOD as u64);
     assert_eq!(summary.unjournaled, counted);
     assert_eq!(of(&events, Decision::Allowed, "tools/call").len(), 1);
+}
+
+/// How many requests a flood test pipelines, against a journal with room
+/// for 1000 events.
+const FLOOD: usize = 3000;
+
+/// Pipelines [`FLOOD`] requests of `method` in batches of 200, checks each
+/// answer with `answered`, then calls a tool: it must still work, and the
+/// audit must not have failed. `None` without python.
+async fn flood(method: &str, answered: impl Fn(&Value)) -> Option<(Summary, Vec<AuditEvent>)> {
+    if !have_python() {
+        return None;
+    }
+    let m = marked();
+    let tools = r#","tools":[{"name":"greet"}]"#;
+    let p = profile(&[script("script", &m.file, false, tools)], "");
+    // Room for far fewer events than the requests.
+    let mut h = start_with(&p, glove_mcp::journal_spec(4 << 20, 1000), None).await;
+    h.agent.initialize().await;
+    let mut sent = 0;
+    while sent < FLOOD {
+        let n = 200.min(FLOOD - sent);
+        let mut batch = Vec::new();
+        for i in sent..sent + n {
+            batch.extend_from_slice(
+                format!(r#"{{"jsonrpc":"2.0","id":"f{i}","method":"{method}"}}"#).as_bytes(),
+            );
+            batch.push(b'\n');
+        }
+        batch.pop();
+        h.agent.send_raw(&batch).await;
+        for _ in 0..n {
+            let a = h.agent.recv().await.expect("an answer");
+            answered(&a);
+        }
+        sent += n;
+    }
+    let g = h.agent.call("greet", json!({"who": "flo"})).await;
+    assert_eq!(text(&g), "hello flo", "{g}");
+    assert!(!h.mediator.audit_failed());
+    let (summary, events) = h.finish().await;
+    assert!(!summary.audit_failed);
+    Some((summary, events))
 }
 
 /// Review finding 12: a `list_changed` flood filled the upstream
@@ -1290,39 +1307,13 @@ async fn the_pin_file_keeps_the_definitions_pins_show_renders() {
 /// `mcp_audit_failed`: finding 9 through an allowed request.
 #[tokio::test]
 async fn a_flood_of_pings_neither_fills_the_audit_nor_stops_the_tools() {
-    if !have_python() {
+    let Some((summary, events)) = flood("ping", |a| {
+        assert_eq!(a["result"], json!({}), "{a}");
+    })
+    .await
+    else {
         return;
-    }
-    let m = marked();
-    let tools = r#","tools":[{"name":"greet"}]"#;
-    let p = profile(&[script("script", &m.file, false, tools)], "");
-    // Room for far fewer events than the pings.
-    let mut h = start_with(&p, glove_mcp::journal_spec(4 << 20, 1000), None).await;
-    h.agent.initialize().await;
-    const FLOOD: usize = 3000;
-    let mut sent = 0;
-    while sent < FLOOD {
-        let n = 200.min(FLOOD - sent);
-        let mut batch = Vec::new();
-        for i in sent..sent + n {
-            batch.extend_from_slice(
-                format!(r#"{{"jsonrpc":"2.0","id":"p{i}","method":"ping"}}"#).as_bytes(),
-            );
-            batch.push(b'\n');
-        }
-        batch.pop();
-        h.agent.send_raw(&batch).await;
-        for _ in 0..n {
-            let a = h.agent.recv().await.expect("an answer");
-            assert_eq!(a["result"], json!({}), "{a}");
-        }
-        sent += n;
-    }
-    let g = h.agent.call("greet", json!({"who": "flo"})).await;
-    assert_eq!(text(&g), "hello flo", "{g}");
-    assert!(!h.mediator.audit_failed());
-    let (summary, events) = h.finish().await;
-    assert!(!summary.audit_failed);
+    };
     let journaled = of(&events, Decision::Allowed, "ping").len() as u64;
     assert_eq!(journaled + summary.unjournaled, FLOOD as u64);
 }
