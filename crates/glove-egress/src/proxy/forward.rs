@@ -422,12 +422,7 @@ pub(super) fn single_chunked_or_none(h: &HeaderMap) -> bool {
 pub(super) fn wire_head_len(parts: &hyper::http::request::Parts) -> u64 {
     let target = parts.uri.path_and_query().map_or(1, |p| p.as_str().len());
     let line = parts.method.as_str().len() + 1 + target + " HTTP/1.1\r\n".len();
-    let total = parts
-        .headers
-        .iter()
-        .map(|(n, v)| n.as_str().len() + 2 + v.len() + 2)
-        .fold(line + 2, usize::saturating_add);
-    u64::try_from(total).unwrap_or(u64::MAX)
+    head_len(line, &parts.headers)
 }
 
 /// The length of a response head as the agent gets it (status line, each
@@ -435,11 +430,16 @@ pub(super) fn wire_head_len(parts: &hyper::http::request::Parts) -> u64 {
 pub(super) fn wire_response_head_len(parts: &hyper::http::response::Parts) -> u64 {
     let reason = parts.status.canonical_reason().map_or(0, str::len);
     let line = "HTTP/1.1 200 ".len() + reason + 2;
-    let total = parts
-        .headers
+    head_len(line, &parts.headers)
+}
+
+/// A head's length: its first line, each field (`name: value\r\n`), the
+/// blank line.
+fn head_len(first_line: usize, headers: &hyper::HeaderMap) -> u64 {
+    let total = headers
         .iter()
         .map(|(n, v)| n.as_str().len() + 2 + v.len() + 2)
-        .fold(line + 2, usize::saturating_add);
+        .fold(first_line + 2, usize::saturating_add);
     u64::try_from(total).unwrap_or(u64::MAX)
 }
 
