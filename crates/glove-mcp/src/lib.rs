@@ -34,12 +34,16 @@
 //!   decision, audit before release, fail closed;
 //! * [`sockets`] — [`sockets::SocketServer`]: a mediator behind one Unix
 //!   socket per upstream, on a runtime thread of its own;
+//! * [`relay`] — the other end, inside the sandbox: `glove mcp-relay`,
+//!   the agent's MCP server as a harness starts it;
+//! * [`demo`] — `glove run demo`'s upstream and scripted agent;
 //! * [`error`] — [`McpError`] with its stable code.
 //!
 //! The crate has no `unsafe` code.
 #![forbid(unsafe_code)]
 
 pub mod audit;
+pub mod demo;
 pub mod error;
 pub mod frame;
 pub mod handoff;
@@ -47,6 +51,7 @@ pub mod json;
 pub mod mediator;
 pub mod pin;
 pub mod profile;
+pub mod relay;
 pub mod rules;
 pub mod sanitize;
 pub mod schema;
