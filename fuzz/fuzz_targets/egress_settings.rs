@@ -8,15 +8,15 @@ use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
     if let Ok(s) = EgressSettings::from_json(data) {
-        for m in &s.port_mappings {
-            assert!(s.endpoints.contains(&m.endpoint));
+        for m in s.port_mappings() {
+            assert!(s.endpoints().contains(&m.endpoint));
             assert!(m.listen_port >= 1024 && m.listen_port != PROXY_PORT);
         }
-        for l in &s.limits {
-            assert!(s.endpoints.contains(&l.endpoint));
+        for l in s.limits() {
+            assert!(s.endpoints().contains(&l.endpoint));
         }
-        for b in &s.brokered {
-            assert!(b.endpoints.iter().all(|e| s.endpoints.contains(e)));
+        for b in s.brokered() {
+            assert!(b.endpoints.iter().all(|e| s.endpoints().contains(e)));
         }
     }
 });

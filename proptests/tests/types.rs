@@ -436,12 +436,12 @@ mod egress {
             for bytes in [seed, junk] {
                 match EgressSettings::from_json(&bytes) {
                     Ok(s) => {
-                        for m in &s.port_mappings {
-                            prop_assert!(s.endpoints.contains(&m.endpoint));
+                        for m in s.port_mappings() {
+                            prop_assert!(s.endpoints().contains(&m.endpoint));
                             prop_assert!(m.listen_port >= 1024 && m.listen_port != PROXY_PORT);
                         }
-                        for b in &s.brokered {
-                            prop_assert!(b.endpoints.iter().all(|e| s.endpoints.contains(e)));
+                        for b in s.brokered() {
+                            prop_assert!(b.endpoints.iter().all(|e| s.endpoints().contains(e)));
                         }
                     }
                     Err(r) => prop_assert!(!r.code().as_str().is_empty()),

@@ -176,7 +176,7 @@ impl Broker {
     /// newline is trimmed).
     pub fn prepare(settings: &EgressSettings) -> Result<Broker, EgressError> {
         let mut creds = Vec::new();
-        for b in &settings.brokered {
+        for b in settings.brokered() {
             let header = HeaderName::from_bytes(b.header.as_bytes()).map_err(|_| {
                 credential_error(&b.secret_handle, "the header is not a header name")
             })?;

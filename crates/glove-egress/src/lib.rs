@@ -221,7 +221,7 @@ pub fn start(
     let spec = config.limits.journal_spec();
     let tls_client = tls::client_config(&config.tls_roots)?;
     let (audit, writer) = audit::spawn(&config.journal_path, &spec, config.limits.max_concurrent)?;
-    let policy_id = config.settings.policy_id.clone();
+    let policy_id = config.settings.policy_id().clone();
     let shared = Arc::new(proxy::Shared::new(
         config.session_id,
         config.settings,

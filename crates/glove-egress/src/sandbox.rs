@@ -17,7 +17,7 @@ const MAX_BUNDLE_BYTES: u64 = 4 << 20;
 /// then each port mapping.
 pub fn sandbox_ports(settings: &EgressSettings) -> Vec<u16> {
     let mut ports = vec![PROXY_PORT];
-    ports.extend(settings.port_mappings.iter().map(|m| m.listen_port));
+    ports.extend(settings.port_mappings().iter().map(|m| m.listen_port));
     ports
 }
 

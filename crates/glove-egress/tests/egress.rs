@@ -119,10 +119,14 @@ async fn absolute_uri_forwarded_origin_form_without_hop_by_hop() {
     assert!(summary.bytes_down >= bodies + status_lines, "{summary:?}");
 }
 
-/// No loopback allowed; names resolve only through `hosts`.
+/// No loopback allowed; names resolve only through `hosts`. (Issue 27: a
+/// private literal such as `[::1]:9000` or `10.0.0.5:80` can no longer be
+/// an endpoint without `allow_private`: the file is refused, see
+/// `issue27_private_literal_endpoints_need_allow_private`; the proxy's own
+/// check of a literal is `decide`'s unit test.)
 fn strict_policy() -> String {
     r#"{"schema_version":1,"egress_policy_id":"strict","allow_private":false,
-        "endpoints":["api.test:443","[::1]:9000","10.0.0.5:80","rebind.test:443","mixed.test:443","meta.test:80","missing.test:80"],
+        "endpoints":["api.test:443","rebind.test:443","mixed.test:443","meta.test:80","missing.test:80"],
         "hosts":{"api.test":["93.184.216.34"],"rebind.test":["10.0.0.5"],"mixed.test":["93.184.216.34","10.0.0.5"],"meta.test":["169.254.169.254"]}}"#
         .to_owned()
 }
@@ -134,9 +138,11 @@ async fn refusals_carry_their_code_and_are_journaled() {
         ("other.test:443", "egress_host_not_allowed"),
         ("api.test:444", "egress_port_not_allowed"),
         ("93.184.216.34:443", "egress_host_not_allowed"),
-        ("[::1]:9000", "egress_address_private"),
-        ("[::1]:443", "egress_port_not_allowed"),
-        ("10.0.0.5:80", "egress_address_private"),
+        // Issue 27: private literals are not endpoints (see
+        // `strict_policy`).
+        ("[::1]:9000", "egress_host_not_allowed"),
+        ("[::1]:443", "egress_host_not_allowed"),
+        ("10.0.0.5:80", "egress_host_not_allowed"),
         ("rebind.test:443", "egress_address_private"),
         ("mixed.test:443", "egress_address_private"),
         // Issue 26, finding 10: a metadata literal that is no endpoint
@@ -170,8 +176,8 @@ async fn refusals_carry_their_code_and_are_journaled() {
             "egress_address_metadata",
         ),
         ("http://meta.test/", "egress_address_metadata"),
-        ("http://10.0.0.5/", "egress_address_private"),
-        ("http://[::1]:9000/", "egress_address_private"),
+        ("http://10.0.0.5/", "egress_host_not_allowed"),
+        ("http://[::1]:9000/", "egress_host_not_allowed"),
         ("http://mixed.test:443/", "egress_address_private"),
     ];
     for (uri, code) in uri_cases {
@@ -190,6 +196,25 @@ async fn refusals_carry_their_code_and_are_journaled() {
     assert_eq!(events[3].host, "::1");
     assert_eq!(events[7].host, "mixed.test");
     assert_eq!(events[9].port, 80);
+}
+
+/// Issue 27: an egress file is held to a session policy's endpoint rules.
+/// The endpoints `strict_policy` used to list, private literals without
+/// `allow_private`, are refused when the file is read, with the session
+/// policy's code; with `allow_private` they are accepted.
+#[test]
+fn issue27_private_literal_endpoints_need_allow_private() {
+    use glove_types::egress::settings::EgressSettings;
+    for ep in ["[::1]:9000", "10.0.0.5:80"] {
+        let file = |allow: bool| {
+            format!(
+                r#"{{"schema_version":1,"egress_policy_id":"strict","allow_private":{allow},"endpoints":["api.test:443","{ep}"]}}"#
+            )
+        };
+        let e = EgressSettings::from_json(file(false).as_bytes()).expect_err(ep);
+        assert_eq!(e.code().as_str(), "policy_egress_private", "{ep}: {e:?}");
+        EgressSettings::from_json(file(true).as_bytes()).expect("allowed with allow_private");
+    }
 }
 
 #[tokio::test]

@@ -28,7 +28,7 @@ pub(super) fn brokered_handles(
 ) -> Vec<SecretHandle> {
     match settings_for(policy, admitted) {
         Ok(Some(s)) => s
-            .brokered
+            .brokered()
             .iter()
             .map(|b| b.secret_handle.clone())
             .filter(|h| admitted.secret_handles().contains(h))
@@ -42,7 +42,7 @@ pub(super) fn brokered_handles(
 pub(super) fn brokered_by_any(policy: &ValidatedPolicy, handle: &SecretHandle) -> bool {
     policy.egress_policies().iter().any(|e| {
         e.settings()
-            .is_some_and(|s| s.brokered.iter().any(|b| &b.secret_handle == handle))
+            .is_some_and(|s| s.brokered().iter().any(|b| &b.secret_handle == handle))
     })
 }
 
@@ -59,10 +59,8 @@ pub(super) fn session_settings(
     let Some(s) = settings_for(policy, admitted)? else {
         return Ok(None);
     };
-    let mut s = s.clone();
-    let named = admitted.secret_handles();
-    s.brokered.retain(|b| named.contains(&b.secret_handle));
-    for b in &s.brokered {
+    let s = s.keep_brokered(admitted.secret_handles());
+    for b in s.brokered() {
         let bound = policy
             .credential_sources()
             .iter()
@@ -156,7 +154,7 @@ impl EgressStart {
 
     /// The egress policy's id.
     pub(super) fn policy_id(&self) -> String {
-        self.settings.policy_id.as_str().to_owned()
+        self.settings.policy_id().as_str().to_owned()
     }
 
     /// Makes the channel and starts the proxy on its host end; returns the

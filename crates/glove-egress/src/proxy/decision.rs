@@ -163,7 +163,7 @@ impl ConnCtx {
             return Vec::new();
         };
         self.shared.lookups.fetch_add(1, Ordering::SeqCst);
-        if let Some(table) = &self.shared.settings.hosts {
+        if let Some(table) = self.shared.settings.hosts() {
             return table.get(name).cloned().unwrap_or_default();
         }
         let lookup = tokio::net::lookup_host((name.as_str(), port));
@@ -200,21 +200,21 @@ impl ConnCtx {
         // endpoint is never looked up (a lookup is itself a way out, to
         // whatever resolver the host uses).
         if !s
-            .endpoints
+            .endpoints()
             .iter()
             .any(|e| &e.host == host && e.port == port)
         {
-            let e = decide(&s.endpoints, s.allow_private, host, port, &[])
+            let e = decide(s.endpoints(), s.allow_private(), host, port, &[])
                 .err()
                 .map(|r| Refusal::of(&r))
                 .unwrap_or_else(|| Refusal::new(EGRESS_HOST_NOT_ALLOWED, "not an endpoint"));
             return Err(e);
         }
         let resolved = self.resolve(host, port).await;
-        let addrs = decide(&s.endpoints, s.allow_private, host, port, &resolved)
+        let addrs = decide(s.endpoints(), s.allow_private(), host, port, &resolved)
             .map_err(|r| Refusal::of(&r))?;
         let index = s
-            .endpoints
+            .endpoints()
             .iter()
             .position(|e| &e.host == host && e.port == port)
             .ok_or_else(|| Refusal::new(EGRESS_HOST_NOT_ALLOWED, "not an endpoint"))?;
@@ -222,7 +222,7 @@ impl ConnCtx {
     }
 
     pub(super) fn endpoint(&self, index: usize) -> Result<(Endpoint, Arc<EndpointState>), Refusal> {
-        let e = self.shared.settings.endpoints.get(index);
+        let e = self.shared.settings.endpoints().get(index);
         let st = self.shared.endpoints.get(index);
         match (e, st) {
             (Some(e), Some(st)) => Ok((e.clone(), st.clone())),

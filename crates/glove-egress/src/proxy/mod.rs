@@ -89,7 +89,7 @@ impl Shared {
         tls_client: Arc<rustls::ClientConfig>,
     ) -> Shared {
         let endpoints = settings
-            .endpoints
+            .endpoints()
             .iter()
             .map(|e| {
                 let l = settings.limits_of(e);
@@ -170,10 +170,10 @@ impl ConnCtx {
             Listener::Mapping(i) => self
                 .shared
                 .settings
-                .port_mappings
+                .port_mappings()
                 .get(i)
                 .map(|m| &m.endpoint),
-            Listener::Terminated(i) => self.shared.settings.endpoints.get(i),
+            Listener::Terminated(i) => self.shared.settings.endpoints().get(i),
             Listener::Proxy => None,
         }
     }

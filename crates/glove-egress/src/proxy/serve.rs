@@ -77,7 +77,7 @@ pub(super) fn accept(
 ) {
     let listener = match usize::from(index) {
         0 => Listener::Proxy,
-        i if i <= shared.settings.port_mappings.len() => Listener::Mapping(i - 1),
+        i if i <= shared.settings.port_mappings().len() => Listener::Mapping(i - 1),
         _ => return,
     };
     let Ok(stream) = TcpStream::from_std(stream) else {

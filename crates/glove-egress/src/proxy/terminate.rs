@@ -25,7 +25,7 @@ impl ConnCtx {
         let config = self
             .shared
             .settings
-            .endpoints
+            .endpoints()
             .get(endpoint)
             .map(|e| self.shared.broker.ca().server_config(&e.host));
         let Some(Ok(config)) = config else {

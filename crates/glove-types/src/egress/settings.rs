@@ -32,6 +32,7 @@
 use super::Endpoint;
 use crate::canon::{self, Form};
 use crate::codes::egress::EGRESS_POLICY_INVALID;
+use crate::codes::policy::{POLICY_EGRESS_ENDPOINT_INVALID, POLICY_EGRESS_PRIVATE};
 use crate::ids::{PolicyId, SecretHandle};
 use crate::Rejection;
 use serde::Deserialize;
@@ -102,69 +103,66 @@ pub struct Brokered {
     pub scheme: Scheme,
 }
 
-/// A validated egress policy.
+/// A validated egress policy: built only by [`EgressSettings::from_json`]
+/// (an egress policy file) or by session policy validation, both through
+/// the same rules, and read through its accessors.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct EgressSettings {
-    /// The policy id.
-    pub policy_id: PolicyId,
-    /// Allowed endpoints.
-    pub endpoints: Vec<Endpoint>,
-    /// Whether loopback and private targets may be reached.
-    pub allow_private: bool,
-    /// Per-endpoint limits.
-    pub limits: Vec<EndpointLimits>,
-    /// The static resolver, when given.
-    pub hosts: Option<BTreeMap<String, Vec<IpAddr>>>,
-    /// Port mappings.
-    pub port_mappings: Vec<PortMapping>,
-    /// Brokered credentials.
-    pub brokered: Vec<Brokered>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RawLimits {
-    endpoint: String,
-    #[serde(default)]
-    max_connections: Option<u64>,
-    #[serde(default)]
-    max_bytes: Option<u64>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RawMapping {
-    listen_port: u16,
-    endpoint: String,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RawBrokered {
-    secret_handle: String,
-    source_path: String,
-    env: String,
-    header: String,
-    endpoints: Vec<String>,
-    #[serde(default)]
-    scheme: Option<String>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct Raw {
-    schema_version: u32,
-    egress_policy_id: String,
-    endpoints: Vec<String>,
+    policy_id: PolicyId,
+    endpoints: Vec<Endpoint>,
     allow_private: bool,
+    limits: Vec<EndpointLimits>,
+    hosts: Option<BTreeMap<String, Vec<IpAddr>>>,
+    port_mappings: Vec<PortMapping>,
+    brokered: Vec<Brokered>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawLimits {
+    pub(crate) endpoint: String,
     #[serde(default)]
-    limits: Vec<RawLimits>,
+    pub(crate) max_connections: Option<u64>,
     #[serde(default)]
-    hosts: Option<BTreeMap<String, Vec<String>>>,
+    pub(crate) max_bytes: Option<u64>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawMapping {
+    pub(crate) listen_port: u16,
+    pub(crate) endpoint: String,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawBrokered {
+    pub(crate) secret_handle: String,
+    pub(crate) source_path: String,
+    pub(crate) env: String,
+    pub(crate) header: String,
+    pub(crate) endpoints: Vec<String>,
     #[serde(default)]
-    port_mappings: Vec<RawMapping>,
+    pub(crate) scheme: Option<String>,
+}
+
+/// An egress policy as written, before validation: the file's form, or
+/// what session policy validation builds from a policy's egress section.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct Raw {
+    pub(crate) schema_version: u32,
+    pub(crate) egress_policy_id: String,
+    pub(crate) endpoints: Vec<String>,
+    pub(crate) allow_private: bool,
     #[serde(default)]
-    brokered: Vec<RawBrokered>,
+    pub(crate) limits: Vec<RawLimits>,
+    #[serde(default)]
+    pub(crate) hosts: Option<BTreeMap<String, Vec<String>>>,
+    #[serde(default)]
+    pub(crate) port_mappings: Vec<RawMapping>,
+    #[serde(default)]
+    pub(crate) brokered: Vec<RawBrokered>,
 }
 
 fn bad(m: impl Into<String>) -> Rejection {
@@ -185,6 +183,38 @@ fn endpoint(s: &str) -> Result<Endpoint, Rejection> {
         }
     }
     Ok(e)
+}
+
+/// What a session policy has always required of its endpoints, written
+/// as text: a name in its normal form (lowercase, no trailing dot), and a
+/// loopback, private or link-local endpoint (or `localhost`) only with
+/// `allow_private`. The codes are the session policy's.
+fn endpoint_rules(text: &str, e: &Endpoint, allow_private: bool) -> Result<(), Rejection> {
+    if let super::Host::Name(n) = &e.host {
+        let written = text.rsplit_once(':').map_or(text, |(h, _)| h);
+        if n != written {
+            return Err(Rejection::new(
+                POLICY_EGRESS_ENDPOINT_INVALID,
+                format!("{text:?} is not host:port with a lowercase name and no trailing dot"),
+            ));
+        }
+    }
+    if endpoint_private(e) && !allow_private {
+        return Err(Rejection::new(
+            POLICY_EGRESS_PRIVATE,
+            format!("{text} is private or loopback; set allow_private to allow it"),
+        ));
+    }
+    Ok(())
+}
+
+/// Whether an endpoint is loopback, private or link-local (anything but
+/// a public address), or `localhost` by name.
+fn endpoint_private(e: &Endpoint) -> bool {
+    match &e.host {
+        super::Host::Ip(ip) => super::classify(*ip) != super::AddressClass::Public,
+        super::Host::Name(n) => n == "localhost" || n.ends_with(".localhost"),
+    }
 }
 
 fn token_ok(s: &str) -> bool {
@@ -234,6 +264,12 @@ impl EgressSettings {
     /// Parses and validates an egress policy file.
     pub fn from_json(bytes: &[u8]) -> Result<EgressSettings, Rejection> {
         let raw: Raw = canon::decode(bytes, MAX_SETTINGS_BYTES, Form::Strict)?;
+        EgressSettings::validate(raw)
+    }
+
+    /// Validates an egress policy: the one set of rules for an egress
+    /// policy file and a session policy's egress section.
+    pub(crate) fn validate(raw: Raw) -> Result<EgressSettings, Rejection> {
         if raw.schema_version != 1 {
             return Err(bad("schema_version must be 1").at("schema_version"));
         }
@@ -383,6 +419,12 @@ impl EgressSettings {
                 scheme,
             });
         }
+        // A session policy's rules for its endpoints (checked there first,
+        // with these codes), for every egress policy: an egress file is
+        // refused what a session policy is, with the same code.
+        for (i, (text, e)) in raw.endpoints.iter().zip(&endpoints).enumerate() {
+            endpoint_rules(text, e, raw.allow_private).map_err(|r| r.at(at(i, "endpoints")))?;
+        }
         Ok(EgressSettings {
             policy_id,
             endpoints,
@@ -397,6 +439,51 @@ impl EgressSettings {
     /// The limits of one endpoint, if any.
     pub fn limits_of(&self, e: &Endpoint) -> Option<&EndpointLimits> {
         self.limits.iter().find(|l| &l.endpoint == e)
+    }
+
+    /// The policy id.
+    pub fn policy_id(&self) -> &PolicyId {
+        &self.policy_id
+    }
+
+    /// The allowed endpoints (at least one, none twice).
+    pub fn endpoints(&self) -> &[Endpoint] {
+        &self.endpoints
+    }
+
+    /// Whether loopback and private targets may be reached.
+    pub fn allow_private(&self) -> bool {
+        self.allow_private
+    }
+
+    /// Per-endpoint limits (each for an endpoint of the policy).
+    pub fn limits(&self) -> &[EndpointLimits] {
+        &self.limits
+    }
+
+    /// The static resolver, when given: the proxy's whole resolver.
+    pub fn hosts(&self) -> Option<&BTreeMap<String, Vec<IpAddr>>> {
+        self.hosts.as_ref()
+    }
+
+    /// Port mappings (each to an endpoint of the policy).
+    pub fn port_mappings(&self) -> &[PortMapping] {
+        &self.port_mappings
+    }
+
+    /// Brokered credentials (each bound to endpoints of the policy).
+    pub fn brokered(&self) -> &[Brokered] {
+        &self.brokered
+    }
+
+    /// The same settings with only the brokered credentials whose handle
+    /// `named` lists (a session gets those its plan names, no others).
+    /// Dropping credentials keeps every rule the settings were validated
+    /// with.
+    pub fn keep_brokered(&self, named: &[SecretHandle]) -> EgressSettings {
+        let mut s = self.clone();
+        s.brokered.retain(|b| named.contains(&b.secret_handle));
+        s
     }
 }
 

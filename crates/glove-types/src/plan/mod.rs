@@ -515,7 +515,7 @@ pub fn admit(
         // the sandbox (issue 26, finding 3).
         let brokers = |e: &crate::policy::EgressPolicy| {
             e.settings()
-                .is_some_and(|s| s.brokered.iter().any(|b| &b.secret_handle == h))
+                .is_some_and(|s| s.brokered().iter().any(|b| &b.secret_handle == h))
         };
         let brokered_somewhere = policy.egress_policies().iter().any(brokers);
         let brokered_here = policy

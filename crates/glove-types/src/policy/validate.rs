@@ -5,8 +5,10 @@ use super::launch::adapter_command_digest;
 use super::model::*;
 use super::raw::*;
 use super::ValidatedPolicy;
+use crate::canon;
 use crate::codes::policy::*;
 use crate::digest::Sha256Digest;
+use crate::egress::settings::{self, EgressSettings};
 use crate::ids::{AliasId, PolicyId, ProfileId, RuntimeId, RuntimeTemplateId, SecretHandle};
 use crate::paths::{
     check_canonical, check_not_restricted, is_within, overlaps, RESTRICTED_HOST_ROOTS,
@@ -552,12 +554,14 @@ fn egress(
 }
 
 /// The proxy's full view of an egress policy with endpoints (`None`: the
-/// policy keeps a session offline): the entry in the egress policy file's
-/// form, each brokered handle's source taken from `credential_sources`.
+/// policy keeps a session offline): the section in the egress policy
+/// file's form, each brokered handle's source taken from
+/// `credential_sources`, validated by the egress file's own rules (the
+/// same function, so both refuse the same inputs).
 fn egress_settings(
     e: &RawEgress,
     sources: &[CredentialSource],
-) -> Result<Option<crate::egress::settings::EgressSettings>, Rejection> {
+) -> Result<Option<EgressSettings>, Rejection> {
     if e.endpoints.is_empty() {
         let extras = !e.limits.is_empty()
             || e.hosts.is_some()
@@ -586,28 +590,36 @@ fn egress_settings(
             )
             .at(format!("brokered[{i}].secret_handle")));
         };
-        brokered.push(serde_json::json!({
-            "secret_handle": b.secret_handle,
-            "source_path": source.source_path,
-            "env": b.env,
-            "header": b.header,
-            "endpoints": b.endpoints,
-            "scheme": b.scheme,
-        }));
+        brokered.push(settings::RawBrokered {
+            secret_handle: b.secret_handle.clone(),
+            source_path: source.source_path.clone(),
+            env: b.env.clone(),
+            header: b.header.clone(),
+            endpoints: b.endpoints.clone(),
+            scheme: b.scheme.clone(),
+        });
     }
-    let file = serde_json::json!({
-        "schema_version": 1,
-        "egress_policy_id": e.egress_policy_id,
-        "endpoints": e.endpoints,
-        "allow_private": e.allow_private,
-        "limits": e.limits,
-        "hosts": e.hosts,
-        "port_mappings": e.port_mappings,
-        "brokered": brokered,
-    });
-    let bytes = serde_json::to_vec(&file)
-        .map_err(|x| r(crate::codes::egress::EGRESS_POLICY_INVALID, x.to_string()))?;
-    crate::egress::settings::EgressSettings::from_json(&bytes).map(Some)
+    // The section's limits, hosts and mappings were parsed strictly with
+    // the policy; here they take the egress file's shapes.
+    let raw = settings::Raw {
+        schema_version: 1,
+        egress_policy_id: e.egress_policy_id.clone(),
+        endpoints: e.endpoints.clone(),
+        allow_private: e.allow_private,
+        limits: e
+            .limits
+            .iter()
+            .map(|v| canon::from_value(v.clone()))
+            .collect::<Result<_, _>>()?,
+        hosts: e.hosts.clone().map(canon::from_value).transpose()?,
+        port_mappings: e
+            .port_mappings
+            .iter()
+            .map(|v| canon::from_value(v.clone()))
+            .collect::<Result<_, _>>()?,
+        brokered,
+    };
+    EgressSettings::validate(raw).map(Some)
 }
 
 /// Parses `host:port` (IPv6 in brackets) and says whether the host is a

@@ -641,8 +641,8 @@ fn an_egress_policy_carries_the_proxys_settings() {
     v["credential_sources"] = Value::Array(ss);
     let p = check(&v).expect("valid");
     let s = p.egress_policies()[0].settings().expect("settings");
-    assert_eq!(s.port_mappings[0].listen_port, 18000);
-    assert_eq!(s.brokered[0].source_path, "/etc/glove/broker.key");
+    assert_eq!(s.port_mappings()[0].listen_port, 18000);
+    assert_eq!(s.brokered()[0].source_path, "/etc/glove/broker.key");
     // A brokered handle without a source, a mapping to an unlisted
     // endpoint, extras on an offline policy: refused.
     let mut w = v.clone();
@@ -690,4 +690,60 @@ fn tool_policies_must_be_listed_and_name_a_canonical_profile_path() {
     v["tool_policies"][0]["profile_path"] = serde_json::json!("relative/profile.json");
     let e = ValidatedPolicy::from_json(v.to_string().as_bytes()).expect_err("relative");
     assert_eq!(e.code(), POLICY_PATH_INVALID, "{e:?}");
+}
+
+/// Issue 27: an egress policy file (`glove exec --egress`) and a session
+/// policy's egress section go through the same validation: the same bad
+/// endpoints are refused both ways with the same code, and the same good
+/// ones accepted both ways.
+#[test]
+fn issue27_an_egress_file_and_a_session_policy_refuse_the_same_endpoints() {
+    use glove_types::egress::settings::EgressSettings;
+    let cases: &[(&str, bool, Option<ErrorCode>)] = &[
+        ("127.0.0.1:80", false, Some(POLICY_EGRESS_PRIVATE)),
+        ("[::1]:9000", false, Some(POLICY_EGRESS_PRIVATE)),
+        ("10.0.0.5:80", false, Some(POLICY_EGRESS_PRIVATE)),
+        ("localhost:8080", false, Some(POLICY_EGRESS_PRIVATE)),
+        (
+            "API.example.com:443",
+            true,
+            Some(POLICY_EGRESS_ENDPOINT_INVALID),
+        ),
+        (
+            "Model.Test:8000",
+            false,
+            Some(POLICY_EGRESS_ENDPOINT_INVALID),
+        ),
+        (
+            "api.example.com.:443",
+            true,
+            Some(POLICY_EGRESS_ENDPOINT_INVALID),
+        ),
+        ("api.example.com:443", false, None),
+        ("127.0.0.1:80", true, None),
+        ("localhost:8080", true, None),
+    ];
+    for (ep, allow, want) in cases {
+        let file = json!({
+            "schema_version": 1,
+            "egress_policy_id": "no-network",
+            "endpoints": [ep],
+            "allow_private": allow,
+        });
+        let by_file = EgressSettings::from_json(&serde_json::to_vec(&file).expect("encode"))
+            .map(|_| ())
+            .map_err(|e| e.code());
+        let mut v = base();
+        v["egress_policies"] = json!([{
+            "egress_policy_id": "no-network",
+            "endpoints": [ep],
+            "allow_private": allow,
+        }]);
+        let by_policy = check(&v).map(|_| ()).map_err(|e| e.code());
+        assert_eq!(by_file, by_policy, "{ep} allow_private={allow}");
+        match want {
+            Some(code) => assert_eq!(by_file, Err(*code), "{ep} allow_private={allow}"),
+            None => assert_eq!(by_file, Ok(()), "{ep} allow_private={allow}"),
+        }
+    }
 }
