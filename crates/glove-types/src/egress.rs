@@ -542,6 +542,19 @@ mod tests {
         );
         let v6 = Host::parse("[::1]").expect("ip");
         decide(&eps, true, &v6, 9000, &[]).expect("v6 loopback endpoint");
+        // The proxy's own backstop for a listed private literal (validation
+        // already refuses one without allow_private): IPv6 loopback and a
+        // private range are refused like IPv4 loopback.
+        assert_eq!(
+            code(decide(&eps, false, &v6, 9000, &[])),
+            EGRESS_ADDRESS_PRIVATE
+        );
+        let ten: Vec<Endpoint> = vec![Endpoint::parse("10.0.0.5:80").expect("endpoint")];
+        let h = Host::parse("10.0.0.5").expect("ip");
+        assert_eq!(
+            code(decide(&ten, false, &h, 80, &[])),
+            EGRESS_ADDRESS_PRIVATE
+        );
         // Issue 26: a metadata literal, never an endpoint, has its own code
         // (in any spelling that carries it).
         for meta in ["169.254.169.254", "::ffff:169.254.169.254", "fd00:ec2::254"] {

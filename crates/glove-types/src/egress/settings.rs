@@ -491,6 +491,30 @@ impl EgressSettings {
 mod tests {
     use super::*;
 
+    /// Narrowing only drops brokered credentials: endpoints, limits, hosts
+    /// and mappings stay, and a handle not in the policy adds nothing.
+    #[test]
+    fn keep_brokered_only_drops_credentials() {
+        let s = EgressSettings::from_json(GOOD.as_bytes()).expect("good");
+        let openai = SecretHandle::new("openai").expect("handle");
+        let other = SecretHandle::new("other").expect("handle");
+        for (named, kept) in [
+            (vec![openai.clone()], 1),
+            (vec![], 0),
+            (vec![other.clone()], 0),
+            (vec![other, openai], 1),
+        ] {
+            let n = s.keep_brokered(&named);
+            assert_eq!(n.brokered().len(), kept, "{named:?}");
+            assert_eq!(n.endpoints(), s.endpoints());
+            assert_eq!(n.limits(), s.limits());
+            assert_eq!(n.hosts(), s.hosts());
+            assert_eq!(n.port_mappings(), s.port_mappings());
+            assert_eq!(n.allow_private(), s.allow_private());
+            assert_eq!(n.policy_id(), s.policy_id());
+        }
+    }
+
     const GOOD: &str = r#"{"schema_version":1,"egress_policy_id":"model","endpoints":["model.test:8000","api.example.com:443"],"allow_private":true,
       "limits":[{"endpoint":"model.test:8000","max_connections":4}],
       "hosts":{"model.test":["127.0.0.1"]},
