@@ -368,7 +368,9 @@ fn session_replay(dir: &Path) {
     // no longer admits that many live sessions (each keeps room to end, see
     // docs/journal.md), so the records go in through the generic journal,
     // encoded as the store encodes a creation.
-    let st = Journal::create(&path, &glove_journal::session::SESSION_STORE_SPEC).expect("create");
+    let st =
+        glove_journal::testing::create_raw(&path, &glove_journal::session::SESSION_STORE_SPEC, [])
+            .expect("create");
     let pad = "x".repeat(6_540);
     for i in 0..10_000u32 {
         let s = SessionId::new(format!("session-{i}")).expect("id");
@@ -456,7 +458,7 @@ fn receipt_replay(dir: &Path, n: u32) {
         payloads.push((KIND_RESERVE, encode_id(Some(&s), &[])));
         payloads.push((KIND_RECEIPT, encode_id(Some(&s), &env)));
     }
-    let j = Journal::create_with(
+    let j = glove_journal::testing::create_raw(
         &path,
         &config.spec(),
         payloads.iter().map(|(k, p)| (*k, &p[..])),

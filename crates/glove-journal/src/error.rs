@@ -379,6 +379,10 @@ pub enum JournalError {
         /// The bound.
         max: u64,
     },
+    /// The generic journal was asked to create or open a session store or
+    /// a receipt journal, which only their own types may write.
+    #[error("journal kind {0} is written only by its own type, not the generic journal")]
+    KindGuarded(u16),
     /// An append named a record kind the journal does not carry.
     #[error("record kind {kind} is not carried by this journal")]
     KindRefused {
@@ -480,6 +484,7 @@ impl JournalError {
             JournalError::Poisoned => jc::JOURNAL_POISONED,
             JournalError::Full(_) => jc::JOURNAL_FULL,
             JournalError::RecordTooLarge { .. } => jc::JOURNAL_RECORD_TOO_LARGE,
+            JournalError::KindGuarded(_) => jc::JOURNAL_KIND_GUARDED,
             JournalError::KindRefused { .. } => jc::JOURNAL_RECORD_KIND_REFUSED,
             JournalError::Invalid { rejection, .. } => rejection.code(),
             JournalError::PlanTooLarge { .. } => jc::STORE_PLAN_TOO_LARGE,

@@ -137,16 +137,43 @@ pub struct Journal {
     commit: Commit,
 }
 
+/// The kinds only their own types write: a session store's records are
+/// appended only through the lifecycle, a receipt journal's carry the
+/// receipt MAC. The generic constructors refuse them, so no code in the
+/// process can open either file as a raw, appendable [`Journal`].
+fn guarded(spec: &JournalSpec) -> Result<(), JournalError> {
+    use crate::format::JournalKind;
+    if spec.kind == JournalKind::SESSION_STORE || spec.kind == JournalKind::RECEIPTS {
+        return Err(JournalError::KindGuarded(spec.kind.0));
+    }
+    Ok(())
+}
+
 impl Journal {
     /// Creates a new, empty journal at `path`. The directory must already
-    /// exist with mode 0700; the file must not exist.
+    /// exist with mode 0700; the file must not exist. A session store or a
+    /// receipt journal is refused (`journal_kind_guarded`): their own types
+    /// create them.
     pub fn create(path: &Path, spec: &JournalSpec) -> Result<Journal, JournalError> {
         Journal::create_with(path, spec, [])
     }
 
     /// Creates a new journal that already holds `records` when it first
     /// appears under its name (so a crash never leaves it without them).
+    /// Guarded kinds are refused, as by [`create`](Self::create).
     pub fn create_with<'a>(
+        path: &Path,
+        spec: &JournalSpec,
+        records: impl IntoIterator<Item = (u16, &'a [u8])>,
+    ) -> Result<Journal, JournalError> {
+        guarded(spec)?;
+        Journal::create_with_unguarded(path, spec, records)
+    }
+
+    /// [`create_with`](Self::create_with) for any kind: for the session
+    /// store and the receipt journal themselves (and, through
+    /// `testing`, tests that plant records by hand).
+    pub(crate) fn create_with_unguarded<'a>(
         path: &Path,
         spec: &JournalSpec,
         records: impl IntoIterator<Item = (u16, &'a [u8])>,
@@ -167,7 +194,19 @@ impl Journal {
     /// caller read the anchor before it, and a holder's appends during a
     /// wait would leave it stale). The session store and the receipt
     /// journal read their anchor under the lock instead, and wait.
+    ///
+    /// Guarded kinds are refused, as by [`create`](Self::create).
     pub fn open(
+        path: &Path,
+        spec: &JournalSpec,
+        anchor: Option<&Anchor>,
+    ) -> Result<Opened, JournalError> {
+        guarded(spec)?;
+        Journal::open_unguarded(path, spec, anchor)
+    }
+
+    /// [`open`](Self::open) for any kind (the session store's own open).
+    pub(crate) fn open_unguarded(
         path: &Path,
         spec: &JournalSpec,
         anchor: Option<&Anchor>,

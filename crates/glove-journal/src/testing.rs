@@ -57,3 +57,15 @@ impl<S: BorrowMut<SessionStore>> StoreLogWriter for StoreLog<S> {
         StoreLog::store_mut(self)
     }
 }
+
+/// Creates a journal of any kind, a session store or a receipt journal
+/// included, holding `records` (see `Journal::create_with`, which refuses
+/// those two kinds): for tests and benches that plant records the stores
+/// would never write.
+pub fn create_raw<'a>(
+    path: &std::path::Path,
+    spec: &crate::JournalSpec,
+    records: impl IntoIterator<Item = (u16, &'a [u8])>,
+) -> Result<crate::Journal, JournalError> {
+    crate::Journal::create_with_unguarded(path, spec, records)
+}

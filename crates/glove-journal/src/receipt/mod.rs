@@ -225,7 +225,8 @@ impl ReceiptJournal {
             return Err(JournalError::corrupt(CorruptKind::MissingButAnchored, 0));
         }
         let base = encode_base(anchor);
-        let journal = Journal::create_with(path, &config.spec(), [(KIND_BASE, &base[..])])?;
+        let journal =
+            Journal::create_with_unguarded(path, &config.spec(), [(KIND_BASE, &base[..])])?;
         let mut j = ReceiptJournal {
             journal,
             key,

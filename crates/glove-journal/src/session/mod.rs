@@ -269,7 +269,7 @@ impl SessionStore {
     /// Creates an empty store at `path` (its directory must be mode 0700).
     pub fn create(path: &Path) -> Result<SessionStore, JournalError> {
         Ok(SessionStore {
-            journal: Journal::create(path, &SESSION_STORE_SPEC)?,
+            journal: Journal::create_with_unguarded(path, &SESSION_STORE_SPEC, [])?,
             index: SessionIndex::default(),
             anchor_file: None,
             anchor_failed: false,
@@ -296,7 +296,7 @@ impl SessionStore {
         path: &Path,
         anchor: Option<&Anchor>,
     ) -> Result<(SessionStore, OpenReport), JournalError> {
-        SessionStore::from_opened(Journal::open(path, &SESSION_STORE_SPEC, anchor)?)
+        SessionStore::from_opened(Journal::open_unguarded(path, &SESSION_STORE_SPEC, anchor)?)
     }
 
     /// The store over a journal just opened: its index rebuilt.

@@ -499,3 +499,28 @@ fn read_bounded_refuses_a_fifo_and_a_symlink_and_a_file_over_the_bound() {
     let e = glove_journal::read_bounded(&link, 1 << 20).unwrap_err();
     assert_eq!(e.code(), fc::FILE_SYMLINK, "{e:?}");
 }
+
+/// Issue 27 (doors): the generic journal will neither create nor open a
+/// session store or a receipt journal, so no code in the process gets a
+/// raw, appendable handle on either (records past the lifecycle or the
+/// receipt MAC). The stores themselves still open their files.
+#[test]
+fn the_generic_journal_refuses_the_guarded_kinds() {
+    use glove_journal::receipt::ReceiptConfig;
+    use glove_journal::session::SESSION_STORE_SPEC;
+    use glove_journal::SessionStore;
+    let d = tempdir();
+    let receipts = ReceiptConfig::default().spec();
+    for spec in [&SESSION_STORE_SPEC, &receipts] {
+        let p = d.path().join(format!("raw-{}", spec.kind.0));
+        let e = Journal::create(&p, spec).expect_err("created raw");
+        assert_eq!(e.code(), jc::JOURNAL_KIND_GUARDED, "{e}");
+        assert!(!p.exists(), "nothing was created");
+    }
+    // A store made the proper way cannot be reopened raw either.
+    let p = d.path().join("sessions");
+    drop(SessionStore::create(&p).expect("store"));
+    let e = Journal::open(&p, &SESSION_STORE_SPEC, None).expect_err("opened raw");
+    assert_eq!(e.code(), jc::JOURNAL_KIND_GUARDED, "{e}");
+    SessionStore::open(&p, None).expect("the store opens its own file");
+}

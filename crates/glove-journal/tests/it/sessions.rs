@@ -4,7 +4,7 @@ use crate::common::tempdir;
 use glove_journal::error::{CorruptKind, JournalError};
 use glove_journal::session::{record, Creation, NewSession};
 use glove_journal::testing::StoreWriter;
-use glove_journal::{Journal, SessionStore};
+use glove_journal::SessionStore;
 use glove_types::codes::journal as jc;
 use glove_types::ids::{IdempotencyKey, SessionId};
 use glove_types::stage::SessionStage;
@@ -131,7 +131,8 @@ fn transitions_follow_the_stage_graph() {
 fn plant(records: &[(u16, Vec<u8>)]) -> Result<SessionStore, JournalError> {
     let d = tempdir();
     let p = d.path().join("sessions");
-    let j = Journal::create(&p, &glove_journal::session::SESSION_STORE_SPEC).unwrap();
+    let j = glove_journal::testing::create_raw(&p, &glove_journal::session::SESSION_STORE_SPEC, [])
+        .unwrap();
     for (k, payload) in records {
         let _ = j.append(*k, payload).unwrap();
     }

@@ -18,6 +18,7 @@ define_codes! { Journal;
     JOURNAL_FULL = "journal_full": "the journal's byte or record bound would be exceeded",
     JOURNAL_RECORD_TOO_LARGE = "journal_record_too_large": "a record payload exceeds the journal's record bound",
     JOURNAL_RECORD_KIND_REFUSED = "journal_record_kind_refused": "an append named a record kind this journal does not carry",
+    JOURNAL_KIND_GUARDED = "journal_kind_guarded": "the generic journal will not create or open a session store or a receipt journal: only their own types write them (the lifecycle, the receipt MAC)",
     JOURNAL_HEADER_CORRUPT = "journal_header_corrupt": "the journal header is truncated or fails its digest",
     JOURNAL_HEADER_MISMATCH = "journal_header_mismatch": "the journal header names another magic, format version or journal kind",
     JOURNAL_FRAME_CORRUPT = "journal_frame_corrupt": "a record frame fails its check value",
