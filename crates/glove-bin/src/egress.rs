@@ -1,9 +1,9 @@
 //! `glove exec --egress`: the egress policy file, the session's proxy and
 //! its summary, wired to a launch spec.
 
-use glove_egress::{Broker, ProxyConfig, ProxyHandle, ProxyLimits, Summary};
+use glove_egress::{Broker, ProxyConfig, ProxyHandle, ProxyLimits, Summary, TlsRoots};
 use glove_sandbox::spec::{EgressSpec, LaunchSpec};
-use glove_types::codes::egress::EGRESS_POLICY_INVALID;
+use glove_types::codes::egress::{EGRESS_POLICY_INVALID, EGRESS_TRUST_ROOTS_INVALID};
 use glove_types::egress::settings::{EgressSettings, MAX_SETTINGS_BYTES};
 use glove_types::ids::SessionId;
 use glove_types::Rejection;
@@ -20,6 +20,7 @@ pub struct Prepared {
     broker: Broker,
     journal: PathBuf,
     session_id: SessionId,
+    roots: TlsRoots,
 }
 
 /// The spec has the sandbox's end of the channel.
@@ -68,11 +69,75 @@ fn default_journal_dir() -> Result<PathBuf, Rejection> {
     Ok(dir)
 }
 
-/// Reads the egress policy file and the brokered credentials.
-pub fn prepare(file: &Path, journal: Option<&Path>) -> Result<Prepared, Rejection> {
+fn roots_refused(e: glove_egress::EgressError) -> Rejection {
+    Rejection::new(e.code(), e.to_string())
+}
+
+/// The extra roots an operator names (`--egress-ca` of `glove exec` and
+/// `gloved`), read now: each a protected file (mode 0600, owned by the
+/// caller, one link, at most 1 MiB) holding PEM certificates and nothing
+/// else, at most 16 files. Any fault is `egress_trust_roots_invalid`.
+pub fn extra_roots(files: &[PathBuf]) -> Result<Vec<String>, Rejection> {
+    if files.len() > glove_egress::MAX_EXTRA_ROOTS {
+        return Err(Rejection::new(
+            EGRESS_TRUST_ROOTS_INVALID,
+            format!(
+                "--egress-ca is given {} times; at most {}",
+                files.len(),
+                glove_egress::MAX_EXTRA_ROOTS
+            ),
+        ));
+    }
+    let mut roots = TlsRoots {
+        extra_pem: Vec::new(),
+        system_bundle: None,
+    };
+    for f in files {
+        let bytes = crate::protected::read(
+            f,
+            crate::protected::Requirements {
+                max_bytes: glove_egress::MAX_EXTRA_ROOT_BYTES,
+                mode: 0o600,
+            },
+        )
+        .map_err(|r| {
+            Rejection::new(
+                EGRESS_TRUST_ROOTS_INVALID,
+                format!("--egress-ca: {} ({})", r.message(), r.code().as_str()),
+            )
+        })?;
+        roots
+            .add_extra_pem(&f.display().to_string(), &bytes)
+            .map_err(roots_refused)?;
+    }
+    Ok(roots.extra_pem)
+}
+
+/// The roots upstreams are verified against: the system bundle found at
+/// the usual places ([`glove_egress::BUNDLE_CANDIDATES`]) and the extra
+/// roots (see [`extra_roots`]), all read now.
+pub fn trust_roots(extra: &[PathBuf]) -> Result<TlsRoots, Rejection> {
+    let roots = TlsRoots {
+        extra_pem: extra_roots(extra)?,
+        ..TlsRoots::system().map_err(roots_refused)?
+    };
+    // The proxy starts only after the sandbox is built: read the bundle
+    // now, so unusable roots refuse the launch rather than end it.
+    roots.check().map_err(roots_refused)?;
+    Ok(roots)
+}
+
+/// Reads the egress policy file, the trust roots (see [`trust_roots`])
+/// and the brokered credentials.
+pub fn prepare(
+    file: &Path,
+    journal: Option<&Path>,
+    extra_roots: &[PathBuf],
+) -> Result<Prepared, Rejection> {
     let bytes = read_bounded(file)?;
     let settings = EgressSettings::from_json(&bytes)
         .map_err(|r| Rejection::new(r.code(), format!("{}: {}", file.display(), r.message())))?;
+    let roots = trust_roots(extra_roots)?;
     let broker = Broker::prepare(&settings).map_err(|e| Rejection::new(e.code(), e.to_string()))?;
     let session_id = SessionId::new(format!("exec-{}", random_hex(8)?))?;
     let journal = match journal {
@@ -84,6 +149,7 @@ pub fn prepare(file: &Path, journal: Option<&Path>) -> Result<Prepared, Rejectio
         broker,
         journal,
         session_id,
+        roots,
     })
 }
 
@@ -118,10 +184,7 @@ impl Prepared {
             channel: sandbox_end,
             ports: glove_egress::sandbox_ports(&self.settings),
         });
-        for (path, text) in glove_egress::sandbox_trust_files(
-            &self.broker,
-            Path::new(glove_egress::TlsRoots::default_bundle()),
-        ) {
+        for (path, text) in glove_egress::sandbox_trust_files(&self.broker, &self.roots) {
             spec.files.retain(|(p, _)| p != &path);
             spec.files.push((path, text.into_bytes()));
         }
@@ -142,7 +205,7 @@ impl Attached {
             settings: prepared.settings,
             journal_path: prepared.journal,
             limits: ProxyLimits::default(),
-            tls_roots: glove_egress::TlsRoots::default(),
+            tls_roots: prepared.roots,
         };
         let handle = glove_egress::start(config, prepared.broker, host_end)
             .map_err(|e| Rejection::new(e.code(), e.to_string()))?;

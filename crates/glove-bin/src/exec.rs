@@ -90,6 +90,11 @@ pub struct ExecArgs {
     /// $XDG_STATE_HOME/glove/egress].
     #[arg(long, value_name = "FILE", requires = "egress")]
     pub egress_journal: Option<std::path::PathBuf>,
+    /// Also trust this CA (a PEM file, mode 0600, at most 1 MiB) for the
+    /// upstreams the proxy reaches over TLS, besides the system bundle;
+    /// repeatable, at most 16.
+    #[arg(long, value_name = "FILE", requires = "egress")]
+    pub egress_ca: Vec<std::path::PathBuf>,
     /// The command and its arguments.
     #[arg(last = true, required = true, value_name = "CMD")]
     pub command: Vec<String>,
@@ -322,7 +327,8 @@ fn run_with(a: ExecArgs, mcp: Option<crate::run::Prepared>) -> i32 {
     };
     let mut req = req;
     let egress = match &a.egress {
-        Some(file) => match crate::egress::prepare(file, a.egress_journal.as_deref()) {
+        Some(file) => match crate::egress::prepare(file, a.egress_journal.as_deref(), &a.egress_ca)
+        {
             Ok(e) => {
                 req.env.extend(e.environment());
                 Some(e)

@@ -70,6 +70,11 @@ struct Run {
 }
 
 fn run(policy: serde_json::Value, cases: &[&str]) -> Run {
+    run_with(policy, &[], cases)
+}
+
+/// [`run`] with more `glove exec` flags before the command.
+fn run_with(policy: serde_json::Value, flags: &[&str], cases: &[&str]) -> Run {
     let dir = common::safe_tempdir();
     std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o700)).expect("chmod");
     let file = dir.path().join("egress.json");
@@ -97,10 +102,9 @@ fn run(policy: serde_json::Value, cases: &[&str]) -> Run {
         &journal_s,
         "--ro-bind",
         &bind,
-        "--",
-        "/usr/bin/python3",
-        "/probe/egress.py",
     ];
+    args.extend_from_slice(flags);
+    args.extend_from_slice(&["--", "/usr/bin/python3", "/probe/egress.py"]);
     args.extend_from_slice(cases);
     let out = glove(As::Caller, &args, None);
     let (v, text) = outcome(&out);
@@ -648,4 +652,148 @@ fn issue26_egress_show_renders_end_events_as_ends() {
         refused.contains("REFUSED egress_host_not_allowed"),
         "{refused}"
     );
+}
+
+/// A loopback HTTPS upstream for `name` whose leaf is signed by a private
+/// CA (returned, PEM); it records each request head and answers
+/// `tls-upstream-ok`.
+fn tls_upstream(name: &str) -> (String, Upstream) {
+    use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, IsCa, KeyPair};
+    let ca_key = KeyPair::generate().expect("key");
+    let mut ca = CertificateParams::new(Vec::<String>::new()).expect("params");
+    ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    let issuer = CertifiedIssuer::self_signed(ca, ca_key).expect("ca");
+    let key = KeyPair::generate().expect("key");
+    let leaf = CertificateParams::new(vec![name.to_owned()])
+        .expect("params")
+        .signed_by(&key, &issuer)
+        .expect("leaf");
+    let der = rustls::pki_types::PrivateKeyDer::Pkcs8(key.serialize_der().into());
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let config = Arc::new(
+        rustls::ServerConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .expect("versions")
+            .with_no_client_auth()
+            .with_single_cert(vec![leaf.der().clone()], der)
+            .expect("server config"),
+    );
+    let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let port = l.local_addr().expect("addr").port();
+    let heads = Arc::new(Mutex::new(Vec::new()));
+    let h = heads.clone();
+    std::thread::spawn(move || {
+        for s in l.incoming() {
+            let Ok(s) = s else { continue };
+            let (h, config) = (h.clone(), config.clone());
+            std::thread::spawn(move || {
+                let _ = s.set_read_timeout(Some(std::time::Duration::from_secs(10)));
+                let Ok(conn) = rustls::ServerConnection::new(config) else {
+                    return;
+                };
+                let mut t = rustls::StreamOwned::new(conn, s);
+                let mut data = Vec::new();
+                let mut buf = [0u8; 4096];
+                while !data.windows(4).any(|w| w == b"\r\n\r\n") {
+                    match t.read(&mut buf) {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => data.extend_from_slice(&buf[..n]),
+                    }
+                }
+                h.lock()
+                    .expect("lock")
+                    .push(String::from_utf8_lossy(&data).into_owned());
+                let body = "tls-upstream-ok";
+                let _ = write!(
+                    t,
+                    "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+                let _ = t.flush();
+                t.conn.send_close_notify();
+                let _ = t.flush();
+            });
+        }
+    });
+    (issuer.pem(), Upstream { port, heads })
+}
+
+/// Issue 27: an upstream whose CA is an operator's private one is reached
+/// (verified, the credential brokered) when `--egress-ca` names it, and
+/// refused without it; a missing or garbage `--egress-ca` refuses the
+/// launch with its code.
+#[test]
+fn issue27_an_upstream_with_a_private_ca_is_reached_with_egress_ca() {
+    if !sandbox_ok(As::Caller) || !python_ok() {
+        return;
+    }
+    let (ca_pem, up) = tls_upstream("tls.test");
+    let dir = common::safe_tempdir();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o700)).expect("chmod");
+    let key = dir.path().join("tls.key");
+    write_private(&key, &format!("{REAL_KEY}\n"));
+    let ca = dir.path().join("ca.pem");
+    write_private(&ca, &ca_pem);
+    let ca_s = ca.display().to_string();
+    let tls_ep = format!("tls.test:{}", up.port);
+    let policy = serde_json::json!({
+        "schema_version": 1,
+        "egress_policy_id": "private-ca",
+        "endpoints": [tls_ep],
+        "allow_private": true,
+        "hosts": {"tls.test": ["127.0.0.1"]},
+        "brokered": [{"secret_handle": "tls-key", "source_path": key.display().to_string(),
+                      "env": "TLS_API_KEY", "header": "authorization", "endpoints": [tls_ep]}],
+    });
+    let r = run_with(policy.clone(), &["--egress-ca", &ca_s], &["tls", &tls_ep]);
+    let l = line(&r, 0);
+    assert_eq!(l["connect"], "200", "{l}");
+    assert_eq!(l["verified"], true, "{l}");
+    assert_eq!(
+        l["status"], "200",
+        "the upstream was verified and reached: {l}"
+    );
+    let heads = up.heads.lock().expect("lock").clone();
+    assert_eq!(heads.len(), 1, "{heads:?}");
+    assert!(
+        heads[0]
+            .to_ascii_lowercase()
+            .contains(&format!("authorization: bearer {REAL_KEY}").to_ascii_lowercase()),
+        "{heads:?}"
+    );
+
+    // Without it, the system bundle alone does not verify the upstream.
+    let r = run(policy.clone(), &["tls", &tls_ep]);
+    refused(&r, 0, "502", "egress_upstream_failed");
+    assert_eq!(up.heads.lock().expect("lock").len(), 1);
+
+    // A missing, a garbage and a world-readable root file refuse the launch.
+    let garbage = dir.path().join("garbage.pem");
+    write_private(&garbage, "not a certificate\n");
+    let open = dir.path().join("open.pem");
+    std::fs::write(&open, &ca_pem).expect("write");
+    std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o644)).expect("chmod");
+    let file = dir.path().join("egress.json");
+    write_private(&file, &policy.to_string());
+    let f = file.display().to_string();
+    for bad in [dir.path().join("missing.pem"), garbage, open] {
+        let b = bad.display().to_string();
+        let out = glove(
+            As::Caller,
+            &[
+                "exec",
+                "--json",
+                "--egress",
+                &f,
+                "--egress-ca",
+                &b,
+                "--",
+                "/bin/true",
+            ],
+            None,
+        );
+        assert_eq!(out.status.code(), Some(125), "{b}");
+        let (v, _) = outcome(&out);
+        assert_eq!(v["code"], "egress_trust_roots_invalid", "{b}: {v}");
+    }
 }

@@ -411,6 +411,7 @@ impl Rig {
             held: glove_control::held::HeldPaths::new(),
             transcript_bytes: 4096,
             materialization_root: state.join("mat"),
+            egress_extra_roots: Vec::new(),
         };
         let fake = Fake::new(script);
         let service = Service::new(Parts {

@@ -39,6 +39,11 @@ pub enum EgressError {
         /// Why it does not decode.
         message: String,
     },
+    /// The roots upstreams are verified against are unusable (no system
+    /// bundle found, or a bundle or extra root that cannot be read or
+    /// holds no certificate).
+    #[error("upstream trust roots: {0}")]
+    TrustRoots(String),
     /// The proxy's thread ended abnormally.
     #[error("the egress proxy thread panicked")]
     Panicked,
@@ -52,6 +57,7 @@ impl EgressError {
             EgressError::Journal(_) => EGRESS_AUDIT_FAILED,
             EgressError::Credential { .. } => EGRESS_CREDENTIAL_UNAVAILABLE,
             EgressError::Event { .. } => EGRESS_EVENT_INVALID,
+            EgressError::TrustRoots(_) => EGRESS_TRUST_ROOTS_INVALID,
             EgressError::Io { .. } | EgressError::Panicked => EGRESS_PROXY_FAILED,
         }
     }

@@ -80,7 +80,9 @@ pub use error::EgressError;
 pub use sandbox::{
     sandbox_environment, sandbox_ports, sandbox_trust_files, CA_BUNDLE_FILE, CA_FILE,
 };
-pub use tls::{TlsRoots, SYSTEM_BUNDLE};
+pub use tls::{
+    TlsRoots, BUNDLE_CANDIDATES, MAX_BUNDLE_BYTES, MAX_EXTRA_ROOTS, MAX_EXTRA_ROOT_BYTES,
+};
 
 use glove_journal::JournalSpec;
 use glove_types::egress::settings::EgressSettings;

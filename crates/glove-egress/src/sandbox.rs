@@ -3,15 +3,13 @@
 //! brokered credentials' placeholders, and the session CA as trusted
 //! files (its key never leaves the proxy).
 
-use crate::Broker;
+use crate::{Broker, TlsRoots};
 use glove_types::egress::settings::{EgressSettings, PROXY_PORT};
 
 /// The session CA alone, inside the sandbox.
 pub const CA_FILE: &str = "/glove/egress-ca.pem";
 /// The host's trust bundle with the session CA appended, inside the sandbox.
 pub const CA_BUNDLE_FILE: &str = "/glove/ca-bundle.pem";
-/// Largest host bundle copied into [`CA_BUNDLE_FILE`].
-const MAX_BUNDLE_BYTES: u64 = 4 << 20;
 
 /// The ports of the sandbox's forwarder, in listener order: the proxy,
 /// then each port mapping.
@@ -53,25 +51,24 @@ pub fn sandbox_environment(broker: &Broker) -> Vec<String> {
 }
 
 /// The two trust files, `(path inside, contents)`: the session CA, and the
-/// host's bundle (`bundle`, when readable and at most 4 MiB) with the CA
-/// appended, so that a client reading `SSL_CERT_FILE` still trusts the
-/// public roots for tunnels the proxy does not terminate.
+/// bundle the proxy's `roots` name (the system bundle found,
+/// [`TlsRoots::system`]; when readable and at most
+/// [`crate::MAX_BUNDLE_BYTES`]) with the CA appended, so that a client
+/// reading `SSL_CERT_FILE` still trusts the public roots for tunnels the
+/// proxy does not terminate.
 ///
 /// None when no credential travels in TLS: the proxy then never
 /// terminates a tunnel, and the sandbox trusts only the host's roots.
-pub fn sandbox_trust_files(broker: &Broker, bundle: &std::path::Path) -> Vec<(String, String)> {
+pub fn sandbox_trust_files(broker: &Broker, roots: &TlsRoots) -> Vec<(String, String)> {
     if !broker.terminates_tls() {
         return Vec::new();
     }
     let ca = broker.ca_certificate_pem().to_owned();
-    let mut combined = String::new();
-    if let Ok(f) = std::fs::File::open(bundle) {
-        use std::io::Read;
-        let mut text = String::new();
-        if f.take(MAX_BUNDLE_BYTES).read_to_string(&mut text).is_ok() {
-            combined = text;
-        }
-    }
+    let mut combined = roots
+        .bundle()
+        .and_then(|p| crate::tls::read_bundle(p).ok())
+        .and_then(|b| String::from_utf8(b).ok())
+        .unwrap_or_default();
     if !combined.is_empty() && !combined.ends_with('\n') {
         combined.push('\n');
     }

@@ -23,41 +23,140 @@ use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
 use std::collections::HashMap;
 use std::net::IpAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-/// The system's CA bundle, read by default for upstream verification.
-pub const SYSTEM_BUNDLE: &str = "/etc/ssl/certs/ca-certificates.crt";
+/// Where the system's CA bundle is looked for, in this order: Debian and
+/// Ubuntu, Fedora and RHEL, openSUSE, Alpine. The first that is a file
+/// (a symbolic link is followed: Fedora's and Alpine's are links) is the
+/// bundle.
+pub const BUNDLE_CANDIDATES: [&str; 4] = [
+    "/etc/ssl/certs/ca-certificates.crt",
+    "/etc/pki/tls/certs/ca-bundle.crt",
+    "/etc/ssl/ca-bundle.pem",
+    "/etc/ssl/cert.pem",
+];
+
+/// Largest system bundle read (for the proxy and for the sandbox's copy).
+pub const MAX_BUNDLE_BYTES: u64 = 4 << 20;
+/// Largest extra root file.
+pub const MAX_EXTRA_ROOT_BYTES: u64 = 1 << 20;
+/// Most extra root files.
+pub const MAX_EXTRA_ROOTS: usize = 16;
 
 /// How long the session CA and its leaves are valid, in days from today.
 const VALID_DAYS: i64 = 30;
 
 /// Where the proxy's TLS client finds the roots it verifies upstreams
-/// against.
+/// against: a PEM bundle (normally the system's, [`TlsRoots::system`])
+/// and extra roots an operator names.
+///
+/// Nothing is silently dropped: at [`crate::start`] a bundle that is
+/// missing, unreadable, over [`MAX_BUNDLE_BYTES`] or without a certificate,
+/// and an extra root without one, is [`EgressError::TrustRoots`].
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TlsRoots {
-    /// Extra roots, PEM (tests give their own CA here).
+    /// Extra roots, PEM, each holding at least one certificate (an
+    /// operator's private CA; tests give their own CA here).
     pub extra_pem: Vec<String>,
-    /// A PEM bundle to read too (`None`: none). A missing file adds
-    /// nothing.
+    /// The PEM bundle to read too (`None`: none, the extra roots only).
     pub system_bundle: Option<PathBuf>,
 }
 
 impl TlsRoots {
-    /// The system bundle's path.
-    pub fn default_bundle() -> &'static str {
-        SYSTEM_BUNDLE
+    /// The system bundle, found at [`BUNDLE_CANDIDATES`], and no extra
+    /// root; none found is [`EgressError::TrustRoots`].
+    pub fn system() -> Result<TlsRoots, EgressError> {
+        TlsRoots::system_among(&BUNDLE_CANDIDATES.map(Path::new))
+    }
+
+    /// [`TlsRoots::system`] over these candidates, in order.
+    pub fn system_among(candidates: &[&Path]) -> Result<TlsRoots, EgressError> {
+        let found = candidates
+            .iter()
+            .find(|p| std::fs::metadata(p).is_ok_and(|m| m.is_file()))
+            .ok_or_else(|| {
+                let tried: Vec<String> =
+                    candidates.iter().map(|p| p.display().to_string()).collect();
+                EgressError::TrustRoots(format!(
+                    "no system CA bundle found (tried {})",
+                    tried.join(", ")
+                ))
+            })?;
+        Ok(TlsRoots {
+            extra_pem: Vec::new(),
+            system_bundle: Some(found.to_path_buf()),
+        })
+    }
+
+    /// The bundle the proxy reads, if any (the sandbox's trust file
+    /// copies the same one).
+    pub fn bundle(&self) -> Option<&Path> {
+        self.system_bundle.as_deref()
+    }
+
+    /// Adds an extra root file's contents (`shown` names it in errors):
+    /// at most [`MAX_EXTRA_ROOT_BYTES`], text, every PEM section a
+    /// certificate that parses, at least one; at most [`MAX_EXTRA_ROOTS`]
+    /// in all.
+    pub fn add_extra_pem(&mut self, shown: &str, pem: &[u8]) -> Result<(), EgressError> {
+        let bad = |why: String| EgressError::TrustRoots(format!("{shown}: {why}"));
+        if self.extra_pem.len() >= MAX_EXTRA_ROOTS {
+            return Err(bad(format!("more than {MAX_EXTRA_ROOTS} extra roots")));
+        }
+        if u64::try_from(pem.len()).unwrap_or(u64::MAX) > MAX_EXTRA_ROOT_BYTES {
+            return Err(bad(format!("larger than {MAX_EXTRA_ROOT_BYTES} bytes")));
+        }
+        let text = std::str::from_utf8(pem).map_err(|_| bad("not text".into()))?;
+        let certs = parse_certs(text.as_bytes()).map_err(bad)?;
+        let mut store = rustls::RootCertStore::empty();
+        let (added, _) = store.add_parsable_certificates(certs);
+        if added == 0 {
+            return Err(bad("holds no usable certificate".into()));
+        }
+        self.extra_pem.push(text.to_owned());
+        Ok(())
+    }
+
+    /// Reads the roots as [`crate::start`] does, so a door can refuse
+    /// unusable ones before anything is launched.
+    pub fn check(&self) -> Result<(), EgressError> {
+        client_config(self).map(drop)
     }
 }
 
-impl Default for TlsRoots {
-    fn default() -> TlsRoots {
-        TlsRoots {
-            extra_pem: Vec::new(),
-            system_bundle: Some(PathBuf::from(SYSTEM_BUNDLE)),
-        }
+/// Every PEM section of `pem` as a certificate: an error if one does not
+/// parse, or if there is none.
+fn parse_certs(pem: &[u8]) -> Result<Vec<CertificateDer<'static>>, String> {
+    let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(pem)
+        .collect::<Result<_, _>>()
+        .map_err(|e| e.to_string())?;
+    if certs.is_empty() {
+        return Err("holds no PEM certificate".into());
     }
+    Ok(certs)
+}
+
+/// Reads the bundle at `path`: a regular file (after symbolic links) of
+/// at most [`MAX_BUNDLE_BYTES`].
+pub(crate) fn read_bundle(path: &Path) -> Result<Vec<u8>, EgressError> {
+    use std::io::Read;
+    let shown = path.display();
+    let bad = |why: String| EgressError::TrustRoots(format!("CA bundle {shown}: {why}"));
+    let f = std::fs::File::open(path).map_err(|e| bad(e.to_string()))?;
+    let meta = f.metadata().map_err(|e| bad(e.to_string()))?;
+    if !meta.is_file() {
+        return Err(bad("not a regular file".into()));
+    }
+    let mut bytes = Vec::new();
+    f.take(MAX_BUNDLE_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| bad(e.to_string()))?;
+    if u64::try_from(bytes.len()).unwrap_or(u64::MAX) > MAX_BUNDLE_BYTES {
+        return Err(bad(format!("larger than {MAX_BUNDLE_BYTES} bytes")));
+    }
+    Ok(bytes)
 }
 
 fn provider() -> Arc<CryptoProvider> {
@@ -74,21 +173,24 @@ fn tls_error(what: &'static str) -> impl FnOnce(String) -> EgressError {
 /// The TLS client configuration for upstreams: these roots, HTTP/1.1.
 pub(crate) fn client_config(roots: &TlsRoots) -> Result<Arc<rustls::ClientConfig>, EgressError> {
     let mut store = rustls::RootCertStore::empty();
-    for pem in &roots.extra_pem {
-        let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(pem.as_bytes())
-            .collect::<Result<_, _>>()
-            .map_err(|e| tls_error("parse an extra TLS root")(e.to_string()))?;
-        let (added, _) = store.add_parsable_certificates(certs);
+    for (i, pem) in roots.extra_pem.iter().enumerate() {
+        let bad = |why: String| EgressError::TrustRoots(format!("extra root {}: {why}", i + 1));
+        let (added, _) = store.add_parsable_certificates(parse_certs(pem.as_bytes()).map_err(bad)?);
         if added == 0 {
-            return Err(tls_error("parse an extra TLS root")(
-                "no certificate in it".into(),
-            ));
+            return Err(bad("holds no usable certificate".into()));
         }
     }
     if let Some(path) = &roots.system_bundle {
-        if let Ok(bytes) = std::fs::read(path) {
-            let certs = CertificateDer::pem_slice_iter(&bytes).filter_map(Result::ok);
-            let _ = store.add_parsable_certificates(certs);
+        let bytes = read_bundle(path)?;
+        // A bundle may hold a section that does not parse; it is skipped,
+        // as long as one certificate is usable.
+        let certs = CertificateDer::pem_slice_iter(&bytes).filter_map(Result::ok);
+        let (added, _) = store.add_parsable_certificates(certs);
+        if added == 0 {
+            return Err(EgressError::TrustRoots(format!(
+                "CA bundle {}: holds no usable certificate",
+                path.display()
+            )));
         }
     }
     let mut config = rustls::ClientConfig::builder_with_provider(provider())
@@ -299,6 +401,92 @@ mod tests {
         assert!(!verify(&ca, "10.0.0.1", "10.0.0.1"));
         assert!(!verify(&ca, "model.test", "other.test"));
         assert!(!format!("{ca:?}").contains("PRIVATE"));
+    }
+
+    fn pem_of(ca: &SessionCa) -> String {
+        ca.pem().to_owned()
+    }
+
+    #[test]
+    fn the_bundle_is_the_first_candidate_that_is_a_file() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let ca = SessionCa::new(&[]).expect("ca");
+        let [a, b, c, d] =
+            ["debian.crt", "fedora.crt", "suse.pem", "alpine.pem"].map(|n| dir.path().join(n));
+        let candidates = [a.as_path(), b.as_path(), c.as_path(), d.as_path()];
+        let none = TlsRoots::system_among(&candidates).expect_err("none exists");
+        assert_eq!(none.code().as_str(), "egress_trust_roots_invalid");
+        assert!(none.to_string().contains("debian.crt"), "{none}");
+        // A directory is not a bundle; a symbolic link to a file is.
+        std::fs::create_dir(&b).expect("dir");
+        std::fs::write(dir.path().join("real.pem"), pem_of(&ca)).expect("write");
+        std::os::unix::fs::symlink(dir.path().join("real.pem"), &c).expect("link");
+        std::fs::write(&d, pem_of(&ca)).expect("write");
+        let found = TlsRoots::system_among(&candidates).expect("found");
+        assert_eq!(found.bundle(), Some(c.as_path()));
+        assert!(found.extra_pem.is_empty());
+        std::fs::write(&a, pem_of(&ca)).expect("write");
+        let found = TlsRoots::system_among(&candidates).expect("found");
+        assert_eq!(found.bundle(), Some(a.as_path()));
+        found.check().expect("the bundle holds a certificate");
+        // The real list is the documented order.
+        assert_eq!(BUNDLE_CANDIDATES[0], "/etc/ssl/certs/ca-certificates.crt");
+        assert_eq!(BUNDLE_CANDIDATES[3], "/etc/ssl/cert.pem");
+    }
+
+    #[test]
+    fn a_bundle_that_is_missing_empty_or_garbage_is_refused() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let missing = dir.path().join("missing.pem");
+        let empty = dir.path().join("empty.pem");
+        std::fs::write(&empty, "").expect("write");
+        let garbage = dir.path().join("garbage.pem");
+        std::fs::write(&garbage, "not a certificate\n").expect("write");
+        for p in [missing.clone(), empty, garbage, dir.path().to_path_buf()] {
+            let roots = TlsRoots {
+                extra_pem: Vec::new(),
+                system_bundle: Some(p.clone()),
+            };
+            let e = roots.check().expect_err("refused");
+            assert_eq!(e.code().as_str(), "egress_trust_roots_invalid", "{e}");
+            assert!(e.to_string().contains(&p.display().to_string()), "{e}");
+        }
+    }
+
+    #[test]
+    fn extra_roots_must_hold_a_certificate_and_are_bounded() {
+        let ca = SessionCa::new(&[]).expect("ca");
+        let mut roots = TlsRoots {
+            extra_pem: Vec::new(),
+            system_bundle: None,
+        };
+        for bad in [
+            &b""[..],
+            b"garbage",
+            b"-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n",
+            b"\xff\xfe",
+        ] {
+            let e = roots.add_extra_pem("ca.pem", bad).expect_err("refused");
+            assert_eq!(e.code().as_str(), "egress_trust_roots_invalid", "{e}");
+            assert!(e.to_string().contains("ca.pem"), "{e}");
+        }
+        let big = vec![b'a'; usize::try_from(MAX_EXTRA_ROOT_BYTES).expect("usize") + 1];
+        assert!(roots.add_extra_pem("big.pem", &big).is_err());
+        assert!(roots.extra_pem.is_empty());
+        for _ in 0..MAX_EXTRA_ROOTS {
+            roots
+                .add_extra_pem("ca.pem", pem_of(&ca).as_bytes())
+                .expect("added");
+        }
+        let e = roots
+            .add_extra_pem("ca.pem", pem_of(&ca).as_bytes())
+            .expect_err("one too many");
+        assert_eq!(e.code().as_str(), "egress_trust_roots_invalid");
+        roots.check().expect("usable");
+        // Garbage given directly (not through add_extra_pem) is refused at
+        // start, not skipped.
+        roots.extra_pem.push("garbage".into());
+        assert!(roots.check().is_err());
     }
 
     #[test]

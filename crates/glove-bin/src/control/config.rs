@@ -9,7 +9,9 @@
 //! fails the protected-file checks; a journal whose directory or file
 //! breaks its placement rules or whose replay finds corruption; a session
 //! store without a policy; a policy `remote_backend` together with a
-//! materialization root; half of the path-exposure pair.
+//! materialization root; half of the path-exposure pair; an `--egress-ca`
+//! file that is not absolute, or that fails the protected-file checks or
+//! holds no certificate (then with `egress_trust_roots_invalid`).
 
 use super::capabilities::{Components, RemoteBackendDiagnostic};
 use super::limits::Limits;
@@ -91,6 +93,11 @@ pub struct GlovedArgs {
     /// (mode 0600); `glove session authorize` issues authorizations with it.
     #[arg(long, value_name = "FILE")]
     pub start_auth_key: Option<PathBuf>,
+    /// Also trust this CA (a protected PEM file, at most 1 MiB) for the
+    /// upstreams a managed session's egress proxy reaches over TLS, besides
+    /// the system bundle; repeatable, at most 16. Read at startup.
+    #[arg(long, value_name = "FILE")]
+    pub egress_ca: Vec<PathBuf>,
     /// Bytes of recent output kept per session for late attachers [default: 262144].
     #[arg(long, value_name = "BYTES")]
     pub transcript_bytes: Option<usize>,
@@ -150,6 +157,7 @@ struct ConfigFile {
     receipt_anchor: Option<String>,
     materialization_root: Option<PathBuf>,
     start_auth_key: Option<PathBuf>,
+    egress_ca: Option<Vec<PathBuf>>,
     transcript_bytes: Option<usize>,
     receipt_journal_max_records: Option<u64>,
     library_bundle_root: Option<PathBuf>,
@@ -185,6 +193,8 @@ pub struct Settings {
     pub materialization_root: Option<PathBuf>,
     /// The start-authorization key file.
     pub start_auth_key: Option<PathBuf>,
+    /// Extra upstream roots for managed egress (PEM files).
+    pub egress_ca: Vec<PathBuf>,
     /// Transcript bytes per session.
     pub transcript_bytes: usize,
     /// The receipt journal's bounds.
@@ -342,6 +352,11 @@ impl GlovedArgs {
                     .unwrap_or_else(|| GENESIS_ANCHOR.to_owned()),
                 materialization_root: self.materialization_root.or(file.materialization_root),
                 start_auth_key: self.start_auth_key.or(file.start_auth_key),
+                egress_ca: if self.egress_ca.is_empty() {
+                    file.egress_ca.unwrap_or_default()
+                } else {
+                    self.egress_ca
+                },
                 transcript_bytes: match self.transcript_bytes.or(file.transcript_bytes) {
                     None => super::managed::DEFAULT_TRANSCRIPT_BYTES,
                     Some(n) if (1024..=64 << 20).contains(&n) => n,
@@ -440,6 +455,12 @@ pub fn start(s: &Settings) -> Result<Started, Rejection> {
             })?)
         }
     };
+    // Read even without a managed runtime: a bad file is refused, never
+    // ignored.
+    for f in &s.egress_ca {
+        placement::require_absolute(f, "an --egress-ca file")?;
+    }
+    let egress_extra_roots = crate::egress::extra_roots(&s.egress_ca)?;
     let remote = policy.as_ref().and_then(ValidatedPolicy::remote_backend);
     if let (Some(_), Some(root)) = (remote, &s.materialization_root) {
         return Err(Rejection::new(
@@ -582,6 +603,7 @@ pub fn start(s: &Settings) -> Result<Started, Rejection> {
                 held: held_paths(s),
                 materialization_root: mat_root.clone(),
                 transcript_bytes: s.transcript_bytes,
+                egress_extra_roots,
             };
             Some((cfg, key, ok))
         }

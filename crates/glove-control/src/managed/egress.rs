@@ -2,7 +2,7 @@
 //! endpoints), its brokered credentials, the channel and the session's
 //! proxy, and the summary the receipt commits to.
 
-use glove_egress::{Broker, ProxyConfig, ProxyHandle, ProxyLimits, Summary};
+use glove_egress::{Broker, ProxyConfig, ProxyHandle, ProxyLimits, Summary, TlsRoots};
 use glove_sandbox::wire::SpecWire;
 use glove_types::codes::control::{
     SESSION_CREDENTIAL_UNSUPPORTED, SESSION_EGRESS_CONFLICT, SESSION_EGRESS_FAILED,
@@ -115,6 +115,7 @@ fn settings_for<'a>(
 pub(super) struct EgressStart {
     settings: EgressSettings,
     broker: Broker,
+    roots: TlsRoots,
 }
 
 fn failed(m: impl Into<String>) -> Rejection {
@@ -122,12 +123,26 @@ fn failed(m: impl Into<String>) -> Rejection {
 }
 
 impl EgressStart {
-    /// Reads the brokered credentials and sets the spec's environment and
-    /// egress ports.
+    /// Finds the system bundle (with `extra_roots` added: the roots
+    /// upstreams are verified against), reads the brokered credentials and
+    /// sets the spec's environment, egress ports and trust files.
     pub(super) fn prepare(
         settings: &EgressSettings,
+        extra_roots: &[String],
         spec: &mut SpecWire,
     ) -> Result<EgressStart, Rejection> {
+        let roots = TlsRoots::system()
+            .map(|r| TlsRoots {
+                extra_pem: extra_roots.to_vec(),
+                ..r
+            })
+            .map_err(|e| {
+                tracing::warn!(code = e.code().as_str(), "egress trust roots: {e}");
+                failed(format!(
+                    "{}: the upstream trust roots are unusable",
+                    e.code().as_str()
+                ))
+            })?;
         let broker = Broker::prepare(settings).map_err(|e| {
             // The message can name a host path: the log has it.
             tracing::warn!(code = e.code().as_str(), "brokered credential: {e}");
@@ -139,16 +154,14 @@ impl EgressStart {
         spec.environment
             .extend(glove_egress::sandbox_environment(&broker));
         spec.egress_ports = Some(glove_egress::sandbox_ports(settings));
-        for (path, text) in glove_egress::sandbox_trust_files(
-            &broker,
-            Path::new(glove_egress::TlsRoots::default_bundle()),
-        ) {
+        for (path, text) in glove_egress::sandbox_trust_files(&broker, &roots) {
             spec.files.retain(|(p, _)| p != &path);
             spec.files.push((path, text));
         }
         Ok(EgressStart {
             settings: settings.clone(),
             broker,
+            roots,
         })
     }
 
@@ -179,7 +192,7 @@ impl EgressStart {
             settings: self.settings,
             journal_path: journal_dir.join(format!("{}.journal", session_id.as_str())),
             limits: ProxyLimits::default(),
-            tls_roots: glove_egress::TlsRoots::default(),
+            tls_roots: self.roots,
         };
         let handle = glove_egress::start(config, self.broker, host_end).map_err(|e| {
             tracing::warn!(code = e.code().as_str(), "egress proxy: {e}");

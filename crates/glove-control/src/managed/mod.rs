@@ -84,6 +84,10 @@ pub struct RuntimeConfig {
     pub transcript_bytes: usize,
     /// The materialization root: one launcher record per started session.
     pub materialization_root: PathBuf,
+    /// Extra roots (PEM, each checked to hold a certificate when the
+    /// service started) the egress proxy trusts for upstreams besides the
+    /// system bundle (`gloved --egress-ca`).
+    pub egress_extra_roots: Vec<String>,
 }
 
 /// A session with a launcher in this process.

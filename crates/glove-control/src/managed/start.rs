@@ -148,8 +148,12 @@ impl Runtime {
                 .map_err(ControlError::from)?
             {
                 Some(settings) => Some(
-                    super::egress::EgressStart::prepare(&settings, &mut spec)
-                        .map_err(ControlError::from)?,
+                    super::egress::EgressStart::prepare(
+                        &settings,
+                        &self.cfg.egress_extra_roots,
+                        &mut spec,
+                    )
+                    .map_err(ControlError::from)?,
                 ),
                 None => None,
             };

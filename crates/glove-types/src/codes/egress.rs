@@ -21,4 +21,5 @@ define_codes! { Egress;
     EGRESS_PROXY_FAILED = "egress_proxy_failed": "the session's egress proxy could not be started or ended abnormally",
     EGRESS_CREDENTIAL_REFLECTED = "egress_credential_reflected": "the endpoint's response carried a brokered credential's real value, so the rest of it was withheld from the agent",
     EGRESS_ADDRESS_RESERVED = "egress_address_reserved": "the host is or resolved to an unspecified, multicast, broadcast, documentation or otherwise reserved address, which is never allowed",
+    EGRESS_TRUST_ROOTS_INVALID = "egress_trust_roots_invalid": "the roots the proxy verifies upstreams against are unusable: no system CA bundle at the usual locations, or a bundle or an extra root file that is missing, unreadable, too large or holds no certificate",
 }
