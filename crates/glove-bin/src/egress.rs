@@ -137,8 +137,17 @@ pub fn prepare(
     let bytes = read_bounded(file)?;
     let settings = EgressSettings::from_json(&bytes)
         .map_err(|r| Rejection::new(r.code(), format!("{}: {}", file.display(), r.message())))?;
-    let roots = trust_roots(extra_roots)?;
     let broker = Broker::prepare(&settings).map_err(|e| Rejection::new(e.code(), e.to_string()))?;
+    // Upstreams are verified only inside terminated tunnels: a policy
+    // without them needs no bundle (the extra roots are still checked).
+    let roots = if broker.terminates_tls() {
+        trust_roots(extra_roots)?
+    } else {
+        TlsRoots {
+            extra_pem: self::extra_roots(extra_roots)?,
+            system_bundle: None,
+        }
+    };
     let session_id = SessionId::new(format!("exec-{}", random_hex(8)?))?;
     let journal = match journal {
         Some(j) => j.to_owned(),

@@ -71,23 +71,39 @@ impl TlsRoots {
         TlsRoots::system_among(&BUNDLE_CANDIDATES.map(Path::new))
     }
 
-    /// [`TlsRoots::system`] over these candidates, in order.
+    /// [`TlsRoots::system`] over these candidates, in order: the first
+    /// that exists is the bundle, and must be (or link to) a regular file.
+    /// A candidate that exists but is not one (a dangling link, a
+    /// directory) is refused, never passed over for a later, perhaps stale,
+    /// bundle.
     pub fn system_among(candidates: &[&Path]) -> Result<TlsRoots, EgressError> {
-        let found = candidates
-            .iter()
-            .find(|p| std::fs::metadata(p).is_ok_and(|m| m.is_file()))
-            .ok_or_else(|| {
-                let tried: Vec<String> =
-                    candidates.iter().map(|p| p.display().to_string()).collect();
-                EgressError::TrustRoots(format!(
-                    "no system CA bundle found (tried {})",
-                    tried.join(", ")
-                ))
-            })?;
-        Ok(TlsRoots {
-            extra_pem: Vec::new(),
-            system_bundle: Some(found.to_path_buf()),
-        })
+        for p in candidates {
+            match std::fs::symlink_metadata(p) {
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+                Err(e) => {
+                    return Err(EgressError::TrustRoots(format!(
+                        "CA bundle {}: {e}",
+                        p.display()
+                    )))
+                }
+                Ok(_) => {}
+            }
+            if !std::fs::metadata(p).is_ok_and(|m| m.is_file()) {
+                return Err(EgressError::TrustRoots(format!(
+                    "CA bundle {} exists but is not a regular file (a dangling link?)",
+                    p.display()
+                )));
+            }
+            return Ok(TlsRoots {
+                extra_pem: Vec::new(),
+                system_bundle: Some(p.to_path_buf()),
+            });
+        }
+        let tried: Vec<String> = candidates.iter().map(|p| p.display().to_string()).collect();
+        Err(EgressError::TrustRoots(format!(
+            "no system CA bundle found (tried {})",
+            tried.join(", ")
+        )))
     }
 
     /// The bundle the proxy reads, if any (the sandbox's trust file
@@ -111,9 +127,9 @@ impl TlsRoots {
         let text = std::str::from_utf8(pem).map_err(|_| bad("not text".into()))?;
         let certs = parse_certs(text.as_bytes()).map_err(bad)?;
         let mut store = rustls::RootCertStore::empty();
-        let (added, _) = store.add_parsable_certificates(certs);
-        if added == 0 {
-            return Err(bad("holds no usable certificate".into()));
+        let (added, ignored) = store.add_parsable_certificates(certs);
+        if added == 0 || ignored > 0 {
+            return Err(bad("holds a certificate that is not a usable root".into()));
         }
         self.extra_pem.push(text.to_owned());
         Ok(())
@@ -127,11 +143,17 @@ impl TlsRoots {
 }
 
 /// Every PEM section of `pem` as a certificate: an error if one does not
-/// parse, or if there is none.
+/// parse, if one is anything else (a private key, a CRL), or if there is
+/// none.
 fn parse_certs(pem: &[u8]) -> Result<Vec<CertificateDer<'static>>, String> {
-    let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(pem)
-        .collect::<Result<_, _>>()
-        .map_err(|e| e.to_string())?;
+    use rustls::pki_types::pem::SectionKind;
+    let mut certs = Vec::new();
+    for section in <(SectionKind, Vec<u8>)>::pem_slice_iter(pem) {
+        match section.map_err(|e| e.to_string())? {
+            (SectionKind::Certificate, der) => certs.push(CertificateDer::from(der)),
+            (other, _) => return Err(format!("holds a {other:?} section, not only certificates")),
+        }
+    }
     if certs.is_empty() {
         return Err("holds no PEM certificate".into());
     }
@@ -144,7 +166,16 @@ pub(crate) fn read_bundle(path: &Path) -> Result<Vec<u8>, EgressError> {
     use std::io::Read;
     let shown = path.display();
     let bad = |why: String| EgressError::TrustRoots(format!("CA bundle {shown}: {why}"));
-    let f = std::fs::File::open(path).map_err(|e| bad(e.to_string()))?;
+    // Non-blocking, so a FIFO put in its place cannot hold the open; a
+    // regular file reads the same either way.
+    let f = {
+        use std::os::unix::fs::OpenOptionsExt;
+        std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(rustix::fs::OFlags::NONBLOCK.bits() as i32)
+            .open(path)
+            .map_err(|e| bad(e.to_string()))?
+    };
     let meta = f.metadata().map_err(|e| bad(e.to_string()))?;
     if !meta.is_file() {
         return Err(bad("not a regular file".into()));
@@ -417,14 +448,23 @@ mod tests {
         let none = TlsRoots::system_among(&candidates).expect_err("none exists");
         assert_eq!(none.code().as_str(), "egress_trust_roots_invalid");
         assert!(none.to_string().contains("debian.crt"), "{none}");
-        // A directory is not a bundle; a symbolic link to a file is.
-        std::fs::create_dir(&b).expect("dir");
+        // A symbolic link to a file is a bundle; the first candidate that
+        // exists decides, so a directory or a dangling link there is
+        // refused, not passed over for a later (perhaps stale) bundle.
         std::fs::write(dir.path().join("real.pem"), pem_of(&ca)).expect("write");
         std::os::unix::fs::symlink(dir.path().join("real.pem"), &c).expect("link");
         std::fs::write(&d, pem_of(&ca)).expect("write");
         let found = TlsRoots::system_among(&candidates).expect("found");
         assert_eq!(found.bundle(), Some(c.as_path()));
         assert!(found.extra_pem.is_empty());
+        std::fs::create_dir(&b).expect("dir");
+        let e = TlsRoots::system_among(&candidates).expect_err("a directory first");
+        assert_eq!(e.code().as_str(), "egress_trust_roots_invalid");
+        std::fs::remove_dir(&b).expect("rmdir");
+        std::os::unix::fs::symlink(dir.path().join("gone.pem"), &b).expect("link");
+        let e = TlsRoots::system_among(&candidates).expect_err("a dangling link first");
+        assert!(e.to_string().contains("fedora.crt"), "{e}");
+        std::fs::remove_file(&b).expect("unlink");
         std::fs::write(&a, pem_of(&ca)).expect("write");
         let found = TlsRoots::system_among(&candidates).expect("found");
         assert_eq!(found.bundle(), Some(a.as_path()));
@@ -469,6 +509,24 @@ mod tests {
             let e = roots.add_extra_pem("ca.pem", bad).expect_err("refused");
             assert_eq!(e.code().as_str(), "egress_trust_roots_invalid", "{e}");
             assert!(e.to_string().contains("ca.pem"), "{e}");
+        }
+        // A root file that also carries a private key, or a certificate
+        // that does not parse after a good one, is refused whole (review:
+        // non-certificate sections and unparsable certificates were
+        // skipped).
+        let with_key = format!(
+            "{}-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n",
+            pem_of(&ca)
+        );
+        let with_bad = format!(
+            "{}-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n",
+            pem_of(&ca)
+        );
+        for bad in [with_key, with_bad] {
+            let e = roots
+                .add_extra_pem("mixed.pem", bad.as_bytes())
+                .expect_err("refused");
+            assert_eq!(e.code().as_str(), "egress_trust_roots_invalid", "{e}");
         }
         let big = vec![b'a'; usize::try_from(MAX_EXTRA_ROOT_BYTES).expect("usize") + 1];
         assert!(roots.add_extra_pem("big.pem", &big).is_err());

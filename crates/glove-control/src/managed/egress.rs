@@ -131,18 +131,6 @@ impl EgressStart {
         extra_roots: &[String],
         spec: &mut SpecWire,
     ) -> Result<EgressStart, Rejection> {
-        let roots = TlsRoots::system()
-            .map(|r| TlsRoots {
-                extra_pem: extra_roots.to_vec(),
-                ..r
-            })
-            .map_err(|e| {
-                tracing::warn!(code = e.code().as_str(), "egress trust roots: {e}");
-                failed(format!(
-                    "{}: the upstream trust roots are unusable",
-                    e.code().as_str()
-                ))
-            })?;
         let broker = Broker::prepare(settings).map_err(|e| {
             // The message can name a host path: the log has it.
             tracing::warn!(code = e.code().as_str(), "brokered credential: {e}");
@@ -151,6 +139,31 @@ impl EgressStart {
                 e.code().as_str()
             ))
         })?;
+        // Upstreams are verified only inside terminated tunnels: a policy
+        // without them needs no system bundle.
+        let roots = if broker.terminates_tls() {
+            TlsRoots::system()
+                .map(|r| TlsRoots {
+                    extra_pem: extra_roots.to_vec(),
+                    ..r
+                })
+                // Read now, as the proxy will: a bundle that cannot be used
+                // refuses the start before the sandbox's trust file is made
+                // from it.
+                .and_then(|r| r.check().map(|()| r))
+                .map_err(|e| {
+                    tracing::warn!(code = e.code().as_str(), "egress trust roots: {e}");
+                    failed(format!(
+                        "{}: the upstream trust roots are unusable",
+                        e.code().as_str()
+                    ))
+                })?
+        } else {
+            TlsRoots {
+                extra_pem: extra_roots.to_vec(),
+                system_bundle: None,
+            }
+        };
         spec.environment
             .extend(glove_egress::sandbox_environment(&broker));
         spec.egress_ports = Some(glove_egress::sandbox_ports(settings));
