@@ -316,3 +316,72 @@ fn serve(
         }
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::harness_configs;
+
+    /// The configurations as they were written before the harness files
+    /// (issue 27): the paths, their order and every byte.
+    #[test]
+    fn the_harness_configurations_are_byte_identical_to_before() {
+        let got = harness_configs(&["everything", "fs-1"]);
+        let want: [(&str, &str); 3] = [
+            ("/home/agent/.codex/config.toml", CODEX),
+            ("/home/agent/.mcp.json", CLAUDE),
+            ("/home/agent/.claude.json", CLAUDE),
+        ];
+        let got: Vec<(&str, &str)> = got.iter().map(|(p, t)| (p.as_str(), t.as_str())).collect();
+        assert_eq!(got, want);
+        let none = harness_configs(&[]);
+        let none: Vec<(&str, &str)> = none.iter().map(|(p, t)| (p.as_str(), t.as_str())).collect();
+        assert_eq!(
+            none,
+            [
+                ("/home/agent/.codex/config.toml", CODEX_HEADER),
+                ("/home/agent/.mcp.json", "{\n  \"mcpServers\": {}\n}\n"),
+                ("/home/agent/.claude.json", "{\n  \"mcpServers\": {}\n}\n"),
+            ]
+        );
+    }
+
+    const CODEX_HEADER: &str =
+        "# Written by glove run: each MCP server is Glove's mediator, reached through a relay.\n";
+
+    const CODEX: &str = r#"# Written by glove run: each MCP server is Glove's mediator, reached through a relay.
+
+[mcp_servers."everything"]
+command = "/run/glove/bin/glove"
+args = ["mcp-relay", "everything"]
+startup_timeout_sec = 60
+
+[mcp_servers."fs-1"]
+command = "/run/glove/bin/glove"
+args = ["mcp-relay", "fs-1"]
+startup_timeout_sec = 60
+"#;
+
+    const CLAUDE: &str = r#"{
+  "mcpServers": {
+    "everything": {
+      "args": [
+        "mcp-relay",
+        "everything"
+      ],
+      "command": "/run/glove/bin/glove",
+      "env": {},
+      "type": "stdio"
+    },
+    "fs-1": {
+      "args": [
+        "mcp-relay",
+        "fs-1"
+      ],
+      "command": "/run/glove/bin/glove",
+      "env": {},
+      "type": "stdio"
+    }
+  }
+}
+"#;
+}
