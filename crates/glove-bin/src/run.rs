@@ -328,8 +328,10 @@ impl Prepared {
             });
         }
         let ids: Vec<&str> = self.listeners.iter().map(|(s, ..)| s.as_str()).collect();
-        if !spec.seed_dirs.iter().any(|d| d == "/home/agent/.codex") {
-            spec.seed_dirs.push("/home/agent/.codex".into());
+        for dir in glove_mcp::sockets::harness_config_directories() {
+            if !spec.seed_dirs.iter().any(|d| d == dir) {
+                spec.seed_dirs.push(dir.to_owned());
+            }
         }
         for (path, text) in harness_configs(&ids) {
             spec.seed_files.retain(|f| f.path != path);

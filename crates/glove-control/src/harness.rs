@@ -1,5 +1,6 @@
-//! What is installed in a search directory: the five native agent harnesses
-//! under their executable names, followed through the npm layouts to the
+//! What is installed in a search directory: the registered agent harnesses
+//! under their executable names, followed through their npm layouts (each
+//! harness's [`Npm`], in its file under `glove_types::harness`) to the
 //! file that really runs, with the version their package declares and
 //! whether the directories are safe to launch from.
 //!
@@ -8,6 +9,7 @@
 //! reports is trusted by the runtime.
 
 use glove_types::codes::cli::CLI_INVALID_ARGUMENT;
+use glove_types::harness::{Harness, Npm};
 use glove_types::Rejection;
 use serde_json::{json, Value};
 use std::os::unix::fs::MetadataExt;
@@ -17,59 +19,6 @@ use std::path::{Component, Path, PathBuf};
 const MAX_MANIFEST_BYTES: u64 = 1 << 20;
 /// How far up from an executable a package root is looked for.
 const MAX_PACKAGE_DEPTH: usize = 8;
-
-/// How a harness is laid out by npm.
-pub(crate) struct Layout {
-    pub(crate) runtime: &'static str,
-    /// The executable name in a search directory.
-    pub(crate) name: &'static str,
-    /// The npm package.
-    pub(crate) package: &'static str,
-    /// The platform package holding the real executable, and its path in it
-    /// (`None`: the file the name resolves to is what runs).
-    pub(crate) platform: Option<(&'static str, &'static str)>,
-}
-
-/// The layout of a runtime id.
-pub(crate) fn layout(runtime: &str) -> Option<&'static Layout> {
-    LAYOUTS.iter().find(|l| l.runtime == runtime)
-}
-
-const LAYOUTS: &[Layout] = &[
-    Layout {
-        runtime: "codex",
-        name: "codex",
-        package: "@openai/codex",
-        platform: Some((
-            "@openai/codex-linux-x64",
-            "vendor/x86_64-unknown-linux-musl/bin/codex",
-        )),
-    },
-    Layout {
-        runtime: "claude-code",
-        name: "claude",
-        package: "@anthropic-ai/claude-code",
-        platform: Some(("@anthropic-ai/claude-code-linux-x64", "claude")),
-    },
-    Layout {
-        runtime: "pi",
-        name: "pi",
-        package: "@mariozechner/pi-coding-agent",
-        platform: None,
-    },
-    Layout {
-        runtime: "copilot",
-        name: "copilot",
-        package: "@github/copilot",
-        platform: Some(("@github/copilot-linux-x64", "copilot")),
-    },
-    Layout {
-        runtime: "opencode",
-        name: "opencode",
-        package: "opencode-ai",
-        platform: Some(("opencode-linux-x64", "bin/opencode")),
-    },
-];
 
 /// Why `dir` and its ancestors are not safe to launch from (empty: safe):
 /// each must be owned by root or by this user and writable by nobody else.
@@ -181,15 +130,15 @@ pub(crate) struct Located {
     pub(crate) problems: Vec<String>,
 }
 
-/// Follows `resolved` (a canonical path) through `l`'s npm layout.
-pub(crate) fn locate(resolved: &Path, l: &Layout) -> Located {
+/// Follows `resolved` (a canonical path) through `npm`'s layout.
+pub(crate) fn locate(resolved: &Path, l: &Npm) -> Located {
     let mut problems = Vec::new();
     let mut root = package_root(resolved, l.package);
     // A file inside the platform package (a staged closure, or the real
     // executable named by hand): the package, if installed, is beside it.
     // The platform package is found by its directory, not its manifest's
     // name (codex's is an npm alias named like the package itself).
-    let own_platform = l.platform.and_then(|(platform, _)| {
+    let own_platform = l.platform().and_then(|(platform, _)| {
         let p = resolved
             .ancestors()
             .skip(1)
@@ -204,7 +153,7 @@ pub(crate) fn locate(resolved: &Path, l: &Layout) -> Located {
                 .filter(|r| manifest(r).is_some_and(|m| m["name"] == l.package));
         }
     }
-    let platform_root = match (&root, l.platform, &own_platform) {
+    let platform_root = match (&root, l.platform(), &own_platform) {
         (_, _, Some((_, p))) => Some(p.clone()),
         (Some(root), Some((platform, _)), None) => platform_dir(root, l.package, platform),
         _ => None,
@@ -214,7 +163,7 @@ pub(crate) fn locate(resolved: &Path, l: &Layout) -> Located {
         .or(platform_root.as_deref())
         .and_then(manifest)
         .and_then(|m| m["version"].as_str().map(str::to_owned));
-    let executable = match (&root, l.platform, kind(resolved).0) {
+    let executable = match (&root, l.platform(), kind(resolved).0) {
         // Already the real thing (claude-code's hard-linked `bin/*.exe`,
         // opencode's linked binary, or an executable outside npm).
         (_, _, "elf") => Some(resolved.to_path_buf()),
@@ -250,10 +199,10 @@ pub(crate) fn locate(resolved: &Path, l: &Layout) -> Located {
     }
 }
 
-fn detect_one(dir: &Path, l: &Layout) -> Value {
-    let entry = dir.join(l.name);
+fn detect_one(dir: &Path, h: &Harness) -> Value {
+    let entry = dir.join(h.executable_name);
     let Ok(resolved) = std::fs::canonicalize(&entry) else {
-        return json!({"runtime": l.runtime, "name": l.name, "installed": false});
+        return json!({"runtime": h.id, "name": h.executable_name, "installed": false});
     };
     let Located {
         root,
@@ -261,7 +210,7 @@ fn detect_one(dir: &Path, l: &Layout) -> Value {
         version,
         problems,
         ..
-    } = locate(&resolved, l);
+    } = locate(&resolved, &h.npm);
     let (exe_kind, interpreter) = executable.as_deref().map_or(("missing", None), kind);
     let exe_problems = executable
         .as_deref()
@@ -269,12 +218,12 @@ fn detect_one(dir: &Path, l: &Layout) -> Value {
         .map(unsafe_reasons)
         .unwrap_or_default();
     json!({
-        "runtime": l.runtime,
-        "name": l.name,
+        "runtime": h.id,
+        "name": h.executable_name,
         "installed": true,
         "entry": entry.display().to_string(),
         "resolved": resolved.display().to_string(),
-        "package": root.as_ref().map(|_| l.package),
+        "package": root.as_ref().map(|_| h.npm.package),
         "version": version,
         "executable": executable.as_ref().map(|e| e.display().to_string()),
         "executable_kind": exe_kind,
@@ -285,7 +234,8 @@ fn detect_one(dir: &Path, l: &Layout) -> Value {
     })
 }
 
-/// Inspects `search_path` (absolute, a directory) for the five harnesses.
+/// Inspects `search_path` (absolute, a directory) for every registered
+/// harness.
 pub fn detect(search_path: &Path) -> Result<Value, Rejection> {
     let bad = |m: String| Rejection::new(CLI_INVALID_ARGUMENT, m).at("search_path");
     if !search_path.is_absolute()
@@ -307,6 +257,6 @@ pub fn detect(search_path: &Path) -> Result<Value, Rejection> {
         "search_path": dir.display().to_string(),
         "search_path_safe": problems.is_empty(),
         "search_path_problems": problems,
-        "runtimes": LAYOUTS.iter().map(|l| detect_one(&dir, l)).collect::<Vec<_>>(),
+        "runtimes": glove_types::harness::all().map(|h| detect_one(&dir, h)).collect::<Vec<_>>(),
     }))
 }

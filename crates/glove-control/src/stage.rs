@@ -8,27 +8,30 @@
 //! `D/store/<digest>/` (a temporary directory in `D/store/`, synced, then
 //! renamed into place; an existing digest directory is verified instead),
 //! then links the entry point `D/bin/<name>` to the executable inside it,
-//! relative and never overwriting. copilot's closure also carries its
-//! extracted package cache ([`copilot`]), produced by the staged copy of
-//! its binary run inside a Glove sandbox.
+//! relative and never overwriting. What a harness's closure holds is in
+//! its file under `glove_types::harness` (its npm layout and `staging`); a
+//! harness with a package cache made at stage time (copilot's, [`copilot`])
+//! has it produced by the staged copy of its binary run inside a Glove
+//! sandbox.
 //!
 //! [`plan`] does everything that writes nothing to `D` and runs nothing
-//! (for copilot its report covers the closure without the cache, and says
-//! so); [`Plan::execute`] is the only step that writes, and for copilot
-//! the only one that runs anything. Nothing here prints: progress goes to
+//! (with a package cache its report covers the closure without the cache,
+//! and says so); [`Plan::execute`] is the only step that writes, and for a
+//! package cache the only one that runs anything. Nothing here prints: progress goes to
 //! a [`Progress`].
 
 pub mod closure;
 pub mod copilot;
 pub mod source;
 
-use crate::harness::{layout, unsafe_reasons, Layout};
+use crate::harness::unsafe_reasons;
 use closure::Listing;
 use glove_types::codes::cli::CLI_INVALID_ARGUMENT;
 use glove_types::codes::stage::{
     STAGE_COPILOT_CACHE, STAGE_DIRECTORY_UNSAFE, STAGE_ENTRY_POINT_EXISTS, STAGE_IO,
     STAGE_STORE_MISMATCH,
 };
+use glove_types::harness::{CacheProducer, Harness, PackageCache};
 use glove_types::{Rejection, Sha256Digest};
 use serde::Serialize;
 use std::path::{Component, Path, PathBuf};
@@ -112,21 +115,20 @@ pub struct Report {
 /// [`Plan::execute`].
 #[must_use = "a plan writes nothing until it is executed"]
 pub struct Plan {
-    layout: &'static Layout,
+    harness: &'static Harness,
     listing: Listing,
     report: Report,
     /// The canonical `D`, or where it will be.
     directory: PathBuf,
     executable_in_closure: String,
-    /// The closure runs the staged node (pi): its `bin` goes on `PATH`.
-    node: bool,
-    /// copilot: the cache still to be extracted when staging, with the
-    /// `glove` binary to contain it.
+    /// The package cache still to be made when staging, with the `glove`
+    /// binary to contain its producer.
     cache: Option<PendingCache>,
 }
 
-/// copilot's package cache, extracted by [`Plan::execute`].
+/// A package cache (copilot's), made by [`Plan::execute`].
 struct PendingCache {
+    cache: &'static PackageCache,
     version: String,
     glove: Option<PathBuf>,
 }
@@ -234,26 +236,31 @@ fn entry_point(entry: &Path, target: &str, executable: &Path) -> Result<EntryPoi
 /// Plans a stage: resolves the source, walks and hashes the closure,
 /// checks `D`. Writes nothing to `D`.
 pub fn plan(req: &Request, progress: &dyn Progress) -> Result<Plan, Rejection> {
-    let l = layout(&req.runtime).ok_or_else(|| {
+    let l = glove_types::harness::by_id(&req.runtime).ok_or_else(|| {
         bad_arg(
             format!(
-                "{:?} is not a runtime staging knows (codex, claude-code, pi, copilot, opencode)",
-                req.runtime
+                "{:?} is not a runtime staging knows ({})",
+                req.runtime,
+                glove_types::harness::all()
+                    .map(|h| h.id)
+                    .collect::<Vec<_>>()
+                    .join(", ")
             ),
             "runtime",
         )
     })?;
     let directory = check_directory(&req.directory)?;
     let src = source::resolve(l, &req.source, req.home.as_deref())?;
-    // copilot's cache is not produced here: nothing from the source tree
+    // A package cache is not produced here: nothing from the source tree
     // runs in a plan (it is untrusted, and a dry run must be harmless).
-    let cache = (l.runtime == "copilot").then(|| PendingCache {
+    let cache = l.staging.package_cache.as_ref().map(|cache| PendingCache {
+        cache,
         version: src.version.clone(),
         glove: req.glove.clone(),
     });
     let listing = Listing::of_trees(&src.trees, progress)?;
     let mut report = Report {
-        runtime: l.runtime.to_owned(),
+        runtime: l.id.to_owned(),
         version: src.version,
         source: utf8(&src.executable)?,
         digest: String::new(),
@@ -271,12 +278,11 @@ pub fn plan(req: &Request, progress: &dyn Progress) -> Result<Plan, Rejection> {
         package_cache_pending: cache.is_some(),
     };
     let plan = Plan {
-        layout: l,
+        harness: l,
         listing,
         report: report.clone(),
         directory,
         executable_in_closure: src.executable_in_closure,
-        node: src.node,
         cache,
     };
     plan.describe(&mut report)?;
@@ -322,18 +328,9 @@ impl Plan {
         let digest = self.listing.digest()?.to_hex();
         let store = self.directory.join("store").join(&digest);
         let store_s = utf8(&store)?;
-        r.environment.clear();
-        if self.node {
-            r.environment
-                .push(format!("PATH={store_s}/node/bin:/usr/bin:/bin"));
-        }
-        if self.layout.runtime == "copilot" {
-            r.environment.push(format!(
-                "COPILOT_PKG_CACHE_HOME={store_s}/{}",
-                copilot::CACHE_DIR
-            ));
-        }
-        r.entry_point = utf8(&self.directory.join("bin").join(self.layout.name))?;
+        let h = self.harness;
+        r.environment = h.staging.environment(&h.npm.runs, &store_s);
+        r.entry_point = utf8(&self.directory.join("bin").join(h.executable_name))?;
         r.executable = utf8(&store.join(&self.executable_in_closure))?;
         r.read_only_paths = vec![store_s.clone()];
         r.store = store_s;
@@ -413,7 +410,7 @@ impl Plan {
         }
         let hex = report.digest.clone();
         let target_dir = store.join(&hex);
-        let entry = bin.join(plan.layout.name);
+        let entry = bin.join(plan.harness.executable_name);
         let target = format!("../store/{hex}/{}", plan.executable_in_closure);
         let executable = target_dir.join(&plan.executable_in_closure);
         match entry_point(&entry, &target, &executable)? {
@@ -459,24 +456,33 @@ impl Drop for Tmp {
 }
 
 impl Plan {
-    /// Extracts copilot's package cache from the staged copy in `tmp`,
-    /// contained, into `tmp/pkg-cache`, and adds it to the listing (walked
-    /// and hashed from what was unpacked).
+    /// Makes the package cache from the staged copy in `tmp`, contained,
+    /// in `tmp/<its directory>`, and adds it to the listing (walked and
+    /// hashed from what was unpacked).
     fn add_cache(
         &mut self,
         cache: &PendingCache,
         tmp: &Path,
         progress: &dyn Progress,
     ) -> Result<(), Rejection> {
-        let glove = cache.glove.as_deref().ok_or_else(|| {
-            Rejection::new(
-                STAGE_COPILOT_CACHE,
-                "no glove binary to contain copilot's extraction; it is never run uncontained",
-            )
-        })?;
-        copilot::extract_contained(glove, tmp, &self.executable_in_closure, &cache.version)?;
-        let listed =
-            Listing::of_dir_at(&tmp.join(copilot::CACHE_DIR), copilot::CACHE_DIR, progress)?;
+        let dir = cache.cache.directory;
+        match cache.cache.producer {
+            CacheProducer::CopilotExtractOnly => {
+                let glove = cache.glove.as_deref().ok_or_else(|| {
+                    Rejection::new(
+                        STAGE_COPILOT_CACHE,
+                        "no glove binary to contain copilot's extraction; it is never run uncontained",
+                    )
+                })?;
+                copilot::extract_contained(
+                    glove,
+                    tmp,
+                    &self.executable_in_closure,
+                    &cache.version,
+                )?;
+            }
+        }
+        let listed = Listing::of_dir_at(&tmp.join(dir), dir, progress)?;
         self.listing.merge(listed)
     }
 }

@@ -25,49 +25,35 @@ pub const RELAY_EXECUTABLE: &str = "/run/glove/bin/glove";
 pub const RELAY_SOCKET_DIR: &str = "/run/glove/mcp";
 
 /// Where the harness configurations go (the agent's private home).
-pub const AGENT_HOME: &str = "/home/agent";
+pub const AGENT_HOME: &str = glove_types::harness::AGENT_HOME;
 
-/// The relay command inside the sandbox for `server`.
-fn relay_args(server: &str) -> Vec<String> {
-    vec!["mcp-relay".into(), server.into()]
+/// The relay command's arguments inside the sandbox for `server`.
+fn relay_args(server: &str) -> [&str; 2] {
+    ["mcp-relay", server]
 }
 
-fn toml_string(s: &str) -> String {
-    // Server ids and the relay path are plain ASCII without quotes or
-    // backslashes (ids are checked by the profile); JSON's escaping is
-    // valid TOML basic-string escaping for them.
-    serde_json::Value::from(s).to_string()
-}
-
-/// The harness configurations (path, text) naming one relay per server.
+/// The harness configurations (path, text) naming one relay per server:
+/// each registered harness's MCP configuration, written by its file in
+/// `glove_types::harness`, in registry order. Their directories are
+/// [`harness_config_directories`].
 pub fn harness_configs(servers: &[&str]) -> Vec<(String, String)> {
-    let mut codex = String::from(
-        "# Written by glove run: each MCP server is Glove's mediator, reached through a relay.\n",
-    );
-    let mut json_servers = serde_json::Map::new();
-    for s in servers {
-        codex.push_str(&format!(
-            "\n[mcp_servers.{}]\ncommand = {}\nargs = [{}]\nstartup_timeout_sec = 60\n",
-            toml_string(s),
-            toml_string(RELAY_EXECUTABLE),
-            relay_args(s)
-                .iter()
-                .map(|a| toml_string(a))
-                .collect::<Vec<_>>()
-                .join(", ")
-        ));
-        json_servers.insert(
-            (*s).to_owned(),
-            serde_json::json!({"type": "stdio", "command": RELAY_EXECUTABLE, "args": relay_args(s), "env": {}}),
-        );
-    }
-    let mcp = serde_json::json!({ "mcpServers": json_servers });
-    let text = serde_json::to_string_pretty(&mcp).unwrap_or_default() + "\n";
-    vec![
-        (format!("{AGENT_HOME}/.codex/config.toml"), codex),
-        (format!("{AGENT_HOME}/.mcp.json"), text.clone()),
-        (format!("{AGENT_HOME}/.claude.json"), text),
-    ]
+    let args: Vec<[&str; 2]> = servers.iter().map(|s| relay_args(s)).collect();
+    let named: Vec<glove_types::harness::McpServer<'_>> = servers
+        .iter()
+        .zip(&args)
+        .map(|(id, args)| glove_types::harness::McpServer {
+            id,
+            command: RELAY_EXECUTABLE,
+            args,
+        })
+        .collect();
+    glove_types::harness::mcp_configurations(&named).1
+}
+
+/// The directories [`harness_configs`]' files need in the private home
+/// (made first, parents first).
+pub fn harness_config_directories() -> Vec<&'static str> {
+    glove_types::harness::mcp_configurations(&[]).0
 }
 
 /// Makes `dir` (and its parents, mode 0700), or checks that it already

@@ -16,6 +16,9 @@
 //!   [`plan::admit`], which yields an [`plan::AdmittedPlan`];
 //! * [`receipt`] — the typed `resource_v1` receipt body, its canonical
 //!   encoding and strict decoder;
+//! * [`harness`] — the agent harnesses, one file each (names and npm
+//!   layout, staging, private home, skills, MCP configuration, model
+//!   endpoint), and their registry [`harness::NativeRuntime`];
 //! * [`bundle`] — the library bundle format (strict canonical decoder,
 //!   digest verification) and the expansion of `skill` entries into an
 //!   Agent Skills directory.
@@ -29,6 +32,7 @@ pub mod codes;
 pub mod digest;
 pub mod egress;
 pub mod error;
+pub mod harness;
 pub mod ids;
 pub mod neutralize;
 pub mod paths;

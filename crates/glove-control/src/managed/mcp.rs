@@ -8,7 +8,7 @@
 //! all come from the operator's profile, so a plan cannot add any.
 
 use glove_mcp::sockets::{
-    harness_configs, SocketServer, AGENT_HOME, RELAY_EXECUTABLE, RELAY_SOCKET_DIR,
+    harness_config_directories, harness_configs, SocketServer, RELAY_EXECUTABLE, RELAY_SOCKET_DIR,
 };
 use glove_mcp::{journal_spec, MediatorConfig, Profile, Summary};
 use glove_sandbox::spec::{Bind, SeedFile};
@@ -163,9 +163,10 @@ impl McpStart {
             target: RELAY_EXECUTABLE.into(),
         });
         let ids: Vec<&str> = profile.servers().iter().map(|s| s.id()).collect();
-        let codex_dir = format!("{AGENT_HOME}/.codex");
-        if !spec.seed_dirs.contains(&codex_dir) {
-            spec.seed_dirs.push(codex_dir);
+        for dir in harness_config_directories() {
+            if !spec.seed_dirs.iter().any(|d| d == dir) {
+                spec.seed_dirs.push(dir.to_owned());
+            }
         }
         for (path, text) in harness_configs(&ids) {
             spec.seed_files.retain(|f| f.path != path);

@@ -1,4 +1,9 @@
-//! copilot's extracted package cache, produced at stage time, contained.
+//! copilot's extracted package cache, produced at stage time, contained:
+//! the I/O behind its descriptor's package cache
+//! (`glove_types::harness::copilot`, [`CacheProducer::CopilotExtractOnly`]),
+//! reached from [`super::Plan::execute`].
+//!
+//! [`CacheProducer::CopilotExtractOnly`]: glove_types::harness::CacheProducer::CopilotExtractOnly
 //!
 //! copilot's platform binary is a Node single-executable application that
 //! carries its JavaScript as an embedded `copilot.tgz`. On each start its
@@ -42,8 +47,8 @@ pub const MAX_CACHE_BYTES: u64 = 1 << 30;
 pub const MAX_CACHE_ENTRIES: usize = 20_000;
 /// Longest path in the cache, in bytes (ustar's own limit is 255).
 pub const MAX_CACHE_PATH_BYTES: usize = 255;
-/// The cache's place in the closure.
-pub const CACHE_DIR: &str = "pkg-cache";
+/// The cache's place in the closure (copilot's descriptor's).
+pub const CACHE_DIR: &str = glove_types::harness::copilot::PACKAGE_CACHE_DIR;
 
 /// Runs inside the sandbox: `$1` is the staged copilot.
 const SCRIPT: &str = "command -v tar >/dev/null 2>&1 || \

@@ -1,29 +1,28 @@
 //! From `--source` to a closure: which files of an npm install a runtime
-//! needs, found with the same layout table `glove policy detect` uses.
+//! needs, found with the same layout `glove policy detect` uses (each
+//! harness's [`Npm`], in its file under `glove_types::harness`).
 //!
-//! The native-binary runtimes (codex, claude-code, opencode, copilot) need
-//! their platform package (the real ELF and its siblings) and the main
-//! package's `package.json` (its version). pi needs its package, its
-//! runtime dependencies resolved as node resolves them, and node itself.
+//! A harness whose native executable is in a platform package
+//! ([`Runs::PlatformBinary`]) needs that package (the real ELF and its
+//! siblings) and the main package's `package.json` (its version). A node
+//! script ([`Runs::NodeScript`]) needs its package, its runtime
+//! dependencies resolved as node resolves them, and the interpreter.
 
 use super::closure::Tree;
-use crate::harness::{kind, locate, manifest, platform_dir, Layout};
+use crate::harness::{kind, locate, manifest, platform_dir};
 use glove_types::codes::stage::{
     STAGE_DEPENDENCY_BOUND, STAGE_DEPENDENCY_MISSING, STAGE_LINK_ESCAPES, STAGE_SOURCE_INVALID,
     STAGE_SOURCE_IN_HARNESS_HOME,
 };
+use glove_types::harness::{Harness, Npm, Runs};
 use glove_types::Rejection;
 use std::collections::{BTreeSet, VecDeque};
 use std::path::{Component, Path, PathBuf};
 
-/// The interpreter staged with a node-script runtime (pi).
-pub const NODE_INTERPRETER: &str = "/usr/bin/node";
 /// Most packages in a dependency closure (pi's has a few hundred).
 pub const MAX_PACKAGES: usize = 2_000;
 /// Deepest dependency chain followed from the runtime's package.
 pub const MAX_DEPENDENCY_DEPTH: usize = 64;
-/// The harness homes under `$HOME` that staging never reads.
-pub const HARNESS_HOMES: &[&str] = &[".codex", ".claude", ".pi", ".copilot", ".opencode"];
 
 /// A runtime's files in an npm install.
 pub(crate) struct Source {
@@ -35,15 +34,15 @@ pub(crate) struct Source {
     pub(crate) trees: Vec<Tree>,
     /// The executable's relative path in the closure.
     pub(crate) executable_in_closure: String,
-    /// Whether node is staged (at `node/bin/node`).
-    pub(crate) node: bool,
 }
 
 fn invalid(m: String) -> Rejection {
     Rejection::new(STAGE_SOURCE_INVALID, m).at("source")
 }
 
-/// Refuses a path inside `$HOME/.codex`, `$HOME/.claude`, ….
+/// Refuses a path inside a harness's own state directory under `$HOME`
+/// (`$HOME/.codex`, `$HOME/.claude`, …: each harness's
+/// `staging.user_state`).
 pub(crate) fn refuse_harness_home(p: &Path, home: Option<&Path>) -> Result<(), Rejection> {
     let Some(home) = home.filter(|h| h.is_absolute()) else {
         return Ok(());
@@ -55,7 +54,10 @@ pub(crate) fn refuse_harness_home(p: &Path, home: Option<&Path>) -> Result<(), R
     for h in &homes {
         if let Ok(rest) = p.strip_prefix(h) {
             if let Some(Component::Normal(first)) = rest.components().next() {
-                if HARNESS_HOMES.iter().any(|d| first == *d) {
+                if first
+                    .to_str()
+                    .is_some_and(glove_types::harness::is_user_state_directory)
+                {
                     return Err(Rejection::new(
                         STAGE_SOURCE_IN_HARNESS_HOME,
                         format!(
@@ -91,11 +93,12 @@ fn rel(p: &Path, base: &Path) -> Result<String, Rejection> {
         })
 }
 
-/// The file a `node_modules` directory's copy of `l` runs (through the
+/// The file a `node_modules` directory's copy of `h` runs (through the
 /// platform package, or the package's `bin` entry).
-fn entry_in_node_modules(nm: &Path, l: &Layout) -> Result<PathBuf, Rejection> {
+fn entry_in_node_modules(nm: &Path, h: &Harness) -> Result<PathBuf, Rejection> {
+    let l = &h.npm;
     let root = nm.join(l.package);
-    if let Some((platform, path)) = l.platform {
+    if let Some((platform, path)) = l.platform() {
         // The platform package, nested under the package or hoisted
         // beside it (or installed alone).
         let p = platform_dir(&root, l.package, platform)
@@ -108,15 +111,25 @@ fn entry_in_node_modules(nm: &Path, l: &Layout) -> Result<PathBuf, Rejection> {
         .ok_or_else(|| invalid(format!("{} holds no {}", nm.display(), l.package)))?;
     let bin = match &m["bin"] {
         serde_json::Value::String(s) => Some(s.as_str()),
-        serde_json::Value::Object(o) => o.get(l.name).and_then(|v| v.as_str()),
+        serde_json::Value::Object(o) => o.get(h.executable_name).and_then(|v| v.as_str()),
         _ => None,
     }
-    .ok_or_else(|| invalid(format!("{} declares no bin {}", l.package, l.name)))?;
+    .ok_or_else(|| {
+        invalid(format!(
+            "{} declares no bin {}",
+            l.package, h.executable_name
+        ))
+    })?;
     canonical(&root.join(bin))
 }
 
-/// Resolves `source` (absolute) for the runtime laid out as `l`.
-pub(crate) fn resolve(l: &Layout, source: &Path, home: Option<&Path>) -> Result<Source, Rejection> {
+/// Resolves `source` (absolute) for the harness `h`.
+pub(crate) fn resolve(
+    h: &Harness,
+    source: &Path,
+    home: Option<&Path>,
+) -> Result<Source, Rejection> {
+    let l: &Npm = &h.npm;
     if !source.is_absolute()
         || source
             .components()
@@ -130,7 +143,7 @@ pub(crate) fn resolve(l: &Layout, source: &Path, home: Option<&Path>) -> Result<
     let c = canonical(source)?;
     refuse_harness_home(&c, home)?;
     let resolved = if c.is_dir() {
-        entry_in_node_modules(&c, l)?
+        entry_in_node_modules(&c, h)?
     } else {
         c
     };
@@ -141,8 +154,11 @@ pub(crate) fn resolve(l: &Layout, source: &Path, home: Option<&Path>) -> Result<
         .version
         .clone()
         .ok_or_else(|| invalid(format!("no version for {}: {}", l.package, problems())))?;
-    match l.platform {
-        Some((platform, path)) => {
+    match l.runs {
+        Runs::PlatformBinary {
+            package: platform,
+            path,
+        } => {
             let p = loc.platform_root.as_deref().ok_or_else(|| {
                 invalid(format!(
                     "{} is not in an npm install of {platform}: {}",
@@ -176,10 +192,9 @@ pub(crate) fn resolve(l: &Layout, source: &Path, home: Option<&Path>) -> Result<
                 executable,
                 version,
                 trees,
-                node: false,
             })
         }
-        None => {
+        Runs::NodeScript { interpreter } => {
             let root = loc
                 .root
                 .as_deref()
@@ -204,7 +219,7 @@ pub(crate) fn resolve(l: &Layout, source: &Path, home: Option<&Path>) -> Result<
                     skip_node_modules: true,
                 });
             }
-            let node = canonical(Path::new(NODE_INTERPRETER))?;
+            let node = canonical(Path::new(interpreter))?;
             trees.push(Tree {
                 src: node,
                 dest: "node/bin/node".into(),
@@ -215,7 +230,6 @@ pub(crate) fn resolve(l: &Layout, source: &Path, home: Option<&Path>) -> Result<
                 executable,
                 version,
                 trees,
-                node: true,
             })
         }
     }

@@ -39,21 +39,10 @@ pub const MIN_CPU_RATE_MILLICPUS: u64 = 10;
 /// Largest CPU rate, thousandths of a CPU (1,024 CPUs).
 pub const MAX_CPU_RATE_MILLICPUS: u64 = 1024 * 1000;
 
-/// Environment names Glove sets itself; `GLOVE_*` is reserved too.
-pub(crate) const RESERVED_ENV: &[&str] = &[
-    "CLAUDE_CONFIG_DIR",
-    "CODEX_HOME",
-    "COPILOT_HOME",
-    "HOME",
-    "LD_AUDIT",
-    "LD_LIBRARY_PATH",
-    "LD_PRELOAD",
-    "PI_CODING_AGENT_DIR",
-    "XDG_CACHE_HOME",
-    "XDG_CONFIG_HOME",
-    "XDG_DATA_HOME",
-    "XDG_STATE_HOME",
-];
+/// Environment names Glove sets itself; `GLOVE_*` and every variable a
+/// harness's private home manages ([`crate::harness::manages_variable`])
+/// are reserved too.
+pub(crate) const RESERVED_ENV: &[&str] = &["HOME", "LD_AUDIT", "LD_LIBRARY_PATH", "LD_PRELOAD"];
 
 fn r(code: crate::ErrorCode, msg: impl Into<String>) -> Rejection {
     Rejection::new(code, msg)
@@ -935,7 +924,10 @@ pub(crate) fn launch(l: &RawLaunch, runtime_id: &RuntimeId) -> Result<Launch, Re
         if !name_ok || value.contains('\0') || e.len() > MAX_STRING {
             return Err(r(POLICY_ENVIRONMENT_INVALID, "entries must be NAME=value, NAME in [A-Za-z_][A-Za-z0-9_]*, no NUL, at most 4096 bytes").at(&at));
         }
-        if RESERVED_ENV.contains(&name) || name.starts_with("GLOVE_") {
+        if RESERVED_ENV.contains(&name)
+            || name.starts_with("GLOVE_")
+            || crate::harness::manages_variable(name)
+        {
             return Err(r(
                 POLICY_ENVIRONMENT_RESERVED,
                 format!("{name} is set by Glove and cannot be configured"),
