@@ -1,9 +1,11 @@
 //! glove-types integration tests: the error catalogue, every policy rule,
-//! plan admission, library bundles, and the documented digest vectors.
+//! plan admission, library bundles, the documented digest vectors, and the
+//! harness files.
 
 mod bundle;
 mod codes;
 mod digests;
+mod harness;
 mod plan;
 mod policy;
 mod receipt;
