@@ -23,16 +23,44 @@ use std::time::Instant;
 const MAPPED: u16 = 18000;
 const PROMPT: &str = "Write the word glove-turn into turn.txt.";
 
+/// One harness's turn: its one-turn arguments around the ones that point
+/// it at the endpoint. Everything else (the endpoint's base URL and
+/// provider settings, the key's variable and header) is its file in
+/// `glove_types::harness`.
 struct Harness {
     runtime: &'static str,
-    /// The template's arguments.
-    args: fn() -> Vec<String>,
-    /// The template's variables (besides the stage report's).
-    env: fn() -> Vec<String>,
+    /// The template's arguments, given the endpoint's.
+    args: fn(Vec<String>) -> Vec<String>,
+}
+
+impl Harness {
+    fn file(&self) -> &'static glove_types::harness::Harness {
+        glove_types::harness::by_id(self.runtime).expect("a registered harness")
+    }
+
+    /// The template's arguments and variables (besides the stage
+    /// report's) for the stub behind the mapped port.
+    fn settings(&self) -> glove_types::harness::Settings {
+        let url = url();
+        let endpoint = glove_types::harness::Endpoint {
+            base_url: &url,
+            model: "glove-stub",
+        };
+        let mut s = (self.file().model.settings)(&endpoint);
+        s.arguments = (self.args)(std::mem::take(&mut s.arguments));
+        s
+    }
+
     /// The brokered credential's variable and header.
-    key: (&'static str, &'static str),
-    /// The request header carrying the key, and its value for `key`.
-    header: (&'static str, fn(&str) -> String),
+    fn key(&self) -> (&'static str, &'static str) {
+        let m = &self.file().model;
+        (m.key_variable, m.key_header)
+    }
+
+    /// The header's value the stub sees for `key`.
+    fn header_value(&self, key: &str) -> String {
+        self.file().model.key_format.value(key)
+    }
 }
 
 fn url() -> String {
@@ -43,140 +71,59 @@ fn s(v: &[&str]) -> Vec<String> {
     v.iter().map(|x| x.to_string()).collect()
 }
 
-fn bearer(k: &str) -> String {
-    format!("Bearer {k}")
+/// `before`, the endpoint's arguments, then `after`.
+fn around(before: &[&str], endpoint: Vec<String>, after: &[&str]) -> Vec<String> {
+    s(before)
+        .into_iter()
+        .chain(endpoint)
+        .chain(s(after))
+        .collect()
 }
 
-fn plain(k: &str) -> String {
-    k.to_owned()
+fn codex_args(endpoint: Vec<String>) -> Vec<String> {
+    around(
+        &["exec", "--skip-git-repo-check", "-s", "danger-full-access"],
+        endpoint,
+        &[PROMPT],
+    )
 }
 
-fn codex_args() -> Vec<String> {
-    let provider = format!(
-        "model_providers.glove={{name=\"glove\",base_url=\"{}/v1\",env_key=\"OPENAI_API_KEY\",wire_api=\"responses\"}}",
-        url()
-    );
-    s(&[
-        "exec",
-        "--skip-git-repo-check",
-        "-s",
-        "danger-full-access",
-        "-m",
-        "glove-stub",
-        "-c",
-        &provider,
-        "-c",
-        "model_provider=glove",
-        PROMPT,
-    ])
+fn claude_args(endpoint: Vec<String>) -> Vec<String> {
+    around(&["-p", PROMPT, "--allowedTools", "Bash"], endpoint, &[])
 }
 
-fn claude_args() -> Vec<String> {
-    s(&["-p", PROMPT, "--allowedTools", "Bash"])
+fn opencode_args(endpoint: Vec<String>) -> Vec<String> {
+    around(&["run", PROMPT], endpoint, &[])
 }
 
-fn claude_env() -> Vec<String> {
-    vec![
-        format!("ANTHROPIC_BASE_URL={}", url()),
-        "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1".into(),
-    ]
+fn copilot_args(endpoint: Vec<String>) -> Vec<String> {
+    around(&["-p", PROMPT, "--allow-all-tools"], endpoint, &[])
 }
 
-fn opencode_args() -> Vec<String> {
-    s(&["run", PROMPT])
-}
-
-fn opencode_env() -> Vec<String> {
-    let config = json!({
-        "$schema": "https://opencode.ai/config.json",
-        "provider": {"glove": {
-            "npm": "@ai-sdk/openai-compatible",
-            "name": "Glove stub",
-            "options": {"baseURL": format!("{}/v1", url()), "apiKey": "{env:GLOVE_MODEL_KEY}"},
-            "models": {"glove-stub": {"name": "glove-stub", "tool_call": true}},
-        }},
-        "model": "glove/glove-stub",
-        "permission": {"bash": "allow", "edit": "allow"},
-        "autoupdate": false,
-        "share": "disabled",
-    });
-    vec![
-        format!("OPENCODE_CONFIG_CONTENT={config}"),
-        "OPENCODE_DISABLE_MODELS_FETCH=1".into(),
-    ]
-}
-
-fn copilot_args() -> Vec<String> {
-    s(&["-p", PROMPT, "--allow-all-tools"])
-}
-
-fn copilot_env() -> Vec<String> {
-    vec![
-        format!("COPILOT_PROVIDER_BASE_URL={}/v1", url()),
-        "COPILOT_PROVIDER_TYPE=openai".into(),
-        "COPILOT_MODEL=glove-stub".into(),
-        "COPILOT_OFFLINE=true".into(),
-    ]
-}
-
-fn pi_args() -> Vec<String> {
-    // pi's Azure OpenAI provider takes its base URL from the environment
-    // (a custom provider would need models.json in its managed directory).
-    s(&[
-        "-p",
-        "--no-session",
-        "--offline",
-        "--provider",
-        "azure-openai-responses",
-        "--model",
-        "gpt-4",
-        PROMPT,
-    ])
-}
-
-fn pi_env() -> Vec<String> {
-    vec![format!("AZURE_OPENAI_BASE_URL={}/v1", url())]
-}
-
-fn none() -> Vec<String> {
-    vec![]
+fn pi_args(endpoint: Vec<String>) -> Vec<String> {
+    around(&["-p", "--no-session", "--offline"], endpoint, &[PROMPT])
 }
 
 const HARNESSES: &[Harness] = &[
     Harness {
         runtime: "claude-code",
         args: claude_args,
-        env: claude_env,
-        key: ("ANTHROPIC_API_KEY", "x-api-key"),
-        header: ("x-api-key", plain),
     },
     Harness {
         runtime: "codex",
         args: codex_args,
-        env: none,
-        key: ("OPENAI_API_KEY", "authorization"),
-        header: ("authorization", bearer),
     },
     Harness {
         runtime: "copilot",
         args: copilot_args,
-        env: copilot_env,
-        key: ("COPILOT_PROVIDER_API_KEY", "authorization"),
-        header: ("authorization", bearer),
     },
     Harness {
         runtime: "opencode",
         args: opencode_args,
-        env: opencode_env,
-        key: ("GLOVE_MODEL_KEY", "authorization"),
-        header: ("authorization", bearer),
     },
     Harness {
         runtime: "pi",
         args: pi_args,
-        env: pi_env,
-        key: ("AZURE_OPENAI_API_KEY", "api-key"),
-        header: ("api-key", plain),
     },
 ];
 
@@ -291,13 +238,14 @@ fn contained_turns_each_harness_reaches_the_stub_through_the_proxy_with_a_broker
             "--projection-destination",
             "libraries",
         ]);
-        for a in (h.args)() {
+        let settings = h.settings();
+        for a in settings.arguments {
             args.push("--arg".into());
             args.push(a);
         }
         for e in strings(&report["environment"])
             .into_iter()
-            .chain((h.env)())
+            .chain(settings.environment)
             .chain(["TERM=xterm-256color".to_owned()])
         {
             args.push("--env".into());
@@ -315,7 +263,7 @@ fn contained_turns_each_harness_reaches_the_stub_through_the_proxy_with_a_broker
         std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).expect("chmod");
         // The stub speaks plain HTTP on host loopback.
         brokered.push(
-            json!({"secret_handle": handle, "env": h.key.0, "header": h.key.1,
+            json!({"secret_handle": handle, "env": h.key().0, "header": h.key().1,
                              "endpoints": [endpoint], "scheme": "http"}),
         );
         sources.push(json!({"secret_handle": handle, "source_path": file.display().to_string()}));
@@ -443,12 +391,12 @@ fn contained_turns_each_harness_reaches_the_stub_through_the_proxy_with_a_broker
                 .any(|r| r["body"].to_string().contains("read:glove-turn:/workspace")),
             "the tool's result never came back\n{what}"
         );
-        let (name, value) = h.header;
+        let name = h.key().1;
         let key = real_key(h.runtime);
         assert!(
             model
                 .iter()
-                .all(|r| header(r, name) == Some(value(&key).as_str())),
+                .all(|r| header(r, name) == Some(h.header_value(&key).as_str())),
             "a model request without the real key in {name}\n{what}"
         );
         assert!(
@@ -614,13 +562,20 @@ fn a_contained_codex_turn_calls_a_mediated_tool_and_the_receipt_commits_it() {
         "--projection-destination",
         "libraries",
     ]);
-    for a in codex_args() {
+    let codex = &HARNESSES[1];
+    assert_eq!(codex.runtime, "codex");
+    let settings = codex.settings();
+    for a in settings.arguments {
         args.extend(["--arg".into(), a]);
     }
-    for e in strings(&report["environment"]).into_iter().chain([
-        "OPENAI_API_KEY=sk-stub".to_owned(),
-        "TERM=xterm-256color".to_owned(),
-    ]) {
+    for e in strings(&report["environment"])
+        .into_iter()
+        .chain(settings.environment)
+        .chain([
+            format!("{}=sk-stub", codex.key().0),
+            "TERM=xterm-256color".to_owned(),
+        ])
+    {
         args.extend(["--env".into(), e]);
     }
     for r in strings(&report["read_only_paths"]) {
