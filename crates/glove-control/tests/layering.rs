@@ -78,3 +78,111 @@ fn the_manifest_reader_sees_dependencies() {
     let m = "[package]\nname = \"x\"\n[dependencies]\nglove-types.workspace = true\nglove-journal = { path = \"..\" }\nserde = \"1\"\n[dev-dependencies]\nglove-bin = \"1\"\n";
     assert_eq!(deps(m), ["glove-types", "glove-journal"]);
 }
+
+/// What only a harness's file may say (issue 27): its runtime id or
+/// executable name as a literal, a path in its private home, its managed
+/// variables and its model endpoint's variables.
+const HARNESS_WORDS: &[&str] = &[
+    "\"codex\"",
+    "\"claude-code\"",
+    "\"claude\"",
+    "\"pi\"",
+    "\"copilot\"",
+    "\"opencode\"",
+    "\"/home/agent/.",
+    "CODEX_HOME",
+    "CLAUDE_CONFIG_DIR",
+    "PI_CODING_AGENT_DIR",
+    "COPILOT_HOME",
+    "ANTHROPIC_",
+    "OPENAI_API_KEY",
+    "AZURE_OPENAI",
+    "OPENCODE_",
+];
+
+/// Library sources allowed to name one harness: the I/O behind copilot's
+/// package cache (reached through its descriptor), and the demo policy
+/// that names a runtime id as sample data.
+const HARNESS_WORDS_ALLOWED: &[&str] = &[
+    "glove-control/src/stage/copilot.rs",
+    "glove-bin/src/demo.rs",
+];
+
+fn rust_files(dir: &std::path::Path, out: &mut Vec<PathBuf>) {
+    for e in std::fs::read_dir(dir).expect("dir") {
+        let p = e.expect("entry").path();
+        if p.is_dir() {
+            rust_files(&p, out);
+        } else if p.extension().is_some_and(|x| x == "rs") {
+            out.push(p);
+        }
+    }
+}
+
+/// The source before its unit tests.
+fn library_part(text: &str) -> &str {
+    text.find("#[cfg(test)]").map_or(text, |i| &text[..i])
+}
+
+#[test]
+fn harness_knowledge_lives_in_the_harness_files_and_they_do_no_io() {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
+    let harness_dir = root.join("glove-types/src/harness");
+    let mut files = Vec::new();
+    for krate in [
+        "glove-types",
+        "glove-control",
+        "glove-mcp",
+        "glove-bin",
+        "glove-egress",
+    ] {
+        rust_files(&root.join(krate).join("src"), &mut files);
+    }
+    let mut seen_harness_files = 0;
+    for f in &files {
+        let text = std::fs::read_to_string(f).expect("source");
+        let rel = f
+            .strip_prefix(&root)
+            .expect("under crates")
+            .display()
+            .to_string();
+        if f.starts_with(&harness_dir) {
+            seen_harness_files += 1;
+            for io in [
+                "std::fs",
+                "std::process",
+                "std::net",
+                "std::env",
+                "std::io",
+                "unsafe",
+            ] {
+                assert!(
+                    !text.contains(io),
+                    "{rel} uses {io}: harness files are pure data"
+                );
+            }
+            continue;
+        }
+        if HARNESS_WORDS_ALLOWED.iter().any(|a| rel.ends_with(a)) {
+            continue;
+        }
+        for (i, line) in library_part(&text).lines().enumerate() {
+            let code = line.trim_start();
+            if code.starts_with("//") {
+                continue;
+            }
+            for w in HARNESS_WORDS {
+                assert!(
+                    !code.contains(w),
+                    "{rel}:{}: {w} belongs in a harness file (crates/glove-types/src/harness/)",
+                    i + 1
+                );
+            }
+        }
+    }
+    assert!(
+        seen_harness_files > 1,
+        "no harness files under {}",
+        harness_dir.display()
+    );
+}
