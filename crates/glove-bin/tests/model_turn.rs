@@ -26,7 +26,7 @@
 #[path = "common/mod.rs"]
 mod common;
 
-use serde_json::{json, Value};
+use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -42,18 +42,16 @@ struct Dirs {
     work: PathBuf,
 }
 
-/// One harness: how to run a turn of it and where its key goes.
+/// One harness: how to run a turn of it. How it is pointed at the stub
+/// (base URL, provider settings, the key's variable and header) and where
+/// it keeps its state are its file in `glove_types::harness`.
 struct Turn {
     name: &'static str,
     /// Relative to `node_modules`.
     executable: &'static str,
     interpreter: Option<&'static str>,
-    /// Arguments after the executable.
-    args: fn() -> Vec<String>,
-    /// Its variables (besides PATH and HOME); may write config files.
-    env: fn(&Dirs, &str) -> Vec<(String, String)>,
-    /// The request header carrying the key, and its value for `key`.
-    header: (&'static str, fn(&str) -> String),
+    /// Arguments after the executable, given the endpoint's.
+    args: fn(Vec<String>) -> Vec<String>,
 }
 
 fn base_url() -> String {
@@ -64,146 +62,76 @@ fn strings(v: &[&str]) -> Vec<String> {
     v.iter().map(|s| s.to_string()).collect()
 }
 
-fn bearer(key: &str) -> String {
-    format!("Bearer {key}")
-}
-
-fn plain(key: &str) -> String {
-    key.to_string()
+/// `before`, the endpoint's arguments, then `after`.
+fn around(before: &[&str], endpoint: Vec<String>, after: &[&str]) -> Vec<String> {
+    strings(before)
+        .into_iter()
+        .chain(endpoint)
+        .chain(strings(after))
+        .collect()
 }
 
 const PROMPT: &str = "Write the word glove-turn into turn.txt.";
 
-fn codex_args() -> Vec<String> {
-    // `OPENAI_BASE_URL` is not read by this codex: the built-in provider
-    // goes to api.openai.com (first over WebSocket). A provider of our own
-    // is what points it here.
-    let provider = format!(
-        "model_providers.glove={{name=\"glove\",base_url=\"{}/v1\",\
-         env_key=\"OPENAI_API_KEY\",wire_api=\"responses\"}}",
-        base_url()
-    );
-    strings(&[
-        "exec",
-        "--skip-git-repo-check",
-        "-s",
-        "danger-full-access",
-        "-m",
-        "glove-stub",
-        "-c",
-        &provider,
-        "-c",
-        "model_provider=glove",
-        PROMPT,
-    ])
+fn codex_args(endpoint: Vec<String>) -> Vec<String> {
+    around(
+        &["exec", "--skip-git-repo-check", "-s", "danger-full-access"],
+        endpoint,
+        &[PROMPT],
+    )
 }
 
-fn codex_env(_: &Dirs, key: &str) -> Vec<(String, String)> {
-    vec![("OPENAI_API_KEY".into(), key.into())]
-}
-
-fn claude_args() -> Vec<String> {
+fn claude_args(endpoint: Vec<String>) -> Vec<String> {
     // `--allowedTools` takes several values, so the prompt comes first.
     // (`--dangerously-skip-permissions` is refused as root; allowing Bash
     // is all the turn needs.)
-    strings(&["-p", PROMPT, "--allowedTools", "Bash"])
+    around(&["-p", PROMPT, "--allowedTools", "Bash"], endpoint, &[])
 }
 
-fn claude_env(d: &Dirs, key: &str) -> Vec<(String, String)> {
-    vec![
-        ("ANTHROPIC_BASE_URL".into(), base_url()),
-        ("ANTHROPIC_API_KEY".into(), key.into()),
-        (
-            "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC".into(),
-            "1".into(),
-        ),
-        (
-            "CLAUDE_CONFIG_DIR".into(),
-            d.home.join(".claude").display().to_string(),
-        ),
-    ]
+fn opencode_args(endpoint: Vec<String>) -> Vec<String> {
+    around(&["run", PROMPT], endpoint, &[])
 }
 
-fn opencode_args() -> Vec<String> {
-    strings(&["run", PROMPT])
+fn pi_args(endpoint: Vec<String>) -> Vec<String> {
+    around(&["-p", "--no-session", "--offline"], endpoint, &[PROMPT])
 }
 
-fn opencode_env(d: &Dirs, key: &str) -> Vec<(String, String)> {
-    let config = json!({
-        "$schema": "https://opencode.ai/config.json",
-        "provider": {"glove": {
-            "npm": "@ai-sdk/openai-compatible",
-            "name": "Glove stub",
-            "options": {"baseURL": format!("{}/v1", base_url()), "apiKey": "{env:GLOVE_MODEL_KEY}"},
-            "models": {"glove-stub": {"name": "glove-stub", "tool_call": true}},
-        }},
-        "model": "glove/glove-stub",
-        "permission": {"bash": "allow", "edit": "allow"},
-        "autoupdate": false,
-        "share": "disabled",
+fn copilot_args(endpoint: Vec<String>) -> Vec<String> {
+    around(&["-p", PROMPT, "--allow-all-tools"], endpoint, &[])
+}
+
+/// The harness's variables (besides PATH and HOME): its endpoint
+/// settings, the key in its variable, its managed state directories in
+/// the throwaway home (made first), and a package cache there.
+fn turn_env(t: &Turn, d: &Dirs, key: &str) -> (Vec<String>, Vec<(String, String)>) {
+    let h = glove_types::harness::by_id(t.name).expect("a registered harness");
+    let url = base_url();
+    let settings = (h.model.settings)(&glove_types::harness::Endpoint {
+        base_url: &url,
+        model: "glove-stub",
     });
-    let xdg = |v: &str, p: &str| (v.to_string(), d.home.join(p).display().to_string());
-    vec![
-        ("OPENCODE_CONFIG_CONTENT".into(), config.to_string()),
-        ("GLOVE_MODEL_KEY".into(), key.into()),
-        ("OPENCODE_DISABLE_MODELS_FETCH".into(), "1".into()),
-        xdg("XDG_CONFIG_HOME", ".config"),
-        xdg("XDG_DATA_HOME", ".local/share"),
-        xdg("XDG_CACHE_HOME", ".cache"),
-        xdg("XDG_STATE_HOME", ".local/state"),
-    ]
-}
-
-fn pi_args() -> Vec<String> {
-    strings(&[
-        "-p",
-        "--no-session",
-        "--offline",
-        "--provider",
-        "glove",
-        "--model",
-        "glove-stub",
-        PROMPT,
-    ])
-}
-
-fn pi_env(d: &Dirs, key: &str) -> Vec<(String, String)> {
-    let dir = d.home.join(".pi/agent");
-    std::fs::create_dir_all(&dir).expect("pi dir");
-    // `apiKey` names the variable holding the key.
-    let models = json!({"providers": {"glove": {
-        "baseUrl": format!("{}/v1", base_url()),
-        "api": "openai-completions",
-        "apiKey": "GLOVE_MODEL_KEY",
-        "models": [{"id": "glove-stub"}],
-    }}});
-    std::fs::write(dir.join("models.json"), models.to_string()).expect("models.json");
-    vec![
-        ("PI_CODING_AGENT_DIR".into(), dir.display().to_string()),
-        ("GLOVE_MODEL_KEY".into(), key.into()),
-    ]
-}
-
-fn copilot_args() -> Vec<String> {
-    strings(&["-p", PROMPT, "--allow-all-tools"])
-}
-
-fn copilot_env(d: &Dirs, key: &str) -> Vec<(String, String)> {
-    vec![
-        (
-            "COPILOT_PKG_CACHE_HOME".into(),
-            d.home.join(".copilot-pkg").display().to_string(),
-        ),
-        (
-            "COPILOT_PROVIDER_BASE_URL".into(),
-            format!("{}/v1", base_url()),
-        ),
-        ("COPILOT_PROVIDER_TYPE".into(), "openai".into()),
-        ("COPILOT_PROVIDER_API_KEY".into(), key.into()),
-        ("COPILOT_MODEL".into(), "glove-stub".into()),
-        // No GitHub sign-in, telemetry or update check.
-        ("COPILOT_OFFLINE".into(), "true".into()),
-    ]
+    let pair = |e: &str| {
+        let (n, v) = e.split_once('=').expect("NAME=value");
+        (n.to_owned(), v.to_owned())
+    };
+    let home = d.home.display().to_string();
+    let in_home = |p: &str| p.replacen(glove_types::harness::AGENT_HOME, &home, 1);
+    for dir in h.home.directories {
+        std::fs::create_dir_all(in_home(dir)).expect("home directory");
+    }
+    let mut env: Vec<(String, String)> = settings.environment.iter().map(|e| pair(e)).collect();
+    env.push((h.model.key_variable.to_owned(), key.to_owned()));
+    env.extend(h.home.managed_environment.iter().map(|e| {
+        let (n, v) = pair(e);
+        (n, in_home(&v))
+    }));
+    if let Some(c) = &h.staging.package_cache {
+        env.push((
+            c.variable.to_owned(),
+            d.home.join(".pkg-cache").display().to_string(),
+        ));
+    }
+    (settings.arguments, env)
 }
 
 const CODEX: Turn = Turn {
@@ -211,40 +139,30 @@ const CODEX: Turn = Turn {
     executable: "@openai/codex-linux-x64/vendor/x86_64-unknown-linux-musl/bin/codex",
     interpreter: None,
     args: codex_args,
-    env: codex_env,
-    header: ("authorization", bearer),
 };
 const CLAUDE: Turn = Turn {
     name: "claude-code",
     executable: "@anthropic-ai/claude-code-linux-x64/claude",
     interpreter: None,
     args: claude_args,
-    env: claude_env,
-    header: ("x-api-key", plain),
 };
 const OPENCODE: Turn = Turn {
     name: "opencode",
     executable: "opencode-linux-x64/bin/opencode",
     interpreter: None,
     args: opencode_args,
-    env: opencode_env,
-    header: ("authorization", bearer),
 };
 const PI: Turn = Turn {
     name: "pi",
     executable: "@mariozechner/pi-coding-agent/dist/cli.js",
     interpreter: Some("/usr/bin/node"),
     args: pi_args,
-    env: pi_env,
-    header: ("authorization", bearer),
 };
 const COPILOT: Turn = Turn {
     name: "copilot",
     executable: "@github/copilot-linux-x64/copilot",
     interpreter: None,
     args: copilot_args,
-    env: copilot_env,
-    header: ("authorization", bearer),
 };
 
 fn stub() -> PathBuf {
@@ -302,6 +220,7 @@ fn turn(t: &Turn) {
     std::fs::create_dir_all(&dirs.work).expect("work");
     let log = tmp.path().join("requests.jsonl");
     let key = format!("sk-glove-test-{}", t.name);
+    let (endpoint_args, env) = turn_env(t, &dirs, &key);
     let exe = nm.join(t.executable);
     assert!(exe.is_file(), "{}: no {}", t.name, exe.display());
 
@@ -315,11 +234,11 @@ fn turn(t: &Turn) {
         cmd.arg(i);
     }
     cmd.arg(&exe)
-        .args((t.args)())
+        .args((t.args)(endpoint_args))
         .env_clear()
         .env("PATH", "/usr/bin:/bin")
         .env("HOME", &dirs.home)
-        .envs((t.env)(&dirs, &key));
+        .envs(env);
     for v in ["HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy"] {
         cmd.env(v, &proxy);
     }
@@ -362,7 +281,10 @@ fn turn(t: &Turn) {
     let turn_txt = std::fs::read_to_string(dirs.work.join("turn.txt")).unwrap_or_default();
     assert_eq!(turn_txt.trim(), "glove-turn", "{what}");
 
-    let (name, value) = t.header;
+    let m = &glove_types::harness::by_id(t.name)
+        .expect("a registered harness")
+        .model;
+    let (name, value) = (m.key_header, |k: &str| m.key_format.value(k));
     let model_requests: Vec<&Value> = requests.iter().filter(|r| r["answer"].is_array()).collect();
     let tool = model_requests
         .iter()
