@@ -283,7 +283,15 @@ fn the_descriptors_hold_what_glove_used_before() {
         );
     }
     let r = |id| NativeRuntime::parse(id).expect("registered");
-    let home: [(&str, &[&str], &[&str], &str, &str); 5] = [
+    /// Runtime, managed environment, directories, skills, credential.
+    type Home = (
+        &'static str,
+        &'static [&'static str],
+        &'static [&'static str],
+        &'static str,
+        &'static str,
+    );
+    let home: [Home; 5] = [
         (
             "codex",
             &["CODEX_HOME=/home/agent/.codex"],
