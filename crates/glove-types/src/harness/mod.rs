@@ -23,11 +23,12 @@
 //! descriptors; none of them matches on a harness's name.
 //!
 //! **Adding a harness** is a new file here holding its `HARNESS`, its
-//! registration below ([`NativeRuntime`]: a variant, its place in
+//! registration (`pub mod <file>;` and one line in the `native_runtimes!`
+//! list below, which makes the [`NativeRuntime`] variant, its place in
 //! [`NativeRuntime::ALL`] and its arm in [`NativeRuntime::harness`]), and
 //! its npm pin in `harnesses/package.json` (the install `.ci/run` makes).
 //! `tests/it/harness.rs` lists the registered harnesses and checks each
-//! descriptor covers every item.
+//! descriptor covers every item; a sixth id is added to its list.
 
 pub mod claude_code;
 pub mod codex;
