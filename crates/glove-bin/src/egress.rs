@@ -19,17 +19,8 @@ fn invalid(m: impl Into<String>) -> Rejection {
 /// The default journal directory: `$XDG_STATE_HOME/glove/egress`, else
 /// `$HOME/.local/state/glove/egress` (made with mode 0700).
 fn default_journal_dir() -> Result<PathBuf, Rejection> {
-    let base = match std::env::var_os("XDG_STATE_HOME").filter(|v| Path::new(v).is_absolute()) {
-        Some(v) => PathBuf::from(v),
-        None => match std::env::var_os("HOME").filter(|v| Path::new(v).is_absolute()) {
-            Some(h) => PathBuf::from(h).join(".local/state"),
-            None => {
-                return Err(invalid(
-                    "neither XDG_STATE_HOME nor HOME is set: give --egress-journal",
-                ))
-            }
-        },
-    };
+    let base = crate::report::state_home()
+        .ok_or_else(|| invalid("neither XDG_STATE_HOME nor HOME is set: give --egress-journal"))?;
     let dir = base.join("glove/egress");
     glove_control::assembly::egress::journal_dir(&dir).map_err(|e| e.local())?;
     Ok(dir)

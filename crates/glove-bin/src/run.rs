@@ -132,17 +132,9 @@ fn invalid(m: impl Into<String>) -> Rejection {
 /// `$XDG_STATE_HOME/glove/mcp`, else `$HOME/.local/state/glove/mcp` (made
 /// with mode 0700).
 fn state_dir() -> Result<PathBuf, Rejection> {
-    let base = match std::env::var_os("XDG_STATE_HOME").filter(|v| Path::new(v).is_absolute()) {
-        Some(v) => PathBuf::from(v),
-        None => match std::env::var_os("HOME").filter(|v| Path::new(v).is_absolute()) {
-            Some(h) => PathBuf::from(h).join(".local/state"),
-            None => {
-                return Err(invalid(
-                    "neither XDG_STATE_HOME nor HOME is set: give --audit-journal and --pins",
-                ))
-            }
-        },
-    };
+    let base = crate::report::state_home().ok_or_else(|| {
+        invalid("neither XDG_STATE_HOME nor HOME is set: give --audit-journal and --pins")
+    })?;
     private_dir(&base.join("glove/mcp"))
 }
 

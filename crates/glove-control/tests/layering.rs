@@ -78,3 +78,77 @@ fn the_manifest_reader_sees_dependencies() {
     let m = "[package]\nname = \"x\"\n[dependencies]\nglove-types.workspace = true\nglove-journal = { path = \"..\" }\nserde = \"1\"\n[dev-dependencies]\nglove-bin = \"1\"\n";
     assert_eq!(deps(m), ["glove-types", "glove-journal"]);
 }
+
+/// The Rust sources under `dir` (recursively), with their paths.
+fn sources(dir: &std::path::Path) -> Vec<(PathBuf, String)> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_owned()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).expect("dir") {
+            let p = e.expect("entry").path();
+            if p.is_dir() {
+                stack.push(p);
+            } else if p.extension().is_some_and(|x| x == "rs") {
+                let text = std::fs::read_to_string(&p).expect("source");
+                out.push((p, text));
+            }
+        }
+    }
+    out
+}
+
+/// The session's steps live in one place, `glove_control::assembly`: only
+/// it starts an egress proxy or an MCP mediator, makes an egress channel,
+/// or builds a held sandbox in this process; the doors (`glove exec`,
+/// `glove run`, gloved's managed start) reach them through it. And the
+/// assembly sits below the managed runtime and the service: it never
+/// uses them.
+#[test]
+fn the_session_steps_live_only_in_the_assembly() {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
+    let steps = [
+        "glove_egress::start(",
+        "SocketServer::start(",
+        "egress_channel()",
+        "glove_sandbox::prepare(",
+        "Broker::prepare(",
+    ];
+    let assembly = root.join("glove-control/src/assembly");
+    for krate in ["glove-control", "glove-bin"] {
+        for (path, text) in sources(&root.join(krate).join("src")) {
+            if path.starts_with(&assembly) {
+                continue;
+            }
+            for s in steps {
+                assert!(
+                    !text.contains(s),
+                    "{} calls {s}: a session step outside glove_control::assembly",
+                    path.display()
+                );
+            }
+        }
+    }
+    let mut seen = 0;
+    for (path, text) in sources(&assembly) {
+        seen += 1;
+        for above in ["crate::managed", "crate::service", "super::managed"] {
+            assert!(
+                !text.contains(above),
+                "{} uses {above}: the assembly is below the managed runtime",
+                path.display()
+            );
+        }
+    }
+    assert!(seen >= 4, "the assembly's sources were not found");
+    // Both doors go through it.
+    for door in [
+        "glove-bin/src/exec.rs",
+        "glove-control/src/managed/start.rs",
+    ] {
+        let text = std::fs::read_to_string(root.join(door)).expect("door");
+        assert!(
+            text.contains("assembly::") || text.contains("Attachments"),
+            "{door} does not go through the assembly"
+        );
+    }
+}

@@ -332,19 +332,25 @@ impl McpReport {
                 journal_head: glove_types::digest::to_hex(&s.journal_head),
                 audit_failed: s.audit_failed,
             },
-            Err(_) => McpReceipt {
-                tool_policy_id,
-                profile_sha256,
-                allowed: 0,
-                denied: 0,
-                upstream_errors: 0,
-                dropped: 0,
-                pinned: 0,
-                cancelled: 0,
-                journal_records: 0,
-                journal_head: "0".repeat(64),
-                audit_failed: true,
-            },
+            Err(_) => failure_receipt(tool_policy_id, profile_sha256),
         }
+    }
+}
+
+/// The receipt's `mcp` member of a mediator that could not report: no
+/// counts, a zero head, `audit_failed`.
+pub fn failure_receipt(tool_policy_id: String, profile_sha256: String) -> McpReceipt {
+    McpReceipt {
+        tool_policy_id,
+        profile_sha256,
+        allowed: 0,
+        denied: 0,
+        upstream_errors: 0,
+        dropped: 0,
+        pinned: 0,
+        cancelled: 0,
+        journal_records: 0,
+        journal_head: "0".repeat(64),
+        audit_failed: true,
     }
 }

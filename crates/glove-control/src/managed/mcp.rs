@@ -52,20 +52,10 @@ pub(super) fn recovered(journal: &Path, tool_policy_id: Option<&str>) -> Option<
     let mut bytes = Vec::new();
     f.take(AUDIT_MAX_BYTES + 1).read_to_end(&mut bytes).ok()?;
     let spec = journal_spec(AUDIT_MAX_BYTES.max(bytes.len() as u64), AUDIT_MAX_RECORDS);
-    let zeros = "0".repeat(64);
-    let mut r = McpReceipt {
-        tool_policy_id: tool_policy_id.unwrap_or("unknown").to_owned(),
-        profile_sha256: zeros.clone(),
-        allowed: 0,
-        denied: 0,
-        upstream_errors: 0,
-        dropped: 0,
-        pinned: 0,
-        cancelled: 0,
-        journal_records: 0,
-        journal_head: zeros,
-        audit_failed: true,
-    };
+    let mut r = crate::assembly::mcp::failure_receipt(
+        tool_policy_id.unwrap_or("unknown").to_owned(),
+        "0".repeat(64),
+    );
     let Ok(replayed) = glove_journal::replay_bytes(&bytes, &spec, None) else {
         return Some(r);
     };

@@ -44,8 +44,6 @@ define_codes! { Control;
     SESSION_EXECUTABLE_UNSAFE = "session_executable_unsafe": "the file a search directory's executable name leads to, or a directory above it, is a link in the way, not a regular executable file, not owned by root or the service user, or writable by another user",
     SESSION_EGRESS_CONFLICT = "session_egress_conflict": "the plan names more than one egress policy with endpoints; a session has one egress proxy",
     SESSION_TOOL_POLICY_CONFLICT = "session_tool_policy_conflict": "the plan names more than one tool policy with a definition; a session has one MCP mediator",
-    SESSION_MCP_FAILED = "session_mcp_failed": "the session's MCP mediator could not be started: its profile, the relay executable, its sockets, an upstream server or the audit journal",
-    SESSION_EGRESS_FAILED = "session_egress_failed": "the session's egress proxy could not be started: a brokered credential's source, the egress journal or the channel",
     SESSION_LEASE_BUSY = "session_lease_busy": "the credential lease of a secret handle the plan names is held by another session",
     SESSION_LEASE_IO = "session_lease_io": "a credential lease could not be imported, locked, read back or recorded",
     SESSION_CREDENTIAL_UNSUPPORTED = "session_credential_unsupported": "the plan names a secret handle this template cannot receive (no credential source for it, no native adapter with a credential path, or two handles for one adapter)",
