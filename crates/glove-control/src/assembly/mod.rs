@@ -390,3 +390,6 @@ impl Started {
         reports
     }
 }
+
+#[cfg(test)]
+mod tests;
