@@ -400,9 +400,7 @@ impl Runtime {
                     let _ = s.1.send(Event::Output(seq, data));
                 }
                 Ok(FromLauncher::Exited(o)) => break Ok(o),
-                Ok(FromLauncher::Failed(f)) => {
-                    break Err((SESSION_LAUNCH_FAILED, launch_failure(&f)))
-                }
+                Ok(FromLauncher::Failed(f)) => break Err(launch_failure(&f)),
                 Ok(_) => {}
                 Err(e) => break Err((SESSION_LAUNCHER_LOST, e)),
             }

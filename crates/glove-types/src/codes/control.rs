@@ -49,7 +49,7 @@ define_codes! { Control;
     SESSION_CREDENTIAL_UNSUPPORTED = "session_credential_unsupported": "the plan names a secret handle this template cannot receive (no credential source for it, no native adapter with a credential path, or two handles for one adapter)",
     SESSION_SPEC_TOO_LARGE = "session_spec_too_large": "the launch spec (with its expanded skills) is larger than the launcher frame or the seeded-file bound",
     SESSION_PLAN_NOT_ADMITTED = "session_plan_not_admitted": "the stored plan is no longer admitted by the frozen policy at start",
-    SESSION_LAUNCH_FAILED = "session_launch_failed": "the sandbox launcher refused or failed the launch (its own code is in the message and the receipt)",
+    SESSION_LAUNCH_FAILED = "session_launch_failed": "the sandbox launcher could not be spawned, broke its protocol, or failed with a code the catalogue does not know (a known sandbox code is answered as itself)",
     SESSION_LAUNCHER_LOST = "session_launcher_lost": "the sandbox launcher closed its socket without reporting an outcome",
     SESSION_NOT_OWNED = "session_not_owned": "the session was started by another client (another client label)",
     AUTH_REQUIRED = "auth_required": "a request other than the handshake arrived before authentication",
