@@ -7,6 +7,7 @@ use std::path::PathBuf;
 
 /// Each workspace crate's rank: a crate may depend only on lower ranks.
 const RANKS: &[(&str, u32)] = &[
+    ("glove-fs", 0),
     ("glove-types", 0),
     ("glove-lifecycle", 1),
     ("glove-sandbox", 1),
@@ -16,6 +17,23 @@ const RANKS: &[(&str, u32)] = &[
     ("glove-control", 4),
     ("glove-bin", 5),
 ];
+
+/// The shared descriptor-relative file layer: the journals, the control
+/// core and the sandbox use it; it uses no Glove crate.
+#[test]
+fn the_file_layer_is_shared_by_the_journal_the_control_core_and_the_sandbox() {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
+    for krate in ["glove-journal", "glove-control", "glove-sandbox"] {
+        let manifest =
+            std::fs::read_to_string(root.join(krate).join("Cargo.toml")).expect("manifest");
+        assert!(
+            deps(&manifest).iter().any(|d| d == "glove-fs"),
+            "{krate} does not use glove-fs"
+        );
+    }
+    let manifest = std::fs::read_to_string(root.join("glove-fs/Cargo.toml")).expect("manifest");
+    assert!(deps(&manifest).is_empty(), "glove-fs uses a Glove crate");
+}
 
 /// The two mediators (egress and MCP) use the data and the journal only:
 /// never each other, the sandbox or the control core.
