@@ -1,164 +1,53 @@
-//! `glove exec --egress`: the egress policy file, the session's proxy and
-//! its summary, wired to a launch spec.
+//! `glove exec --egress`: the egress policy file read into the assembly's
+//! egress part ([`glove_control::assembly::egress`]), the proxy's summary
+//! rendered, and `glove egress show`.
 
-use glove_egress::{Broker, ProxyConfig, ProxyHandle, ProxyLimits, Summary, TlsRoots};
-use glove_sandbox::spec::{EgressSpec, LaunchSpec};
-use glove_types::codes::egress::{EGRESS_POLICY_INVALID, EGRESS_TRUST_ROOTS_INVALID};
+use glove_control::assembly::egress::{EgressInput, EgressReport};
+use glove_egress::ProxyLimits;
+use glove_types::codes::egress::EGRESS_POLICY_INVALID;
 use glove_types::egress::settings::{EgressSettings, MAX_SETTINGS_BYTES};
 use glove_types::ids::SessionId;
 use glove_types::Rejection;
-use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
-/// How long connections still open when the command ends may finish.
-const FINISH_GRACE: Duration = Duration::from_secs(2);
-
-/// A read egress policy with its credentials, before the launch.
-pub struct Prepared {
-    settings: EgressSettings,
-    broker: Broker,
-    journal: PathBuf,
-    session_id: SessionId,
-    roots: TlsRoots,
-}
-
-/// The spec has the sandbox's end of the channel.
-pub struct Attached {
-    prepared: Prepared,
-    host_end: OwnedFd,
-}
-
-/// The proxy serving a running sandbox.
-pub struct Running {
-    handle: ProxyHandle,
-    journal: PathBuf,
-}
+pub use glove_control::assembly::egress::read_extra_roots;
 
 fn invalid(m: impl Into<String>) -> Rejection {
     Rejection::new(EGRESS_POLICY_INVALID, m)
 }
 
-fn random_hex(n: usize) -> Result<String, Rejection> {
-    let mut b = vec![0u8; n];
-    getrandom::fill(&mut b).map_err(|e| invalid(format!("random: {e}")))?;
-    Ok(b.iter().map(|x| format!("{x:02x}")).collect())
-}
-
 /// The default journal directory: `$XDG_STATE_HOME/glove/egress`, else
 /// `$HOME/.local/state/glove/egress` (made with mode 0700).
 fn default_journal_dir() -> Result<PathBuf, Rejection> {
-    let base = match std::env::var_os("XDG_STATE_HOME").filter(|v| Path::new(v).is_absolute()) {
-        Some(v) => PathBuf::from(v),
-        None => match std::env::var_os("HOME").filter(|v| Path::new(v).is_absolute()) {
-            Some(h) => PathBuf::from(h).join(".local/state"),
-            None => {
-                return Err(invalid(
-                    "neither XDG_STATE_HOME nor HOME is set: give --egress-journal",
-                ))
-            }
-        },
-    };
+    let base = crate::report::state_home()
+        .ok_or_else(|| invalid("neither XDG_STATE_HOME nor HOME is set: give --egress-journal"))?;
     let dir = base.join("glove/egress");
-    use std::os::unix::fs::DirBuilderExt;
-    std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(&dir)
-        .map_err(|e| invalid(format!("{}: {e}", dir.display())))?;
+    glove_control::assembly::egress::journal_dir(&dir).map_err(|e| e.local())?;
     Ok(dir)
 }
 
-fn roots_refused(e: glove_egress::EgressError) -> Rejection {
-    Rejection::new(e.code(), e.to_string())
-}
-
-/// The extra roots an operator names (`--egress-ca` of `glove exec` and
-/// `gloved`), read now: each a protected file (mode 0600, owned by the
-/// caller, one link, at most 1 MiB) holding PEM certificates and nothing
-/// else, at most 16 files. Any fault is `egress_trust_roots_invalid`.
-pub fn extra_roots(files: &[PathBuf]) -> Result<Vec<String>, Rejection> {
-    if files.len() > glove_egress::MAX_EXTRA_ROOTS {
-        return Err(Rejection::new(
-            EGRESS_TRUST_ROOTS_INVALID,
-            format!(
-                "--egress-ca is given {} times; at most {}",
-                files.len(),
-                glove_egress::MAX_EXTRA_ROOTS
-            ),
-        ));
-    }
-    let mut roots = TlsRoots {
-        extra_pem: Vec::new(),
-        system_bundle: None,
-    };
-    for f in files {
-        let bytes = crate::protected::read(
-            f,
-            crate::protected::Requirements {
-                max_bytes: glove_egress::MAX_EXTRA_ROOT_BYTES,
-                mode: 0o600,
-            },
-        )
-        .map_err(|r| {
-            Rejection::new(
-                EGRESS_TRUST_ROOTS_INVALID,
-                format!("--egress-ca: {} ({})", r.message(), r.code().as_str()),
-            )
-        })?;
-        roots
-            .add_extra_pem(&f.display().to_string(), &bytes)
-            .map_err(roots_refused)?;
-    }
-    Ok(roots.extra_pem)
-}
-
-/// The roots upstreams are verified against: the system bundle found at
-/// the usual places ([`glove_egress::BUNDLE_CANDIDATES`]) and the extra
-/// roots (see [`extra_roots`]), all read now.
-pub fn trust_roots(extra: &[PathBuf]) -> Result<TlsRoots, Rejection> {
-    let roots = TlsRoots {
-        extra_pem: extra_roots(extra)?,
-        ..TlsRoots::system().map_err(roots_refused)?
-    };
-    // The proxy starts only after the sandbox is built: read the bundle
-    // now, so unusable roots refuse the launch rather than end it.
-    roots.check().map_err(roots_refused)?;
-    Ok(roots)
-}
-
-/// Reads the egress policy file, the trust roots (see [`trust_roots`])
-/// and the brokered credentials.
-pub fn prepare(
+/// The egress part's input from `glove exec --egress FILE`: the policy
+/// file read (bounded) and validated as a session policy's egress section
+/// is, the extra roots read (see [`read_extra_roots`]), and the journal
+/// (`journal`, else `<session>.journal` in the default directory).
+pub fn input(
     file: &Path,
     journal: Option<&Path>,
     extra_roots: &[PathBuf],
-) -> Result<Prepared, Rejection> {
+    session_id: &SessionId,
+) -> Result<EgressInput, Rejection> {
     let bytes = read_bounded(file)?;
     let settings = EgressSettings::from_json(&bytes)
         .map_err(|r| Rejection::new(r.code(), format!("{}: {}", file.display(), r.message())))?;
-    let broker = Broker::prepare(&settings).map_err(|e| Rejection::new(e.code(), e.to_string()))?;
-    // Upstreams are verified only inside terminated tunnels: a policy
-    // without them needs no bundle (the extra roots are still checked).
-    let roots = if broker.terminates_tls() {
-        trust_roots(extra_roots)?
-    } else {
-        TlsRoots {
-            extra_pem: self::extra_roots(extra_roots)?,
-            system_bundle: None,
-        }
-    };
-    let session_id = SessionId::new(format!("exec-{}", random_hex(8)?))?;
+    let extra_roots = read_extra_roots(extra_roots)?;
     let journal = match journal {
         Some(j) => j.to_owned(),
         None => default_journal_dir()?.join(format!("{session_id}.journal")),
     };
-    Ok(Prepared {
+    Ok(EgressInput {
         settings,
-        broker,
+        extra_roots,
         journal,
-        session_id,
-        roots,
     })
 }
 
@@ -178,66 +67,18 @@ fn read_bounded(file: &Path) -> Result<Vec<u8>, Rejection> {
     Ok(bytes)
 }
 
-impl Prepared {
-    /// What the agent's environment gets (see
-    /// [`glove_egress::sandbox_environment`]).
-    pub fn environment(&self) -> Vec<String> {
-        glove_egress::sandbox_environment(&self.broker)
-    }
-
-    /// Puts the sandbox's end of a new egress channel into `spec`.
-    pub fn attach(self, spec: &mut LaunchSpec) -> Result<Attached, Rejection> {
-        let (host_end, sandbox_end) =
-            glove_sandbox::egress_channel().map_err(|e| Rejection::new(e.code(), e.to_string()))?;
-        spec.egress = Some(EgressSpec {
-            channel: sandbox_end,
-            ports: glove_egress::sandbox_ports(&self.settings),
-        });
-        for (path, text) in glove_egress::sandbox_trust_files(&self.broker, &self.roots) {
-            spec.files.retain(|(p, _)| p != &path);
-            spec.files.push((path, text.into_bytes()));
-        }
-        Ok(Attached {
-            prepared: self,
-            host_end,
-        })
-    }
-}
-
-impl Attached {
-    /// Starts the proxy on the host end.
-    pub fn start(self) -> Result<Running, Rejection> {
-        let Attached { prepared, host_end } = self;
-        let journal = prepared.journal.clone();
-        let config = ProxyConfig {
-            session_id: prepared.session_id,
-            settings: prepared.settings,
-            journal_path: prepared.journal,
-            limits: ProxyLimits::default(),
-            tls_roots: prepared.roots,
-        };
-        let handle = glove_egress::start(config, prepared.broker, host_end)
-            .map_err(|e| Rejection::new(e.code(), e.to_string()))?;
-        Ok(Running { handle, journal })
-    }
-}
-
-impl Running {
-    /// Stops the proxy; its summary as the outcome's `egress` member.
-    pub fn finish(self) -> serde_json::Value {
-        let journal = self.journal.display().to_string();
-        match self.handle.finish(FINISH_GRACE) {
-            Ok(s) => summary_json(&s, &journal),
-            Err(e) => serde_json::json!({
+/// The outcome's `egress` member: the proxy's summary and its journal.
+pub fn summary_json(r: &EgressReport) -> serde_json::Value {
+    let journal = r.journal.display().to_string();
+    let s = match &r.result {
+        Ok(s) => s,
+        Err((code, message)) => {
+            return serde_json::json!({
                 "journal": journal,
-                "error": {"code": e.code().as_str(), "message": e.to_string()},
-            }),
+                "error": {"code": code.as_str(), "message": message},
+            })
         }
-    }
-}
-
-fn summary_json(s: &Summary, journal: &str) -> serde_json::Value {
-    let head: String = s.journal_head.iter().map(|b| format!("{b:02x}")).collect();
+    };
     serde_json::json!({
         "policy_id": s.policy_id.as_str(),
         "connections_allowed": s.connections_allowed,
@@ -253,7 +94,7 @@ fn summary_json(s: &Summary, journal: &str) -> serde_json::Value {
         "bytes_down": s.bytes_down,
         "journal": journal,
         "journal_records": s.journal_records,
-        "journal_head": head,
+        "journal_head": glove_types::digest::to_hex(&s.journal_head),
     })
 }
 

@@ -6,12 +6,16 @@
 
 use crate::report::{error_json, error_line, print_json};
 use clap::Args;
+use glove_control::assembly::local::{self, LocalDoor};
+use glove_control::assembly::mcp::McpInput;
+use glove_control::assembly::{self, Fault, Inputs};
 use glove_sandbox::outcome::{ExitStatus, Limit, Outcome};
 use glove_sandbox::profile::{exec_spec, ExecRequest, DEFAULT_LIMITS};
 use glove_sandbox::sink::Sink;
-use glove_sandbox::spec::Bind;
+use glove_sandbox::spec::{Bind, LaunchSpec};
 use glove_sandbox::supervise::{Settings, Stream, StreamIo};
-use glove_sandbox::{launch, tty, SandboxError};
+use glove_sandbox::{tty, SandboxError};
+use glove_types::ids::SessionId;
 use glove_types::policy::ResourceLimits;
 use glove_types::Rejection;
 use std::os::fd::{AsFd, BorrowedFd};
@@ -254,29 +258,26 @@ fn network_pool() -> Result<Option<std::path::PathBuf>, SandboxError> {
 
 /// Runs `glove exec` and returns the exit status.
 pub fn run(a: ExecArgs) -> i32 {
-    run_with(a, None)
+    match local::session_id("exec") {
+        Ok(id) => run_with(a, id, None),
+        Err(r) => fail_with(&r, a.json),
+    }
 }
 
 /// Runs `glove run` (`glove exec` with the MCP mediator) and returns the
 /// exit status.
 pub fn run_mcp(a: crate::run::RunArgs) -> i32 {
     let json = a.exec.json;
-    match crate::run::prepare(&a) {
-        Ok(p) => run_with(a.exec, Some(p)),
+    let input =
+        local::session_id("run").and_then(|id| crate::run::mcp_input(&a, &id).map(|m| (id, m)));
+    match input {
+        Ok((id, m)) => run_with(a.exec, id, Some(m)),
         Err(r) => fail_with(&r, json),
     }
 }
 
-fn run_with(a: ExecArgs, mcp: Option<crate::run::Prepared>) -> i32 {
-    // A failure before the mediator starts removes its runtime directory.
-    let mut mcp = mcp;
-    let give_up = |mcp: &mut Option<crate::run::Prepared>, code: i32| {
-        if let Some(m) = mcp.take() {
-            m.abandon();
-        }
-        code
-    };
-    glove_sandbox::launch::trace_mark("exec start");
+/// The session's spec from the flags, before its parts are attached.
+fn spec_of(a: &ExecArgs, stdin: &std::io::Stdin) -> Result<LaunchSpec, SandboxError> {
     let limits = ResourceLimits {
         cpu_time_ms: a.cpu_ms.unwrap_or(DEFAULT_LIMITS.cpu_time_ms),
         memory_bytes: a.memory.unwrap_or(DEFAULT_LIMITS.memory_bytes),
@@ -285,18 +286,6 @@ fn run_with(a: ExecArgs, mcp: Option<crate::run::Prepared>) -> i32 {
         disk_bytes: a.disk.unwrap_or(DEFAULT_LIMITS.disk_bytes),
         terminal_output_bytes: a.output.unwrap_or(DEFAULT_LIMITS.terminal_output_bytes),
     };
-    let mut ro_binds = match binds(&a.ro_bind) {
-        Ok(b) => b,
-        Err(e) => return give_up(&mut mcp, fail(&e, a.json)),
-    };
-    if mcp.is_some() {
-        match crate::run::Prepared::relay_bind() {
-            Ok(b) => ro_binds.push(b),
-            Err(r) => return give_up(&mut mcp, fail_with(&r, a.json)),
-        }
-    }
-    let stdin = std::io::stdin();
-    let stdin_tty = tty::is_tty(stdin.as_fd());
     let size = if a.pty {
         Some(
             tty::size(std::io::stdout().as_fd())
@@ -306,111 +295,57 @@ fn run_with(a: ExecArgs, mcp: Option<crate::run::Prepared>) -> i32 {
     } else {
         None
     };
-    let req = ExecRequest {
+    exec_spec(ExecRequest {
         command: a.command.clone(),
         env: a.env.clone(),
-        ro_binds,
+        ro_binds: binds(&a.ro_bind)?,
         rw_copy: a.rw_copy.clone(),
         limits,
         pty: size,
         strict_limits: a.strict_limits,
         term: std::env::var("TERM").ok(),
-        etc_snapshots: match etc_snapshots() {
-            Ok(d) => d,
-            Err(e) => return give_up(&mut mcp, fail(&e, a.json)),
-        },
-        network_pool: match network_pool() {
-            Ok(d) => d,
-            Err(e) => return give_up(&mut mcp, fail(&e, a.json)),
-        },
+        etc_snapshots: etc_snapshots()?,
+        network_pool: network_pool()?,
         cpu_rate_millicpus: a.cpu_rate,
-    };
-    let mut req = req;
-    let egress = match &a.egress {
-        Some(file) => match crate::egress::prepare(file, a.egress_journal.as_deref(), &a.egress_ca)
-        {
-            Ok(e) => {
-                req.env.extend(e.environment());
-                Some(e)
-            }
-            Err(r) => return give_up(&mut mcp, fail_with(&r, a.json)),
-        },
-        None => None,
-    };
-    let mut spec = match exec_spec(req) {
+    })
+}
+
+fn run_with(a: ExecArgs, session_id: SessionId, mcp: Option<McpInput>) -> i32 {
+    glove_sandbox::launch::trace_mark("exec start");
+    let stdin = std::io::stdin();
+    let stdin_tty = tty::is_tty(stdin.as_fd());
+    let spec = match spec_of(&a, &stdin) {
         Ok(s) => s,
-        Err(e) => return give_up(&mut mcp, fail(&e, a.json)),
+        Err(e) => return fail(&e, a.json),
     };
-    let egress = match egress {
-        Some(e) => match e.attach(&mut spec) {
-            Ok(e) => Some(e),
-            Err(r) => return give_up(&mut mcp, fail_with(&r, a.json)),
-        },
+    let egress = match &a.egress {
+        Some(file) => {
+            match crate::egress::input(file, a.egress_journal.as_deref(), &a.egress_ca, &session_id)
+            {
+                Ok(e) => Some(e),
+                Err(r) => return fail_with(&r, a.json),
+            }
+        }
         None => None,
     };
-    if let Some(m) = &mcp {
-        m.attach(&mut spec);
-    }
     glove_sandbox::launch::trace_mark("spec built");
-    // With a mediator, the sandbox is built first and the command released
-    // only once the mediator is ready (it starts threads, which the build
-    // must not see), so the command never runs when its tools cannot.
-    enum Launched {
-        Running(glove_sandbox::Running),
-        Held(glove_sandbox::Prepared),
-    }
-    let launched = if mcp.is_some() {
-        glove_sandbox::prepare(spec).map(Launched::Held)
-    } else {
-        launch(spec).map(Launched::Running)
+    // The one assembly: the parts prepared on the spec, the sandbox built
+    // (held while the MCP mediator starts: the command never runs when its
+    // tools cannot), the parts started, the command released.
+    let inputs = Inputs {
+        session_id,
+        egress,
+        mcp,
+        leases: Vec::new(),
     };
-    let launched = match launched {
-        Ok(r) => r,
-        Err(e) => return give_up(&mut mcp, fail(&e, a.json)),
-    };
-    let kill = |l: Launched| match l {
-        Launched::Running(r) => {
-            let _ = r.signal(9); // SIGKILL
-        }
-        Launched::Held(p) => p.abort(),
-    };
-    // Started once the sandbox is built (the build needs this process
-    // single-threaded; connections wait on the channel meanwhile).
-    let egress = match egress.map(crate::egress::Attached::start) {
-        Some(Ok(p)) => Some(p),
-        Some(Err(r)) => {
-            kill(launched);
-            return give_up(&mut mcp, fail_with(&r, a.json));
-        }
-        None => None,
-    };
-    // The mediator, likewise after the build: its upstreams start and
-    // their tools are listed and pinned before the command is released.
-    let mcp = match mcp.map(crate::run::Prepared::start) {
-        Some(Ok(m)) => Some(m),
-        Some(Err(r)) => {
-            kill(launched);
-            if let Some(e) = egress {
-                e.finish();
+    let (running, parts) = match assembly::assemble(&mut LocalDoor, inputs, spec) {
+        Ok(v) => v,
+        Err(f) => {
+            return match &f.fault {
+                Fault::Attachment(e) => fail_with(&e.local(), a.json),
+                Fault::Door(e) => fail(e, a.json),
             }
-            return fail_with(&r, a.json);
         }
-        None => None,
-    };
-    let running = match launched {
-        Launched::Running(r) => r,
-        Launched::Held(p) => match p.release() {
-            Ok(r) => r,
-            Err(e) => {
-                if let Some(e) = egress {
-                    e.finish();
-                }
-                if let Some(m) = mcp {
-                    m.finish();
-                }
-                return fail(&e, a.json);
-            }
-        },
     };
     // From here the command runs: a TERM, INT or HUP for glove goes to it
     // (the init forwards it), and glove ends as it ends, with its record,
@@ -461,8 +396,9 @@ fn run_with(a: ExecArgs, mcp: Option<crate::run::Prepared>) -> i32 {
     if let Some(mode) = &raw {
         tty::restore(io.stdin.as_fd(), mode);
     }
-    let egress = egress.map(crate::egress::Running::finish);
-    let mcp = mcp.map(crate::run::Running::finish);
+    let reports = parts.finish();
+    let egress = reports.egress.as_ref().map(crate::egress::summary_json);
+    let mcp = reports.mcp.as_ref().map(crate::run::summary_json);
     match result {
         Ok(outcome) => {
             if a.json {

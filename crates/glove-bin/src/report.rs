@@ -36,3 +36,15 @@ pub fn print_json(v: &serde_json::Value) {
     use std::io::Write as _;
     let _ = writeln!(std::io::stdout().lock(), "{v}");
 }
+
+/// The user's state directory: `$XDG_STATE_HOME`, else
+/// `$HOME/.local/state` (each only when absolute).
+pub fn state_home() -> Option<std::path::PathBuf> {
+    use std::path::{Path, PathBuf};
+    match std::env::var_os("XDG_STATE_HOME").filter(|v| Path::new(v).is_absolute()) {
+        Some(v) => Some(PathBuf::from(v)),
+        None => std::env::var_os("HOME")
+            .filter(|v| Path::new(v).is_absolute())
+            .map(|h| PathBuf::from(h).join(".local/state")),
+    }
+}

@@ -15,6 +15,8 @@ mod managed;
 mod adapter;
 #[path = "control/auth.rs"]
 mod auth;
+#[path = "control/both_doors.rs"]
+mod both_doors;
 #[path = "control/contained_turns.rs"]
 mod contained_turns;
 #[path = "control/framing.rs"]

@@ -11,6 +11,10 @@
 //!   derived from what startup constructed;
 //! * [`protocol`] — the JSON-RPC 2.0 message model: strict request parsing,
 //!   responses, and the one mapping from an internal error to a wire error;
+//! * [`assembly`] — the one assembly of a session, for `glove exec`,
+//!   `glove run` and the managed start alike: its parts (egress, MCP,
+//!   leases) prepared on the spec, started after the build, stopped and
+//!   reported at the end;
 //! * [`managed`] — the Linux managed runtime: launch spec, launch binding,
 //!   launcher client, receipts, recovery, the attach transcript;
 //! * [`harness`] — what a search directory holds of the five agent
@@ -31,6 +35,7 @@
 //! handshake, the clients, configuration parsing and the CLI) uses it.
 #![forbid(unsafe_code)]
 
+pub mod assembly;
 pub mod capabilities;
 pub mod error;
 pub mod harness;

@@ -7,21 +7,23 @@
 //! an open descriptor (`O_DIRECTORY | O_NOFOLLOW`), and the descriptor is
 //! returned so a caller can pin the directory's identity.
 //!
+//! The opens and checks are `glove_fs`'s (the one descriptor-relative
+//! discipline the journals and the sandbox share); this module gives their
+//! faults the control codes and the messages an operator reads.
+//!
 //! Files written here go through `glove_journal::atomic::write_file`: a
 //! sibling created with `O_EXCL | O_NOFOLLOW` and mode 0600 relative to the
 //! directory descriptor, synced, renamed over the final name, and the
 //! directory synced.
 
+use glove_fs::{Errno, Fault};
 use glove_types::codes::control::*;
 use glove_types::Rejection;
 use rustix::fd::{AsFd, OwnedFd};
-use rustix::fs::{self, FileType, Mode, OFlags};
-use rustix::io::Errno;
+use rustix::fs;
 use std::path::Path;
 
-fn euid() -> u32 {
-    rustix::process::geteuid().as_raw()
-}
+use glove_fs::euid;
 
 /// Requires `path` to be absolute.
 pub fn require_absolute(path: &Path, what: &str) -> Result<(), Rejection> {
@@ -39,12 +41,7 @@ pub fn require_absolute(path: &Path, what: &str) -> Result<(), Rejection> {
 pub fn open_dir(path: &Path, what: &str) -> Result<OwnedFd, Rejection> {
     require_absolute(path, what)?;
     let shown = path.display();
-    let fd = fs::open(
-        path,
-        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
-        Mode::empty(),
-    )
-    .map_err(|e| match e {
+    let fd = glove_fs::unconfined::open_dir(path, false).map_err(|e| match e {
         Errno::NOENT => Rejection::new(
             CONTROL_DIR_NOT_FOUND,
             format!("{what} {shown} does not exist"),
@@ -55,31 +52,25 @@ pub fn open_dir(path: &Path, what: &str) -> Result<OwnedFd, Rejection> {
         ),
         e => Rejection::new(CONTROL_DIR_IO, format!("cannot open {what} {shown}: {e}")),
     })?;
-    let st = fs::fstat(&fd)
+    let facts = glove_fs::facts(fd.as_fd())
         .map_err(|e| Rejection::new(CONTROL_DIR_IO, format!("cannot stat {what} {shown}: {e}")))?;
-    if FileType::from_raw_mode(st.st_mode) != FileType::Directory {
-        return Err(Rejection::new(
-            CONTROL_DIR_NOT_DIRECTORY,
-            format!("{what} {shown} is not a directory"),
-        ));
-    }
-    if st.st_uid != euid() {
-        return Err(Rejection::new(
+    facts.private_dir(0o700).map_err(|f| match f {
+        Fault::WrongOwner { uid } => Rejection::new(
             CONTROL_DIR_WRONG_OWNER,
             format!(
-                "{what} {shown} is owned by uid {}, not by the service user (uid {})",
-                st.st_uid,
+                "{what} {shown} is owned by uid {uid}, not by the service user (uid {})",
                 euid()
             ),
-        ));
-    }
-    let mode = st.st_mode & 0o7777;
-    if mode != 0o700 {
-        return Err(Rejection::new(
+        ),
+        Fault::BadMode { mode } => Rejection::new(
             CONTROL_DIR_BAD_MODE,
             format!("{what} {shown} has mode {mode:04o}; it must be 0700"),
-        ));
-    }
+        ),
+        Fault::NotDirectory | Fault::NotRegular | Fault::LinkCount { .. } => Rejection::new(
+            CONTROL_DIR_NOT_DIRECTORY,
+            format!("{what} {shown} is not a directory"),
+        ),
+    })?;
     Ok(fd)
 }
 
@@ -87,17 +78,9 @@ pub fn open_dir(path: &Path, what: &str) -> Result<OwnedFd, Rejection> {
 /// must exist), then checks it.
 pub fn ensure_dir(path: &Path, what: &str) -> Result<OwnedFd, Rejection> {
     require_absolute(path, what)?;
-    match fs::mkdir(path, Mode::from_raw_mode(0o700)) {
-        Ok(()) => {
-            // The umask may have cleared bits; set the exact mode.
-            fs::chmod(path, Mode::from_raw_mode(0o700)).map_err(|e| {
-                Rejection::new(
-                    CONTROL_DIR_IO,
-                    format!("cannot set the mode of {what} {}: {e}", path.display()),
-                )
-            })?;
-            tracing::info!(path = ?path, "created {what}");
-        }
+    // The mode is set exactly after the make (the umask may clear bits).
+    match glove_fs::unconfined::mkdir(path, 0o700) {
+        Ok(()) => tracing::info!(path = ?path, "created {what}"),
         Err(Errno::EXIST) => {}
         Err(Errno::NOENT) => {
             return Err(Rejection::new(
@@ -127,48 +110,34 @@ pub fn check_parent(path: &Path, what: &str) -> Result<(), Rejection> {
 pub fn check_file(path: &Path, what: &str) -> Result<(), Rejection> {
     use glove_types::codes::file::*;
     let shown = path.display();
-    let st = fs::lstat(path).map_err(|e| match e {
+    let facts = glove_fs::unconfined::facts(path).map_err(|e| match e {
         Errno::NOENT => Rejection::new(FILE_NOT_FOUND, format!("{what} {shown} does not exist")),
         e => Rejection::new(FILE_IO, format!("cannot stat {what} {shown}: {e}")),
     })?;
-    let ft = FileType::from_raw_mode(st.st_mode);
-    if ft == FileType::Symlink {
+    if facts.kind == glove_fs::FileType::Symlink {
         return Err(Rejection::new(
             FILE_SYMLINK,
             format!("{what} {shown} is a symbolic link"),
         ));
     }
-    if ft != FileType::RegularFile {
-        return Err(Rejection::new(
-            FILE_NOT_REGULAR,
-            format!("{what} {shown} is not a regular file"),
-        ));
-    }
-    if st.st_uid != euid() {
-        return Err(Rejection::new(
+    facts.private_file(0o600).map_err(|f| match f {
+        Fault::WrongOwner { uid } => Rejection::new(
             FILE_WRONG_OWNER,
-            format!(
-                "{what} {shown} is owned by uid {}, not by the service user",
-                st.st_uid
-            ),
-        ));
-    }
-    let mode = st.st_mode & 0o7777;
-    if mode != 0o600 {
-        return Err(Rejection::new(
+            format!("{what} {shown} is owned by uid {uid}, not by the service user"),
+        ),
+        Fault::BadMode { mode } => Rejection::new(
             FILE_BAD_MODE,
             format!("{what} {shown} has mode {mode:04o}; it must be 0600"),
-        ));
-    }
-    #[expect(clippy::useless_conversion, reason = "st_nlink is u32 on some targets")]
-    let links = u64::from(st.st_nlink);
-    if links != 1 {
-        return Err(Rejection::new(
+        ),
+        Fault::LinkCount { links } => Rejection::new(
             FILE_LINK_COUNT,
             format!("{what} {shown} has {links} hard links; it must have one"),
-        ));
-    }
-    Ok(())
+        ),
+        Fault::NotRegular | Fault::NotDirectory => Rejection::new(
+            FILE_NOT_REGULAR,
+            format!("{what} {shown} is not a regular file"),
+        ),
+    })
 }
 
 /// Atomically writes `contents` as `name` (mode 0600) in the directory
@@ -181,8 +150,8 @@ pub fn write_private(dir: &OwnedFd, name: &str, contents: &[u8]) -> Result<(), R
 
 /// Removes `name` from `dir`; a missing file is fine.
 pub fn remove(dir: &OwnedFd, name: &str) -> Result<(), Rejection> {
-    match fs::unlinkat(dir, name, fs::AtFlags::empty()) {
-        Ok(()) | Err(Errno::NOENT) => Ok(()),
+    match glove_fs::unlink_in(dir.as_fd(), std::ffi::OsStr::new(name)) {
+        Ok(()) => Ok(()),
         Err(e) => Err(Rejection::new(
             CONTROL_SOCKET_IO,
             format!("cannot remove {name}: {e}"),

@@ -7,11 +7,9 @@
 //! the metadata before the read, and the path is looked up again to check it
 //! still names the same file. Any difference fails closed.
 
+use glove_fs::Errno;
 use glove_types::codes::file::*;
 use glove_types::Rejection;
-use rustix::fs::{fstat, lstat, open, FileType, Mode, OFlags, Stat};
-use rustix::io::Errno;
-use std::io::Read;
 use std::path::Path;
 
 /// What a protected read requires besides the common checks.
@@ -31,94 +29,43 @@ impl Requirements {
     };
 }
 
-fn same_identity(a: &Stat, b: &Stat) -> bool {
-    a.st_dev == b.st_dev
-        && a.st_ino == b.st_ino
-        && a.st_size == b.st_size
-        && a.st_mode == b.st_mode
-        && a.st_uid == b.st_uid
-        && a.st_nlink == b.st_nlink
-        && a.st_mtime == b.st_mtime
-        && a.st_mtime_nsec == b.st_mtime_nsec
-        && a.st_ctime == b.st_ctime
-        && a.st_ctime_nsec == b.st_ctime_nsec
-}
-
-fn check(st: &Stat, req: Requirements, shown: &str) -> Result<(), Rejection> {
-    if FileType::from_raw_mode(st.st_mode) != FileType::RegularFile {
-        return Err(Rejection::new(
-            FILE_NOT_REGULAR,
-            format!("{shown} is not a regular file"),
-        ));
-    }
-    let euid = rustix::process::geteuid().as_raw();
-    if st.st_uid != euid {
-        return Err(Rejection::new(
+/// Reads `path` as a protected file (through
+/// `glove_fs::unconfined::read_protected`, the shared discipline; this
+/// gives its faults the file codes and an operator's messages).
+pub fn read(path: &Path, req: Requirements) -> Result<Vec<u8>, Rejection> {
+    use glove_fs::unconfined::ReadFault as R;
+    use glove_fs::Fault as F;
+    let shown = path.display();
+    glove_fs::unconfined::read_protected(path, req.mode, req.max_bytes).map_err(|f| match f {
+        R::Open(Errno::NOENT) => Rejection::new(FILE_NOT_FOUND, format!("{shown} does not exist")),
+        R::Open(Errno::LOOP) => Rejection::new(FILE_SYMLINK, format!("{shown} is a symbolic link")),
+        R::Open(e) => Rejection::new(FILE_IO, format!("cannot open {shown}: {e}")),
+        R::Placement(F::NotRegular | F::NotDirectory) => {
+            Rejection::new(FILE_NOT_REGULAR, format!("{shown} is not a regular file"))
+        }
+        R::Placement(F::WrongOwner { uid }) => Rejection::new(
             FILE_WRONG_OWNER,
             format!(
-                "{shown} is owned by uid {}, not by the caller (uid {euid})",
-                st.st_uid
+                "{shown} is owned by uid {uid}, not by the caller (uid {})",
+                glove_fs::euid()
             ),
-        ));
-    }
-    let perm = st.st_mode & 0o7777;
-    if perm != req.mode {
-        return Err(Rejection::new(
+        ),
+        R::Placement(F::BadMode { mode }) => Rejection::new(
             FILE_BAD_MODE,
-            format!("{shown} has mode {perm:04o}; it must be {:04o}", req.mode),
-        ));
-    }
-    if st.st_nlink != 1 {
-        return Err(Rejection::new(
+            format!("{shown} has mode {mode:04o}; it must be {:04o}", req.mode),
+        ),
+        R::Placement(F::LinkCount { links }) => Rejection::new(
             FILE_LINK_COUNT,
-            format!(
-                "{shown} has {} hard links; it must have exactly one",
-                st.st_nlink
-            ),
-        ));
-    }
-    let size = u64::try_from(st.st_size).unwrap_or(u64::MAX);
-    if size > req.max_bytes {
-        return Err(Rejection::new(
+            format!("{shown} has {links} hard links; it must have exactly one"),
+        ),
+        R::TooLarge { size } => Rejection::new(
             FILE_TOO_LARGE,
             format!("{shown} is {size} bytes; the bound is {}", req.max_bytes),
-        ));
-    }
-    Ok(())
-}
-
-/// Reads `path` as a protected file.
-pub fn read(path: &Path, req: Requirements) -> Result<Vec<u8>, Rejection> {
-    let shown = path.display().to_string();
-    let flags =
-        OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC | OFlags::NOCTTY | OFlags::NONBLOCK;
-    let fd = open(path, flags, Mode::empty()).map_err(|e| match e {
-        Errno::NOENT => Rejection::new(FILE_NOT_FOUND, format!("{shown} does not exist")),
-        Errno::LOOP => Rejection::new(FILE_SYMLINK, format!("{shown} is a symbolic link")),
-        other => Rejection::new(FILE_IO, format!("cannot open {shown}: {other}")),
-    })?;
-    let io = |e: Errno| Rejection::new(FILE_IO, format!("cannot stat {shown}: {e}"));
-    let before = fstat(&fd).map_err(io)?;
-    check(&before, req, &shown)?;
-    let mut file = std::fs::File::from(fd);
-    let mut buf = Vec::new();
-    (&mut file)
-        .take(req.max_bytes + 1)
-        .read_to_end(&mut buf)
-        .map_err(|e| Rejection::new(FILE_IO, format!("cannot read {shown}: {e}")))?;
-    let after = fstat(&file).map_err(io)?;
-    let again = lstat(path).map_err(io)?;
-    let read_len = u64::try_from(buf.len()).unwrap_or(u64::MAX);
-    let size = u64::try_from(after.st_size).unwrap_or(u64::MAX);
-    if !same_identity(&before, &after)
-        || again.st_dev != after.st_dev
-        || again.st_ino != after.st_ino
-        || read_len != size
-    {
-        return Err(Rejection::new(
+        ),
+        R::Io(e) => Rejection::new(FILE_IO, format!("cannot read {shown}: {e}")),
+        R::Changed => Rejection::new(
             FILE_CHANGED,
             format!("{shown} changed while it was read; replace it atomically and retry"),
-        ));
-    }
-    Ok(buf)
+        ),
+    })
 }

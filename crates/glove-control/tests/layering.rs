@@ -7,6 +7,7 @@ use std::path::PathBuf;
 
 /// Each workspace crate's rank: a crate may depend only on lower ranks.
 const RANKS: &[(&str, u32)] = &[
+    ("glove-fs", 0),
     ("glove-types", 0),
     ("glove-lifecycle", 1),
     ("glove-sandbox", 1),
@@ -16,6 +17,23 @@ const RANKS: &[(&str, u32)] = &[
     ("glove-control", 4),
     ("glove-bin", 5),
 ];
+
+/// The shared descriptor-relative file layer: the journals, the control
+/// core and the sandbox use it; it uses no Glove crate.
+#[test]
+fn the_file_layer_is_shared_by_the_journal_the_control_core_and_the_sandbox() {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
+    for krate in ["glove-journal", "glove-control", "glove-sandbox"] {
+        let manifest =
+            std::fs::read_to_string(root.join(krate).join("Cargo.toml")).expect("manifest");
+        assert!(
+            deps(&manifest).iter().any(|d| d == "glove-fs"),
+            "{krate} does not use glove-fs"
+        );
+    }
+    let manifest = std::fs::read_to_string(root.join("glove-fs/Cargo.toml")).expect("manifest");
+    assert!(deps(&manifest).is_empty(), "glove-fs uses a Glove crate");
+}
 
 /// The two mediators (egress and MCP) use the data and the journal only:
 /// never each other, the sandbox or the control core.
@@ -79,6 +97,80 @@ fn the_manifest_reader_sees_dependencies() {
     assert_eq!(deps(m), ["glove-types", "glove-journal"]);
 }
 
+/// The Rust sources under `dir` (recursively), with their paths.
+fn sources(dir: &std::path::Path) -> Vec<(PathBuf, String)> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_owned()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).expect("dir") {
+            let p = e.expect("entry").path();
+            if p.is_dir() {
+                stack.push(p);
+            } else if p.extension().is_some_and(|x| x == "rs") {
+                let text = std::fs::read_to_string(&p).expect("source");
+                out.push((p, text));
+            }
+        }
+    }
+    out
+}
+
+/// The session's steps live in one place, `glove_control::assembly`: only
+/// it starts an egress proxy or an MCP mediator, makes an egress channel,
+/// or builds a held sandbox in this process; the doors (`glove exec`,
+/// `glove run`, gloved's managed start) reach them through it. And the
+/// assembly sits below the managed runtime and the service: it never
+/// uses them.
+#[test]
+fn the_session_steps_live_only_in_the_assembly() {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
+    let steps = [
+        "glove_egress::start(",
+        "SocketServer::start(",
+        "egress_channel()",
+        "glove_sandbox::prepare(",
+        "Broker::prepare(",
+    ];
+    let assembly = root.join("glove-control/src/assembly");
+    for krate in ["glove-control", "glove-bin"] {
+        for (path, text) in sources(&root.join(krate).join("src")) {
+            if path.starts_with(&assembly) {
+                continue;
+            }
+            for s in steps {
+                assert!(
+                    !text.contains(s),
+                    "{} calls {s}: a session step outside glove_control::assembly",
+                    path.display()
+                );
+            }
+        }
+    }
+    let mut seen = 0;
+    for (path, text) in sources(&assembly) {
+        seen += 1;
+        for above in ["crate::managed", "crate::service", "super::managed"] {
+            assert!(
+                !text.contains(above),
+                "{} uses {above}: the assembly is below the managed runtime",
+                path.display()
+            );
+        }
+    }
+    assert!(seen >= 4, "the assembly's sources were not found");
+    // Both doors go through it.
+    for door in [
+        "glove-bin/src/exec.rs",
+        "glove-control/src/managed/start.rs",
+    ] {
+        let text = std::fs::read_to_string(root.join(door)).expect("door");
+        assert!(
+            text.contains("assembly::") || text.contains("Attachments"),
+            "{door} does not go through the assembly"
+        );
+    }
+}
+
 /// What only a harness's file may say (issue 27): its runtime id or
 /// executable name as a literal, a path in its private home, its managed
 /// variables and its model endpoint's variables.
@@ -108,17 +200,6 @@ const HARNESS_WORDS_ALLOWED: &[&str] = &[
     "glove-bin/src/demo.rs",
 ];
 
-fn rust_files(dir: &std::path::Path, out: &mut Vec<PathBuf>) {
-    for e in std::fs::read_dir(dir).expect("dir") {
-        let p = e.expect("entry").path();
-        if p.is_dir() {
-            rust_files(&p, out);
-        } else if p.extension().is_some_and(|x| x == "rs") {
-            out.push(p);
-        }
-    }
-}
-
 /// The source before its unit tests.
 fn library_part(text: &str) -> &str {
     text.find("#[cfg(test)]").map_or(text, |i| &text[..i])
@@ -136,11 +217,10 @@ fn harness_knowledge_lives_in_the_harness_files_and_they_do_no_io() {
         "glove-bin",
         "glove-egress",
     ] {
-        rust_files(&root.join(krate).join("src"), &mut files);
+        files.extend(sources(&root.join(krate).join("src")));
     }
     let mut seen_harness_files = 0;
-    for f in &files {
-        let text = std::fs::read_to_string(f).expect("source");
+    for (f, text) in &files {
         let rel = f
             .strip_prefix(&root)
             .expect("under crates")
@@ -166,7 +246,7 @@ fn harness_knowledge_lives_in_the_harness_files_and_they_do_no_io() {
         if HARNESS_WORDS_ALLOWED.iter().any(|a| rel.ends_with(a)) {
             continue;
         }
-        for (i, line) in library_part(&text).lines().enumerate() {
+        for (i, line) in library_part(text).lines().enumerate() {
             let code = line.trim_start();
             if code.starts_with("//") {
                 continue;

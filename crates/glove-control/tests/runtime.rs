@@ -209,7 +209,7 @@ fn answer_probed(
 fn reply(script: Script, ch: &Channel, m: &ToLauncher) {
     match (m, script) {
         (ToLauncher::Spec(_), Script::FailPrepare) => ch.push(FromLauncher::Failed(Failure {
-            code: "sandbox_mount_failed".into(),
+            code: "sandbox_setup_failed".into(),
             message: "bind source /home/operator/.private/project: ENOENT".into(),
         })),
         (ToLauncher::Spec(_), _) => ch.push(FromLauncher::Prepared(Box::new(
@@ -634,7 +634,8 @@ fn a_refused_prepare_fails_the_session_with_a_receipt_and_no_release() {
     let rig = Rig::new(Script::FailPrepare);
     let auth = rig.created("s-prep");
     let e = rig.start("s-prep", &auth).expect_err("refused");
-    assert_eq!(e.code.as_str(), "session_launch_failed");
+    // The sandbox's own code, as `glove exec` gives it for the same fault.
+    assert_eq!(e.code.as_str(), "sandbox_setup_failed");
     assert_eq!(rig.stage("s-prep"), "failed");
     assert_eq!(
         rig.fake.log(),
@@ -652,12 +653,12 @@ fn a_refused_prepare_fails_the_session_with_a_receipt_and_no_release() {
         "{body}"
     );
     assert!(
-        e.message.starts_with("sandbox_mount_failed"),
+        e.message.starts_with("sandbox_setup_failed"),
         "{}",
         e.message
     );
     assert_eq!(body["termination"]["reason"], "failed");
-    assert_eq!(body["termination"]["code"], "session_launch_failed");
+    assert_eq!(body["termination"]["code"], "sandbox_setup_failed");
     assert_eq!(
         body["launch_binding_digest"],
         Value::Null,
@@ -785,7 +786,7 @@ fn acknowledged_receipts_are_compacted_so_sessions_outlive_the_receipt_budget() 
         let id = format!("s-budget-{i}");
         let auth = rig.created(&id);
         let e = rig.start(&id, &auth).expect_err("the fake refuses");
-        assert_eq!(e.code.as_str(), "session_launch_failed", "session {i}");
+        assert_eq!(e.code.as_str(), "sandbox_setup_failed", "session {i}");
         let page = rig
             .call("receipts_page", json!({"after_seq": acked}))
             .expect("page");
@@ -884,7 +885,7 @@ fn the_store_is_compacted_so_sessions_outlive_its_record_budget() {
         let id = format!("s-many-{i}");
         let auth = rig.created(&id);
         let e = rig.start(&id, &auth).expect_err("the fake refuses");
-        assert_eq!(e.code.as_str(), "session_launch_failed", "session {i}");
+        assert_eq!(e.code.as_str(), "sandbox_setup_failed", "session {i}");
         if i % 500 == 499 {
             acked = ack_all(&rig, acked).0;
         }

@@ -5,11 +5,13 @@
 //! exactly one hard link, opened with `O_NOFOLLOW` so a symbolic link in the
 //! last component is refused. Every file is opened relative to a descriptor
 //! of its directory, so the checks and the later operations see the same
-//! directory.
+//! directory. The discipline itself is `glove_fs`'s, shared with the
+//! control core and the sandbox; this module maps its faults to the
+//! journal's errors.
 
 use crate::error::{IoOp, JournalError, Placement};
 use rustix::fd::{AsFd, BorrowedFd, OwnedFd};
-use rustix::fs::{self, FileType, FlockOperation, Mode, OFlags, RenameFlags, CWD};
+use rustix::fs::{self, FlockOperation, OFlags};
 use rustix::io::Errno;
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
@@ -23,19 +25,20 @@ pub(crate) fn split(path: &Path) -> (PathBuf, &OsStr) {
     (dir, path.file_name().unwrap_or_else(|| OsStr::new("")))
 }
 
-fn euid() -> u32 {
-    rustix::process::geteuid().as_raw()
+fn placement(f: glove_fs::Fault) -> JournalError {
+    use glove_fs::Fault as F;
+    JournalError::Placement(match f {
+        F::NotDirectory => Placement::DirNotDirectory,
+        F::NotRegular => Placement::NotRegular,
+        F::WrongOwner { uid } => Placement::FileWrongOwner { uid },
+        F::BadMode { mode } => Placement::FileBadMode { mode },
+        F::LinkCount { links } => Placement::LinkCount { links },
+    })
 }
 
 /// Opens the parent directory and checks mode 0700 and ownership.
 pub(crate) fn open_dir(dir: &Path) -> Result<OwnedFd, JournalError> {
-    let fd = fs::openat(
-        CWD,
-        dir,
-        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
-        Mode::empty(),
-    )
-    .map_err(|e| match e {
+    let fd = glove_fs::unconfined::open_dir(dir, true).map_err(|e| match e {
         Errno::NOENT => JournalError::NotFound,
         Errno::NOTDIR => JournalError::Placement(Placement::DirNotDirectory),
         e => JournalError::Io {
@@ -43,49 +46,24 @@ pub(crate) fn open_dir(dir: &Path) -> Result<OwnedFd, JournalError> {
             errno: e,
         },
     })?;
-    let st = fs::fstat(&fd).map_err(JournalError::io(IoOp::Stat))?;
-    if FileType::from_raw_mode(st.st_mode) != FileType::Directory {
-        return Err(JournalError::Placement(Placement::DirNotDirectory));
-    }
-    let mode = st.st_mode & 0o7777;
-    if mode != 0o700 {
-        return Err(JournalError::Placement(Placement::DirBadMode { mode }));
-    }
-    if st.st_uid != euid() {
-        return Err(JournalError::Placement(Placement::DirWrongOwner {
-            uid: st.st_uid,
-        }));
-    }
+    let facts = glove_fs::facts(fd.as_fd()).map_err(JournalError::io(IoOp::Stat))?;
+    facts.private_dir(0o700).map_err(|f| match f {
+        glove_fs::Fault::BadMode { mode } => {
+            JournalError::Placement(Placement::DirBadMode { mode })
+        }
+        glove_fs::Fault::WrongOwner { uid } => {
+            JournalError::Placement(Placement::DirWrongOwner { uid })
+        }
+        f => placement(f),
+    })?;
     Ok(fd)
 }
 
 /// Checks a journal file's type, mode, owner and link count; returns its size.
 pub(crate) fn check_file(fd: BorrowedFd<'_>) -> Result<u64, JournalError> {
-    let st = fs::fstat(fd).map_err(JournalError::io(IoOp::Stat))?;
-    if FileType::from_raw_mode(st.st_mode) != FileType::RegularFile {
-        return Err(JournalError::Placement(Placement::NotRegular));
-    }
-    let mode = st.st_mode & 0o7777;
-    if mode != 0o600 {
-        return Err(JournalError::Placement(Placement::FileBadMode { mode }));
-    }
-    if st.st_uid != euid() {
-        return Err(JournalError::Placement(Placement::FileWrongOwner {
-            uid: st.st_uid,
-        }));
-    }
-    #[expect(
-        clippy::useless_conversion,
-        reason = "st_nlink is u32 on some targets and u64 on others"
-    )]
-    let links = u64::from(st.st_nlink);
-    if links != 1 {
-        return Err(JournalError::Placement(Placement::LinkCount { links }));
-    }
-    u64::try_from(st.st_size).map_err(|_| JournalError::Io {
-        op: IoOp::Stat,
-        errno: Errno::OVERFLOW,
-    })
+    let facts = glove_fs::facts(fd).map_err(JournalError::io(IoOp::Stat))?;
+    facts.private_file(0o600).map_err(placement)?;
+    Ok(facts.size)
 }
 
 fn map_open_error(e: Errno) -> JournalError {
@@ -108,29 +86,17 @@ pub(crate) fn open_in(
     write: bool,
 ) -> Result<OwnedFd, JournalError> {
     let access = if write { OFlags::RDWR } else { OFlags::RDONLY };
-    fs::openat(
-        dir,
-        name,
-        access | OFlags::NOFOLLOW | OFlags::CLOEXEC | OFlags::NOCTTY,
-        Mode::empty(),
-    )
-    .map_err(map_open_error)
+    glove_fs::open_in(dir, name, access).map_err(map_open_error)
 }
 
 /// Opens a file by path for reading only, refusing a final symlink. Used by
 /// the offline verifier, which makes no placement demands.
 pub(crate) fn open_readonly(path: &Path) -> Result<OwnedFd, JournalError> {
-    let fd = fs::openat(
-        CWD,
-        path,
-        // Non-blocking, so a FIFO in its place is refused below instead of
-        // waiting for a writer (reads of a regular file are unaffected).
-        OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC | OFlags::NOCTTY | OFlags::NONBLOCK,
-        Mode::empty(),
-    )
-    .map_err(map_open_error)?;
-    let st = fs::fstat(&fd).map_err(JournalError::io(IoOp::Stat))?;
-    if FileType::from_raw_mode(st.st_mode) != FileType::RegularFile {
+    // Non-blocking, so a FIFO in its place is refused below instead of
+    // waiting for a writer (reads of a regular file are unaffected).
+    let fd = glove_fs::unconfined::open_file(path, OFlags::RDONLY).map_err(map_open_error)?;
+    let facts = glove_fs::facts(fd.as_fd()).map_err(JournalError::io(IoOp::Stat))?;
+    if facts.kind != glove_fs::FileType::RegularFile {
         return Err(JournalError::Placement(Placement::NotRegular));
     }
     Ok(fd)
@@ -138,14 +104,8 @@ pub(crate) fn open_readonly(path: &Path) -> Result<OwnedFd, JournalError> {
 
 /// Creates a new file with `O_EXCL`, mode 0600 regardless of the umask.
 pub(crate) fn create_in(dir: BorrowedFd<'_>, name: &OsStr) -> Result<OwnedFd, JournalError> {
-    let fd = fs::openat(
-        dir,
-        name,
-        OFlags::RDWR | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC,
-        Mode::from_raw_mode(0o600),
-    )
-    .map_err(map_open_error)?;
-    fs::fchmod(&fd, Mode::from_raw_mode(0o600)).map_err(JournalError::io(IoOp::Chmod))?;
+    let fd = glove_fs::create_in(dir, name, OFlags::RDWR, 0o600).map_err(map_open_error)?;
+    glove_fs::chmod(fd.as_fd(), 0o600).map_err(JournalError::io(IoOp::Chmod))?;
     Ok(fd)
 }
 
@@ -215,7 +175,7 @@ pub(crate) fn lock_within(
 
 /// `fsync` of a directory, making a create, rename or unlink durable.
 pub(crate) fn sync_dir(dir: BorrowedFd<'_>) -> Result<(), JournalError> {
-    fs::fsync(dir).map_err(JournalError::io(IoOp::SyncDir))
+    glove_fs::sync_dir(dir).map_err(JournalError::io(IoOp::SyncDir))
 }
 
 /// Renames `from` to `to` in `dir`; with `no_replace`, fails if `to` exists.
@@ -225,12 +185,7 @@ pub(crate) fn rename_in(
     to: &OsStr,
     no_replace: bool,
 ) -> Result<(), JournalError> {
-    let flags = if no_replace {
-        RenameFlags::NOREPLACE
-    } else {
-        RenameFlags::empty()
-    };
-    fs::renameat_with(dir, from, dir, to, flags).map_err(|e| match e {
+    glove_fs::rename_in(dir, from, to, no_replace).map_err(|e| match e {
         Errno::EXIST => JournalError::Exists,
         e => JournalError::Io {
             op: IoOp::Rename,
@@ -241,7 +196,7 @@ pub(crate) fn rename_in(
 
 /// Removes a file from `dir`, ignoring a missing one.
 pub(crate) fn unlink_in(dir: BorrowedFd<'_>, name: &OsStr) {
-    let _ = fs::unlinkat(dir, name, fs::AtFlags::empty());
+    let _ = glove_fs::unlink_in(dir, name);
 }
 
 /// Writes all of `buf` at `offset`, retrying short writes and `EINTR`.
@@ -378,7 +333,14 @@ mod tests {
         let d = tempfile::tempdir().expect("tempdir");
         let p = d.path().join("j");
         std::fs::write(&p, b"").expect("write");
-        let open = || fs::open(&p, OFlags::RDWR | OFlags::CLOEXEC, Mode::empty()).expect("open");
+        let open = || {
+            fs::open(
+                &p,
+                OFlags::RDWR | OFlags::CLOEXEC,
+                rustix::fs::Mode::empty(),
+            )
+            .expect("open")
+        };
         let (a, b) = (open(), open());
         (d, a, b)
     }

@@ -460,7 +460,7 @@ pub fn start(s: &Settings) -> Result<Started, Rejection> {
     for f in &s.egress_ca {
         placement::require_absolute(f, "an --egress-ca file")?;
     }
-    let egress_extra_roots = crate::egress::extra_roots(&s.egress_ca)?;
+    let egress_extra_roots = crate::egress::read_extra_roots(&s.egress_ca)?;
     let remote = policy.as_ref().and_then(ValidatedPolicy::remote_backend);
     if let (Some(_), Some(root)) = (remote, &s.materialization_root) {
         return Err(Rejection::new(

@@ -179,14 +179,20 @@ pub(super) fn drain_until_end(link: &mut dyn LauncherLink) -> Result<(), String>
     }
 }
 
-/// What the wire and the receipt say of a launcher's failure: its code and
-/// a fixed sentence. The launcher's own message can name host paths (a bind
-/// source, a grant's directory), so it goes to the log only.
-pub(super) fn launch_failure(f: &glove_sandbox::wire::Failure) -> String {
+/// What the wire and the receipt say of a launcher's failure: the
+/// sandbox's own code — the one `glove exec` gives for the same fault
+/// (`session_launch_failed` only for a code the catalogue does not know) —
+/// and a fixed sentence. The launcher's own message can name host paths (a
+/// bind source, a grant's directory), so it goes to the log only.
+pub(super) fn launch_failure(f: &glove_sandbox::wire::Failure) -> (ErrorCode, String) {
     tracing::warn!(code = %f.code, "the launcher failed: {}", f.message);
-    format!(
-        "{}: the sandbox could not be built or run; the gloved log has the details",
-        f.code
+    let code = ErrorCode::from_code(&f.code).unwrap_or(SESSION_LAUNCH_FAILED);
+    (
+        code,
+        format!(
+            "{}: the sandbox could not be built or run; the gloved log has the details",
+            f.code
+        ),
     )
 }
 
@@ -329,8 +335,30 @@ pub(super) fn expect_frame<T>(
 ) -> Result<T, (ErrorCode, String)> {
     match reply.map(want) {
         Ok(Ok(v)) => Ok(v),
-        Ok(Err(FromLauncher::Failed(f))) => Err((SESSION_LAUNCH_FAILED, launch_failure(&f))),
+        Ok(Err(FromLauncher::Failed(f))) => Err(launch_failure(&f)),
         Ok(Err(other)) => Err((SESSION_LAUNCH_FAILED, format!("unexpected frame {other:?}"))),
         Err(e) => Err((SESSION_LAUNCHER_LOST, e)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use glove_sandbox::wire::Failure;
+
+    #[test]
+    fn a_launcher_failure_keeps_the_sandbox_s_own_code_when_the_catalogue_knows_it() {
+        let known = Failure {
+            code: "sandbox_executable_changed".into(),
+            message: "/home/operator/bin/agent changed".into(),
+        };
+        let (code, message) = launch_failure(&known);
+        assert_eq!(code.as_str(), "sandbox_executable_changed");
+        assert!(!message.contains("/home"), "{message}");
+        let unknown = Failure {
+            code: "sandbox_from_the_future".into(),
+            message: String::new(),
+        };
+        assert_eq!(launch_failure(&unknown).0, SESSION_LAUNCH_FAILED);
     }
 }

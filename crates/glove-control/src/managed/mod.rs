@@ -21,11 +21,12 @@
 mod authorization;
 mod binding;
 pub mod discovery;
+mod door;
 mod egress;
 mod identity;
 mod launcher;
 mod launcher_record;
-pub mod lease;
+pub use crate::assembly::lease;
 mod mcp;
 mod ops;
 mod receipt;
@@ -107,15 +108,10 @@ struct Live {
     ended: Mutex<Option<Value>>,
     /// What the receipt needs besides the outcome.
     facts: ReceiptFacts,
-    /// The credential leases, locked until the session's end is recorded
-    /// (`finish` takes and drops them).
-    leases: Mutex<Vec<lease::LeaseHold>>,
-    /// The session's egress proxy, finished (its summary into the
-    /// receipt) when the session ends.
-    egress: Mutex<Option<(String, glove_egress::ProxyHandle)>>,
-    /// The session's MCP mediator, finished (its summary into the receipt)
-    /// when the session ends.
-    mcp: Mutex<Option<mcp::McpRunning>>,
+    /// The session's parts (egress proxy, MCP mediator, credential
+    /// leases), stopped when the session ends (their reports into the
+    /// receipt; the leases locked until it is written).
+    parts: Mutex<Option<crate::assembly::Started>>,
 }
 
 /// The managed runtime.

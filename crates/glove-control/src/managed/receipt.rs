@@ -29,6 +29,30 @@ pub(super) struct ReceiptFacts {
     pub(super) mcp: Option<glove_types::receipt::McpReceipt>,
 }
 
+impl ReceiptFacts {
+    /// What the session's parts report: the proxy's and the mediator's
+    /// summaries, and each lease's version after the session.
+    pub(super) fn add_reports(&mut self, r: &crate::assembly::Reports) {
+        if let Some(e) = &r.egress {
+            self.egress = Some(e.receipt());
+        }
+        if let Some(m) = &r.mcp {
+            self.mcp = Some(m.receipt());
+        }
+        if let Some(a) = self.adapter.as_mut() {
+            for end in &r.leases {
+                if let Some(l) = a
+                    .leases
+                    .iter_mut()
+                    .find(|l| l.secret_handle == end.handle().as_str())
+                {
+                    l.version_at_end = end.version_at_end();
+                }
+            }
+        }
+    }
+}
+
 /// How a session ended, for its receipt.
 pub(super) enum Ending<'a> {
     Outcome(&'a Outcome),

@@ -1,12 +1,14 @@
 //! `start_session`: from a created session to a running sandbox, and the session thread to its end.
 
-use super::binding::launch_binding;
-use super::identity::lifecycle_identity;
-use super::launcher::{drain_until_end, expect_frame, launch_failure, LauncherLink};
+use super::door::{DoorFault, ManagedDoor, Released, Stage};
+use super::launcher::{drain_until_end, launch_failure, LauncherLink};
 use super::receipt::{receipt_body, Ending, ReceiptFacts};
 use super::spec::build_spec;
 use super::transcript::{Event, Transcript};
 use super::{auth_err, err, life, lock, mem, port, ClockPort, Live, Runtime, ATTACH_QUEUE};
+use crate::assembly::egress::EgressInput;
+use crate::assembly::mcp::McpInput;
+use crate::assembly::{Attachments, Fault, Inputs, Started, WireSpec};
 use crate::error::ControlError;
 use crate::ports::{self, ReceiptView, Transitions};
 use glove_lifecycle::{AnySession, StartAuthPolicy, StartAuthorization, StopReason};
@@ -14,7 +16,7 @@ use glove_sandbox::outcome::Outcome;
 use glove_sandbox::wire::{FromLauncher, ToLauncher};
 use glove_types::codes::control::*;
 use glove_types::ids::SessionId;
-use glove_types::plan::{admit, DecodedPlan};
+use glove_types::plan::{admit, AdmittedPlan, DecodedPlan};
 use glove_types::policy::ValidatedPolicy;
 use glove_types::stage::SessionStage;
 use glove_types::ErrorCode;
@@ -136,50 +138,19 @@ impl Runtime {
             let built = build_spec(policy, &admitted, &self.cfg, size.0, size.1)
                 .map_err(ControlError::from)?;
             self.test_hold("after_resolve");
-            let mut spec = built.wire;
-            let leases = built.leases;
-            let runtime = policy
-                .runtime_templates()
-                .iter()
-                .find(|t| t.id() == admitted.runtime_template_id())
-                .map(|t| t.runtime_id().as_str().to_owned())
-                .unwrap_or_default();
-            let egress_start = match super::egress::session_settings(policy, &admitted, &runtime)
-                .map_err(ControlError::from)?
-            {
-                Some(settings) => Some(
-                    super::egress::EgressStart::prepare(
-                        &settings,
-                        &self.cfg.egress_extra_roots,
-                        &mut spec,
-                    )
-                    .map_err(ControlError::from)?,
-                ),
-                None => None,
+            // The session's parts, prepared on its spec before anything is
+            // recorded: a part that cannot be prepared leaves the session
+            // created.
+            let inputs = self.inputs(policy, &admitted, id, built.leases)?;
+            let mut spec = WireSpec {
+                wire: built.wire,
+                channel: None,
             };
-            // The tool policy's mediator: its profile read and its sockets
-            // bound now; it starts before the agent is released.
-            let mut mcp_start =
-                match super::mcp::tool_policy_for(policy, &admitted).map_err(ControlError::from)? {
-                    Some(tool) => {
-                        let relay = self
-                            .cfg
-                            .launcher
-                            .parent()
-                            .map(|d| d.join("glove"))
-                            .unwrap_or_default();
-                        Some(
-                            super::mcp::McpStart::prepare(
-                                tool,
-                                &self.cfg.runtime_dir,
-                                &relay,
-                                &mut spec,
-                            )
-                            .map_err(ControlError::from)?,
-                        )
-                    }
-                    None => None,
-                };
+            let attachments = Attachments::prepare(inputs, &mut spec).map_err(|f| {
+                let (e, _leases) = *f;
+                tracing::warn!(session_id = ?id.as_str(), code = e.code().as_str(), "{}", e.detail());
+                ControlError::from(e.public())
+            })?;
             let mut facts = ReceiptFacts {
                 digests,
                 binding: None,
@@ -211,197 +182,45 @@ impl Runtime {
                 );
                 // Without capacity there may be no room for a receipt either;
                 // the failure record needs one, so try and report the first error.
+                let _held = attachments.abandon();
                 let _ = self.fail_any(preparing.into(), code, &body);
                 return Err(err(code, e.to_string()));
             }
-            let fail_with =
-                |any: AnySession, code: ErrorCode, reason: String, facts: &ReceiptFacts| {
-                    let body = receipt_body(
-                        id,
-                        facts,
-                        &Ending::Failure {
-                            code: code.as_str().into(),
-                            message: reason.clone(),
-                        },
-                        None,
-                    );
-                    match self.fail_any(any, code, &body) {
-                        Ok(_) => err(code, reason),
-                        Err(e) => e,
-                    }
-                };
-            let mut link = match self.launcher.spawn() {
-                Ok(x) => x,
-                Err(r) => {
-                    return Err(fail_with(
-                        preparing.into(),
-                        r.code(),
-                        r.message().into(),
-                        &facts,
-                    ))
-                }
+            // Build (the binding durable as `starting`), start the parts,
+            // release (the identity durable as `running`).
+            let mut door = ManagedDoor {
+                rt: self,
+                id,
+                stage: Stage::Preparing(preparing),
+                verified: Some(verified),
+                facts,
             };
-            // The session's proxy runs before the sandbox exists; the
-            // channel's sandbox end goes with the spec.
-            let (egress, sent) = match egress_start {
-                None => (None, link.send(&ToLauncher::Spec(Box::new(spec.clone())))),
-                Some(e) => {
-                    let policy_id = e.policy_id();
-                    match e.start(id, &self.cfg.materialization_root.join("egress")) {
-                        Ok((handle, channel)) => (
-                            Some((policy_id, handle)),
-                            link.send_with_channel(
-                                &ToLauncher::Spec(Box::new(spec.clone())),
-                                channel,
-                            ),
-                        ),
-                        Err(r) => {
-                            link.close();
-                            return Err(fail_with(
-                                preparing.into(),
-                                r.code(),
-                                r.message().into(),
-                                &facts,
-                            ));
+            let launched = attachments.launch(&mut door, spec);
+            let ManagedDoor { stage, facts: door_facts, .. } = door;
+            facts = door_facts;
+            let (Released { mut link, info }, parts) = match launched {
+                Ok(v) => v,
+                Err(failed) => {
+                    let failed = *failed;
+                    facts.add_reports(&failed.reports);
+                    let (code, message) = match failed.fault {
+                        Fault::Attachment(e) => {
+                            tracing::warn!(session_id = ?id.as_str(), code = e.code().as_str(), "{}", e.detail());
+                            (e.code(), e.public().message().to_owned())
                         }
-                    }
-                }
-            };
-            let reply = sent.and_then(|()| link.recv());
-            let prepared = match expect_frame(reply, |f| match f {
-                FromLauncher::Prepared(p) => Ok(p),
-                other => Err(other),
-            }) {
-                Ok(p) => p,
-                Err((code, message)) => {
-                    link.close();
-                    return Err(fail_with(preparing.into(), code, message, &facts));
-                }
-            };
-            let binding = match launch_binding(&spec, &prepared) {
-                Ok(b) => b,
-                Err(r) => {
-                    link.close();
-                    return Err(fail_with(
-                        preparing.into(),
-                        r.code(),
-                        r.message().into(),
-                        &facts,
-                    ));
-                }
-            };
-            facts.binding = Some(binding.digest());
-            // The binding is durable before the agent may run.
-            let starting = {
-                let mut store = lock(&self.store)?;
-                let p =
-                    match preparing.log_start(binding, verified, &mut Transitions::new(&mut store))
-                    {
-                        Ok(p) => p,
-                        Err(e) => {
-                            drop(store);
-                            link.close();
-                            return Err(fail_with(
-                                preparing.into(),
-                                e.code(),
-                                e.code().meaning().into(),
-                                &facts,
-                            ));
-                        }
+                        Fault::Door(DoorFault::Session(code, message)) => (code, message),
+                        Fault::Door(DoorFault::Control(e)) => return Err(e),
                     };
-                preparing.start(p).map_err(|e| life(e.error()))?
+                    let any = stage
+                        .into_any()
+                        .ok_or(ControlError::Internal("session stage"))?;
+                    return Err(self.fail_session(id, any, code, message, &facts));
+                }
             };
-            // Before the agent may run: where its launcher is, so recovery can
-            // end a sandbox whose running record never became durable (the
-            // sandbox init dies with its launcher).
-            if let Err(r) = self.record_launcher(id, link.pid()) {
+            let Stage::Running(running) = stage else {
                 link.close();
-                return Err(fail_with(
-                    starting.into(),
-                    r.code(),
-                    r.message().into(),
-                    &facts,
-                ));
-            }
-            self.test_pause("after_start_record");
-            // Shutdown began while the sandbox was prepared: it is not
-            // released (shutdown waits for this start to finish, so the
-            // session cannot slip past its stop).
-            if self.is_closing() {
-                link.close();
-                return Err(fail_with(
-                    starting.into(),
-                    CONTROL_SHUTTING_DOWN,
-                    "the service shut down before the session was released".into(),
-                    &facts,
-                ));
-            }
-            // The mediator is ready (upstreams started, tools listed and
-            // pinned) before the agent may run.
-            let mcp = match mcp_start.take() {
-                None => None,
-                Some(m) => match m.start(id, &self.cfg.materialization_root.join("mcp")) {
-                    Ok(r) => Some(r),
-                    Err(r) => {
-                        link.close();
-                        return Err(fail_with(
-                            starting.into(),
-                            r.code(),
-                            r.message().into(),
-                            &facts,
-                        ));
-                    }
-                },
+                return Err(ControlError::Internal("session stage"));
             };
-            let started = link.send(&ToLauncher::Release).and_then(|()| link.recv());
-            let info = match expect_frame(started, |f| match f {
-                FromLauncher::Started(s) => Ok(s),
-                other => Err(other),
-            }) {
-                Ok(s) => s,
-                Err((code, message)) => {
-                    link.close();
-                    facts.mcp = mcp.map(super::mcp::McpRunning::finish);
-                    return Err(fail_with(starting.into(), code, message, &facts));
-                }
-            };
-            let identity = match lifecycle_identity(&info.init) {
-                Ok(i) => i,
-                Err(r) => {
-                    let _ = link.send(&ToLauncher::Stop(0));
-                    link.kill_and_wait();
-                    facts.mcp = mcp.map(super::mcp::McpRunning::finish);
-                    return Err(fail_with(
-                        starting.into(),
-                        r.code(),
-                        r.message().into(),
-                        &facts,
-                    ));
-                }
-            };
-            self.test_pause("after_release");
-            let logged = {
-                let mut store = lock(&self.store)?;
-                starting.log_run(identity, &mut Transitions::new(&mut store))
-            };
-            let p = match logged {
-                Ok(p) => p,
-                Err(e) => {
-                    // The agent runs but its identity is not durable: end it
-                    // now rather than leave it to its limits.
-                    let _ = link.send(&ToLauncher::Stop(0));
-                    let _ = drain_until_end(link.as_mut());
-                    link.close();
-                    facts.mcp = mcp.map(super::mcp::McpRunning::finish);
-                    return Err(fail_with(
-                        starting.into(),
-                        e.code(),
-                        e.code().meaning().into(),
-                        &facts,
-                    ));
-                }
-            };
-            let running = starting.run(p).map_err(|e| life(e.error()))?;
             link.unbounded();
             let writer = match link.writer() {
                 Ok(w) => w,
@@ -412,8 +231,9 @@ impl Runtime {
                     let _ = link.send(&ToLauncher::Stop(0));
                     let _ = drain_until_end(link.as_mut());
                     link.close();
-                    facts.mcp = mcp.map(super::mcp::McpRunning::finish);
-                    return Err(fail_with(
+                    facts.add_reports(&parts.abandon());
+                    return Err(self.fail_session(
+                        id,
                         running.into(),
                         SESSION_LAUNCH_FAILED,
                         "the launcher channel could not be shared; the session was stopped".into(),
@@ -421,6 +241,7 @@ impl Runtime {
                     ));
                 }
             };
+            let binding = facts.binding.map(|d| d.to_hex()).unwrap_or_default();
             let (tx, _) = broadcast::channel(ATTACH_QUEUE);
             let live = Arc::new(Live {
                 id: id.clone(),
@@ -438,9 +259,7 @@ impl Runtime {
                 session: Mutex::new(Some(running.into())),
                 ended: Mutex::new(None),
                 facts,
-                leases: Mutex::new(leases),
-                egress: Mutex::new(egress),
-                mcp: Mutex::new(mcp),
+                parts: Mutex::new(Some(parts)),
             });
             mem(&self.live).insert(id.clone(), live.clone());
             let rt = self.clone();
@@ -457,21 +276,117 @@ impl Runtime {
                 let any = mem(&kept.session)
                     .take()
                     .ok_or(ControlError::Internal("session state"))?;
-                return Err(fail_with(
+                let mut facts = kept.facts.clone();
+                let reports = mem(&kept.parts).take().map(Started::abandon);
+                if let Some(r) = &reports {
+                    facts.add_reports(r);
+                }
+                return Err(self.fail_session(
+                    id,
                     any,
                     SESSION_LAUNCH_FAILED,
                     "the session thread could not be started; the session was ended".into(),
-                    &kept.facts,
+                    &facts,
                 ));
             }
             tracing::info!(session_id = ?id.as_str(), init_pid = info.init.pid, "session running");
             Ok(json!({
                 "session_id": id.as_str(),
                 "stage": "running",
-                "launch_binding_digest": binding.digest().to_hex(),
+                "launch_binding_digest": binding,
                 "init_pid": info.init.pid,
             }))
         })
+    }
+
+    /// What the session's parts need, from the policy and the admitted
+    /// plan: the egress policy's proxy, the tool policy's mediator, the
+    /// leases `build_spec` acquired.
+    fn inputs(
+        &self,
+        policy: &ValidatedPolicy,
+        admitted: &AdmittedPlan,
+        id: &SessionId,
+        leases: Vec<crate::assembly::lease::LeaseHold>,
+    ) -> Result<Inputs, ControlError> {
+        let runtime = policy
+            .runtime_templates()
+            .iter()
+            .find(|t| t.id() == admitted.runtime_template_id())
+            .map(|t| t.runtime_id().as_str().to_owned())
+            .unwrap_or_default();
+        let root = &self.cfg.materialization_root;
+        let public = |e: crate::assembly::AttachError| {
+            tracing::warn!(session_id = ?id.as_str(), code = e.code().as_str(), "{}", e.detail());
+            ControlError::from(e.public())
+        };
+        let egress = match super::egress::session_settings(policy, admitted, &runtime)? {
+            Some(settings) => {
+                let dir = root.join("egress");
+                crate::assembly::egress::journal_dir(&dir).map_err(public)?;
+                Some(EgressInput {
+                    settings,
+                    extra_roots: self.cfg.egress_extra_roots.clone(),
+                    journal: dir.join(format!("{}.journal", id.as_str())),
+                })
+            }
+            None => None,
+        };
+        // The tool policy's mediator: the audit journal and the pins kept
+        // beside the other journals, the relay beside the launcher.
+        let mcp = match super::mcp::tool_policy_for(policy, admitted)? {
+            Some(tool) => {
+                let dir = root.join("mcp");
+                let pins = dir.join("pins");
+                crate::assembly::mcp::private_dir(&dir)
+                    .and_then(|()| crate::assembly::mcp::private_dir(&pins))
+                    .map_err(public)?;
+                Some(McpInput {
+                    profile: tool.profile_path().into(),
+                    tool_policy_id: Some(tool.id().as_str().to_owned()),
+                    runtime_base: self.cfg.runtime_dir.join("mcp"),
+                    relay: self
+                        .cfg
+                        .launcher
+                        .parent()
+                        .map(|d| d.join("glove"))
+                        .unwrap_or_default(),
+                    audit: dir.join(format!("{}.journal", id.as_str())),
+                    pins: pins.join(format!("{}.json", tool.id().as_str())),
+                })
+            }
+            None => None,
+        };
+        Ok(Inputs {
+            session_id: id.clone(),
+            egress,
+            mcp,
+            leases,
+        })
+    }
+
+    /// Fails a session in a live stage with a receipt; the error to return.
+    fn fail_session(
+        &self,
+        id: &SessionId,
+        any: AnySession,
+        code: ErrorCode,
+        reason: String,
+        facts: &ReceiptFacts,
+    ) -> ControlError {
+        let body = receipt_body(
+            id,
+            facts,
+            &Ending::Failure {
+                code: code.as_str().into(),
+                message: reason.clone(),
+            },
+            None,
+        );
+        match self.fail_any(any, code, &body) {
+            Ok(_) => err(code, reason),
+            Err(e) => e,
+        }
     }
 
     /// The session thread: output, then the ending.
@@ -485,9 +400,7 @@ impl Runtime {
                     let _ = s.1.send(Event::Output(seq, data));
                 }
                 Ok(FromLauncher::Exited(o)) => break Ok(o),
-                Ok(FromLauncher::Failed(f)) => {
-                    break Err((SESSION_LAUNCH_FAILED, launch_failure(&f)))
-                }
+                Ok(FromLauncher::Failed(f)) => break Err(launch_failure(&f)),
                 Ok(_) => {}
                 Err(e) => break Err((SESSION_LAUNCHER_LOST, e)),
             }
@@ -526,38 +439,13 @@ impl Runtime {
             .take()
             .ok_or(ControlError::Internal("session state"))?;
         let id = live.id.clone();
-        // The leases' versions after the session (its sandbox is gone).
+        // The sandbox is gone: the parts stop, and what they saw goes into
+        // the receipt (the leases read back; their locks go when this ends,
+        // the receipt written, not when the session is cleaned up).
         let mut facts = live.facts.clone();
-        // Taken out of the session: their locks go when this ends (the
-        // receipt written), not when the session is cleaned up.
-        let mut holds = std::mem::take(&mut *mem(&live.leases));
-        // The sandbox is gone: what its proxy saw goes into the receipt.
-        if let Some((policy_id, proxy)) = mem(&live.egress).take() {
-            facts.egress = Some(match proxy.finish(super::egress::FINISH_GRACE) {
-                Ok(summary) => super::egress::receipt_of(&summary),
-                Err(e) => {
-                    tracing::error!(session_id = ?id.as_str(), code = e.code().as_str(), "egress proxy: {e}");
-                    super::egress::receipt_of_failure(&policy_id)
-                }
-            });
-        }
-        if let Some(m) = mem(&live.mcp).take() {
-            facts.mcp = Some(m.finish());
-        }
-        if let Some(a) = facts.adapter.as_mut() {
-            for hold in holds.iter_mut() {
-                let end = hold.finish();
-                if let Err(r) = &end {
-                    tracing::error!(session_id = ?id.as_str(), code = r.code().as_str(), "lease not read back: {}", r.message());
-                }
-                if let Some(l) = a
-                    .leases
-                    .iter_mut()
-                    .find(|l| l.secret_handle == hold.handle().as_str())
-                {
-                    l.version_at_end = end.ok();
-                }
-            }
+        let reports = mem(&live.parts).take().map(Started::finish);
+        if let Some(r) = &reports {
+            facts.add_reports(r);
         }
         let result = match end {
             Ok(o) => {

@@ -9,9 +9,14 @@
 //! and created with `mkdirat` when missing, files are created with
 //! `O_CREAT | O_EXCL | O_NOFOLLOW` relative to a held directory, and a
 //! bind is made from one descriptor onto another (`open_tree` +
-//! `mount_setattr` + `move_mount`), so no path is looked up twice.
+//! `mount_setattr` + `move_mount`), so no path is looked up twice. The
+//! plain file operations (make a directory, create a file, a link, the
+//! owner and mode) are the shared descriptor-relative layer's
+//! (`glove_fs`); what stays here is what it does not have: resolving
+//! beneath a root across mounts, and the mount API.
 
 use super::{check, check_int, cstr, Errno, SysResult};
+use std::ffi::OsStr;
 use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 
 const OPEN_TREE_CLONE: u32 = 0x1;
@@ -52,12 +57,14 @@ pub(crate) fn root() -> SysResult<OwnedFd> {
     Ok(own(fd as libc::c_long))
 }
 
+/// The shared layer's error as this module's.
+fn fs_err(e: glove_fs::Errno) -> Errno {
+    Errno(e.raw_os_error())
+}
+
 /// `mkdirat(dir, name, mode)`; an existing entry is an error (`EEXIST`).
 pub(crate) fn mkdir(dir: BorrowedFd<'_>, name: &str, mode: libc::mode_t) -> SysResult<()> {
-    let p = cstr(name)?;
-    // SAFETY: `p` is NUL-terminated and alive for the call.
-    check_int(unsafe { libc::mkdirat(dir.as_raw_fd(), p.as_ptr(), mode) })?;
-    Ok(())
+    glove_fs::mkdir_in(dir, OsStr::new(name), mode).map_err(fs_err)
 }
 
 /// Opens the directory `rel` (components separated by `/`) beneath `base`,
@@ -119,29 +126,14 @@ pub(crate) fn target_file(path: &str, mode: libc::mode_t) -> SysResult<OwnedFd> 
         Err(Errno(libc::ENOENT)) => {}
         Err(e) => return Err(e),
     }
-    let p = cstr(name)?;
     // O_EXCL with O_CREAT: never opens anything that appeared meanwhile
-    // (nor follows a link); O_NONBLOCK and O_NOCTTY for good measure.
-    // SAFETY: `p` is NUL-terminated and alive for the call.
-    let r = unsafe {
-        libc::openat(
-            dir.as_raw_fd(),
-            p.as_ptr(),
-            libc::O_CREAT
-                | libc::O_EXCL
-                | libc::O_WRONLY
-                | libc::O_NOFOLLOW
-                | libc::O_NONBLOCK
-                | libc::O_NOCTTY
-                | libc::O_CLOEXEC,
-            mode as libc::c_uint,
-        )
-    };
-    match check_int(r) {
-        Ok(fd) => drop(own(fd as libc::c_long)),
+    // (nor follows a link); O_NONBLOCK for good measure.
+    let access = glove_fs::OFlags::WRONLY | glove_fs::OFlags::NONBLOCK;
+    match glove_fs::create_in(cur_fd(&dir), OsStr::new(name), access, mode) {
+        Ok(fd) => drop(fd),
         // Made since the look above: it is checked like any existing one.
-        Err(Errno(libc::EEXIST)) => {}
-        Err(e) => return Err(e),
+        Err(glove_fs::Errno::EXIST) => {}
+        Err(e) => return Err(fs_err(e)),
     }
     regular(open_beneath(cur_fd(&dir), name, libc::O_PATH)?)
 }
@@ -170,46 +162,23 @@ pub(crate) fn create_file(
     name: &str,
     mode: libc::mode_t,
 ) -> SysResult<OwnedFd> {
-    let p = cstr(name)?;
-    // SAFETY: `p` is NUL-terminated and alive for the call.
-    let fd = check_int(unsafe {
-        libc::openat(
-            dir.as_raw_fd(),
-            p.as_ptr(),
-            libc::O_CREAT | libc::O_EXCL | libc::O_WRONLY | libc::O_NOFOLLOW | libc::O_CLOEXEC,
-            mode as libc::c_uint,
-        )
-    })?;
-    Ok(own(fd as libc::c_long))
+    glove_fs::create_in(dir, OsStr::new(name), glove_fs::OFlags::WRONLY, mode).map_err(fs_err)
 }
 
 /// `symlinkat(target, dir, name)`.
 pub(crate) fn symlink(target: &str, dir: BorrowedFd<'_>, name: &str) -> SysResult<()> {
-    let (t, n) = (cstr(target)?, cstr(name)?);
-    // SAFETY: both are NUL-terminated and alive for the call.
-    check_int(unsafe { libc::symlinkat(t.as_ptr(), dir.as_raw_fd(), n.as_ptr()) })?;
-    Ok(())
+    glove_fs::symlink_in(OsStr::new(target), dir, OsStr::new(name)).map_err(fs_err)
 }
 
 /// `fchownat(dir, name, uid, gid, AT_SYMLINK_NOFOLLOW)`; an empty `name`
 /// changes `dir` itself (`AT_EMPTY_PATH`).
 pub(crate) fn chown(dir: BorrowedFd<'_>, name: &str, uid: u32, gid: u32) -> SysResult<()> {
-    let n = cstr(name)?;
-    let flags = if name.is_empty() {
-        libc::AT_EMPTY_PATH | libc::AT_SYMLINK_NOFOLLOW
-    } else {
-        libc::AT_SYMLINK_NOFOLLOW
-    };
-    // SAFETY: `n` is NUL-terminated and alive for the call.
-    check_int(unsafe { libc::fchownat(dir.as_raw_fd(), n.as_ptr(), uid, gid, flags) })?;
-    Ok(())
+    glove_fs::chown_in(dir, OsStr::new(name), uid, gid).map_err(fs_err)
 }
 
 /// `fchmod` of an open (not `O_PATH`) descriptor.
 pub(crate) fn chmod(fd: BorrowedFd<'_>, mode: libc::mode_t) -> SysResult<()> {
-    // SAFETY: plain system call on a descriptor.
-    check_int(unsafe { libc::fchmod(fd.as_raw_fd(), mode) })?;
-    Ok(())
+    glove_fs::chmod(fd, mode).map_err(fs_err)
 }
 
 /// The file system type (`f_type` of `fstatfs`).

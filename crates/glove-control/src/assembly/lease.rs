@@ -236,6 +236,61 @@ impl LeaseHold {
     }
 }
 
+/// A lease after its session: the version read back (none when the
+/// session failed before its agent ran, or the return could not be read),
+/// and the lock, held while this lives (until the end is recorded).
+#[derive(Debug)]
+pub struct LeaseEnd {
+    hold: LeaseHold,
+    version_at_end: Option<u64>,
+}
+
+impl LeaseEnd {
+    /// The handle.
+    pub fn handle(&self) -> &SecretHandle {
+        &self.hold.handle
+    }
+
+    /// The version the lease has after the session, if read back.
+    pub fn version_at_end(&self) -> Option<u64> {
+        self.version_at_end
+    }
+}
+
+/// The reports of `leases` alone: each read back when `read_back` (the
+/// session ran), each lock kept.
+pub(crate) fn finish_all(leases: Vec<LeaseHold>, read_back: bool) -> super::Reports {
+    let leases = leases
+        .into_iter()
+        .map(|mut hold| {
+            let version_at_end = if read_back {
+                match hold.finish() {
+                    Ok(v) => Some(v),
+                    Err(r) => {
+                        tracing::error!(
+                            secret_handle = hold.handle.as_str(),
+                            code = r.code().as_str(),
+                            "lease not read back: {}",
+                            r.message()
+                        );
+                        None
+                    }
+                }
+            } else {
+                None
+            };
+            LeaseEnd {
+                hold,
+                version_at_end,
+            }
+        })
+        .collect();
+    super::Reports {
+        leases,
+        ..super::Reports::default()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
