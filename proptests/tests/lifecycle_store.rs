@@ -1,3 +1,4 @@
+// This file is over 600 lines because one model-based test needs its reference model, operation strategy and system-under-test adapters side by side.
 //! Model-based test of the session lifecycle on the real session store
 //! (issue 4): `glove_lifecycle` sessions driven through
 //! `glove_journal::lifecycle::StoreLog` (a `TransitionLog` over

@@ -1,3 +1,4 @@
+// This file is over 600 lines because it is one end-to-end battery on `glove exec --egress` sharing its loopback upstreams and proxy helpers.
 //! `glove exec --egress`: an approved endpoint is reached through the
 //! session's proxy (absolute URI, CONNECT, a port mapping), a brokered
 //! credential is injected where it is bound and refused elsewhere, and

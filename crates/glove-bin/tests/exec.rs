@@ -1,3 +1,4 @@
+// This file is over 600 lines because it is one end-to-end battery on `glove exec` (streams, statuses, copies, terminals, the six limits) sharing one set of sandbox helpers.
 //! `glove exec` end to end in a real sandbox: streams, exit statuses, the
 //! default profile, copies, terminals and each of the six limits.
 

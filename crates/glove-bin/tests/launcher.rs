@@ -1,3 +1,4 @@
+// This file is over 600 lines because it is one battery driving `glove-launcher` over its socket, sharing one set of protocol helpers.
 //! `glove-launcher` driven over its socket, as `gloved` drives it: spec,
 //! started, output, input, resize, stop, exit.
 

@@ -1,3 +1,4 @@
+// This file is over 600 lines because it is one end-to-end battery on `glove run` sharing its real agents, upstream servers and audit checks.
 //! `glove run`: a contained agent reaches the operator's MCP servers only
 //! through Glove's mediator. The agents are real: the Python MCP SDK's
 //! stdio client (`tests/probes/mcp_sdk.py`, both revisions) and a raw

@@ -1,3 +1,4 @@
+// This file is over 600 lines because it is one end-to-end battery on `glove policy stage` sharing its fake npm tree and staging-directory helpers.
 //! `glove policy stage`: a fake npm tree made here (what it refuses, what
 //! it writes, that a second stage is idempotent), and the five real
 //! harnesses from `GLOVE_HARNESSES` staged into one protected directory,

@@ -29,6 +29,10 @@ use serde::Deserialize;
 use serde_json::{json, Map, Value};
 use std::sync::{Arc, Mutex};
 
+mod params;
+
+use params::*;
+
 /// What `attach` returns: the transcript document and, while the session
 /// runs, a receiver of its later events.
 pub type Attached = (
@@ -539,108 +543,6 @@ impl Service {
         let compacted = crate::ports::compact_if_due(&mut receipts).ok();
         Ok(json!({"acknowledged": head.to_string(), "compacted": compacted}))
     }
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct NoParams {}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct StartParams {
-    session_id: String,
-    authorization: String,
-    #[serde(default)]
-    rows: Option<u16>,
-    #[serde(default)]
-    cols: Option<u16>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct StdinParams {
-    session_id: String,
-    #[serde(default)]
-    data: Option<String>,
-    #[serde(default)]
-    data_hex: Option<String>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct ResizeParams {
-    session_id: String,
-    rows: u16,
-    cols: u16,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct SignalParams {
-    session_id: String,
-    signal: String,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct StopParams {
-    session_id: String,
-    #[serde(default)]
-    grace_ms: Option<u64>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct AttachParams {
-    session_id: String,
-    #[serde(default)]
-    after_seq: Option<u64>,
-}
-
-fn session_id(s: String) -> Result<SessionId, ControlError> {
-    SessionId::new(s).map_err(|r| invalid_params(&r.at("session_id")))
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct PlanParams {
-    plan: String,
-    #[serde(default)]
-    controller_plan_digest: Option<String>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct StatusParams {
-    session_id: String,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct PageParams {
-    after_seq: u64,
-    #[serde(default)]
-    max_records: Option<u64>,
-    #[serde(default)]
-    max_bytes: Option<u64>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct AckParams {
-    head: String,
-}
-
-fn params<T: DeserializeOwned>(p: &Map<String, Value>) -> Result<T, ControlError> {
-    canon::from_value(Value::Object(p.clone())).map_err(|r| invalid_params(&r))
-}
-
-fn supplied_digest(p: &PlanParams) -> Result<Option<Blake3Digest>, ControlError> {
-    p.controller_plan_digest
-        .as_deref()
-        .map(Blake3Digest::parse)
-        .transpose()
-        .map_err(|r| invalid_params(&r.at("controller_plan_digest")))
 }
 
 fn invalid_params(r: &Rejection) -> ControlError {

@@ -1,3 +1,4 @@
+// This file is over 600 lines because it is one battery on the managed runtime sharing one recording fake launcher and its rig.
 //! The managed runtime's start, stop and failure logic against a recording
 //! fake launcher (the same logic runs against the real `glove-launcher` in
 //! `glove-bin`'s `control` tests). The store and receipt journal are the

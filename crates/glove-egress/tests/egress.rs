@@ -1,3 +1,4 @@
+// This file is over 600 lines because it is one battery on the proxy over real loopback sockets sharing one set of upstream and channel fixtures.
 //! The proxy over real loopback sockets: connections handed over a
 //! SEQPACKET channel, upstreams on 127.0.0.1, names only from `hosts`.
 

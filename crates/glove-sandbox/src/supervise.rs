@@ -3,13 +3,20 @@
 //! [`Outcome`] from the kernel's accounting once the sandbox is gone.
 
 use crate::error::SandboxError;
-use crate::launch::{Running, Streams, TAG_EXIT};
+use crate::launch::{Running, Streams};
 use crate::outcome::{ExitStatus, Limit, Outcome, Usage};
 use crate::sys::fd::{self, PollEntry};
 use crate::sys::process;
 use crate::sys::{pty, Errno};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
 use std::time::{Duration, Instant};
+
+mod end;
+mod thrash;
+
+pub use end::Remains;
+use end::{read_exit, Inside};
+pub use thrash::{ThrashWatch, THRASH_MIN_PAGES, THRASH_SECONDS};
 
 /// Which agent stream bytes came from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -104,112 +111,6 @@ impl Default for Settings {
 const PENDING_MAX: usize = 64 * 1024;
 /// How long the init has to report after it was asked to end the sandbox.
 pub const HARD_KILL_GRACE: Duration = Duration::from_secs(2);
-const EXIT_FRAME: usize = 1 + 1 + 4 + 8 + 8;
-
-/// Tells a memory limit below the working set, which the kernel answers
-/// not with an OOM kill but by reclaiming and refaulting the same pages
-/// (often executable code) in a loop that burns CPU until the wall limit:
-/// the session is ended as a memory stop once, in each of
-/// [`THRASH_SECONDS`] consecutive seconds, more than a quarter of the
-/// limit's pages (at least [`THRASH_MIN_PAGES`]) was refaulted.
-#[derive(Clone, Debug)]
-pub struct ThrashWatch {
-    threshold: u64,
-    last: Option<(Instant, u64)>,
-    hot: u32,
-}
-
-/// Consecutive seconds of refaulting that end a session.
-pub const THRASH_SECONDS: u32 = 3;
-/// Fewest refaulted pages per second counted as thrashing.
-pub const THRASH_MIN_PAGES: u64 = 1024;
-
-impl ThrashWatch {
-    /// A watch for a memory limit of `memory_bytes`.
-    pub fn new(memory_bytes: u64) -> ThrashWatch {
-        ThrashWatch {
-            threshold: (memory_bytes / 4096 / 4).max(THRASH_MIN_PAGES),
-            last: None,
-            hot: 0,
-        }
-    }
-
-    /// Takes the refault counter at `now`; true once the session has
-    /// thrashed for [`THRASH_SECONDS`] seconds in a row.
-    pub fn observe(&mut self, now: Instant, refaults: u64) -> bool {
-        let Some((then, before)) = self.last else {
-            self.last = Some((now, refaults));
-            return false;
-        };
-        let elapsed = now.saturating_duration_since(then);
-        if elapsed < Duration::from_secs(1) {
-            return false;
-        }
-        let per_second =
-            (refaults.saturating_sub(before) as u128 * 1000 / elapsed.as_millis().max(1)) as u64;
-        self.last = Some((now, refaults));
-        if per_second >= self.threshold {
-            self.hot += 1;
-        } else {
-            self.hot = 0;
-        }
-        self.hot >= THRASH_SECONDS
-    }
-}
-
-struct Inside {
-    exit: ExitStatus,
-    disk_peak: u64,
-    pids_peak: u64,
-}
-
-/// What is left of a finished session until its record is durable: the
-/// session cgroup (empty, counters already read) and, when the outcome was
-/// final before the sandbox init had finished exiting, the init to reap.
-/// Dropping it removes the cgroup and then reaps the init.
-#[derive(Debug)]
-#[must_use = "dropping the remains removes the session's cgroup"]
-pub struct Remains {
-    cgroup: Option<crate::cgroup::Cgroup>,
-    init: Option<libc::pid_t>,
-}
-
-impl Remains {
-    /// Removes the cgroup now, and leaves the init (which has reported the
-    /// end and is exiting: every process of the agent is gone) to be reaped
-    /// by whoever inherits it. For a process that exits right after, such
-    /// as `glove exec`, this saves waiting for the kernel to tear down the
-    /// sandbox's namespaces.
-    pub fn finish_without_reaping(mut self) {
-        self.cgroup.take();
-        crate::sys::trace::mark("cgroup removed");
-        self.init = None;
-    }
-
-    /// For a process about to exit (`glove exec`): like
-    /// [`Remains::finish_without_reaping`], but the cgroup (empty, its
-    /// counters read) is removed by a detached helper process once this
-    /// process has exited, so that the exit does not wait for the kernel to
-    /// take it down either. It is removed here when no helper can be
-    /// started. A caller that goes on running must not use this (the cgroup
-    /// would stay until it exits, and the helper unreaped).
-    pub fn finish_detached(mut self) {
-        if let Some(cg) = self.cgroup.take() {
-            cg.remove_detached();
-        }
-        crate::sys::trace::mark("cgroup removal started");
-        self.init = None;
-    }
-}
-
-impl Drop for Remains {
-    fn drop(&mut self) {
-        self.cgroup.take();
-        if let Some(pid) = self.init.take() {
-            let _ = process::wait(pid);
-        }
-    }
-}
 
 impl Running {
     /// Runs the session to its end and returns the outcome; the session's
@@ -658,69 +559,5 @@ fn drain_once(fd: BorrowedFd<'_>, buf: &mut [u8]) -> Result<usize, Errno> {
         // A terminal whose slave side is gone reads as EIO: that is EOF.
         Err(Errno(libc::EIO)) => Ok(0),
         other => other,
-    }
-}
-
-fn read_exit(sync: &OwnedFd) -> Result<Option<Inside>, Errno> {
-    let mut frame = [0u8; EXIT_FRAME];
-    if fd::read_full(sync.as_fd(), &mut frame)? < EXIT_FRAME || frame[0] != TAG_EXIT {
-        return Ok(None);
-    }
-    let value = i32::from_le_bytes([frame[2], frame[3], frame[4], frame[5]]);
-    let mut disk = [0u8; 8];
-    disk.copy_from_slice(&frame[6..14]);
-    let mut pids = [0u8; 8];
-    pids.copy_from_slice(&frame[14..22]);
-    Ok(Some(Inside {
-        exit: if frame[1] == 0 {
-            ExitStatus::Exited { code: value }
-        } else {
-            ExitStatus::Signaled { signal: value }
-        },
-        disk_peak: u64::from_le_bytes(disk),
-        pids_peak: u64::from_le_bytes(pids),
-    }))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn sustained_refaulting_is_thrashing_and_a_pause_resets_it() {
-        let t0 = Instant::now();
-        let at = |ms: u64| t0 + Duration::from_millis(ms);
-        // 32 MiB: 8192 pages, a threshold of 2048 pages a second.
-        let mut w = ThrashWatch::new(32 << 20);
-        assert!(!w.observe(at(0), 0));
-        assert!(
-            !w.observe(at(500), 10_000),
-            "less than a second: no verdict"
-        );
-        assert!(!w.observe(at(1000), 3_000));
-        assert!(!w.observe(at(2000), 6_000));
-        // A quiet second resets the count.
-        assert!(!w.observe(at(3000), 6_100));
-        assert!(!w.observe(at(4000), 9_000));
-        assert!(!w.observe(at(5000), 12_000));
-        assert!(w.observe(at(6000), 15_000));
-    }
-
-    #[test]
-    fn a_large_limit_needs_a_proportionate_rate() {
-        let t0 = Instant::now();
-        let at = |s: u64| t0 + Duration::from_secs(s);
-        // 1 GiB: 262144 pages, a threshold of 65536 pages a second.
-        let mut w = ThrashWatch::new(1 << 30);
-        let mut hit = false;
-        for s in 0..10 {
-            hit |= w.observe(at(s), s * 60_000);
-        }
-        assert!(!hit, "60k pages/s is below a quarter of the limit");
-        let mut w = ThrashWatch::new(1 << 30);
-        for s in 0..4 {
-            hit = w.observe(at(s), s * 70_000);
-        }
-        assert!(hit);
     }
 }

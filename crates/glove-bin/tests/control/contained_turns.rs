@@ -1,3 +1,4 @@
+// This file is over 600 lines because its two end-to-end tests share the per-harness arguments, environments and the model stub they drive, and are read best together.
 //! The contained turn: each pinned harness, staged and run as a managed
 //! session through a real gloved, with an egress policy whose one endpoint
 //! is the scripted model endpoint (`tests/model_stub/stub.py`, on host

@@ -1,3 +1,4 @@
+// This file is over 600 lines because it is one end-to-end battery on managed sessions sharing one real gloved harness.
 //! Managed sessions end to end: a real gloved with a materialization root
 //! and a start-authorization key, the real client and the real `glove`
 //! binary; sandboxed shells started, attached, fed, stopped and recovered.

@@ -186,7 +186,11 @@ pub(super) fn drain_until_end(link: &mut dyn LauncherLink) -> Result<(), String>
 /// bind source, a grant's directory), so it goes to the log only.
 pub(super) fn launch_failure(f: &glove_sandbox::wire::Failure) -> (ErrorCode, String) {
     tracing::warn!(code = %f.code, "the launcher failed: {}", f.message);
-    let code = ErrorCode::from_code(&f.code).unwrap_or(SESSION_LAUNCH_FAILED);
+    // Only a sandbox code: a launcher's frame cannot name a service code
+    // (`session_launcher_lost` would change how the session is ended).
+    let code = ErrorCode::from_code(&f.code)
+        .filter(|c| c.as_str().starts_with("sandbox_"))
+        .unwrap_or(SESSION_LAUNCH_FAILED);
     (
         code,
         format!(
@@ -360,5 +364,10 @@ mod tests {
             message: String::new(),
         };
         assert_eq!(launch_failure(&unknown).0, SESSION_LAUNCH_FAILED);
+        let service = Failure {
+            code: "session_launcher_lost".into(),
+            message: String::new(),
+        };
+        assert_eq!(launch_failure(&service).0, SESSION_LAUNCH_FAILED);
     }
 }

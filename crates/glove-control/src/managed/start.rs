@@ -231,7 +231,9 @@ impl Runtime {
                     let _ = link.send(&ToLauncher::Stop(0));
                     let _ = drain_until_end(link.as_mut());
                     link.close();
-                    facts.add_reports(&parts.abandon());
+                    // Held (the leases' locks) until the failure is recorded.
+                    let reports = parts.abandon();
+                    facts.add_reports(&reports);
                     return Err(self.fail_session(
                         id,
                         running.into(),
@@ -344,7 +346,10 @@ impl Runtime {
                 Some(McpInput {
                     profile: tool.profile_path().into(),
                     tool_policy_id: Some(tool.id().as_str().to_owned()),
-                    runtime_base: self.cfg.runtime_dir.join("mcp"),
+                    // Its own base, apart from `glove run`'s (which may
+                    // be the same runtime directory): each sweeps only the
+                    // stale directories of its own kind.
+                    runtime_base: self.cfg.runtime_dir.join("mcp-managed"),
                     relay: self
                         .cfg
                         .launcher

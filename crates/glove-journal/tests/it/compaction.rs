@@ -1,3 +1,4 @@
+// This file is over 600 lines because it is one battery on the session store's compaction (bounded disk, live sessions kept, nonces carried, snapshot decoding) sharing one step driver.
 //! Session-store compaction (issue 14, finding 2): a store serves sessions
 //! without end in bounded disk; live sessions survive byte for byte; used
 //! start-authorization nonces are carried; admissions are refused up front

@@ -1,3 +1,4 @@
+// This file is over 600 lines because it is one battery against the scripted MCP server sharing its tool list and mediator fixtures.
 //! Against the scripted server (`tests/peers/script_server.py`): the
 //! misbehaviours the npm servers do not offer.
 

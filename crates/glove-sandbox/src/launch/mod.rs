@@ -21,19 +21,23 @@
 //! the network helper and the agent, share the init's memory (`CLONE_VM`);
 //! see `sys::process` for what each may touch.
 //!
-//! One file per process role: this file is the supervisor (prepare,
-//! release, wait); `init` is the sandbox init, `agent` the agent before its
-//! `execve`, `mounts` the file system the init builds, and `status` the
-//! channel between supervisor and init (tags, release command, prepared
-//! facts, errors).
+//! One file per process role: this file is the supervisor (prepare, wait),
+//! with `release` its side of a built sandbox (release or abort); `init`
+//! is the sandbox init, `agent` the agent before its `execve`, `mounts`
+//! the file system the init builds, and `status` the channel between
+//! supervisor and init (tags, release command, prepared facts, errors).
 
 mod agent;
 mod egress;
+mod fuzz;
 mod init;
 mod mounts;
+mod release;
 mod status;
 
+pub use fuzz::{fuzz_proc_stat, fuzz_release_command};
 pub(crate) use mounts::refuse_sockets;
+pub use release::{Prepared, PreparedFacts};
 pub(crate) use status::TAG_ERROR;
 pub(crate) use status::TAG_EXIT;
 pub(crate) use status::TAG_GO;
@@ -42,17 +46,14 @@ pub(crate) use status::TAG_PREPARED;
 pub(crate) use status::TAG_PTY;
 
 use self::init::init_main;
-use self::status::{
-    exec_outcome, read_error_body, read_facts, send_release, ExecCmd, RELEASE_FALLBACK,
-};
+use self::status::{read_error_body, read_facts, send_release, ExecCmd, RELEASE_FALLBACK};
 use crate::cgroup::Cgroup;
 use crate::error::SandboxError;
 use crate::outcome::{Enforcement as Mechanisms, Mechanism};
 use crate::seccomp;
-use crate::spec::{AgentCommand, Enforcement, LaunchSpec, Terminal};
+use crate::spec::{Enforcement, LaunchSpec, Terminal};
 use crate::sys::process::{self, Forked};
 use crate::sys::{fd, trace, Errno};
-use std::ffi::CString;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
 use std::time::Instant;
 
@@ -70,7 +71,7 @@ pub const PRIVILEGED_AGENT_HOST_ID: u32 = 65534;
 /// act is to start a tiny helper that shares its memory and creates the
 /// network namespace on the other core while the init builds the file
 /// system view; the init joins it before the agent exists (see
-/// [`join_net`]).
+/// [`mounts::join_net`]).
 const NS_FLAGS: u64 = (libc::CLONE_NEWUSER
     | libc::CLONE_NEWNS
     | libc::CLONE_NEWPID
@@ -538,174 +539,6 @@ fn prepare_inner(spec: LaunchSpec, release_early: bool) -> Result<Prepared, Sand
         executable: spec.executable.clone(),
         released: early,
     })
-}
-
-/// In the init: waits until the helper (if any: none when the init was
-/// born in a namespace from the pool) has created the network namespace
-/// and joins it; either way refuses to go on in the supervisor's network
-/// namespace, `born_in` (fails closed whatever went wrong).
-fn join_net(helper: Option<&mut process::NetUnsharer>, born_in: u64) -> Result<(), Errno> {
-    use std::os::unix::fs::MetadataExt;
-    if let Some(helper) = helper {
-        helper.wait_ready()?;
-        process::setns(helper.pidfd(), libc::CLONE_NEWNET)?;
-        helper.release();
-    }
-    let now = std::fs::metadata("/proc/self/ns/net")
-        .map(|m| m.ino())
-        .map_err(|e| Errno(e.raw_os_error().unwrap_or(libc::EIO)))?;
-    if now == born_in {
-        return Err(Errno(libc::EEXIST));
-    }
-    Ok(())
-}
-
-/// What the init resolved while building the sandbox, reported before the
-/// agent runs so that the caller can commit to it (the launch binding).
-#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct PreparedFacts {
-    /// Each grant with the identity of the directory that was opened.
-    pub grants: Vec<crate::grants::ResolvedGrant>,
-    /// Each bundle with its verified digest.
-    pub bundles: Vec<crate::grants::ResolvedBundle>,
-}
-
-/// A sandbox that is completely built, with the agent not yet started.
-#[derive(Debug)]
-#[must_use = "a prepared sandbox must be released or aborted"]
-pub struct Prepared {
-    running: Running,
-    facts: PreparedFacts,
-    executable: String,
-    /// The release was already sent: the read end of the agent's
-    /// exec-status pipe.
-    released: Option<OwnedFd>,
-}
-
-impl Prepared {
-    /// What was resolved.
-    pub fn facts(&self) -> &PreparedFacts {
-        &self.facts
-    }
-
-    /// The init's pid.
-    pub fn init_pid(&self) -> i32 {
-        self.running.init_pid
-    }
-
-    /// How each limit is enforced.
-    pub fn mechanisms(&self) -> &Mechanisms {
-        &self.running.mechanisms
-    }
-
-    /// Lets the agent run; returns once it has been `execve`d.
-    pub fn release(self) -> Result<Running, SandboxError> {
-        self.release_inner(None)
-    }
-
-    /// Lets the agent run `command` instead of the spec's executable,
-    /// arguments and environment (checked by the same rules); returns once
-    /// it has been `execve`d. A sandbox can so be built before it is known
-    /// what will run in it, and the launch then costs only this call. A
-    /// refused command tears the sandbox down.
-    pub fn release_command(self, command: &AgentCommand) -> Result<Running, SandboxError> {
-        if let Err(e) = command.validate() {
-            self.abort();
-            return Err(e);
-        }
-        if self.released.is_some() {
-            self.abort();
-            return Err(SandboxError::Spec {
-                detail: "this sandbox was released already".into(),
-            });
-        }
-        self.release_inner(Some(command))
-    }
-
-    fn release_inner(self, command: Option<&AgentCommand>) -> Result<Running, SandboxError> {
-        let Prepared {
-            mut running,
-            executable,
-            released,
-            ..
-        } = self;
-        let executable = command.map_or(executable, |c| c.executable.clone());
-        let fail = |r: &Running, e: SandboxError| {
-            r.kill_now();
-            e
-        };
-        let exec_status = match released {
-            Some(r) => r,
-            None => match send_release(&running.sync, command) {
-                Ok(r) => r,
-                // The init is gone; it may have said why first.
-                Err(e) => {
-                    let mut tag = [0u8; 1];
-                    let why = match fd::read_full(running.sync.as_fd(), &mut tag) {
-                        Ok(1) if tag[0] == TAG_ERROR => read_error_body(&running.sync, &executable),
-                        _ => io_err("release", e),
-                    };
-                    return Err(fail(&running, why));
-                }
-            },
-        };
-        trace::mark("release sent");
-        match exec_outcome(&exec_status) {
-            Ok(true) => {}
-            Ok(false) => {
-                // The agent did not execve; the init says why.
-                let mut tag = [0u8; 1];
-                let e = match fd::read_full(running.sync.as_fd(), &mut tag) {
-                    Ok(1) if tag[0] == TAG_ERROR => read_error_body(&running.sync, &executable),
-                    _ => SandboxError::Io {
-                        detail: "the sandbox init ended before the agent ran".into(),
-                    },
-                };
-                return Err(fail(&running, e));
-            }
-            Err(e) => return Err(fail(&running, io_err("exec status", e))),
-        }
-        running.started = Instant::now();
-        trace::mark("agent runs");
-        Ok(running)
-    }
-
-    /// Tears the sandbox down without running the agent.
-    pub fn abort(self) {
-        self.running.kill_now();
-    }
-}
-
-/// For the fuzz target: bytes read as `/proc/self/stat` when the init
-/// looks for its argument area; never panics.
-#[doc(hidden)]
-pub fn fuzz_proc_stat(bytes: &[u8]) {
-    let _ = process::arg_area(bytes);
-}
-
-/// For the fuzz target: decodes a release command as the agent does and,
-/// when it decodes, checks that encoding the result gives the same bytes.
-/// Never panics on any input (the round trip holding is asserted).
-#[doc(hidden)]
-pub fn fuzz_release_command(bytes: &[u8]) {
-    let Some(c) = ExecCmd::decode(bytes) else {
-        return;
-    };
-    let s = |c: &CString| c.to_string_lossy().into_owned();
-    let cmd = AgentCommand {
-        executable: s(&c.exe),
-        arguments: c.argv.iter().skip(1).map(s).collect(),
-        environment: c.envp.iter().map(s).collect(),
-    };
-    // Valid UTF-8 strings re-encode to exactly the input.
-    let utf8 = std::iter::once(&c.exe)
-        .chain(&c.argv)
-        .chain(&c.envp)
-        .all(|x| x.to_str().is_ok());
-    if utf8 {
-        assert_eq!(ExecCmd::encode(&cmd), bytes);
-    }
 }
 
 /// Writes a launch phase mark when `GLOVE_LAUNCH_TRACE` is set (see

@@ -1,6 +1,6 @@
 //! The sandbox's file system: mounts, binds, grants, copies and the new root.
 
-use super::{join_net, PreparedFacts, INSIDE_ID, PTY_MAX, PTY_MODE, SCRATCH, USER_NS_LIMITS};
+use super::{PreparedFacts, INSIDE_ID, PTY_MAX, PTY_MODE, SCRATCH, USER_NS_LIMITS};
 use crate::spec::{LaunchSpec, MAX_HOST_FILES_TOTAL, MAX_HOST_FILE_BYTES, MAX_LEASE_BYTES};
 use crate::sys::at;
 use crate::sys::process::{self};
@@ -514,4 +514,24 @@ pub(crate) fn refuse_sockets(dir: BorrowedFd<'_>, what: &str) -> Result<(), (Str
 
 pub(super) fn inodes(bytes: u64) -> u64 {
     (bytes / 4096).clamp(1024, 1 << 20)
+}
+
+/// In the init: waits until the helper (if any: none when the init was
+/// born in a namespace from the pool) has created the network namespace
+/// and joins it; either way refuses to go on in the supervisor's network
+/// namespace, `born_in` (fails closed whatever went wrong).
+fn join_net(helper: Option<&mut process::NetUnsharer>, born_in: u64) -> Result<(), Errno> {
+    use std::os::unix::fs::MetadataExt;
+    if let Some(helper) = helper {
+        helper.wait_ready()?;
+        process::setns(helper.pidfd(), libc::CLONE_NEWNET)?;
+        helper.release();
+    }
+    let now = std::fs::metadata("/proc/self/ns/net")
+        .map(|m| m.ino())
+        .map_err(|e| Errno(e.raw_os_error().unwrap_or(libc::EIO)))?;
+    if now == born_in {
+        return Err(Errno(libc::EEXIST));
+    }
+    Ok(())
 }

@@ -1,3 +1,4 @@
+// This file is over 600 lines because it is one battery of policy validation rules sharing one example-policy fixture and its mutate-and-reject helpers.
 use glove_types::codes::ids::*;
 use glove_types::codes::json::*;
 use glove_types::codes::policy::*;
