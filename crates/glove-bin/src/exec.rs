@@ -64,8 +64,18 @@ pub struct ExecArgs {
     #[arg(long = "ro-bind", value_name = "SRC[:DST]")]
     pub ro_bind: Vec<String>,
     /// Copy a host directory into /workspace first (links are not followed).
-    #[arg(long, value_name = "DIR")]
+    #[arg(long, value_name = "DIR", conflicts_with = "workspace")]
     pub rw_copy: Option<String>,
+    /// Stage a host directory as /workspace. Retained by default: the
+    /// command works on an ext4 image filled from DIR (links are not
+    /// followed), DIR itself is never written, and the image is kept for
+    /// `glove diff` and `glove apply`; its size is --disk.
+    #[arg(long, value_name = "DIR")]
+    pub workspace: Option<std::path::PathBuf>,
+    /// `retained` (kept for review and apply) or `ephemeral` (a throw-away
+    /// copy in memory, discarded at the end) [default: retained].
+    #[arg(long, value_name = "MODE", requires = "workspace")]
+    pub workspace_mode: Option<crate::workspace::WorkspaceMode>,
     /// Set an environment variable (nothing is inherited).
     #[arg(long = "env", value_name = "NAME=VALUE")]
     pub env: Vec<String>,
@@ -299,7 +309,7 @@ fn spec_of(a: &ExecArgs, stdin: &std::io::Stdin) -> Result<LaunchSpec, SandboxEr
         command: a.command.clone(),
         env: a.env.clone(),
         ro_binds: binds(&a.ro_bind)?,
-        rw_copy: a.rw_copy.clone(),
+        rw_copy: crate::workspace::ephemeral_copy(a),
         limits,
         pty: size,
         strict_limits: a.strict_limits,
@@ -317,6 +327,10 @@ fn run_with(a: ExecArgs, session_id: SessionId, mcp: Option<McpInput>) -> i32 {
     let spec = match spec_of(&a, &stdin) {
         Ok(s) => s,
         Err(e) => return fail(&e, a.json),
+    };
+    let retained = match crate::workspace::retained_input(&a, &session_id) {
+        Ok(r) => r,
+        Err(r) => return fail_with(&r, a.json),
     };
     let egress = match &a.egress {
         Some(file) => {
@@ -337,6 +351,7 @@ fn run_with(a: ExecArgs, session_id: SessionId, mcp: Option<McpInput>) -> i32 {
         egress,
         mcp,
         leases: Vec::new(),
+        retained: retained.into_iter().collect(),
     };
     let (running, parts) = match assembly::assemble(&mut LocalDoor, inputs, spec) {
         Ok(v) => v,
@@ -399,6 +414,7 @@ fn run_with(a: ExecArgs, session_id: SessionId, mcp: Option<McpInput>) -> i32 {
     let reports = parts.finish();
     let egress = reports.egress.as_ref().map(crate::egress::summary_json);
     let mcp = reports.mcp.as_ref().map(crate::run::summary_json);
+    let workspace = reports.retained.first().map(crate::workspace::summary_json);
     match result {
         Ok(outcome) => {
             if a.json {
@@ -413,6 +429,9 @@ fn run_with(a: ExecArgs, session_id: SessionId, mcp: Option<McpInput>) -> i32 {
                         if let (Some(e), Some(m)) = (&mcp, v.as_object_mut()) {
                             m.insert("mcp".into(), e.clone());
                         }
+                        if let (Some(w), Some(m)) = (&workspace, v.as_object_mut()) {
+                            m.insert("workspace".into(), w.clone());
+                        }
                         print_json(&v)
                     }
                     Err(e) => eprintln!("error[sandbox_io_failed]: {e}"),
@@ -423,6 +442,9 @@ fn run_with(a: ExecArgs, session_id: SessionId, mcp: Option<McpInput>) -> i32 {
                 }
                 if let Some(m) = &mcp {
                     eprintln!("{}", crate::run::summary_line(m));
+                }
+                if let Some(w) = reports.retained.first() {
+                    eprintln!("{}", crate::workspace::summary_line(w));
                 }
             }
             glove_sandbox::launch::trace_mark("exec end");

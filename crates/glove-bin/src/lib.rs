@@ -29,3 +29,4 @@ pub mod report;
 pub mod run;
 pub mod run_demo;
 pub mod stage;
+pub mod workspace;

@@ -49,6 +49,7 @@ pub mod protected;
 pub mod protocol;
 pub mod service;
 pub mod stage;
+pub mod stages;
 
 use glove_types::codes::control::CONTROL_INTERNAL;
 use glove_types::Rejection;

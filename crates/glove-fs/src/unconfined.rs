@@ -104,3 +104,17 @@ pub fn read_protected(path: &Path, mode: u32, max_bytes: u64) -> Result<Vec<u8>,
     }
     Ok(buf)
 }
+
+/// Opens the directory `path` (absolute) with no symbolic or magic link
+/// anywhere in it (`openat2(RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS)`):
+/// the way a source that is copied or exposed is first found.
+pub fn open_dir_no_links(path: &Path) -> Result<OwnedFd, Errno> {
+    use rustix::fs::ResolveFlags;
+    rfs::openat2(
+        CWD,
+        path,
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC | OFlags::NOFOLLOW,
+        Mode::empty(),
+        ResolveFlags::NO_SYMLINKS | ResolveFlags::NO_MAGICLINKS,
+    )
+}

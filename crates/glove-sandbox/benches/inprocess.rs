@@ -46,6 +46,7 @@ fn main() {
         // No network namespace pool: a long-lived supervisor has nothing
         // refilling it (only `glove exec`'s exit does).
         network_pool: None,
+        retained: Vec::new(),
         ..ExecRequest::new(vec!["/bin/true".into()])
     };
     let command = AgentCommand {

@@ -73,33 +73,51 @@ impl StreamIo for Relay {
     }
 }
 
-/// Reads the spec frame, and the egress channel that may come with it:
-/// at most one descriptor, and only a Unix `SOCK_SEQPACKET` socket.
+/// Reads the spec frame, and the descriptors that come with it: exactly
+/// as many as the spec names ([`crate::wire::SpecWire::into_spec_with`]),
+/// the egress channel a Unix `SOCK_SEQPACKET` socket, each retained mount
+/// the root directory of an ext4 file system.
 fn read_spec(sock: &OwnedFd, decoder: &mut Decoder) -> Result<(bool, crate::LaunchSpec), String> {
     let mut buf = vec![0u8; 64 * 1024];
     let mut fds: Vec<OwnedFd> = Vec::new();
     loop {
         match decoder.next_to_launcher() {
             Ok(Some(ToLauncher::Spec(s))) => {
-                if fds.len() > 1 {
-                    return Err("more than one descriptor came with the spec".into());
+                if fds.len() != s.descriptors_expected() {
+                    return Err(format!(
+                        "{} descriptors came with a spec that needs {}",
+                        fds.len(),
+                        s.descriptors_expected()
+                    ));
                 }
-                let channel = fds.pop();
-                if let Some(c) = &channel {
-                    match fd::socket_kind(c.as_fd()) {
-                        Ok((libc::SOCK_SEQPACKET, libc::AF_UNIX)) => {}
+                let mounts = if s.egress_ports.is_some() {
+                    match fds.first().map(|c| fd::socket_kind(c.as_fd())) {
+                        Some(Ok((libc::SOCK_SEQPACKET, libc::AF_UNIX))) => {}
                         _ => return Err("the egress channel is not a Unix seqpacket socket".into()),
+                    }
+                    &fds[1..]
+                } else {
+                    &fds[..]
+                };
+                for m in mounts {
+                    const EXT4_SUPER_MAGIC: i64 = 0xEF53;
+                    let is_dir = crate::sys::resolve::meta(m.as_fd()).map(|x| x.is_dir());
+                    let magic = crate::sys::at::fs_magic(m.as_fd());
+                    if is_dir != Ok(true) || magic != Ok(EXT4_SUPER_MAGIC) {
+                        return Err(
+                            "a retained mount is not the root of an ext4 file system".into()
+                        );
                     }
                 }
                 let hold = s.hold_for_release;
-                return s.into_spec_with(channel).map(|spec| (hold, spec));
+                return s.into_spec_with(fds).map(|spec| (hold, spec));
             }
             Ok(Some(_)) => return Err("the first frame must be the spec".into()),
             Err(e) => return Err(e.to_string()),
             Ok(None) => {}
         }
-        if fds.len() > 1 {
-            return Err("more than one descriptor came with the spec".into());
+        if fds.len() > 1 + crate::spec::MAX_RETAINED {
+            return Err("too many descriptors came with the spec".into());
         }
         match fd::recv_collecting(sock.as_fd(), &mut buf, &mut fds) {
             Ok(0) => return Err("the service closed the socket before sending a spec".into()),

@@ -32,6 +32,7 @@ pub mod launcher;
 pub mod net_pool;
 pub mod outcome;
 pub mod profile;
+pub mod retained;
 pub mod seccomp;
 pub mod sink;
 pub mod spec;

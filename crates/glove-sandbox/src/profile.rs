@@ -362,6 +362,7 @@ pub fn exec_spec(req: ExecRequest) -> Result<LaunchSpec, SandboxError> {
         bundles: Vec::new(),
         protected_paths: Vec::new(),
         network_pool: req.network_pool,
+        retained: Vec::new(),
         egress: None,
         enforcement: if req.strict_limits {
             Enforcement::Strict

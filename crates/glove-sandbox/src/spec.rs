@@ -236,6 +236,23 @@ pub struct LaunchSpec {
     pub network_pool: Option<std::path::PathBuf>,
     /// Egress mode ([`EgressSpec`]); `None`: offline.
     pub egress: Option<EgressSpec>,
+    /// Retained images, already mounted (detached) by the supervisor, that
+    /// the init attaches at their targets ([`crate::retained`]).
+    pub retained: Vec<RetainedMount>,
+}
+
+/// Most retained workspaces in one session.
+pub const MAX_RETAINED: usize = 16;
+
+/// A retained image's mount, made by the supervisor and attached by the
+/// sandbox init at `target` (an absolute path inside the sandbox). A
+/// target must not lie inside another grant or writable directory.
+#[derive(Debug)]
+pub struct RetainedMount {
+    /// Where the workspace appears inside the sandbox.
+    pub target: String,
+    /// The detached mount (`fsmount`) of the image's file system.
+    pub mount: OwnedFd,
 }
 
 /// Egress mode: the sandbox's network namespace gets `lo` up, seccomp

@@ -75,6 +75,10 @@ pub struct SpecWire {
     /// See [`LaunchSpec::cpu_rate_millicpus`] (absent when none).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cpu_rate_millicpus: Option<u64>,
+    /// The targets of [`LaunchSpec::retained`] (absent when none); the
+    /// mounts travel with the frame, after the egress channel.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub retained_targets: Vec<String>,
     /// The ports of [`LaunchSpec::egress`] (absent: offline); the channel
     /// travels with the frame.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -102,7 +106,7 @@ impl SpecWire {
     /// The wire form of a spec; `None` when it holds descriptors or a file
     /// that is not UTF-8 (neither can cross as JSON).
     pub fn from_spec(s: &LaunchSpec) -> Option<SpecWire> {
-        if !s.extra_fds.is_empty() {
+        if !s.extra_fds.is_empty() || !s.retained.is_empty() {
             return None;
         }
         let files = s
@@ -128,6 +132,7 @@ impl SpecWire {
             executable_pin: s.executable_pin.clone(),
             cpu_rate_millicpus: s.cpu_rate_millicpus,
             egress_ports: s.egress.as_ref().map(|e| e.ports.clone()),
+            retained_targets: Vec::new(),
             hostname: s.hostname.clone(),
             limits: s.limits,
             terminal: s.terminal,
@@ -139,24 +144,41 @@ impl SpecWire {
         })
     }
 
-    /// The launch spec (validated later by `launch`), with the egress
-    /// channel that came with the frame: required when the spec names
-    /// egress ports, refused otherwise.
-    pub fn into_spec_with(
-        self,
-        channel: Option<std::os::fd::OwnedFd>,
-    ) -> Result<LaunchSpec, String> {
-        let egress = match (&self.egress_ports, channel) {
-            (Some(ports), Some(channel)) => Some(crate::spec::EgressSpec {
+    /// How many descriptors must come with this spec's frame: the egress
+    /// channel when it names egress ports, then one mount per retained
+    /// target.
+    pub fn descriptors_expected(&self) -> usize {
+        usize::from(self.egress_ports.is_some()) + self.retained_targets.len()
+    }
+
+    /// The launch spec (validated later by `launch`), with the descriptors
+    /// that came with the frame, in order: the egress channel (required
+    /// when the spec names egress ports), then each retained workspace's
+    /// mount. Any other count is refused.
+    pub fn into_spec_with(self, fds: Vec<std::os::fd::OwnedFd>) -> Result<LaunchSpec, String> {
+        if fds.len() != self.descriptors_expected() {
+            return Err(format!(
+                "{} descriptors came with a spec that needs {}",
+                fds.len(),
+                self.descriptors_expected()
+            ));
+        }
+        let mut fds = fds.into_iter();
+        let egress = match &self.egress_ports {
+            Some(ports) => fds.next().map(|channel| crate::spec::EgressSpec {
                 channel,
                 ports: ports.clone(),
             }),
-            (None, None) => None,
-            (Some(_), None) => return Err("the spec names egress ports but no channel came".into()),
-            (None, Some(_)) => return Err("a descriptor came with a spec without egress".into()),
+            None => None,
         };
+        let targets = self.retained_targets.clone();
         let mut spec = self.into_spec();
         spec.egress = egress;
+        spec.retained = targets
+            .into_iter()
+            .zip(fds)
+            .map(|(target, mount)| crate::spec::RetainedMount { target, mount })
+            .collect();
         Ok(spec)
     }
 
@@ -193,6 +215,7 @@ impl SpecWire {
             protected_paths: self.protected_paths,
             // Not on the wire: the launcher's owner decides.
             network_pool: None,
+            retained: Vec::new(),
             egress: None,
         }
     }

@@ -36,8 +36,9 @@ pub mod egress;
 pub mod lease;
 pub mod local;
 pub mod mcp;
+pub mod retained;
 
-use glove_sandbox::spec::{Bind, EgressSpec, LaunchSpec, SeedFile};
+use glove_sandbox::spec::{Bind, EgressSpec, LaunchSpec, RetainedMount, SeedFile};
 use glove_sandbox::wire::SpecWire;
 use glove_types::ids::SessionId;
 use glove_types::{ErrorCode, Rejection};
@@ -101,6 +102,8 @@ pub trait SpecParts {
     fn seed_dir(&mut self, dir: String);
     /// A file of the agent's home, replacing one at the same path.
     fn seed_file(&mut self, file: SeedFile);
+    /// A retained workspace's mount, attached by the sandbox at its target.
+    fn add_retained(&mut self, mount: RetainedMount);
 }
 
 fn set_env_in(env: &mut Vec<String>, entry: String) {
@@ -135,15 +138,24 @@ impl SpecParts for LaunchSpec {
         self.seed_files.retain(|f| f.path != file.path);
         self.seed_files.push(file);
     }
+    fn add_retained(&mut self, mount: RetainedMount) {
+        // The image replaces a scratch directory at the same place.
+        self.writable_dirs.retain(|w| *w != mount.target);
+        self.retained.push(mount);
+    }
 }
 
-/// A spec sent to a launcher process: the wire form, and the egress
-/// channel's sandbox end that travels beside it.
+/// A spec sent to a launcher process: the wire form, and the descriptors
+/// that travel beside it (the egress channel's sandbox end, the retained
+/// workspaces' mounts).
 pub struct WireSpec {
     /// The spec's wire form.
     pub wire: SpecWire,
     /// The sandbox's end of the egress channel, if any.
     pub channel: Option<OwnedFd>,
+    /// The retained workspaces' mounts, in the order of
+    /// `wire.retained_targets`.
+    pub retained: Vec<OwnedFd>,
 }
 
 impl SpecParts for WireSpec {
@@ -173,6 +185,11 @@ impl SpecParts for WireSpec {
         self.wire.seed_files.retain(|f| f.path != file.path);
         self.wire.seed_files.push(file);
     }
+    fn add_retained(&mut self, mount: RetainedMount) {
+        self.wire.writable_dirs.retain(|w| *w != mount.target);
+        self.wire.retained_targets.push(mount.target);
+        self.retained.push(mount.mount);
+    }
 }
 
 /// The parts a door asks for.
@@ -186,6 +203,8 @@ pub struct Inputs {
     /// Credential leases, acquired and in the spec already (they are
     /// locked until the session's end is recorded).
     pub leases: Vec<lease::LeaseHold>,
+    /// Retained workspaces.
+    pub retained: Vec<retained::RetainedInput>,
 }
 
 /// How a door builds and releases a sandbox.
@@ -235,6 +254,7 @@ pub struct Started {
     egress: Option<egress::Running>,
     mcp: Option<mcp::Running>,
     leases: Vec<lease::LeaseHold>,
+    retained: Vec<retained::Prepared>,
 }
 
 /// What the parts report at the end.
@@ -248,6 +268,10 @@ pub struct Reports {
     /// back), in the order of [`Inputs::leases`]; the locks are held until
     /// this is dropped.
     pub leases: Vec<lease::LeaseEnd>,
+    /// Each retained workspace as frozen (or why it could not be), in the
+    /// order of [`Inputs::retained`]; empty when the agent never ran (the
+    /// stages were discarded).
+    pub retained: Vec<retained::RetainedReport>,
 }
 
 /// The prepared parts of a session whose sandbox is not built yet.
@@ -256,6 +280,7 @@ pub struct Attachments {
     egress: Option<egress::Prepared>,
     mcp: Option<mcp::Prepared>,
     leases: Vec<lease::LeaseHold>,
+    retained: Vec<retained::Prepared>,
 }
 
 impl Attachments {
@@ -271,6 +296,7 @@ impl Attachments {
             egress,
             mcp,
             leases,
+            retained: retained_inputs,
         } = inputs;
         let fail = |e, leases| Box::new((e, lease::finish_all(leases, false)));
         let egress = match egress.map(|e| egress::Prepared::prepare(e, spec)) {
@@ -283,11 +309,22 @@ impl Attachments {
             Some(Ok(p)) => Some(p),
             None => None,
         };
+        let mut retained = Vec::new();
+        for r in retained_inputs {
+            match retained::Prepared::prepare(r, &session_id, spec) {
+                Ok(p) => retained.push(p),
+                Err(e) => {
+                    retained.into_iter().for_each(retained::Prepared::discard);
+                    return Err(fail(e, leases));
+                }
+            }
+        }
         Ok(Attachments {
             session_id,
             egress,
             mcp,
             leases,
+            retained,
         })
     }
 
@@ -308,17 +345,24 @@ impl Attachments {
             egress,
             mcp,
             leases,
+            retained,
         } = self;
         let fail = |fault, reports| Box::new(Failed { fault, reports });
+        let discard =
+            |r: Vec<retained::Prepared>| r.into_iter().for_each(retained::Prepared::discard);
         let built = match door.build(spec, hold) {
             Ok(b) => b,
-            Err(e) => return Err(fail(Fault::Door(e), lease::finish_all(leases, false))),
+            Err(e) => {
+                discard(retained);
+                return Err(fail(Fault::Door(e), lease::finish_all(leases, false)));
+            }
         };
         // Started once the sandbox is built (a build in this process needs
         // it single-threaded; the agent's connections wait on the channel).
         let egress = match egress.map(|e| e.start(&session_id)) {
             Some(Err(e)) => {
                 door.abort(built);
+                discard(retained);
                 return Err(fail(Fault::Attachment(e), lease::finish_all(leases, false)));
             }
             Some(Ok(r)) => Some(r),
@@ -327,6 +371,7 @@ impl Attachments {
         let mcp = match mcp.map(|m| m.start(&session_id)) {
             Some(Err(e)) => {
                 door.abort(built);
+                discard(retained);
                 let mut reports = lease::finish_all(leases, false);
                 reports.egress = egress.map(egress::Running::finish);
                 return Err(fail(Fault::Attachment(e), reports));
@@ -338,6 +383,7 @@ impl Attachments {
             egress,
             mcp,
             leases,
+            retained,
         };
         match door.release(built) {
             Ok(running) => Ok((running, started)),
@@ -348,6 +394,9 @@ impl Attachments {
     /// The session will not be built: drops the parts (the MCP runtime
     /// directory goes); the leases are handed back unread.
     pub fn abandon(self) -> Reports {
+        self.retained
+            .into_iter()
+            .for_each(retained::Prepared::discard);
         lease::finish_all(self.leases, false)
     }
 }
@@ -383,10 +432,19 @@ impl Started {
             egress,
             mcp,
             leases,
+            retained,
         } = self;
         let mut reports = lease::finish_all(leases, read_back);
         reports.egress = egress.map(egress::Running::finish);
         reports.mcp = mcp.map(mcp::Running::finish);
+        if read_back {
+            reports.retained = retained
+                .into_iter()
+                .map(retained::Prepared::finish)
+                .collect();
+        } else {
+            retained.into_iter().for_each(retained::Prepared::discard);
+        }
         reports
     }
 }

@@ -101,6 +101,7 @@ fn inputs(egress: Option<egress::EgressInput>) -> Inputs {
         egress,
         mcp: None,
         leases: Vec::new(),
+        retained: Vec::new(),
     }
 }
 

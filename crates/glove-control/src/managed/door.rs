@@ -17,6 +17,7 @@ use glove_sandbox::wire::{FromLauncher, Started, ToLauncher};
 use glove_types::codes::control::CONTROL_SHUTTING_DOWN;
 use glove_types::ids::SessionId;
 use glove_types::ErrorCode;
+use std::os::fd::OwnedFd;
 use std::sync::Arc;
 
 /// Where a managed start stands.
@@ -77,11 +78,17 @@ impl<'id> ManagedDoor<'_, 'id> {
         link: &mut Box<dyn LauncherLink>,
         spec: WireSpec,
     ) -> Result<(), DoorFault> {
-        let WireSpec { wire, channel } = spec;
+        let WireSpec {
+            wire,
+            channel,
+            retained,
+        } = spec;
         let frame = ToLauncher::Spec(Box::new(wire.clone()));
-        let sent = match channel {
-            None => link.send(&frame),
-            Some(c) => link.send_with_channel(&frame, c),
+        let fds: Vec<OwnedFd> = channel.into_iter().chain(retained).collect();
+        let sent = if fds.is_empty() {
+            link.send(&frame)
+        } else {
+            link.send_with_fds(&frame, fds)
         };
         let reply = sent.and_then(|()| link.recv());
         let prepared = expect_frame(reply, |f| match f {

@@ -26,12 +26,12 @@ pub trait Launcher: Send + Sync {
 pub trait LauncherLink: Send {
     /// Sends one frame.
     fn send(&mut self, m: &ToLauncher) -> Result<(), String>;
-    /// Sends one frame (the spec) with the sandbox's end of the egress
-    /// channel attached to its bytes.
-    fn send_with_channel(&mut self, m: &ToLauncher, channel: OwnedFd) -> Result<(), String> {
-        drop(channel);
+    /// Sends one frame (the spec) with descriptors attached to its bytes
+    /// (the sandbox's end of the egress channel, the retained mounts).
+    fn send_with_fds(&mut self, m: &ToLauncher, fds: Vec<OwnedFd>) -> Result<(), String> {
+        drop(fds);
         let _ = m;
-        Err("this launcher takes no egress channel".into())
+        Err("this launcher takes no descriptors".into())
     }
     /// The next frame; an error when the launcher is gone or the read
     /// deadline (while preparing and starting) passed.
@@ -99,12 +99,17 @@ impl LauncherLink for ProcessLink {
         self.sock.write_all(&m.encode()).map_err(|e| e.to_string())
     }
 
-    fn send_with_channel(&mut self, m: &ToLauncher, channel: OwnedFd) -> Result<(), String> {
+    fn send_with_fds(&mut self, m: &ToLauncher, owned: Vec<OwnedFd>) -> Result<(), String> {
         use rustix::net::{SendAncillaryBuffer, SendAncillaryMessage, SendFlags};
         use std::os::fd::AsFd;
+        const MOST: usize = 1 + glove_sandbox::spec::MAX_RETAINED;
+        if owned.len() > MOST {
+            return Err("too many descriptors for one spec".into());
+        }
         let bytes = m.encode();
-        let fds = [channel.as_fd()];
-        let mut space = [std::mem::MaybeUninit::<u8>::uninit(); rustix::cmsg_space!(ScmRights(1))];
+        let fds: Vec<_> = owned.iter().map(|f| f.as_fd()).collect();
+        let mut space =
+            [std::mem::MaybeUninit::<u8>::uninit(); rustix::cmsg_space!(ScmRights(MOST))];
         let mut control = SendAncillaryBuffer::new(&mut space);
         if !control.push(SendAncillaryMessage::ScmRights(&fds)) {
             return Err("the control buffer is too small".into());
@@ -121,7 +126,7 @@ impl LauncherLink for ProcessLink {
                 Err(e) => return Err(e.to_string()),
             }
         };
-        // The descriptor went with the first bytes; the rest follows.
+        // The descriptors went with the first bytes; the rest follows.
         self.sock
             .write_all(&bytes[sent..])
             .map_err(|e| e.to_string())

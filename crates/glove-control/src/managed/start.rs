@@ -145,6 +145,7 @@ impl Runtime {
             let mut spec = WireSpec {
                 wire: built.wire,
                 channel: None,
+                retained: Vec::new(),
             };
             let attachments = Attachments::prepare(inputs, &mut spec).map_err(|f| {
                 let (e, _leases) = *f;
@@ -367,6 +368,7 @@ impl Runtime {
             egress,
             mcp,
             leases,
+            retained: Vec::new(),
         })
     }
 

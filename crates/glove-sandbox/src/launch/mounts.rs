@@ -122,6 +122,14 @@ pub(super) fn setup_fs(
     // Grants and bundles, opened without following links and bound from
     // the held descriptors.
     crate::grants::apply_grants(&spec.grants, &spec.protected_paths, owner, &mut facts)?;
+    // Retained images, mounted by the supervisor (ext4 needs the initial
+    // user namespace), attached here from their descriptors.
+    for r in &spec.retained {
+        let target = at::target_dir(&r.target, 0o755)
+            .map_err(step(&format!("mount target {}", r.target)))?;
+        at::attach(r.mount.as_fd(), target.as_fd())
+            .map_err(step(&format!("attach retained workspace {}", r.target)))?;
+    }
     let owner_inside = if privileged { 0 } else { INSIDE_ID };
     crate::grants::apply_bundles(&spec.bundles, owner_inside, &mut facts)?;
     // The pin last of the mounts over the root's tree (the spec keeps

@@ -175,6 +175,16 @@ impl LaunchSpec {
             }
             targets.push(&g.target);
         }
+        if self.retained.len() > super::MAX_RETAINED {
+            return Err(bad(format!(
+                "more than {} retained workspaces",
+                super::MAX_RETAINED
+            )));
+        }
+        for r in &self.retained {
+            path(&r.target, "retained workspace target")?;
+            targets.push(&r.target);
+        }
         for b in &self.bundles {
             path(&b.root, "bundle root")?;
             path(&b.target, "bundle target")?;
@@ -252,6 +262,7 @@ impl LaunchSpec {
             .iter()
             .map(|b| &b.target)
             .chain(self.grants.iter().map(|g| &g.target))
+            .chain(self.retained.iter().map(|r| &r.target))
             .chain(self.bundles.iter().map(|b| &b.target));
         for t in shadowable {
             if let Some(w) = self.writable_dirs.iter().find(|w| is_within(t, w)) {
@@ -283,6 +294,7 @@ impl LaunchSpec {
             .map(|b| b.target.as_str())
             .chain(self.writable_dirs.iter().map(String::as_str))
             .chain(self.grants.iter().map(|g| g.target.as_str()))
+            .chain(self.retained.iter().map(|r| r.target.as_str()))
             .chain(self.bundles.iter().map(|b| b.target.as_str()))
             .collect();
         let made = self

@@ -270,12 +270,27 @@ pub(crate) fn attach(tree: BorrowedFd<'_>, target: BorrowedFd<'_>) -> SysResult<
 /// string options and mount attributes; returns the descriptor of its
 /// root, for [`attach`] and for `*at` calls.
 pub(crate) fn tmpfs(options: &[(&str, String)], attrs: u64) -> SysResult<OwnedFd> {
+    new_mount(c"tmpfs", options, &[], attrs)
+}
+
+/// A new, detached mount of file system type `fstype` (`fsopen`,
+/// `fsconfig` with the string options and flags, `fsmount` with the mount
+/// attributes); returns the descriptor of its root. Nothing is attached
+/// anywhere: the mount lives as long as a descriptor of it (or a later
+/// [`attach`]) does.
+pub(crate) fn new_mount(
+    fstype: &std::ffi::CStr,
+    options: &[(&str, String)],
+    flags: &[&str],
+    attrs: u64,
+) -> SysResult<OwnedFd> {
+    const FSCONFIG_SET_FLAG: u32 = 0;
     const FSCONFIG_SET_STRING: u32 = 1;
     const FSCONFIG_CMD_CREATE: u32 = 6;
     const FSOPEN_CLOEXEC: libc::c_uint = 1;
     const FSMOUNT_CLOEXEC: libc::c_uint = 1;
-    // SAFETY: a literal NUL-terminated file system name.
-    let ctx = check(unsafe { libc::syscall(libc::SYS_fsopen, c"tmpfs".as_ptr(), FSOPEN_CLOEXEC) })
+    // SAFETY: a NUL-terminated file system name alive for the call.
+    let ctx = check(unsafe { libc::syscall(libc::SYS_fsopen, fstype.as_ptr(), FSOPEN_CLOEXEC) })
         .map(own)?;
     for (key, value) in options {
         let (k, v) = (cstr(key)?, cstr(value)?);
@@ -287,6 +302,21 @@ pub(crate) fn tmpfs(options: &[(&str, String)], attrs: u64) -> SysResult<OwnedFd
                 FSCONFIG_SET_STRING,
                 k.as_ptr(),
                 v.as_ptr(),
+                0,
+            )
+        })?;
+    }
+    for flag in flags {
+        let k = cstr(flag)?;
+        // SAFETY: the key is NUL-terminated and alive for the call; a flag
+        // takes no value.
+        check(unsafe {
+            libc::syscall(
+                libc::SYS_fsconfig,
+                ctx.as_raw_fd(),
+                FSCONFIG_SET_FLAG,
+                k.as_ptr(),
+                std::ptr::null::<libc::c_void>(),
                 0,
             )
         })?;

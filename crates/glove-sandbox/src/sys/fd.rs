@@ -252,6 +252,10 @@ pub(crate) fn recv_fds<const N: usize>(sock: BorrowedFd<'_>) -> SysResult<(u8, V
 /// One `recvmsg(2)` into `buf` on a stream socket, keeping any
 /// descriptors that came with the bytes (at most 4 per call; more are
 /// closed by the kernel as truncated). Retries on `EINTR`; 0 at the end.
+/// Most descriptors [`recv_collecting`] takes from one message: the egress
+/// channel and one mount per retained workspace.
+const RECV_MAX_FDS: usize = 1 + crate::spec::MAX_RETAINED;
+
 pub(crate) fn recv_collecting(
     sock: BorrowedFd<'_>,
     buf: &mut [u8],
@@ -263,7 +267,9 @@ pub(crate) fn recv_collecting(
             iov_len: buf.len(),
         };
         // SAFETY: CMSG_SPACE is a pure size computation.
-        let space = unsafe { libc::CMSG_SPACE((4 * std::mem::size_of::<RawFd>()) as u32) } as usize;
+        let space =
+            unsafe { libc::CMSG_SPACE((RECV_MAX_FDS * std::mem::size_of::<RawFd>()) as u32) }
+                as usize;
         // u64 elements: the buffer is read and written as `cmsghdr`, which
         // needs its alignment (a byte vector guarantees none).
         let mut cbuf = vec![0u64; space.div_ceil(8)];

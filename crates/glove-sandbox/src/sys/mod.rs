@@ -12,6 +12,7 @@
 pub(crate) mod at;
 pub(crate) mod caps;
 pub(crate) mod fd;
+pub(crate) mod loopdev;
 pub(crate) mod mount;
 pub(crate) mod net;
 pub(crate) mod process;

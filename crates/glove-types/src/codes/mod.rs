@@ -39,6 +39,7 @@ pub mod lifecycle;
 pub mod mcp;
 pub mod plan;
 pub mod policy;
+pub mod retained;
 pub mod sandbox;
 pub mod stage;
 
@@ -72,6 +73,8 @@ pub enum Area {
     Mcp,
     /// Staging harness closures.
     Stage,
+    /// Retained workspaces: images, stages and their records.
+    Retained,
     /// The command-line front end.
     Cli,
 }
@@ -93,6 +96,7 @@ impl Area {
             Area::Egress => "egress",
             Area::Mcp => "mcp",
             Area::Stage => "stage",
+            Area::Retained => "retained",
             Area::Cli => "cli",
         }
     }
@@ -146,6 +150,7 @@ impl ErrorCode {
             egress::TABLE,
             mcp::TABLE,
             stage::TABLE,
+            retained::TABLE,
             cli::TABLE,
         ]
         .into_iter()
