@@ -41,6 +41,7 @@ pub mod plan;
 pub mod policy;
 pub mod sandbox;
 pub mod stage;
+pub mod workspace;
 
 /// The part of Glove that owns a code.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -72,6 +73,8 @@ pub enum Area {
     Mcp,
     /// Staging harness closures.
     Stage,
+    /// Retained workspaces: manifests and diffs.
+    Workspace,
     /// The command-line front end.
     Cli,
 }
@@ -93,6 +96,7 @@ impl Area {
             Area::Egress => "egress",
             Area::Mcp => "mcp",
             Area::Stage => "stage",
+            Area::Workspace => "workspace",
             Area::Cli => "cli",
         }
     }
@@ -146,6 +150,7 @@ impl ErrorCode {
             egress::TABLE,
             mcp::TABLE,
             stage::TABLE,
+            workspace::TABLE,
             cli::TABLE,
         ]
         .into_iter()
