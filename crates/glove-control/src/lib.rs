@@ -21,6 +21,8 @@
 //!   harnesses (`glove policy detect`);
 //! * [`stage`] — a harness's closure copied, content-addressed, into a
 //!   protected directory (`glove policy stage`);
+//! * [`workspace`] — a retained workspace's manifest, taken through
+//!   descriptors, and `glove diff`'s comparison and renderings;
 //! * [`held`] — the paths the service holds and the refusal of a grant that
 //!   would expose one;
 //! * [`ports`] — the lifecycle's logs over the session store and receipt
@@ -50,6 +52,7 @@ pub mod protocol;
 pub mod service;
 pub mod stage;
 pub mod stages;
+pub mod workspace;
 
 use glove_types::codes::control::CONTROL_INTERNAL;
 use glove_types::Rejection;

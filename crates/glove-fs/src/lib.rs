@@ -13,6 +13,9 @@
 //! found, or an operator's file is read — are in [`unconfined`], named as
 //! such: the kernel resolves every component of their path at each call.
 //!
+//! Walking a tree someone else controls (a retained workspace) goes
+//! through [`beneath`]: `openat2` confined beneath a held directory.
+//!
 //! The crate has no error type of its own: operations return the
 //! kernel's [`Errno`], checks a [`Fault`]; each caller maps them to its
 //! own codes and messages.
@@ -25,6 +28,7 @@ use rustix::fd::{AsFd, BorrowedFd, OwnedFd};
 use rustix::fs::{self as rfs, AtFlags, RenameFlags};
 use std::ffi::OsStr;
 
+pub mod beneath;
 pub mod unconfined;
 
 /// The effective user id: the owner every private file and directory must

@@ -21,7 +21,9 @@
 //!   endpoint), and their registry [`harness::NativeRuntime`];
 //! * [`bundle`] — the library bundle format (strict canonical decoder,
 //!   digest verification) and the expansion of `skill` entries into an
-//!   Agent Skills directory.
+//!   Agent Skills directory;
+//! * [`manifest`] — the workspace manifest of a retained workspace: its
+//!   definition, canonical encoding, strict decoder, digest and blockers.
 //!
 //! The crate does no I/O and contains no `unsafe` code.
 #![forbid(unsafe_code)]
@@ -34,6 +36,7 @@ pub mod egress;
 pub mod error;
 pub mod harness;
 pub mod ids;
+pub mod manifest;
 pub mod neutralize;
 pub mod paths;
 pub mod plan;

@@ -42,6 +42,7 @@ pub mod policy;
 pub mod retained;
 pub mod sandbox;
 pub mod stage;
+pub mod workspace;
 
 /// The part of Glove that owns a code.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -75,6 +76,8 @@ pub enum Area {
     Stage,
     /// Retained workspaces: images, stages and their records.
     Retained,
+    /// Retained workspaces: manifests and diffs.
+    Workspace,
     /// The command-line front end.
     Cli,
 }
@@ -97,6 +100,7 @@ impl Area {
             Area::Mcp => "mcp",
             Area::Stage => "stage",
             Area::Retained => "retained",
+            Area::Workspace => "workspace",
             Area::Cli => "cli",
         }
     }
@@ -151,6 +155,7 @@ impl ErrorCode {
             mcp::TABLE,
             stage::TABLE,
             retained::TABLE,
+            workspace::TABLE,
             cli::TABLE,
         ]
         .into_iter()

@@ -1,6 +1,7 @@
 //! The vectors in `docs/digests.md` are recomputed here.
 
 use glove_types::bundle::{expand_skills, LibraryBundle};
+use glove_types::manifest::{Entry, EntryKind, Manifest};
 use glove_types::plan::{admit, DecodedPlan};
 use glove_types::policy::{adapter_command_digest, ValidatedPolicy};
 use glove_types::Sha256Digest;
@@ -64,6 +65,10 @@ fn vectors() -> String {
             .digest()
             .to_hex(),
     );
+    row(
+        "workspace manifest digest of the tree in \"Workspace manifest\"",
+        workspace_manifest().digest().expect("digest").to_hex(),
+    );
     out.push_str("<!-- vectors:end -->\n");
     out
 }
@@ -107,4 +112,63 @@ fn docs_digest_vectors_in_step() {
         current, want,
         "docs/digests.md vectors are stale; rerun with GLOVE_BLESS=1"
     );
+}
+
+/// The tree of the "Workspace manifest" section of `docs/digests.md`.
+fn workspace_manifest() -> Manifest {
+    let e = |path: &str, kind, mode, body: Option<&[u8]>| Entry {
+        path: path.into(),
+        kind,
+        mode,
+        size: body.map_or(0, |b| b.len() as u64),
+        digest: body.map(Sha256Digest::of),
+        hardlink: false,
+        sparse: false,
+        xattr: false,
+    };
+    Manifest::new(
+        0o755,
+        vec![
+            e("a.txt", EntryKind::File, 0o644, Some(b"abc")),
+            e("bin", EntryKind::Dir, 0o755, None),
+            e("bin/run", EntryKind::File, 0o755, Some(b"#!/bin/sh\n")),
+            e("bin/link", EntryKind::Symlink, 0o777, Some(b"../a.txt")),
+        ],
+    )
+    .expect("manifest")
+}
+
+/// The workspace manifest digest from the written definition alone.
+#[test]
+fn workspace_manifest_digest_from_the_definition() {
+    use sha2::{Digest, Sha256};
+    let hex = |b: &[u8]| -> String {
+        Sha256::digest(b)
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect()
+    };
+    let f = |path: &str, kind: &str, mode: u32, body: Option<&[u8]>| {
+        let digest = body.map_or("null".to_string(), |b| format!("\"{}\"", hex(b)));
+        let size = body.map_or(0, <[u8]>::len);
+        format!(
+            r#"{{"digest":{digest},"hardlink":false,"kind":"{kind}","mode":{mode},"path":"{path}","size":{size},"sparse":false,"xattr":false}}"#
+        )
+    };
+    let c = format!(
+        r#"{{"entries":[{},{},{},{}],"format":"glove.workspace-manifest-v1","root_mode":493}}"#,
+        f("a.txt", "file", 0o644, Some(b"abc")),
+        f("bin", "dir", 0o755, None),
+        f("bin/link", "symlink", 0o777, Some(b"../a.txt")),
+        f("bin/run", "file", 0o755, Some(b"#!/bin/sh\n")),
+    );
+    let m = workspace_manifest();
+    assert_eq!(m.canonical_bytes().expect("bytes"), c.as_bytes());
+    let mut h = Sha256::new();
+    h.update(b"glove.workspace-manifest-v1");
+    h.update([0u8]);
+    h.update(c.as_bytes());
+    let want: String = h.finalize().iter().map(|b| format!("{b:02x}")).collect();
+    assert_eq!(m.digest().expect("digest").to_hex(), want);
+    assert_eq!(Manifest::decode(c.as_bytes()).expect("decode"), m);
 }
