@@ -27,7 +27,12 @@ pub fn open_beneath<P: AsRef<OsStr>>(
     path: P,
     access: OFlags,
 ) -> Result<OwnedFd, Errno> {
-    let flags = access | OFlags::NOFOLLOW | OFlags::CLOEXEC | OFlags::NOCTTY;
+    // openat2 refuses any flag beside O_PATH but these three.
+    let flags = if access.contains(OFlags::PATH) {
+        access | OFlags::NOFOLLOW | OFlags::CLOEXEC
+    } else {
+        access | OFlags::NOFOLLOW | OFlags::CLOEXEC | OFlags::NOCTTY
+    };
     loop {
         match rfs::openat2(dir, path.as_ref(), flags, Mode::empty(), RESOLVE) {
             // openat2 may ask for a retry when a rename raced the lookup.

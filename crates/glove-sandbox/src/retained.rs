@@ -116,9 +116,10 @@ pub fn support() -> Result<Mkfs, Unsupported> {
             reason: "mounting an ext4 image needs root (the service user is not root)".into(),
         });
     }
-    let own_ns = std::fs::read_link("/proc/self/ns/user").ok();
-    let init_ns = std::fs::read_link("/proc/1/ns/user").ok();
-    if own_ns.is_none() || own_ns != init_ns {
+    // The initial user namespace maps every id to itself.
+    let map = std::fs::read_to_string("/proc/self/uid_map").unwrap_or_default();
+    let initial = map.split_whitespace().collect::<Vec<_>>() == ["0", "0", "4294967295"];
+    if !initial {
         return Err(Unsupported {
             reason: "mounting an ext4 image needs the initial user namespace".into(),
         });
@@ -300,8 +301,24 @@ impl Mounted {
         if let Some(src) = source {
             crate::copy::copy_tree(src, self.root(), Some(owner))
                 .map_err(|(w, e)| io(&format!("copy {w}"), e))?;
+            // The root is a copy of the source's root too.
+            let mode = rustix::fs::fstat(src).map_err(|e| io("stat the source", e))?.st_mode & 0o7777;
+            rustix::fs::chmodat(
+                self.root(),
+                ".",
+                rustix::fs::Mode::from_raw_mode(mode),
+                rustix::fs::AtFlags::empty(),
+            )
+            .map_err(|e| io("chmod the root", e))?;
         }
-        rustix::fs::syncfs(self.root()).map_err(|e| io("sync", e))?;
+        let dir = rustix::fs::openat(
+            self.root(),
+            ".",
+            rustix::fs::OFlags::RDONLY | rustix::fs::OFlags::DIRECTORY | rustix::fs::OFlags::CLOEXEC,
+            rustix::fs::Mode::empty(),
+        )
+        .map_err(|e| io("open the root", e))?;
+        rustix::fs::syncfs(&dir).map_err(|e| io("sync", e))?;
         Ok(())
     }
 

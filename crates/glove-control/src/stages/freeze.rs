@@ -13,9 +13,13 @@ use std::path::Path;
 /// Takes the manifest of the tree below `root` (an ext4 stage: its
 /// `lost+found` is not part of it); returns its canonical bytes and digest.
 pub fn manifest_of(root: BorrowedFd<'_>) -> Result<(Vec<u8>, Sha256Digest), Rejection> {
-    // MERGE: replaced by the workspace manifest walk.
-    let _ = root;
-    Err(Rejection::new(RETAINED_MANIFEST_FAILED, "pending"))
+    let opts = crate::workspace::manifest::TakeOptions {
+        skip_lost_found: true,
+        ..Default::default()
+    };
+    let m = crate::workspace::manifest::take(root, &opts)
+        .map_err(|e| Rejection::new(RETAINED_MANIFEST_FAILED, e.to_rejection().message()))?;
+    Ok((m.canonical_bytes()?, m.digest()?))
 }
 
 fn sandbox(code: glove_types::ErrorCode, e: glove_sandbox::SandboxError) -> Rejection {
