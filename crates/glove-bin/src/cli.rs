@@ -84,6 +84,11 @@ pub enum Command {
     /// Run the whole managed-session flow (gloved, create, authorize, start,
     /// attach, a shell saying hello, receipt) in a temporary directory.
     Demo,
+    /// Show what an agent changed in a retained workspace (docs/apply.md).
+    Diff(crate::diff::DiffArgs),
+    /// List and remove retained stages.
+    #[command(subcommand)]
+    Stages(crate::diff::StagesCommand),
 }
 
 /// `glove policy …`
@@ -275,6 +280,8 @@ pub fn run(cli: Cli) -> i32 {
         Command::Receipts(c) => crate::control::client_cli::receipts(&c),
         Command::Egress(c) => crate::egress::command(&c),
         Command::Demo => crate::demo::run(),
+        Command::Diff(a) => crate::diff::diff(&a),
+        Command::Stages(c) => crate::diff::stages_command(&c),
     }
 }
 

@@ -20,6 +20,7 @@ pub mod audit;
 pub mod cli;
 pub mod control;
 pub mod demo;
+pub mod diff;
 pub mod egress;
 pub mod exec;
 pub mod explain;

@@ -20,9 +20,11 @@
 //! directory and file is opened beneath the one above it.
 
 mod freeze;
+mod inspect;
 mod record;
 
 pub use freeze::{freeze, make, manifest_of, LiveStage, MakeStage};
+pub use inspect::{inspect, open_source, read_manifest, Inspection};
 
 pub use record::{StageRecord, StageState, MAX_RECORD_BYTES, STAGE_SCHEMA};
 
