@@ -9,8 +9,8 @@
 use crate::report::{print_json, EXIT_REJECTED};
 use clap::{Args, Subcommand};
 use glove_control::stages::{self, StageStore};
-use glove_control::workspace::render::{render_json, render_stat};
 use glove_control::workspace::render::patch::render_patch;
+use glove_control::workspace::render::{render_json, render_stat};
 use glove_types::Rejection;
 use std::io::IsTerminal;
 

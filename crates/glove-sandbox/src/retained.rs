@@ -302,7 +302,10 @@ impl Mounted {
             crate::copy::copy_tree(src, self.root(), Some(owner))
                 .map_err(|(w, e)| io(&format!("copy {w}"), e))?;
             // The root is a copy of the source's root too.
-            let mode = rustix::fs::fstat(src).map_err(|e| io("stat the source", e))?.st_mode & 0o7777;
+            let mode = rustix::fs::fstat(src)
+                .map_err(|e| io("stat the source", e))?
+                .st_mode
+                & 0o7777;
             rustix::fs::chmodat(
                 self.root(),
                 ".",
@@ -314,7 +317,9 @@ impl Mounted {
         let dir = rustix::fs::openat(
             self.root(),
             ".",
-            rustix::fs::OFlags::RDONLY | rustix::fs::OFlags::DIRECTORY | rustix::fs::OFlags::CLOEXEC,
+            rustix::fs::OFlags::RDONLY
+                | rustix::fs::OFlags::DIRECTORY
+                | rustix::fs::OFlags::CLOEXEC,
             rustix::fs::Mode::empty(),
         )
         .map_err(|e| io("open the root", e))?;
