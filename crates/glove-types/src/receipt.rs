@@ -19,13 +19,15 @@
 //!  ["recovery":{…},] "session_id":…,
 //!  "termination":{"exit":{…}|null,"limit":…|null,"limits_reached":[…],
 //!                 "reason":…[,"code":…,"message":…]},
-//!  "usage":{…}|null[,"adapter":{…}][,"egress":{…}][,"mcp":{…}]}
+//!  "usage":{…}|null[,"adapter":{…}][,"egress":{…}][,"mcp":{…}]
+//!  [,"retained":[{…}]]}
 //! ```
 //!
 //! `adapter` is present only for a session of a native runtime (see
 //! [`AdapterReceipt`]), `egress` only for a session with egress (see
 //! [`EgressReceipt`]), `mcp` only for a session with a tool policy (see
-//! [`McpReceipt`]).
+//! [`McpReceipt`]), `retained` only for a session with retained
+//! workspaces (see [`RetainedReceipt`]).
 
 use crate::canon::{self, Form};
 use crate::codes::journal::RECEIPT_BODY_INVALID;
@@ -410,6 +412,45 @@ pub struct ResourceReceiptV1 {
     pub egress: Option<EgressReceipt>,
     /// The MCP mediator's summary, for a session with a tool policy.
     pub mcp: Option<McpReceipt>,
+    /// Each retained workspace's stage, for a session with any (absent
+    /// when empty).
+    pub retained: Vec<RetainedReceipt>,
+}
+
+/// A retained workspace as its session left it: which stage holds it (the
+/// session and the alias name it; the image's device and inode pin it) and
+/// the manifests it was filled with and frozen at. `final_digest` is
+/// `null` when the stage could not be frozen (`error` says why).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RetainedReceipt {
+    /// The grant alias.
+    pub alias: String,
+    /// The image file's device and inode.
+    pub image: (u64, u64),
+    /// The image's size in bytes.
+    pub bytes: u64,
+    /// Digest of the baseline manifest, 64 lowercase hex digits.
+    pub baseline_digest: String,
+    /// Digest of the final manifest, once frozen.
+    pub final_digest: Option<String>,
+    /// Why it could not be frozen (a code).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+impl RetainedReceipt {
+    fn check(&self) -> Result<(), Rejection> {
+        crate::ids::check_id(&self.alias).map_err(|r| r.at("retained.alias"))?;
+        Sha256Digest::parse(&self.baseline_digest).map_err(|r| r.at("retained.baseline_digest"))?;
+        if let Some(d) = &self.final_digest {
+            Sha256Digest::parse(d).map_err(|r| r.at("retained.final_digest"))?;
+        }
+        if self.final_digest.is_some() == self.error.is_some() {
+            return Err(bad("a stage has a final digest or an error").at("retained"));
+        }
+        Ok(())
+    }
 }
 
 fn bad(msg: impl Into<String>) -> Rejection {

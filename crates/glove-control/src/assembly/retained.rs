@@ -36,8 +36,28 @@ pub struct RetainedReport {
     pub alias: String,
     /// The baseline manifest's digest.
     pub baseline_digest: Sha256Digest,
+    /// The image's device and inode, and its size.
+    pub image: ((u64, u64), u64),
     /// The stage as frozen, or why it could not be.
     pub frozen: Result<StageRecord, AttachError>,
+}
+
+impl RetainedReport {
+    /// The stage as a receipt commits it.
+    pub fn receipt(&self) -> glove_types::receipt::RetainedReceipt {
+        let (final_digest, error) = match &self.frozen {
+            Ok(r) => (r.final_digest.clone(), None),
+            Err(e) => (None, Some(e.code().as_str().to_owned())),
+        };
+        glove_types::receipt::RetainedReceipt {
+            alias: self.alias.clone(),
+            image: self.image.0,
+            bytes: self.image.1,
+            baseline_digest: self.baseline_digest.to_string(),
+            final_digest,
+            error,
+        }
+    }
 }
 
 fn fault(e: Rejection, summary: &str) -> AttachError {
@@ -113,9 +133,11 @@ impl Prepared {
     pub fn finish(self) -> RetainedReport {
         let alias = self.live.stage.alias().to_owned();
         let baseline_digest = self.live.baseline_digest;
+        let image = (self.live.image_identity, self.live.bytes);
         RetainedReport {
             alias,
             baseline_digest,
+            image,
             frozen: self
                 .live
                 .finish(now_ms())

@@ -27,6 +27,8 @@ pub(super) struct ReceiptFacts {
     pub(super) egress: Option<glove_types::receipt::EgressReceipt>,
     /// The MCP mediator's summary (filled in at the end).
     pub(super) mcp: Option<glove_types::receipt::McpReceipt>,
+    /// The retained workspaces' stages (filled in at the end).
+    pub(super) retained: Vec<glove_types::receipt::RetainedReceipt>,
 }
 
 impl ReceiptFacts {
@@ -39,6 +41,7 @@ impl ReceiptFacts {
         if let Some(m) = &r.mcp {
             self.mcp = Some(m.receipt());
         }
+        self.retained = r.retained.iter().map(|s| s.receipt()).collect();
         if let Some(a) = self.adapter.as_mut() {
             for end in &r.leases {
                 if let Some(l) = a
@@ -142,6 +145,7 @@ pub(super) fn receipt_body(
         adapter: f.adapter.clone(),
         egress: f.egress.clone(),
         mcp: f.mcp.clone(),
+        retained: f.retained.clone(),
     }
 }
 
@@ -179,6 +183,7 @@ mod tests {
             adapter: None,
             egress: None,
             mcp: None,
+            retained: vec![],
         }
     }
 

@@ -125,6 +125,7 @@ impl Runtime {
                 adapter: None,
                 egress: None,
                 mcp: self.recovered_mcp(&id),
+                retained: Vec::new(),
             };
             let body = receipt_body(
                 &id,
@@ -310,6 +311,7 @@ impl Runtime {
             adapter: None,
             egress: None,
             mcp: self.recovered_mcp(&id),
+            retained: Vec::new(),
         };
         let body = receipt_body(
             &id,

@@ -31,6 +31,24 @@ pub struct Built {
     pub adapter: Option<AdapterReceipt>,
     /// The credential leases, held until the session ends.
     pub leases: Vec<LeaseHold>,
+    /// The retained workspaces the plan's `retained_write` grants ask for.
+    pub retained: Vec<RetainedGrant>,
+}
+
+/// A `retained_write` grant: an ext4 stage filled from the alias's host
+/// directory, kept after the session for diff and apply.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RetainedGrant {
+    /// The path alias (names the stage).
+    pub alias: String,
+    /// The host directory it is filled from.
+    pub host_path: String,
+    /// Where it appears inside the sandbox.
+    pub target: String,
+    /// The image's size (the grant's byte quota).
+    pub max_bytes: u64,
+    /// Start empty when the host directory does not exist.
+    pub create_if_missing: bool,
 }
 
 /// The leases a plan's secret handles become: each handle needs a
@@ -128,6 +146,7 @@ pub fn build_spec(
         }
     };
     let mut grants = Vec::new();
+    let mut retained = Vec::new();
     let mut working_directory = "/home/agent".to_owned();
     for g in admitted.path_grants() {
         let alias = policy
@@ -147,15 +166,33 @@ pub fn build_spec(
                 .at("path_grants"))
             }
             Access::RetainedWrite => {
-                return Err(Rejection::new(
-                    SESSION_RETAINED_WRITE_UNSUPPORTED,
-                    format!("the grant of {} asks for retained_write", g.alias.as_str()),
-                )
-                .at("path_grants"))
+                if let Err(why) = crate::assembly::retained::supported() {
+                    return Err(Rejection::new(
+                        SESSION_RETAINED_WRITE_UNSUPPORTED,
+                        format!(
+                            "the grant of {} asks for retained_write, which this host cannot give: {why}",
+                            g.alias.as_str()
+                        ),
+                    )
+                    .at("path_grants"));
+                }
+                cfg.held.check_grant(g.alias.as_str(), alias.host_path())?;
+                if grants.is_empty() && retained.is_empty() {
+                    working_directory = alias.target_path().to_owned();
+                }
+                retained.push(RetainedGrant {
+                    alias: g.alias.as_str().to_owned(),
+                    host_path: alias.host_path().to_owned(),
+                    target: alias.target_path().to_owned(),
+                    max_bytes: g.max_bytes,
+                    create_if_missing: tuple
+                        .is_some_and(|t| t.create_policy == CreatePolicy::EmptyDirectory),
+                });
+                continue;
             }
         };
         cfg.held.check_grant(g.alias.as_str(), alias.host_path())?;
-        if grants.is_empty() {
+        if grants.is_empty() && retained.is_empty() {
             working_directory = alias.target_path().to_owned();
         }
         grants.push(Grant {
@@ -339,5 +376,6 @@ pub fn build_spec(
         projections,
         adapter,
         leases: held.into_iter().map(|(h, _)| h).collect(),
+        retained,
     })
 }

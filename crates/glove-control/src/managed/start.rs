@@ -141,7 +141,7 @@ impl Runtime {
             // The session's parts, prepared on its spec before anything is
             // recorded: a part that cannot be prepared leaves the session
             // created.
-            let inputs = self.inputs(policy, &admitted, id, built.leases)?;
+            let inputs = self.inputs(policy, &admitted, id, built.leases, built.retained)?;
             let mut spec = WireSpec {
                 wire: built.wire,
                 channel: None,
@@ -160,6 +160,7 @@ impl Runtime {
                 adapter: built.adapter,
                 egress: None,
                 mcp: None,
+                retained: Vec::new(),
             };
             // Preparing, then receipt capacity.
             let preparing = {
@@ -311,6 +312,7 @@ impl Runtime {
         admitted: &AdmittedPlan,
         id: &SessionId,
         leases: Vec<crate::assembly::lease::LeaseHold>,
+        retained_grants: Vec<super::spec::RetainedGrant>,
     ) -> Result<Inputs, ControlError> {
         let runtime = policy
             .runtime_templates()
@@ -363,12 +365,37 @@ impl Runtime {
             }
             None => None,
         };
+        // Retained workspaces: stages kept below the materialization root.
+        let mut retained = Vec::new();
+        if !retained_grants.is_empty() {
+            let store = std::sync::Arc::new(
+                crate::stages::StageStore::open(&root.join("stages"))
+                    .map_err(ControlError::from)?,
+            );
+            let owner = glove_sandbox::launch::PRIVILEGED_AGENT_HOST_ID;
+            for g in retained_grants {
+                let host = std::path::PathBuf::from(&g.host_path);
+                let source = if g.create_if_missing && !host.exists() {
+                    None
+                } else {
+                    Some(host)
+                };
+                retained.push(crate::assembly::retained::RetainedInput {
+                    store: store.clone(),
+                    alias: g.alias,
+                    target: g.target,
+                    source,
+                    bytes: g.max_bytes,
+                    owner: (owner, owner),
+                });
+            }
+        }
         Ok(Inputs {
             session_id: id.clone(),
             egress,
             mcp,
             leases,
-            retained: Vec::new(),
+            retained,
         })
     }
 

@@ -55,6 +55,10 @@ pub struct LiveStage {
     pub held: Held,
     /// The baseline manifest's digest.
     pub baseline_digest: Sha256Digest,
+    /// The image file's device and inode.
+    pub image_identity: (u64, u64),
+    /// The image's size.
+    pub bytes: u64,
 }
 
 /// Makes the image in `stage`, fills it from the source by the no-follow
@@ -134,6 +138,8 @@ pub fn make(stage: StageDir, m: &MakeStage<'_>) -> Result<(LiveStage, RetainedMo
             lock,
             held,
             baseline_digest,
+            image_identity: (st.st_dev, st.st_ino),
+            bytes: m.bytes,
         },
         mount,
     ))

@@ -46,6 +46,8 @@ pub(super) struct Wire {
     egress: Option<EgressReceipt>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     mcp: Option<McpReceipt>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    retained: Vec<RetainedReceipt>,
 }
 
 fn is_code(s: &str) -> bool {
@@ -142,6 +144,7 @@ impl ResourceReceiptV1 {
             adapter: self.adapter.clone(),
             egress: self.egress.clone(),
             mcp: self.mcp.clone(),
+            retained: self.retained.clone(),
         }
     }
 
@@ -161,6 +164,12 @@ impl ResourceReceiptV1 {
         }
         if let Some(m) = &w.mcp {
             m.check()?;
+        }
+        if w.retained.len() > MAX_ITEMS {
+            return Err(bad(format!("more than {MAX_ITEMS} retained stages")).at("retained"));
+        }
+        for r in &w.retained {
+            r.check()?;
         }
         if let Some(a) = &w.adapter {
             a.check()?;
@@ -264,6 +273,7 @@ impl ResourceReceiptV1 {
             adapter: w.adapter,
             egress: w.egress,
             mcp: w.mcp,
+            retained: w.retained,
         })
     }
 }

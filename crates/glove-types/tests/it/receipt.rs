@@ -192,6 +192,18 @@ fn receipt() -> impl Strategy<Value = ResourceReceiptV1> {
                     }),
                     adapter,
                     egress,
+                    retained: if nproj % 2 == 1 {
+                        vec![RetainedReceipt {
+                            alias: "workspace".into(),
+                            image: (nproj as u64, 7),
+                            bytes: 64 << 20,
+                            baseline_digest: Sha256Digest::of(&seed).to_string(),
+                            final_digest: (!failed).then(|| Sha256Digest::of(b"f").to_string()),
+                            error: failed.then(|| "retained_stage_busy".to_owned()),
+                        }]
+                    } else {
+                        vec![]
+                    },
                     mcp,
                 }
             },
@@ -242,6 +254,7 @@ fn body(edit: impl FnOnce(&mut serde_json::Value)) -> Vec<u8> {
         adapter: None,
         egress: None,
         mcp: None,
+        retained: vec![],
     };
     let mut v: serde_json::Value =
         serde_json::from_slice(&r.encode().expect("encodes")).expect("json");
