@@ -27,6 +27,7 @@ macro_rules! define_codes {
     };
 }
 
+pub mod apply;
 pub mod bundle;
 pub mod cli;
 pub mod control;
@@ -74,6 +75,8 @@ pub enum Area {
     Stage,
     /// The command-line front end.
     Cli,
+    /// Apply authorizations, the trust policy and the signing key.
+    Apply,
 }
 
 impl Area {
@@ -94,6 +97,7 @@ impl Area {
             Area::Mcp => "mcp",
             Area::Stage => "stage",
             Area::Cli => "cli",
+            Area::Apply => "apply",
         }
     }
 }
@@ -147,6 +151,7 @@ impl ErrorCode {
             mcp::TABLE,
             stage::TABLE,
             cli::TABLE,
+            apply::TABLE,
         ]
         .into_iter()
         .flatten()
