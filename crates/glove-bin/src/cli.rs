@@ -81,6 +81,10 @@ pub enum Command {
     /// Read a session's egress journal.
     #[command(subcommand)]
     Egress(crate::egress::EgressCommand),
+    /// Apply a session's retained stage (`glove apply SESSION`, not
+    /// available yet), or make the owner's key and sign authorizations
+    /// (`glove apply keygen`, `glove apply sign`).
+    Apply(crate::apply::ApplyCommand),
     /// Run the whole managed-session flow (gloved, create, authorize, start,
     /// attach, a shell saying hello, receipt) in a temporary directory.
     Demo,
@@ -274,6 +278,7 @@ pub fn run(cli: Cli) -> i32 {
         Command::Session(c) => crate::control::client_cli::session(&c),
         Command::Receipts(c) => crate::control::client_cli::receipts(&c),
         Command::Egress(c) => crate::egress::command(&c),
+        Command::Apply(c) => crate::apply::command(&c),
         Command::Demo => crate::demo::run(),
     }
 }

@@ -239,3 +239,35 @@ fn trust_policy_file_checks() {
     std::fs::write(&p, b"{\"schema\":\"glove.apply-trust-v1\",\"keys\":[]}").unwrap();
     assert_eq!(code(&p), APPLY_TRUST_POLICY_INVALID);
 }
+
+/// The signature vector in `docs/digests.md`: the example authorization
+/// signed with the Ed25519 seed of 32 bytes 0x01 (Ed25519 is
+/// deterministic, so the signature is fixed).
+#[test]
+fn docs_signature_vector() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let example = std::fs::read(root.join("docs/examples/apply-authorization.json")).unwrap();
+    let a = ApplyAuthorization::decode(&example).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("key");
+    std::fs::write(
+        &p,
+        format!(
+            "{{\"id\":\"owner\",\"schema\":\"glove.apply-key-v1\",\"secret_key\":\"{}\"}}",
+            "01".repeat(32)
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let key = load_signing_key(&p).unwrap();
+    let signed = sign(&key, &a).unwrap();
+    let doc = std::fs::read_to_string(root.join("docs/digests.md")).unwrap();
+    for want in [
+        key.public_key_hex(),
+        glove_types::digest::to_hex(signed.signature()),
+        a.digest().to_hex(),
+    ] {
+        assert!(doc.contains(&want), "docs/digests.md lacks {want}");
+    }
+    assert!(verify(&policy_of(&[&key]), &signed, 1_767_225_600_000).is_ok());
+}

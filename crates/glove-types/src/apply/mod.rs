@@ -317,6 +317,13 @@ impl SignedApplyAuthorization {
         })
     }
 
+    /// Decodes a signed authorization *file*: the canonical bytes, or the
+    /// canonical bytes and one final newline (`glove apply sign` writes
+    /// one, as text files end).
+    pub fn decode_file(bytes: &[u8]) -> Result<Self, Rejection> {
+        Self::decode(bytes.strip_suffix(b"\n").unwrap_or(bytes))
+    }
+
     /// The authorization (not yet verified).
     pub fn authorization(&self) -> &ApplyAuthorization {
         &self.authorization

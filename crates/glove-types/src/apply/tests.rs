@@ -49,6 +49,11 @@ fn round_trip_and_digest() {
     assert_eq!(d, s);
     assert_eq!(d.authorization_digest(), a.digest());
     assert_eq!(d.signature(), &[0xab; 64]);
+    let mut file = s.canonical_bytes().to_vec();
+    file.push(b'\n');
+    assert_eq!(SignedApplyAuthorization::decode_file(&file).unwrap(), s);
+    file.push(b'\n');
+    assert!(SignedApplyAuthorization::decode_file(&file).is_err());
 }
 
 #[test]
