@@ -81,9 +81,10 @@ pub enum Command {
     /// Read a session's egress journal.
     #[command(subcommand)]
     Egress(crate::egress::EgressCommand),
-    /// Apply a session's retained stage (`glove apply SESSION`, not
-    /// available yet), or make the owner's key and sign authorizations
-    /// (`glove apply keygen`, `glove apply sign`).
+    /// Make the owner's apply key and sign apply authorizations.
+    ///
+    /// `glove apply keygen` and `glove apply sign`; `glove apply SESSION`
+    /// (applying a retained stage) is not available yet.
     Apply(crate::apply::ApplyCommand),
     /// Run the whole managed-session flow (gloved, create, authorize, start,
     /// attach, a shell saying hello, receipt) in a temporary directory.
