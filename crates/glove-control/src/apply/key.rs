@@ -149,6 +149,7 @@ fn split(path: &Path) -> Result<(&Path, &OsStr), Rejection> {
 /// Reads the owner's signing key from `path` (see the module docs).
 pub fn load_signing_key(path: &Path) -> Result<OwnerKey, Rejection> {
     use glove_fs::unconfined::ReadFault as R;
+    use glove_fs::Fault as F;
     let shown = path.display();
     let unsafe_file = |why: String| Rejection::new(APPLY_KEY_FILE_UNSAFE, format!("{shown} {why}"));
     let bytes = Zeroizing::new(
@@ -156,10 +157,19 @@ pub fn load_signing_key(path: &Path) -> Result<OwnerKey, Rejection> {
             |f| match f {
                 R::Open(Errno::LOOP) => unsafe_file("is a symbolic link".into()),
                 R::Open(e) => io(path, "open", e),
-                R::Placement(p) => unsafe_file(format!(
-                    "must be a regular file of uid {} with mode 0600 and one link ({p:?})",
+                R::Placement(F::NotRegular | F::NotDirectory) => {
+                    unsafe_file("is not a regular file".into())
+                }
+                R::Placement(F::WrongOwner { uid }) => unsafe_file(format!(
+                    "is owned by uid {uid}, not by the caller (uid {})",
                     glove_fs::euid()
                 )),
+                R::Placement(F::BadMode { mode }) => {
+                    unsafe_file(format!("has mode {mode:04o}; it must be 0600"))
+                }
+                R::Placement(F::LinkCount { links }) => {
+                    unsafe_file(format!("has {links} hard links; it must have exactly one"))
+                }
                 R::TooLarge { size } => Rejection::new(
                     APPLY_KEY_FILE_INVALID,
                     format!("{shown} is {size} bytes; a key file is at most {MAX_KEY_FILE_BYTES}"),
