@@ -10,8 +10,8 @@
 
 use glove_control::apply::{keygen, sign, verify, OwnerKey, TrustPolicy};
 use glove_types::apply::{
-    ApplyAuthorization, ApplyTrustPolicy, AuthorizationTerms, SignedApplyAuthorization,
-    TrustedKey, MAX_AUTHORIZATION_LIFETIME_MS,
+    ApplyAuthorization, ApplyTrustPolicy, AuthorizationTerms, SignedApplyAuthorization, TrustedKey,
+    MAX_AUTHORIZATION_LIFETIME_MS,
 };
 use glove_types::ids::{ApplyGrantId, ApplyTargetId, SessionId, TrustKeyId};
 use glove_types::Sha256Digest;

@@ -97,7 +97,11 @@ pub fn default_key_path() -> Option<PathBuf> {
     let abs = |v: std::ffi::OsString| Path::new(&v).is_absolute().then(|| PathBuf::from(v));
     std::env::var_os("XDG_CONFIG_HOME")
         .and_then(abs)
-        .or_else(|| std::env::var_os("HOME").and_then(abs).map(|h| h.join(".config")))
+        .or_else(|| {
+            std::env::var_os("HOME")
+                .and_then(abs)
+                .map(|h| h.join(".config"))
+        })
         .map(|c| c.join("glove/apply-key"))
 }
 
@@ -175,7 +179,11 @@ fn make_default_dir(key: &Path) -> Result<(), Rejection> {
     if dir.exists() {
         return Ok(());
     }
-    let mode = if rustix::process::geteuid().is_root() { 0o755 } else { 0o700 };
+    let mode = if rustix::process::geteuid().is_root() {
+        0o755
+    } else {
+        0o700
+    };
     std::fs::DirBuilder::new()
         .recursive(true)
         .mode(mode)

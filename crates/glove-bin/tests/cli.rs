@@ -76,9 +76,24 @@ fn apply_keygen_and_sign() {
     let auth = dir.path().join("auth.json");
     let digest = "ab".repeat(32);
     let out = glove(&[
-        "apply", "sign", "--key", key_s, "--session", "s-1", "--target", "work",
-        "--baseline", &digest, "--manifest", &"cd".repeat(32), "--grant", "g-1",
-        "--ttl-secs", "60", "--out", auth.to_str().expect("utf-8"),
+        "apply",
+        "sign",
+        "--key",
+        key_s,
+        "--session",
+        "s-1",
+        "--target",
+        "work",
+        "--baseline",
+        &digest,
+        "--manifest",
+        &"cd".repeat(32),
+        "--grant",
+        "g-1",
+        "--ttl-secs",
+        "60",
+        "--out",
+        auth.to_str().expect("utf-8"),
     ]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     let signed = SignedApplyAuthorization::decode_file(&std::fs::read(&auth).expect("read"))

@@ -45,8 +45,8 @@
 #![forbid(unsafe_code)]
 
 pub mod anchor;
-pub mod apply;
 pub mod anchor_file;
+pub mod apply;
 pub mod atomic;
 mod commit;
 mod crash_point;

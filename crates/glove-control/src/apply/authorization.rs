@@ -85,10 +85,7 @@ pub fn verify(
     let key = policy.key(a.key_id()).ok_or_else(|| {
         Rejection::new(
             APPLY_KEY_UNTRUSTED,
-            format!(
-                "key {:?} is not in the trust policy",
-                a.key_id().as_str()
-            ),
+            format!("key {:?} is not in the trust policy", a.key_id().as_str()),
         )
         .at("authorization.key_id")
     })?;

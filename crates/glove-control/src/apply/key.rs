@@ -17,8 +17,8 @@ use glove_types::codes::apply::*;
 use glove_types::digest::to_hex;
 use glove_types::ids::TrustKeyId;
 use glove_types::Rejection;
-use serde::{Deserialize, Serialize};
 use rustix::fd::AsFd;
+use serde::{Deserialize, Serialize};
 use std::ffi::OsStr;
 use std::io::Write as _;
 use std::path::Path;
@@ -107,15 +107,17 @@ pub fn keygen(path: &Path, id: TrustKeyId) -> Result<OwnerKey, Rejection> {
     let (dir_path, name) = split(path)?;
     let dir = glove_fs::unconfined::open_dir(dir_path, true)
         .map_err(|e| io(path, "open the directory of", e))?;
-    let fd = glove_fs::create_in(dir.as_fd(), name, OFlags::WRONLY, 0o600).map_err(
-        |e| match e {
+    let fd =
+        glove_fs::create_in(dir.as_fd(), name, OFlags::WRONLY, 0o600).map_err(|e| match e {
             Errno::EXIST => Rejection::new(
                 APPLY_KEY_FILE_EXISTS,
-                format!("{} already exists; a key is never overwritten", path.display()),
+                format!(
+                    "{} already exists; a key is never overwritten",
+                    path.display()
+                ),
             ),
             e => io(path, "create", e),
-        },
-    )?;
+        })?;
     let written = (|| {
         // The umask may have cleared bits; 0600 exactly.
         glove_fs::chmod(fd.as_fd(), 0o600)?;
@@ -185,8 +187,8 @@ pub fn load_signing_key(path: &Path) -> Result<OwnerKey, Rejection> {
             format!("{shown} is not a signing key file: {r}"),
         )
     };
-    let raw: RawKey = canon::decode(&bytes, MAX_KEY_FILE_BYTES as usize, Form::Canonical)
-        .map_err(invalid)?;
+    let raw: RawKey =
+        canon::decode(&bytes, MAX_KEY_FILE_BYTES as usize, Form::Canonical).map_err(invalid)?;
     let RawKey {
         id,
         schema,

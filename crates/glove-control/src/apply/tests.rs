@@ -68,11 +68,16 @@ fn keygen_writes_0600_once_and_loads_back() {
     let meta = std::fs::symlink_metadata(&p).unwrap();
     assert_eq!(meta.permissions().mode() & 0o7777, 0o600);
     let text = std::fs::read_to_string(&p).unwrap();
-    assert!(text.starts_with("{\"id\":\"owner\",\"schema\":\"glove.apply-key-v1\",\"secret_key\":\""));
+    assert!(
+        text.starts_with("{\"id\":\"owner\",\"schema\":\"glove.apply-key-v1\",\"secret_key\":\"")
+    );
     let loaded = load_signing_key(&p).unwrap();
     assert_eq!(loaded.public_key_hex(), k.public_key_hex());
     assert_eq!(loaded.id(), k.id());
-    assert!(!format!("{loaded:?}").contains(&text[60..90]), "Debug leaks the secret");
+    assert!(
+        !format!("{loaded:?}").contains(&text[60..90]),
+        "Debug leaks the secret"
+    );
     // Never overwritten.
     let again = keygen(&p, id("owner")).unwrap_err();
     assert_eq!(again.code(), APPLY_KEY_FILE_EXISTS);
@@ -80,7 +85,10 @@ fn keygen_writes_0600_once_and_loads_back() {
     // A link in its place is not followed either.
     let l = dir.path().join("link");
     symlink(dir.path().join("nowhere"), &l).unwrap();
-    assert_eq!(keygen(&l, id("owner")).unwrap_err().code(), APPLY_KEY_FILE_EXISTS);
+    assert_eq!(
+        keygen(&l, id("owner")).unwrap_err().code(),
+        APPLY_KEY_FILE_EXISTS
+    );
     assert!(!dir.path().join("nowhere").exists());
 }
 
@@ -98,7 +106,11 @@ fn load_signing_key_refusals() {
     assert_eq!(code(dir.path()), APPLY_KEY_FILE_UNSAFE);
     assert_eq!(code(&dir.path().join("missing")), APPLY_FILE_IO);
     let bad = dir.path().join("bad");
-    std::fs::write(&bad, b"{\"id\":\"owner\",\"schema\":\"glove.apply-key-v1\",\"secret_key\":\"00\"}").unwrap();
+    std::fs::write(
+        &bad,
+        b"{\"id\":\"owner\",\"schema\":\"glove.apply-key-v1\",\"secret_key\":\"00\"}",
+    )
+    .unwrap();
     std::fs::set_permissions(&bad, std::fs::Permissions::from_mode(0o600)).unwrap();
     assert_eq!(code(&bad), APPLY_KEY_FILE_INVALID);
     if root_or_skip("load_signing_key_refusals (foreign owner)") {
@@ -123,12 +135,21 @@ fn sign_and_verify() {
     assert_eq!(r.authorization_digest, a.digest());
     assert_eq!(r.manifest_digest, Sha256Digest::of(b"manifest"));
     // Decoded from its file bytes, the same.
-    let again = glove_types::apply::SignedApplyAuthorization::decode(signed.canonical_bytes()).unwrap();
+    let again =
+        glove_types::apply::SignedApplyAuthorization::decode(signed.canonical_bytes()).unwrap();
     assert!(verify(&policy, &again, 600_999).is_ok());
-    let code = |r: Result<VerifiedAuthorization, glove_types::Rejection>| -> ErrorCode { r.unwrap_err().code() };
-    assert_eq!(code(verify(&policy, &signed, 601_000)), APPLY_AUTHORIZATION_EXPIRED);
+    let code = |r: Result<VerifiedAuthorization, glove_types::Rejection>| -> ErrorCode {
+        r.unwrap_err().code()
+    };
+    assert_eq!(
+        code(verify(&policy, &signed, 601_000)),
+        APPLY_AUTHORIZATION_EXPIRED
+    );
     let future = sign(&owner, &authorization("owner", 100_000, 200_000)).unwrap();
-    assert_eq!(code(verify(&policy, &future, 69_999)), APPLY_AUTHORIZATION_NOT_YET_VALID);
+    assert_eq!(
+        code(verify(&policy, &future, 69_999)),
+        APPLY_AUTHORIZATION_NOT_YET_VALID
+    );
     assert!(verify(&policy, &future, 70_000).is_ok());
     // Signed by a key the policy does not list.
     let by_other = sign(&other, &authorization("other", 1_000, 601_000)).unwrap();
@@ -234,7 +255,11 @@ fn trust_policy_file_checks() {
     rustix::fs::chown(dir.path(), Some(rustix::process::Uid::from_raw(0)), None).unwrap();
     assert!(TrustPolicy::load(&p, svc).is_ok());
     // Too large, and not a valid policy.
-    std::fs::write(&p, vec![b' '; glove_types::apply::MAX_TRUST_POLICY_BYTES + 1]).unwrap();
+    std::fs::write(
+        &p,
+        vec![b' '; glove_types::apply::MAX_TRUST_POLICY_BYTES + 1],
+    )
+    .unwrap();
     assert_eq!(code(&p), APPLY_TRUST_POLICY_TOO_LARGE);
     std::fs::write(&p, b"{\"schema\":\"glove.apply-trust-v1\",\"keys\":[]}").unwrap();
     assert_eq!(code(&p), APPLY_TRUST_POLICY_INVALID);

@@ -51,7 +51,10 @@ impl TrustPolicy {
             let bad = || {
                 Rejection::new(
                     APPLY_TRUST_POLICY_INVALID,
-                    format!("key {:?} is not a usable Ed25519 public key", k.id().as_str()),
+                    format!(
+                        "key {:?} is not a usable Ed25519 public key",
+                        k.id().as_str()
+                    ),
                 )
                 .at(format!("keys[{i}].public_key"))
             };

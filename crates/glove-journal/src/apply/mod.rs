@@ -37,8 +37,8 @@
 //! transactions; an operator rotates it by hand (keeping the old one's
 //! values out of use is then theirs to ensure).
 
-use crate::anchor_file::{AnchorFile, AnchorRecord};
 pub use crate::anchor_file::APPLY_ANCHOR_DOMAIN;
+use crate::anchor_file::{AnchorFile, AnchorRecord};
 use crate::error::{CorruptKind, JournalError};
 use crate::format::{record_len, JournalKind};
 use crate::journal::{Journal, OpenReport};
@@ -177,7 +177,9 @@ impl ApplyJournal {
         let mut log = ApplyLog::new(journal, anchor);
         let mut registry = SingleUseRegistry::new(registry_capacity());
         for m in &metas {
-            let bytes = image.get(m.payload.clone()).ok_or_else(|| corrupt(m.offset))?;
+            let bytes = image
+                .get(m.payload.clone())
+                .ok_or_else(|| corrupt(m.offset))?;
             let rec = ApplyRecord::decode(bytes).map_err(|_| corrupt(m.offset))?;
             log.check(&rec).map_err(|_| corrupt(m.offset))?;
             if let ApplyEntry::Reserved { reservation } = &rec.entry {

@@ -28,7 +28,11 @@ fn reservation(n: u8) -> Reservation {
     }
 }
 
-fn reserve(j: &mut ApplyJournal, id: &str, r: &Reservation) -> Result<ParkedTxn<Reserved>, ErrorCode> {
+fn reserve(
+    j: &mut ApplyJournal,
+    id: &str,
+    r: &Reservation,
+) -> Result<ParkedTxn<Reserved>, ErrorCode> {
     with_brand(|b| {
         let (registry, log) = j.registry_and_log();
         let p = Txn::log_reserve(b, &tid(id), r, registry, log).map_err(|e| e.code())?;
@@ -57,7 +61,12 @@ fn reopen_keeps_every_value_single_use() {
     let (mut j, report) = ApplyJournal::open(&p, None).unwrap();
     assert!(report.torn.is_none());
     assert_eq!(j.registry().len(), 2);
-    let states: Vec<ApplyState> = j.transactions().unwrap().iter().map(|t| t.state()).collect();
+    let states: Vec<ApplyState> = j
+        .transactions()
+        .unwrap()
+        .iter()
+        .map(|t| t.state())
+        .collect();
     assert_eq!(states, [ApplyState::Prepared, ApplyState::Reserved]);
     let base = reservation(1);
     let fresh = reservation(9);
@@ -67,9 +76,18 @@ fn reopen_keeps_every_value_single_use() {
     auth.authorization_digest = base.authorization_digest;
     let mut manifest = fresh.clone();
     manifest.manifest_digest = base.manifest_digest;
-    assert_eq!(reserve(&mut j, "t-3", &grant).unwrap_err(), lc::APPLY_GRANT_REUSED);
-    assert_eq!(reserve(&mut j, "t-3", &auth).unwrap_err(), lc::APPLY_AUTHORIZATION_REUSED);
-    assert_eq!(reserve(&mut j, "t-3", &manifest).unwrap_err(), lc::APPLY_MANIFEST_REUSED);
+    assert_eq!(
+        reserve(&mut j, "t-3", &grant).unwrap_err(),
+        lc::APPLY_GRANT_REUSED
+    );
+    assert_eq!(
+        reserve(&mut j, "t-3", &auth).unwrap_err(),
+        lc::APPLY_AUTHORIZATION_REUSED
+    );
+    assert_eq!(
+        reserve(&mut j, "t-3", &manifest).unwrap_err(),
+        lc::APPLY_MANIFEST_REUSED
+    );
     // A repeat of a durable reservation is idempotent, not a reuse.
     assert!(reserve(&mut j, "t-2", &reservation(2)).is_ok());
     // Another transaction id with all-fresh values goes through.
@@ -155,7 +173,10 @@ fn a_value_reserved_twice_in_the_file_is_corrupt() {
         .unwrap()
     };
     let (a, b) = (rec("t-1", 1), rec("t-2", 1));
-    let planted = [(KIND_APPLY_RECORD, a.as_slice()), (KIND_APPLY_RECORD, b.as_slice())];
+    let planted = [
+        (KIND_APPLY_RECORD, a.as_slice()),
+        (KIND_APPLY_RECORD, b.as_slice()),
+    ];
     drop(Journal::create_with_unguarded(&p, &APPLY_JOURNAL_SPEC, planted).unwrap());
     let e = ApplyJournal::open(&p, None).unwrap_err();
     assert_eq!(e.code(), ac::APPLY_JOURNAL_RECORD_INVALID);
@@ -182,7 +203,10 @@ fn bound_keeps_room_for_live_transactions() {
     let t1 = reserve(&mut j, "t-1", &reservation(1)).unwrap();
     reserve(&mut j, "t-2", &reservation(2)).unwrap();
     assert!(!j.room_for_reservation());
-    assert_eq!(reserve(&mut j, "t-3", &reservation(3)).unwrap_err(), ac::APPLY_JOURNAL_NO_ROOM);
+    assert_eq!(
+        reserve(&mut j, "t-3", &reservation(3)).unwrap_err(),
+        ac::APPLY_JOURNAL_NO_ROOM
+    );
     // Nothing was written; the lifecycle's registry consumed the values
     // before the append (fail closed) until the journal is reopened.
     assert_eq!(j.registry().len(), 3);
@@ -195,7 +219,8 @@ fn bound_keeps_room_for_live_transactions() {
 #[test]
 fn anchored_journal_refuses_a_cut_file() {
     let (_d, p) = dir();
-    let anchor = || AnchorFile::beside(&p, ReceiptKey::from_bytes([7; 32]), APPLY_ANCHOR_DOMAIN).unwrap();
+    let anchor =
+        || AnchorFile::beside(&p, ReceiptKey::from_bytes([7; 32]), APPLY_ANCHOR_DOMAIN).unwrap();
     let mut j = ApplyJournal::create(&p, Some(anchor())).unwrap();
     reserve(&mut j, "t-1", &reservation(1)).unwrap();
     drop(j);

@@ -122,10 +122,11 @@ fn schema(found: &str, want: &str) -> Result<(), Rejection> {
         Ok(())
     } else {
         let shown: String = found.chars().take(64).collect();
-        Err(
-            Rejection::new(APPLY_SCHEMA_UNKNOWN, format!("schema {shown:?}; expected {want:?}"))
-                .at("schema"),
+        Err(Rejection::new(
+            APPLY_SCHEMA_UNKNOWN,
+            format!("schema {shown:?}; expected {want:?}"),
         )
+        .at("schema"))
     }
 }
 
@@ -299,10 +300,11 @@ impl SignedApplyAuthorization {
     /// Decodes a signed authorization file: canonical JSON of at most
     /// [`MAX_SIGNED_AUTHORIZATION_BYTES`].
     pub fn decode(bytes: &[u8]) -> Result<Self, Rejection> {
-        let value = canon::decode::<RawSigned>(bytes, MAX_SIGNED_AUTHORIZATION_BYTES, Form::Canonical)?;
+        let value =
+            canon::decode::<RawSigned>(bytes, MAX_SIGNED_AUTHORIZATION_BYTES, Form::Canonical)?;
         schema(&value.schema, SIGNED_AUTHORIZATION_SCHEMA)?;
-        let authorization =
-            ApplyAuthorization::from_value(value.authorization).map_err(|r| r.at("authorization"))?;
+        let authorization = ApplyAuthorization::from_value(value.authorization)
+            .map_err(|r| r.at("authorization"))?;
         let signature = parse_hex::<SIGNATURE_LEN>(&value.signature).ok_or_else(|| {
             Rejection::new(
                 APPLY_SIGNATURE_INVALID,

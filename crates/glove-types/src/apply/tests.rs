@@ -84,19 +84,22 @@ fn strict_decode_refusals() {
     // Not canonical: whitespace, reordered keys.
     assert_eq!(code_of(&good.replacen(':', ": ", 1)), JSON_NONCANONICAL);
     // Unknown field inside the authorization, and outside.
-    let extra = good.replacen(
-        "{\"baseline_digest\"",
-        "{\"aaa\":1,\"baseline_digest\"",
-        1,
-    );
+    let extra = good.replacen("{\"baseline_digest\"", "{\"aaa\":1,\"baseline_digest\"", 1);
     assert_eq!(code_of(&extra), JSON_UNKNOWN_FIELD);
     let outer = good.replacen("{\"authorization\"", "{\"a\":1,\"authorization\"", 1);
     assert_eq!(code_of(&outer), JSON_UNKNOWN_FIELD);
     // Duplicate key.
-    let dup = good.replacen("{\"baseline_digest\"", "{\"grant_id\":\"x\",\"baseline_digest\"", 1);
+    let dup = good.replacen(
+        "{\"baseline_digest\"",
+        "{\"grant_id\":\"x\",\"baseline_digest\"",
+        1,
+    );
     assert_eq!(code_of(&dup), JSON_DUPLICATE_KEY);
     // Wrong schemas.
-    let inner = good.replace("glove.apply-authorization-v1", "glove.apply-authorization-v2");
+    let inner = good.replace(
+        "glove.apply-authorization-v1",
+        "glove.apply-authorization-v2",
+    );
     assert_eq!(code_of(&inner), APPLY_SCHEMA_UNKNOWN);
     let outer = good.replace(
         "glove.signed-apply-authorization-v1",
@@ -105,13 +108,22 @@ fn strict_decode_refusals() {
     assert_eq!(code_of(&outer), APPLY_SCHEMA_UNKNOWN);
     // Bad digest, bad ids.
     let hex = Sha256Digest::of(b"manifest").to_hex();
-    assert_eq!(code_of(&good.replace(&hex, &hex.to_uppercase())), DIGEST_INVALID);
+    assert_eq!(
+        code_of(&good.replace(&hex, &hex.to_uppercase())),
+        DIGEST_INVALID
+    );
     assert_eq!(code_of(&good.replace("\"work\"", "\"../etc\"")), ID_INVALID);
     assert_eq!(code_of(&good.replace("\"owner\"", "\"Owner\"")), ID_INVALID);
     // Bad signature.
     let sig = "07".repeat(64);
-    assert_eq!(code_of(&good.replace(&sig, &"07".repeat(63))), APPLY_SIGNATURE_INVALID);
-    assert_eq!(code_of(&good.replace(&sig, &"0G".repeat(64))), APPLY_SIGNATURE_INVALID);
+    assert_eq!(
+        code_of(&good.replace(&sig, &"07".repeat(63))),
+        APPLY_SIGNATURE_INVALID
+    );
+    assert_eq!(
+        code_of(&good.replace(&sig, &"0G".repeat(64))),
+        APPLY_SIGNATURE_INVALID
+    );
     // Expiry at or before issue.
     assert_eq!(
         code_of(&good.replace("\"expires_at_ms\":601000", "\"expires_at_ms\":1000")),
@@ -151,7 +163,9 @@ fn trust_policy() {
     .unwrap();
     assert_eq!(p.keys().len(), 2);
     assert_eq!(
-        p.key(&TrustKeyId::new("owner").unwrap()).unwrap().public_key(),
+        p.key(&TrustKeyId::new("owner").unwrap())
+            .unwrap()
+            .public_key(),
         &[1u8; 32]
     );
     assert!(p.key(&TrustKeyId::new("b").unwrap()).is_none());
@@ -166,8 +180,14 @@ fn trust_policy() {
         c(policy(&[("a", pk.clone()), ("a", pk.clone())])),
         APPLY_TRUST_POLICY_INVALID
     );
-    assert_eq!(c(policy(&[("a", "AB".repeat(32))])), APPLY_TRUST_POLICY_INVALID);
-    assert_eq!(c(policy(&[("a", "ab".repeat(31))])), APPLY_TRUST_POLICY_INVALID);
+    assert_eq!(
+        c(policy(&[("a", "AB".repeat(32))])),
+        APPLY_TRUST_POLICY_INVALID
+    );
+    assert_eq!(
+        c(policy(&[("a", "ab".repeat(31))])),
+        APPLY_TRUST_POLICY_INVALID
+    );
     assert_eq!(c(policy(&[("A", pk.clone())])), ID_INVALID);
     let many: Vec<(String, String)> = (0..65).map(|i| (format!("k{i:03}"), pk.clone())).collect();
     let many: Vec<(&str, String)> = many.iter().map(|(a, b)| (a.as_str(), b.clone())).collect();

@@ -88,9 +88,8 @@ impl ApplyTrustPolicy {
         }
         for (i, w) in keys.windows(2).enumerate() {
             if w[0].id >= w[1].id {
-                return Err(
-                    invalid("keys must be sorted by id, each id once").at(format!("keys[{}]", i + 1))
-                );
+                return Err(invalid("keys must be sorted by id, each id once")
+                    .at(format!("keys[{}]", i + 1)));
             }
         }
         Ok(Self { keys })

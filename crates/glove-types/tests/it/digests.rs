@@ -64,10 +64,9 @@ fn vectors() -> String {
             .digest()
             .to_hex(),
     );
-    let auth = glove_types::apply::ApplyAuthorization::decode(&crate::example(
-        "apply-authorization.json",
-    ))
-    .expect("authorization");
+    let auth =
+        glove_types::apply::ApplyAuthorization::decode(&crate::example("apply-authorization.json"))
+            .expect("authorization");
     row(
         "authorization_digest of apply-authorization.json",
         auth.digest().to_hex(),
