@@ -81,6 +81,11 @@ pub enum Command {
     /// Read a session's egress journal.
     #[command(subcommand)]
     Egress(crate::egress::EgressCommand),
+    /// Make the owner's apply key and sign apply authorizations.
+    ///
+    /// `glove apply keygen` and `glove apply sign`; `glove apply SESSION`
+    /// (applying a retained stage) is not available yet.
+    Apply(crate::apply::ApplyCommand),
     /// Run the whole managed-session flow (gloved, create, authorize, start,
     /// attach, a shell saying hello, receipt) in a temporary directory.
     Demo,
@@ -279,6 +284,7 @@ pub fn run(cli: Cli) -> i32 {
         Command::Session(c) => crate::control::client_cli::session(&c),
         Command::Receipts(c) => crate::control::client_cli::receipts(&c),
         Command::Egress(c) => crate::egress::command(&c),
+        Command::Apply(c) => crate::apply::command(&c),
         Command::Demo => crate::demo::run(),
         Command::Diff(a) => crate::diff::diff(&a),
         Command::Stages(c) => crate::diff::stages_command(&c),

@@ -10,12 +10,15 @@
 //! * [`report`] — how errors and results reach the terminal: `error[<code>]:
 //!   <message>` on stderr, or one JSON object with `--json`, and the
 //!   documented exit statuses;
+//! * [`apply`] — `glove apply keygen` and `glove apply sign` (the owner's
+//!   key and signed apply authorizations);
 //! * [`stage`] — `glove policy stage`: confirmation, progress bar, report;
 //! * [`control`] — the `gloved` control service (socket, handshake,
 //!   JSON-RPC dispatch) and the client behind `glove capabilities`,
 //!   `glove session` and `glove receipts`.
 #![forbid(unsafe_code)]
 
+pub mod apply;
 pub mod audit;
 pub mod cli;
 pub mod control;

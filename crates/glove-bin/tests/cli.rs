@@ -49,11 +49,64 @@ fn help_snapshots() {
             vec!["policy", "explain", "--help"],
         ),
         ("cli_plan_check_help", vec!["plan", "check", "--help"]),
+        ("cli_apply_help", vec!["apply", "--help"]),
     ] {
         let out = glove(&args);
         assert_eq!(out.status.code(), Some(0), "{name}");
         snap!(name, text(&out.stdout));
     }
+}
+
+/// `glove apply keygen` then `glove apply sign --out`: the file decodes and
+/// verifies under a trust policy holding the printed key; a second keygen
+/// at the same place is refused.
+#[test]
+fn apply_keygen_and_sign() {
+    use glove_types::apply::{ApplyTrustPolicy, SignedApplyAuthorization};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let key = dir.path().join("owner.key");
+    let key_s = key.to_str().expect("utf-8");
+    let out = glove(&["apply", "keygen", "--key", key_s, "--json"]);
+    assert_eq!(out.status.code(), Some(0));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    let entry = v["trust_entry"].to_string();
+    let again = glove(&["apply", "keygen", "--key", key_s]);
+    assert_eq!(again.status.code(), Some(1));
+    assert!(text(&again.stderr).contains("apply_key_file_exists"));
+    let auth = dir.path().join("auth.json");
+    let digest = "ab".repeat(32);
+    let out = glove(&[
+        "apply",
+        "sign",
+        "--key",
+        key_s,
+        "--session",
+        "s-1",
+        "--target",
+        "work",
+        "--baseline",
+        &digest,
+        "--manifest",
+        &"cd".repeat(32),
+        "--grant",
+        "g-1",
+        "--ttl-secs",
+        "60",
+        "--out",
+        auth.to_str().expect("utf-8"),
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let signed = SignedApplyAuthorization::decode_file(&std::fs::read(&auth).expect("read"))
+        .expect("decodes");
+    let policy = ApplyTrustPolicy::decode(
+        format!("{{\"schema\":\"glove.apply-trust-v1\",\"keys\":[{entry}]}}").as_bytes(),
+    )
+    .expect("policy");
+    let policy = glove_control::apply::TrustPolicy::from_policy(policy).expect("keys");
+    let now = signed.authorization().issued_at_ms();
+    let verified = glove_control::apply::verify(&policy, &signed, now).expect("verifies");
+    assert_eq!(verified.authorization().grant_id().as_str(), "g-1");
+    assert_eq!(signed.authorization().expires_at_ms() - now, 60_000);
 }
 
 #[test]

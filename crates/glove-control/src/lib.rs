@@ -11,6 +11,8 @@
 //!   derived from what startup constructed;
 //! * [`protocol`] — the JSON-RPC 2.0 message model: strict request parsing,
 //!   responses, and the one mapping from an internal error to a wire error;
+//! * [`apply`] — the owner's apply signing key, signing, the root-owned
+//!   trust policy and the verification of signed apply authorizations;
 //! * [`assembly`] — the one assembly of a session, for `glove exec`,
 //!   `glove run` and the managed start alike: its parts (egress, MCP,
 //!   leases) prepared on the spec, started after the build, stopped and
@@ -37,6 +39,7 @@
 //! handshake, the clients, configuration parsing and the CLI) uses it.
 #![forbid(unsafe_code)]
 
+pub mod apply;
 pub mod assembly;
 pub mod capabilities;
 pub mod error;

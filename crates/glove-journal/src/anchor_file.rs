@@ -52,6 +52,8 @@ use subtle::ConstantTimeEq;
 
 /// The MAC domain of the session store's anchor file.
 pub const STORE_ANCHOR_DOMAIN: &[u8] = b"glove-session-store-anchor-v2";
+/// The MAC domain of the apply journal's anchor file.
+pub const APPLY_ANCHOR_DOMAIN: &[u8] = b"glove-apply-journal-anchor-v1";
 /// The MAC domain of the receipt journal's anchor file.
 pub const RECEIPT_ANCHOR_DOMAIN: &[u8] = b"glove-receipt-journal-anchor-v1";
 

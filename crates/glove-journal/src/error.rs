@@ -197,6 +197,9 @@ pub enum CorruptKind {
     /// The journal is missing while its anchor or acknowledged-head file
     /// is still there.
     MissingButAnchored,
+    /// An apply-journal record does not decode, or a transaction's records
+    /// do not replay, or a single-use value is reserved twice.
+    ApplyRecordInvalid,
 }
 
 impl CorruptKind {
@@ -230,6 +233,9 @@ impl CorruptKind {
             CorruptKind::AnchorFileInvalid => jc::JOURNAL_ANCHOR_FILE_INVALID,
             CorruptKind::AnchorFileMissing => jc::JOURNAL_ANCHOR_FILE_MISSING,
             CorruptKind::MissingButAnchored => jc::JOURNAL_MISSING_BUT_ANCHORED,
+            CorruptKind::ApplyRecordInvalid => {
+                glove_types::codes::apply::APPLY_JOURNAL_RECORD_INVALID
+            }
         }
     }
 }

@@ -58,6 +58,8 @@ impl JournalKind {
     pub const EGRESS: JournalKind = JournalKind(3);
     /// A session's MCP audit journal (`glove-mcp`).
     pub const MCP_AUDIT: JournalKind = JournalKind(4);
+    /// The apply journal (`apply::ApplyJournal`).
+    pub const APPLY: JournalKind = JournalKind(5);
     /// Free-form journals used by tests and tools.
     pub const GENERIC: JournalKind = JournalKind(0x7f00);
 }

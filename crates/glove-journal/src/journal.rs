@@ -143,13 +143,16 @@ pub struct Journal {
     commit: Commit,
 }
 
-/// The kinds only their own types write: a session store's records are
-/// appended only through the lifecycle, a receipt journal's carry the
+/// The kinds only their own types write: a session store's and the apply
+/// journal's records are appended only through the lifecycle, a receipt journal's carry the
 /// receipt MAC. The generic constructors refuse them, so no code in the
 /// process can open either file as a raw, appendable [`Journal`].
 fn guarded(spec: &JournalSpec) -> Result<(), JournalError> {
     use crate::format::JournalKind;
-    if spec.kind == JournalKind::SESSION_STORE || spec.kind == JournalKind::RECEIPTS {
+    if spec.kind == JournalKind::SESSION_STORE
+        || spec.kind == JournalKind::RECEIPTS
+        || spec.kind == JournalKind::APPLY
+    {
         return Err(JournalError::KindGuarded(spec.kind.0));
     }
     Ok(())

@@ -31,6 +31,9 @@
 //! * [`lifecycle`] — glove-lifecycle's ports over the two stores:
 //!   [`lifecycle::StoreLog`] (a `TransitionLog` on the session store) and
 //!   [`lifecycle::StoreReceipts`] (a `ReceiptLog` on the receipt journal);
+//! * [`apply`] — [`ApplyJournal`], the apply transactions' durable log:
+//!   glove-lifecycle's `TransitionLog` for apply subjects, the single-use
+//!   registry rebuilt from every reservation, replay for recovery;
 //! * [`receipt`] — [`ReceiptJournal`]: capacity reservations, HMAC-chained
 //!   canonical-JSON receipts, paging, exact-head acknowledgement, compaction,
 //!   and the offline verifier [`verify_file`];
@@ -43,6 +46,7 @@
 
 pub mod anchor;
 pub mod anchor_file;
+pub mod apply;
 pub mod atomic;
 mod commit;
 mod crash_point;
@@ -60,6 +64,7 @@ pub mod testing;
 
 pub use anchor::Anchor;
 pub use anchor_file::AnchorFile;
+pub use apply::ApplyJournal;
 pub use commit::CommitStats;
 pub use error::JournalError;
 pub use format::JournalKind;

@@ -122,6 +122,19 @@ define_id!(
     /// An idempotency key chosen by the controller.
     IdempotencyKey
 );
+define_id!(
+    /// What an apply authorization applies: a path alias or an exposure id
+    /// (an identifier, never a path).
+    ApplyTargetId
+);
+define_id!(
+    /// An apply grant id, globally single-use.
+    ApplyGrantId
+);
+define_id!(
+    /// The id of a key in the apply trust policy.
+    TrustKeyId
+);
 
 #[cfg(test)]
 mod tests {

@@ -2,6 +2,8 @@
 //!
 //! A tour of the crate:
 //!
+//! * [`apply`] — the apply authorization, its signed file and the apply
+//!   trust policy (schemas only; signatures are checked in `glove-control`);
 //! * [`codes`] — the one catalogue of stable error codes, one table per area;
 //! * [`error`] — [`Rejection`], a code plus location plus message;
 //! * [`ids`] — validated identifier newtypes with one charset and bound;
@@ -28,6 +30,7 @@
 //! The crate does no I/O and contains no `unsafe` code.
 #![forbid(unsafe_code)]
 
+pub mod apply;
 pub mod bundle;
 pub mod canon;
 pub mod codes;

@@ -27,6 +27,7 @@ macro_rules! define_codes {
     };
 }
 
+pub mod apply;
 pub mod bundle;
 pub mod cli;
 pub mod control;
@@ -80,6 +81,8 @@ pub enum Area {
     Workspace,
     /// The command-line front end.
     Cli,
+    /// Apply authorizations, the trust policy and the signing key.
+    Apply,
 }
 
 impl Area {
@@ -102,6 +105,7 @@ impl Area {
             Area::Retained => "retained",
             Area::Workspace => "workspace",
             Area::Cli => "cli",
+            Area::Apply => "apply",
         }
     }
 }
@@ -157,6 +161,7 @@ impl ErrorCode {
             retained::TABLE,
             workspace::TABLE,
             cli::TABLE,
+            apply::TABLE,
         ]
         .into_iter()
         .flatten()

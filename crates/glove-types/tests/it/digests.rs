@@ -69,6 +69,13 @@ fn vectors() -> String {
         "workspace manifest digest of the tree in \"Workspace manifest\"",
         workspace_manifest().digest().expect("digest").to_hex(),
     );
+    let auth =
+        glove_types::apply::ApplyAuthorization::decode(&crate::example("apply-authorization.json"))
+            .expect("authorization");
+    row(
+        "authorization_digest of apply-authorization.json",
+        auth.digest().to_hex(),
+    );
     out.push_str("<!-- vectors:end -->\n");
     out
 }
@@ -90,6 +97,25 @@ fn discovery_adapter_digest_from_the_definition() {
     assert_eq!(t.adapter_command_digest().to_hex(), want);
     let doc = std::fs::read_to_string(crate::repo_root().join("docs/digests.md")).expect("doc");
     assert!(doc.contains(&want), "docs/digests.md lacks {want}");
+}
+
+/// `authorization_digest` from the written definition alone: SHA-256 over
+/// the domain, a zero byte and the authorization's canonical bytes (which
+/// are also the Ed25519 signed message).
+#[test]
+fn authorization_digest_from_the_definition() {
+    use sha2::{Digest, Sha256};
+    let bytes = crate::example("apply-authorization.json");
+    let mut h = Sha256::new();
+    h.update(b"glove.apply-authorization-v1\0");
+    h.update(&bytes);
+    let want: String = h.finalize().iter().map(|b| format!("{b:02x}")).collect();
+    let a = glove_types::apply::ApplyAuthorization::decode(&bytes).expect("canonical example");
+    assert_eq!(a.digest().to_hex(), want);
+    assert_eq!(a.canonical_bytes(), bytes.as_slice());
+    let mut msg = b"glove.apply-authorization-v1\0".to_vec();
+    msg.extend_from_slice(&bytes);
+    assert_eq!(a.signed_message(), msg);
 }
 
 #[test]
