@@ -3,7 +3,7 @@
 //! open is `openat2` with `RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS |
 //! RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV` (no `..` out, no link in any
 //! component, no mount crossed: `EXDEV`), plus `O_NOFOLLOW | O_CLOEXEC |
-//! O_NOCTTY`; listings, link targets and attribute names are read from the
+//! O_NOCTTY` (but for `O_PATH`); listings, link targets and attribute names are read from the
 //! descriptors so opened.
 
 use super::{Errno, Mode, OFlags};
@@ -27,7 +27,12 @@ pub fn open_beneath<P: AsRef<OsStr>>(
     path: P,
     access: OFlags,
 ) -> Result<OwnedFd, Errno> {
-    let flags = access | OFlags::NOFOLLOW | OFlags::CLOEXEC | OFlags::NOCTTY;
+    // openat2 refuses (EINVAL) any flag beside O_DIRECTORY, O_NOFOLLOW and
+    // O_CLOEXEC with O_PATH, where O_NOCTTY means nothing anyway.
+    let mut flags = access | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    if !access.contains(OFlags::PATH) {
+        flags |= OFlags::NOCTTY;
+    }
     loop {
         match rfs::openat2(dir, path.as_ref(), flags, Mode::empty(), RESOLVE) {
             // openat2 may ask for a retry when a rename raced the lookup.
