@@ -63,9 +63,16 @@ pub fn read_link(fd: BorrowedFd<'_>) -> Result<Vec<u8>, Errno> {
 }
 
 /// The extended attribute names of the open (readable, not `O_PATH`)
-/// file or directory `fd`.
+/// file or directory `fd` (none where the file system has none).
 pub fn xattr_names(fd: BorrowedFd<'_>) -> Result<Vec<Vec<u8>>, Errno> {
-    // XATTR_LIST_MAX: the kernel never returns a longer list.
+    // Most files have none: one size query, no buffer.
+    match rfs::flistxattr_query(fd) {
+        Ok(0) | Err(Errno::NOTSUP) => return Ok(Vec::new()),
+        Ok(_) => {}
+        Err(e) => return Err(e),
+    }
+    // XATTR_LIST_MAX: the kernel never returns a longer list, so a list
+    // grown since the query still fits.
     let mut buf = vec![0u8; 65536];
     let n = match rfs::flistxattr(fd, &mut buf[..]) {
         Ok(n) => n,

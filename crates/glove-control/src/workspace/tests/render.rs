@@ -308,3 +308,41 @@ fn names_git_quotes_still_apply() {
     );
     assert!(compare(&manifest(src.path()), &manifest(stage.path())).is_empty());
 }
+
+#[test]
+fn type_changes_apply() {
+    let (src, stage) = (
+        tempfile::tempdir().expect("src"),
+        tempfile::tempdir().expect("stage"),
+    );
+    for r in [src.path(), stage.path()] {
+        write(r, "was_file", b"f\n", 0o644);
+        write(r, "was_dir/a", b"a\n", 0o644);
+        write(r, "was_dir/sub/b", b"b\n", 0o755);
+        chmod(r, "was_dir", 0o755);
+        chmod(r, "was_dir/sub", 0o755);
+    }
+    let g = stage.path();
+    fs::remove_file(g.join("was_file")).expect("rm");
+    write(g, "was_file/now", b"now\n", 0o644);
+    chmod(g, "was_file", 0o755);
+    fs::remove_dir_all(g.join("was_dir")).expect("rm");
+    write(g, "was_dir", b"now a file\n", 0o755);
+    let c = compare(&manifest(src.path()), &manifest(g));
+    let (s, gf) = (open(src.path()), open(g));
+    let trees = Trees {
+        source: s.as_fd(),
+        stage: gf.as_fd(),
+    };
+    let text = render_patch(&c, &trees, false)
+        .expect("patch")
+        .complete()
+        .expect("complete");
+    let apply = git(src.path(), &["apply", "-"], &text);
+    assert!(
+        apply.status.success(),
+        "git apply: {}\n{text}",
+        String::from_utf8_lossy(&apply.stderr)
+    );
+    assert!(compare(&manifest(src.path()), &manifest(g)).is_empty());
+}
