@@ -253,3 +253,40 @@ fn take_speed() {
         took.as_secs_f64() / baseline.as_secs_f64()
     );
 }
+
+/// Unmounts on drop, so a failed assertion leaves no mount behind.
+struct Mounted(std::path::PathBuf);
+
+impl Drop for Mounted {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount")
+            .arg("-l")
+            .arg(&self.0)
+            .status();
+    }
+}
+
+#[test]
+fn a_mount_point_below_the_root_is_refused() {
+    let t = tempfile::tempdir().expect("tmp");
+    let mnt = t.path().join("sub/mnt");
+    fs::create_dir_all(&mnt).expect("mkdir");
+    let mounted = std::process::Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "size=1m", "glove-test"])
+        .arg(&mnt)
+        .stderr(std::process::Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if !mounted {
+        assert!(
+            std::env::var("GLOVE_REQUIRE_SANDBOX").as_deref() != Ok("1"),
+            "GLOVE_REQUIRE_SANDBOX=1 but mounting a tmpfs failed (needs root)"
+        );
+        println!("skipping: mounting a tmpfs needs root (CAP_SYS_ADMIN)");
+        return;
+    }
+    let _guard = Mounted(mnt.clone());
+    let e = take(open(t.path()).as_fd(), &TakeOptions::default()).expect_err("mount point");
+    assert_eq!(e.code(), WORKSPACE_MOUNT_POINT);
+    assert!(e.to_string().contains("sub/mnt"), "{e}");
+}
