@@ -3,7 +3,7 @@
 //! open is `openat2` with `RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS |
 //! RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV` (no `..` out, no link in any
 //! component, no mount crossed: `EXDEV`), plus `O_NOFOLLOW | O_CLOEXEC |
-//! O_NOCTTY`; listings, link targets and attribute names are read from the
+//! O_NOCTTY` (but for `O_PATH`); listings, link targets and attribute names are read from the
 //! descriptors so opened.
 
 use super::{Errno, Mode, OFlags};
@@ -27,12 +27,12 @@ pub fn open_beneath<P: AsRef<OsStr>>(
     path: P,
     access: OFlags,
 ) -> Result<OwnedFd, Errno> {
-    // openat2 refuses any flag beside O_PATH but these three.
-    let flags = if access.contains(OFlags::PATH) {
-        access | OFlags::NOFOLLOW | OFlags::CLOEXEC
-    } else {
-        access | OFlags::NOFOLLOW | OFlags::CLOEXEC | OFlags::NOCTTY
-    };
+    // openat2 refuses (EINVAL) any flag beside O_DIRECTORY, O_NOFOLLOW and
+    // O_CLOEXEC with O_PATH, where O_NOCTTY means nothing anyway.
+    let mut flags = access | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    if !access.contains(OFlags::PATH) {
+        flags |= OFlags::NOCTTY;
+    }
     loop {
         match rfs::openat2(dir, path.as_ref(), flags, Mode::empty(), RESOLVE) {
             // openat2 may ask for a retry when a rename raced the lookup.
@@ -63,9 +63,16 @@ pub fn read_link(fd: BorrowedFd<'_>) -> Result<Vec<u8>, Errno> {
 }
 
 /// The extended attribute names of the open (readable, not `O_PATH`)
-/// file or directory `fd`.
+/// file or directory `fd` (none where the file system has none).
 pub fn xattr_names(fd: BorrowedFd<'_>) -> Result<Vec<Vec<u8>>, Errno> {
-    // XATTR_LIST_MAX: the kernel never returns a longer list.
+    // Most files have none: one size query, no buffer.
+    match rfs::flistxattr_query(fd) {
+        Ok(0) | Err(Errno::NOTSUP) => return Ok(Vec::new()),
+        Ok(_) => {}
+        Err(e) => return Err(e),
+    }
+    // XATTR_LIST_MAX: the kernel never returns a longer list, so a list
+    // grown since the query still fits.
     let mut buf = vec![0u8; 65536];
     let n = match rfs::flistxattr(fd, &mut buf[..]) {
         Ok(n) => n,

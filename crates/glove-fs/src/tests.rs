@@ -124,3 +124,36 @@ fn a_protected_read_refuses_loose_linked_large_or_missing_files() {
         Err(unconfined::ReadFault::Open(Errno::NOENT))
     );
 }
+
+#[test]
+fn beneath_refuses_links_and_escapes_and_reads_what_it_opens() {
+    use beneath::{list_dir, open_beneath, read_link, xattr_names};
+    let (t, dir) = private_tempdir();
+    std::fs::create_dir(t.path().join("d")).expect("mkdir");
+    std::fs::write(t.path().join("d/f"), b"x").expect("write");
+    std::os::unix::fs::symlink("d", t.path().join("l")).expect("symlink");
+    let dir = dir.as_fd();
+    assert!(open_beneath(dir, "d/f", OFlags::RDONLY).is_ok());
+    // A link in any component, or the last one when not O_PATH: ELOOP.
+    assert_eq!(
+        open_beneath(dir, "l/f", OFlags::RDONLY).err(),
+        Some(Errno::LOOP)
+    );
+    assert_eq!(
+        open_beneath(dir, "l", OFlags::RDONLY).err(),
+        Some(Errno::LOOP)
+    );
+    // With O_PATH the link itself opens, and its target reads back.
+    let l = open_beneath(dir, "l", OFlags::PATH).expect("O_PATH link");
+    assert_eq!(read_link(l.as_fd()).expect("readlink"), b"d");
+    // `..` out of the directory: EXDEV.
+    assert_eq!(
+        open_beneath(dir, "d/../..", OFlags::PATH).err(),
+        Some(Errno::XDEV)
+    );
+    let mut names = list_dir(dir).expect("list");
+    names.sort();
+    assert_eq!(names, [OsStr::new("d"), OsStr::new("l")]);
+    let f = open_beneath(dir, "d/f", OFlags::RDONLY).expect("open");
+    assert!(xattr_names(f.as_fd()).expect("xattrs").is_empty());
+}

@@ -331,7 +331,8 @@ impl Manifest {
         Manifest::checked(d.root_mode, entries)
     }
 
-    /// What apply cannot carry, entry by entry (see [`blockers`]).
+    /// What apply cannot carry, entry by entry: one [`Blocker`] per reason
+    /// per entry, the root first (as `.`), then by path.
     pub fn blockers(&self) -> Vec<Blocker> {
         blockers::of(self)
     }
