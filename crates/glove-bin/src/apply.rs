@@ -28,8 +28,11 @@ pub struct ApplyCommand {
     /// A key or signing tool.
     #[command(subcommand)]
     pub action: Option<ApplyAction>,
-    /// The session whose retained stage to apply (not available yet).
+    /// The session whose retained stage to apply.
     pub session: Option<String>,
+    /// What applying the session's stage takes.
+    #[command(flatten)]
+    pub run: crate::apply_run::ApplyRunArgs,
 }
 
 /// `glove apply <subcommand>`
@@ -40,6 +43,17 @@ pub enum ApplyAction {
     Keygen(KeygenArgs),
     /// Sign a single-use apply authorization with the owner's key.
     Sign(SignArgs),
+    /// Finish or report applies a crash interrupted (every `glove apply`
+    /// does this first).
+    Recover(RecoverArgs),
+}
+
+/// `glove apply recover`
+#[derive(Debug, Args)]
+pub struct RecoverArgs {
+    /// Print one JSON object.
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// `glove apply keygen`
@@ -120,14 +134,8 @@ pub fn command(c: &ApplyCommand) -> i32 {
     match (&c.action, &c.session) {
         (Some(ApplyAction::Keygen(a)), _) => run_keygen(a),
         (Some(ApplyAction::Sign(a)), _) => run_sign(a),
-        (None, Some(_)) => fail(
-            &Rejection::new(
-                CLI_INVALID_ARGUMENT,
-                "applying a session's retained stage is not available yet",
-            ),
-            false,
-            None,
-        ),
+        (Some(ApplyAction::Recover(a)), _) => crate::apply_run::recover_only(a.json),
+        (None, Some(session)) => crate::apply_run::run(session, &c.run),
         (None, None) => fail(
             &Rejection::new(
                 CLI_INVALID_ARGUMENT,

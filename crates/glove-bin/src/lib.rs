@@ -19,6 +19,7 @@
 #![forbid(unsafe_code)]
 
 pub mod apply;
+pub mod apply_run;
 pub mod audit;
 pub mod cli;
 pub mod control;

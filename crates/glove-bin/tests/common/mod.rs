@@ -8,6 +8,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::sync::OnceLock;
 
+pub(crate) mod apply_env;
+
 pub(crate) fn required() -> bool {
     std::env::var("GLOVE_REQUIRE_SANDBOX").is_ok_and(|v| v == "1")
 }

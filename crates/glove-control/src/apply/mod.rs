@@ -16,7 +16,12 @@
 //! (`Txn::log_reserve`) over `glove_journal::apply::ApplyJournal`.
 
 pub mod authorization;
+pub mod books;
+pub mod crash;
+pub mod exchange;
 pub mod key;
+pub mod recover;
+pub mod run;
 pub mod trust;
 
 pub use authorization::{sign, verify, VerifiedAuthorization};

@@ -1,0 +1,298 @@
+//! `glove apply SESSION`: bring a retained workspace's changes into its
+//! source (wiring only; the work is `glove_control::apply`).
+//!
+//! In order: unfinished applies of earlier runs are recovered; the stage's
+//! `--stat` is shown; on a terminal the owner is asked (or `--yes`); the
+//! authorization is `--authorization FILE`, or one signed now with the
+//! owner's key (a fresh grant id, ten minutes); the exchange runs.
+
+use crate::report::{print_json, EXIT_OK, EXIT_REJECTED};
+use clap::Args;
+use glove_control::apply::books::{local_receipts, Books};
+use glove_control::apply::recover::{recover, Recovered};
+use glove_control::apply::run::{apply, ApplyInput, Ended};
+use glove_control::apply::{load_signing_key, sign, TrustPolicy};
+use glove_control::stages;
+use glove_types::apply::{ApplyAuthorization, AuthorizationTerms, SignedApplyAuthorization};
+use glove_types::codes::cli::CLI_INVALID_ARGUMENT;
+use glove_types::ids::{ApplyGrantId, ApplyTargetId, SessionId};
+use glove_types::Rejection;
+use serde_json::json;
+use std::io::{IsTerminal, Write};
+use std::path::PathBuf;
+
+/// The trust policy's default place.
+pub const DEFAULT_TRUST: &str = "/etc/glove/apply-trust.json";
+
+/// Exit status when the exchange's outcome is unknown (ambiguous).
+pub const EXIT_AMBIGUOUS: i32 = 3;
+
+/// Arguments of `glove apply SESSION`.
+#[derive(Debug, Args)]
+pub struct ApplyRunArgs {
+    /// The workspace's alias, when the session has several.
+    #[arg(long)]
+    pub alias: Option<String>,
+    /// Apply without asking.
+    #[arg(long)]
+    pub yes: bool,
+    /// A signed authorization made elsewhere (`glove apply sign`) instead
+    /// of one signed now with the owner's key.
+    #[arg(long, value_name = "FILE")]
+    pub authorization: Option<PathBuf>,
+    /// The owner's signing key [default: as for `glove apply keygen`].
+    #[arg(long, value_name = "FILE")]
+    pub key: Option<PathBuf>,
+    /// The trust policy [default: $GLOVE_APPLY_TRUST, else
+    /// /etc/glove/apply-trust.json].
+    #[arg(long, value_name = "FILE")]
+    pub trust: Option<PathBuf>,
+    /// Print one JSON object.
+    #[arg(long)]
+    pub json: bool,
+}
+
+fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
+
+/// Where this user's apply books are: `$GLOVE_APPLY_DIR`, else `apply`
+/// beside the stage directory.
+pub fn apply_dir() -> Result<PathBuf, Rejection> {
+    if let Some(d) = std::env::var_os("GLOVE_APPLY_DIR").filter(|d| !d.is_empty()) {
+        return Ok(PathBuf::from(d));
+    }
+    let stages = crate::workspace::stage_dir()?;
+    Ok(stages
+        .parent()
+        .map(|p| p.join("apply"))
+        .unwrap_or_else(|| PathBuf::from("apply")))
+}
+
+fn trust_path(a: &ApplyRunArgs) -> PathBuf {
+    a.trust
+        .clone()
+        .or_else(|| std::env::var_os("GLOVE_APPLY_TRUST").map(PathBuf::from))
+        .unwrap_or_else(|| PathBuf::from(DEFAULT_TRUST))
+}
+
+fn recovered_json(r: &Recovered) -> serde_json::Value {
+    match r {
+        Recovered::Failed {
+            transaction_id,
+            receipt_seq,
+        } => json!({"transaction_id": transaction_id, "outcome": "failed", "receipt_seq": receipt_seq}),
+        Recovered::Applied {
+            transaction_id,
+            receipt_seq,
+        } => json!({"transaction_id": transaction_id, "outcome": "applied", "receipt_seq": receipt_seq}),
+        Recovered::Cleaned { transaction_id } => {
+            json!({"transaction_id": transaction_id, "outcome": "cleaned"})
+        }
+        Recovered::Ambiguous {
+            transaction_id,
+            reason,
+        } => json!({"transaction_id": transaction_id, "outcome": "ambiguous", "reason": reason}),
+        Recovered::Error {
+            transaction_id,
+            error,
+        } => json!({"transaction_id": transaction_id, "outcome": "error",
+                    "code": error.code().as_str(), "message": error.message()}),
+    }
+}
+
+fn authorization(
+    a: &ApplyRunArgs,
+    record: &stages::StageRecord,
+) -> Result<SignedApplyAuthorization, Rejection> {
+    if let Some(file) = &a.authorization {
+        let bytes = std::fs::read(file).map_err(|e| {
+            Rejection::new(
+                glove_types::codes::apply::APPLY_FILE_IO,
+                format!("{}: {e}", file.display()),
+            )
+        })?;
+        return SignedApplyAuthorization::decode_file(&bytes);
+    }
+    let path = a
+        .key
+        .clone()
+        .or_else(crate::apply::default_key_path)
+        .ok_or_else(|| Rejection::new(CLI_INVALID_ARGUMENT, "no key: pass --key or --authorization"))?;
+    let key = load_signing_key(&path)?;
+    let now = now_ms();
+    let grant = format!(
+        "grant-{}",
+        glove_types::digest::to_hex(&glove_control::random_bytes::<8>()?)
+    );
+    let missing = || Rejection::new(glove_types::codes::retained::RETAINED_STAGE_INVALID, "the stage is not frozen");
+    let terms = AuthorizationTerms {
+        session_id: SessionId::new(record.session_id.as_str())?,
+        target: ApplyTargetId::new(record.alias.as_str())?,
+        baseline_digest: record.baseline().ok_or_else(missing)?,
+        manifest_digest: record.final_manifest().ok_or_else(missing)?,
+        grant_id: ApplyGrantId::new(grant)?,
+        issued_at_ms: now,
+        expires_at_ms: now + crate::apply::DEFAULT_TTL_SECS * 1000,
+        key_id: key.id().clone(),
+    };
+    sign(&key, &ApplyAuthorization::new(terms)?)
+}
+
+/// Runs `glove apply recover`: exit 0 when nothing is left ambiguous or
+/// unfinished, [`EXIT_AMBIGUOUS`] otherwise.
+pub fn recover_only(json: bool) -> i32 {
+    let result = (|| {
+        let dir = apply_dir()?;
+        let mut books = Books::open(&dir)?;
+        let mut receipts = local_receipts(&dir)?;
+        Ok::<_, Rejection>(recover(&mut books, &mut receipts))
+    })();
+    let recovered = match result {
+        Ok(r) => r,
+        Err(e) => return crate::cli::fail(&e, json, None),
+    };
+    let stuck = recovered
+        .iter()
+        .any(|r| matches!(r, Recovered::Ambiguous { .. } | Recovered::Error { .. }));
+    if json {
+        print_json(&json!({
+            "recovered": recovered.iter().map(recovered_json).collect::<Vec<_>>(),
+        }));
+    } else if recovered.is_empty() {
+        println!("no apply to recover");
+    } else {
+        for r in &recovered {
+            println!("{}", recovered_json(r));
+        }
+    }
+    if stuck {
+        EXIT_AMBIGUOUS
+    } else {
+        EXIT_OK
+    }
+}
+
+/// Runs `glove apply SESSION`.
+pub fn run(session: &str, a: &ApplyRunArgs) -> i32 {
+    match run_inner(session, a) {
+        Ok(code) => code,
+        Err(e) => crate::cli::fail(&e, a.json, None),
+    }
+}
+
+fn run_inner(session: &str, a: &ApplyRunArgs) -> Result<i32, Rejection> {
+    let store = crate::workspace::store()?;
+    let dir = apply_dir()?;
+    let mut books = Books::open(&dir)?;
+    let mut receipts = local_receipts(&dir)?;
+    let recovered = recover(&mut books, &mut receipts);
+    if !a.json {
+        for r in &recovered {
+            eprintln!("recovered an earlier apply: {}", recovered_json(r));
+        }
+    }
+    let stage = store.open_stage(session, a.alias.as_deref())?;
+    let seen = stages::inspect(&stage, now_ms())?;
+    let changes = seen.changes();
+    let stat = glove_control::workspace::render::render_stat(
+        &changes,
+        &seen.trees(),
+        std::io::stdout().is_terminal(),
+    )
+    .map_err(|e| e.to_rejection())?;
+    let record = seen.record.clone();
+    seen.release()?;
+    if !a.json {
+        print!("{stat}");
+    }
+    if !a.yes {
+        if !std::io::stdin().is_terminal() {
+            return Err(Rejection::new(
+                CLI_INVALID_ARGUMENT,
+                "not a terminal: pass --yes to apply without asking",
+            ));
+        }
+        print!(
+            "apply these changes to {}? [y/N] ",
+            record.source.as_deref().unwrap_or("?")
+        );
+        let _ = std::io::stdout().flush();
+        let mut line = String::new();
+        let _ = std::io::stdin().read_line(&mut line);
+        if !matches!(line.trim(), "y" | "Y" | "yes") {
+            println!("not applied");
+            return Ok(EXIT_REJECTED);
+        }
+    }
+    let signed = authorization(a, &record)?;
+    let trust = TrustPolicy::load(&trust_path(a), rustix::process::geteuid().as_raw())?;
+    let ended = apply(
+        &mut books,
+        &mut receipts,
+        &ApplyInput {
+            stage: &stage,
+            signed: &signed,
+            trust: &trust,
+        },
+    )?;
+    let source = record.source.unwrap_or_default();
+    let (code, v, line) = match &ended {
+        Ended::Applied {
+            transaction_id,
+            receipt_seq,
+            cleaned,
+        } => (
+            EXIT_OK,
+            json!({"outcome": "applied", "transaction_id": transaction_id,
+                   "receipt_seq": receipt_seq, "cleaned": cleaned, "source": source}),
+            format!("applied to {source} (transaction {transaction_id}, receipt {receipt_seq})"),
+        ),
+        Ended::Failed {
+            transaction_id,
+            error,
+            receipt_seq,
+        } => (
+            EXIT_REJECTED,
+            json!({"outcome": "failed", "transaction_id": transaction_id,
+                   "receipt_seq": receipt_seq, "code": error.code().as_str(),
+                   "message": error.message()}),
+            format!(
+                "error[{}]: {} (transaction {transaction_id} failed, receipt {receipt_seq}; {source} is unchanged)",
+                error.code().as_str(),
+                error.message()
+            ),
+        ),
+        Ended::Ambiguous {
+            transaction_id,
+            error,
+        } => (
+            EXIT_AMBIGUOUS,
+            json!({"outcome": "ambiguous", "transaction_id": transaction_id,
+                   "code": error.code().as_str(), "message": error.message()}),
+            format!(
+                "error[{}]: {} (transaction {transaction_id} is ambiguous: check {source} by hand)",
+                error.code().as_str(),
+                error.message()
+            ),
+        ),
+    };
+    if a.json {
+        let mut v = v;
+        if let Some(m) = v.as_object_mut() {
+            m.insert(
+                "recovered".into(),
+                recovered.iter().map(recovered_json).collect::<Vec<_>>().into(),
+            );
+        }
+        print_json(&v);
+    } else if code == EXIT_OK {
+        println!("{line}");
+    } else {
+        eprintln!("{line}");
+    }
+    Ok(code)
+}
