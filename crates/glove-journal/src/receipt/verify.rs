@@ -6,7 +6,10 @@
 //! trusted anchor must be the base or a head on the verified chain; a file
 //! compacted past the anchor cannot be checked against it and is refused.
 //! [`verify_page`] checks a delivered page the same way, starting from the
-//! head the consumer already trusts.
+//! head the consumer already trusts. Every kind shares the one chain; an
+//! `apply_v1` body must also decode strictly and name the transaction its
+//! record is filed under (see [`super::body`]), else
+//! `receipt_record_invalid`.
 //!
 //! [`verify_file_with`] (and [`verify_evidence`] on bytes) also checks the
 //! evidence kept beside the journal: the anchor file (the file must match
@@ -250,6 +253,10 @@ pub fn verify_page<'a>(
             };
             JournalError::corrupt(kind, i as u64)
         })?;
+        // A page carries envelopes only (no record keys): the body's own
+        // rules are checked, the key binding was checked on append.
+        super::body::check_stored(v.kind, env, None)
+            .map_err(|_| JournalError::corrupt(CorruptKind::ReceiptRecordInvalid, i as u64))?;
         head = v.head;
     }
     Ok(head)
