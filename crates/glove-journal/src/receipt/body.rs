@@ -46,6 +46,19 @@ pub(crate) fn check_body(
     }
 }
 
+/// The body of a stored `apply_v1` envelope (already verified), decoded
+/// strictly.
+pub(crate) fn apply_body(envelope: &[u8]) -> Result<ApplyReceiptV1, Rejection> {
+    ApplyReceiptV1::decode(&stored_body(envelope)?)
+}
+
+/// The canonical bytes of a stored envelope's body.
+fn stored_body(envelope: &[u8]) -> Result<Vec<u8>, Rejection> {
+    let invalid = || Rejection::new(RECEIPT_BODY_INVALID, "the envelope has no body");
+    let v: serde_json::Value = serde_json::from_slice(envelope).map_err(|_| invalid())?;
+    to_canonical(v.get("body").ok_or_else(invalid)?)
+}
+
 /// [`check_body`] on a stored envelope (already verified: canonical, with
 /// a body of `kind`).
 pub(crate) fn check_stored(
@@ -57,8 +70,5 @@ pub(crate) fn check_stored(
         // Nothing to check: do not parse the envelope again.
         return Ok(());
     }
-    let invalid = || Rejection::new(RECEIPT_BODY_INVALID, "the envelope has no body");
-    let v: serde_json::Value = serde_json::from_slice(envelope).map_err(|_| invalid())?;
-    let body = to_canonical(v.get("body").ok_or_else(invalid)?)?;
-    check_body(kind, &body, key)
+    check_body(kind, &stored_body(envelope)?, key)
 }
