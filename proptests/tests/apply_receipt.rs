@@ -36,8 +36,8 @@ fn receipt() -> impl Strategy<Value = ApplyReceiptV1> {
         outcome(),
         any::<bool>(),
     )
-        .prop_map(|((t, s, a, g), [d1, d2, d3], outcome, recovered)| {
-            ApplyReceiptV1 {
+        .prop_map(
+            |((t, s, a, g), [d1, d2, d3], outcome, recovered)| ApplyReceiptV1 {
                 transaction_id: ApplyTransactionId::new(t).unwrap(),
                 session_id: SessionId::new(s).unwrap(),
                 target: ApplyTargetId::new(a).unwrap(),
@@ -47,8 +47,8 @@ fn receipt() -> impl Strategy<Value = ApplyReceiptV1> {
                 manifest_digest: Sha256Digest::from_bytes(d3),
                 outcome,
                 recovered,
-            }
-        })
+            },
+        )
 }
 
 #[test]

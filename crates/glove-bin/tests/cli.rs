@@ -545,7 +545,10 @@ fn receipts_verify_shows_apply_receipts() {
     json_args.push("--json");
     let out = glove(&json_args);
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
-    assert_eq!(v["kinds"], serde_json::json!({"resource_v1": 1, "apply_v1": 2}));
+    assert_eq!(
+        v["kinds"],
+        serde_json::json!({"resource_v1": 1, "apply_v1": 2})
+    );
     assert_eq!(v["apply_receipts"][1]["code"], "apply_source_changed");
     assert_eq!(v["apply_receipts"][0]["outcome"], "applied");
     assert_eq!(v["apply_receipts"][0]["code"], serde_json::Value::Null);

@@ -408,7 +408,12 @@ fn is_receipt_of(r: &StoredReceipt, subject: Subject<'_>) -> bool {
     let kind = subject_kind(subject);
     let named = || {
         let v: serde_json::Value = serde_json::from_slice(&r.envelope).ok()?;
-        Some(v.get("body")?.get(kind.subject_field())?.as_str()?.to_owned())
+        Some(
+            v.get("body")?
+                .get(kind.subject_field())?
+                .as_str()?
+                .to_owned(),
+        )
     };
     r.kind == kind && named().as_deref() == Some(subject.id())
 }

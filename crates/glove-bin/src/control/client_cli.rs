@@ -440,7 +440,11 @@ pub fn receipts(cmd: &ReceiptsCommand) -> i32 {
                 let items = field(v, "receipts").as_array().cloned().unwrap_or_default();
                 for r in &items {
                     let kind = show(field(r, "kind"));
-                    let line = format!("{} {kind} {}", show(field(r, "seq")), show(field(r, "chain")));
+                    let line = format!(
+                        "{} {kind} {}",
+                        show(field(r, "seq")),
+                        show(field(r, "chain"))
+                    );
                     // An apply receipt also says what happened, on the
                     // same line.
                     match field(r, "envelope")

@@ -444,7 +444,10 @@ mod tests {
     fn kind_in(body: &[u8]) -> ReceiptKind {
         ReceiptKind::ALL
             .into_iter()
-            .find(|k| body.windows(k.as_str().len()).any(|w| w == k.as_str().as_bytes()))
+            .find(|k| {
+                body.windows(k.as_str().len())
+                    .any(|w| w == k.as_str().as_bytes())
+            })
             .unwrap_or(ReceiptKind::ResourceV1)
     }
 

@@ -29,8 +29,8 @@ use crate::format::{JournalKind, HEADER_LEN};
 use crate::journal::RecordView;
 use crate::placement;
 use crate::replay::replay_bytes;
-use glove_types::receipt::ApplyReceiptV1;
 use crate::spec::JournalSpec;
+use glove_types::receipt::ApplyReceiptV1;
 use rustix::fd::AsFd;
 use std::path::Path;
 

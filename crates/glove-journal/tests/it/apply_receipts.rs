@@ -116,7 +116,10 @@ fn apply_and_session_receipts_share_one_chain_and_verify_offline() {
         ]
     );
     let env = std::str::from_utf8(&j.receipts()[1].envelope).unwrap();
-    assert!(env.contains(r#""receipt_kind":"apply_v1","seq":102}"#), "{env}");
+    assert!(
+        env.contains(r#""receipt_kind":"apply_v1","seq":102}"#),
+        "{env}"
+    );
     // The whole file offline: chain, both MACs per receipt, strict bodies,
     // with and without the anchor file.
     let r = verify_file(&p, &key(), &anchor()).unwrap();
@@ -231,9 +234,7 @@ fn rebuild(p: &Path, seq: u64, edit: impl Fn(&SessionId, &[u8]) -> Vec<u8>) -> V
         .collect();
     let out = p.with_file_name("rebuilt");
     let _ = std::fs::remove_file(&out);
-    drop(
-        testing::create_raw(&out, &spec, records.iter().map(|(k, v)| (*k, &v[..]))).unwrap(),
-    );
+    drop(testing::create_raw(&out, &spec, records.iter().map(|(k, v)| (*k, &v[..]))).unwrap());
     std::fs::read(&out).unwrap()
 }
 

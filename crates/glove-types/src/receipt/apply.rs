@@ -309,13 +309,13 @@ mod tests {
         let fail = String::from_utf8(failed().encode().unwrap()).unwrap();
         let cases = [
             // null where the field must be absent
-            ok.replacen("\"baseline_digest\"", "\"code\":null,\"baseline_digest\"", 1),
-            // a failure's fields on an applied receipt
             ok.replacen(
-                "\"grant_id\"",
-                "\"failed_in\":\"reserved\",\"grant_id\"",
+                "\"baseline_digest\"",
+                "\"code\":null,\"baseline_digest\"",
                 1,
             ),
+            // a failure's fields on an applied receipt
+            ok.replacen("\"grant_id\"", "\"failed_in\":\"reserved\",\"grant_id\"", 1),
             // a failure without its stage or with an unknown one
             fail.replacen(",\"failed_in\":\"prepared\"", "", 1),
             fail.replacen("\"prepared\"", "\"committed\"", 1),
