@@ -451,3 +451,105 @@ fn issue_14_receipts_verify_refuses_cut_rolled_back_and_replaced_journals() {
         assert_eq!(v["valid"], false, "{case}: {v}");
     }
 }
+
+/// `glove receipts verify` checks apply receipts (`apply_v1`) in the same
+/// chain as session receipts and gives each one line.
+#[test]
+fn receipts_verify_shows_apply_receipts() {
+    use glove_journal::receipt::{ReceiptConfig, ReceiptHead, ReceiptKey, ReceiptKind};
+    use glove_journal::ReceiptJournal;
+    use glove_types::ids::{ApplyGrantId, ApplyTargetId, ApplyTransactionId, SessionId};
+    use glove_types::receipt::{ApplyOutcome, ApplyReceiptV1, FailedIn};
+    use glove_types::Sha256Digest;
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o700)).expect("chmod");
+    let key_hex = "cd".repeat(32);
+    let key_file = dir.path().join("receipt.key");
+    std::fs::write(&key_file, format!("{key_hex}\n")).expect("write key");
+    std::fs::set_permissions(&key_file, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+    let key = ReceiptKey::from_key_file(key_hex.as_bytes()).expect("key");
+    let anchor = format!("0:{}", "00".repeat(32));
+    let head = ReceiptHead::parse(&anchor).expect("anchor");
+    let journal = dir.path().join("receipts.journal");
+    let mut j =
+        ReceiptJournal::create(&journal, key, &head, ReceiptConfig::default()).expect("create");
+    let id = |s: &str| SessionId::new(s).expect("id");
+    let r = j.reserve(&id("s-1")).expect("reserve");
+    j.append_receipt(
+        &r,
+        ReceiptKind::ResourceV1,
+        br#"{"receipt_kind":"resource_v1","session_id":"s-1"}"#,
+    )
+    .expect("append");
+    let apply = |t: &str, outcome| ApplyReceiptV1 {
+        transaction_id: ApplyTransactionId::new(t).expect("id"),
+        session_id: id("s-1"),
+        target: ApplyTargetId::new("src").expect("id"),
+        grant_id: ApplyGrantId::new(format!("g-{t}")).expect("id"),
+        authorization_digest: Sha256Digest::from_bytes([1; 32]),
+        baseline_digest: Sha256Digest::from_bytes([2; 32]),
+        manifest_digest: Sha256Digest::from_bytes([3; 32]),
+        outcome,
+        recovered: false,
+    };
+    for (t, outcome) in [
+        ("t-1", ApplyOutcome::Applied),
+        (
+            "t-2",
+            ApplyOutcome::Failed {
+                code: "apply_source_changed".into(),
+                failed_in: FailedIn::Prepared,
+            },
+        ),
+    ] {
+        let r = j.reserve(&id(t)).expect("reserve");
+        let body = apply(t, outcome).encode().expect("encode");
+        j.append_receipt(&r, ReceiptKind::ApplyV1, &body)
+            .expect("append");
+    }
+    drop(j);
+    let (f, k) = (
+        journal.to_str().expect("utf-8"),
+        key_file.to_str().expect("utf-8"),
+    );
+    let args = [
+        "receipts",
+        "verify",
+        "--file",
+        f,
+        "--key-file",
+        k,
+        "--anchor",
+        &anchor,
+    ];
+    let out = glove(&args);
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}{}", text(&out.stderr));
+    assert!(stdout.contains("3 receipts"), "{stdout}");
+    assert!(
+        stdout.contains("kinds: 1 resource_v1, 2 apply_v1\n"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("apply receipt 2: applied transaction t-1 session s-1 target src\n"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains(
+            "apply receipt 3: failed transaction t-2 session s-1 target src \
+             code apply_source_changed (in prepared)\n"
+        ),
+        "{stdout}"
+    );
+    let mut json_args = args.to_vec();
+    json_args.push("--json");
+    let out = glove(&json_args);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert_eq!(
+        v["kinds"],
+        serde_json::json!({"resource_v1": 1, "apply_v1": 2})
+    );
+    assert_eq!(v["apply_receipts"][1]["code"], "apply_source_changed");
+    assert_eq!(v["apply_receipts"][0]["outcome"], "applied");
+    assert_eq!(v["apply_receipts"][0]["code"], serde_json::Value::Null);
+}

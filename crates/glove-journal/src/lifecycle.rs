@@ -54,11 +54,27 @@
 //! than one receipt for one session is ambiguous and fails closed
 //! (`lifecycle_receipt_mismatch`). Receipts already acknowledged and
 //! compacted away are not found.
+//!
+//! Apply receipts: an apply transaction's terminal receipt (`apply_v1`)
+//! joins the same journal, chain and sequence, filed under the key
+//! [`receipt_key`]`(Subject::Apply(txn))` = `SessionId::new(txn.as_str())`
+//! (the journal's "session" key is the receipt's subject id).
+//! [`StoreReceipts`] answers `Subject::Apply(txn)` with exactly one receipt
+//! under that key whose kind is `apply_v1` and whose body names `txn` as
+//! its `transaction_id`, and `Subject::Session(id)` only with a
+//! `resource_v1` receipt whose body names `id` as its `session_id`.
+//! A session id equal to a transaction id shares the key: the question for
+//! the subject whose receipt is not there fails closed with
+//! `lifecycle_receipt_mismatch` (as does any key holding two receipts);
+//! it never confirms the wrong subject.
+//! [`StoreReceipts::get_or_append_apply`] appends an apply receipt the way
+//! `get_or_append` appends a session's.
 
 use crate::receipt::{ReceiptJournal, ReceiptKind, StoredReceipt};
 use crate::session::{Creation, NewSession, SessionRecord as StoredSession};
 use crate::{JournalError, SessionStore};
 use core::borrow::{Borrow, BorrowMut};
+use glove_lifecycle::apply::TransactionId;
 use glove_lifecycle::{
     AppendReceipt, PendingRecord, PlanDigests, PortError, ReceiptEntry, ReceiptLog, RecordSource,
     StoredRecord, Subject, TerminalReceiptRef, TransitionLog,
@@ -294,37 +310,82 @@ impl<J: Borrow<ReceiptJournal>> StoreReceipts<J> {
 
 impl<J: BorrowMut<ReceiptJournal>> StoreReceipts<J> {
     /// The terminal receipt of `session`: the durable one if there is one,
-    /// otherwise `body` appended now (spending a held reservation, or a new
-    /// one). `body` must name `session` in its `session_id` field. The
-    /// reference comes from the lifecycle, which asks this log for it
-    /// after the append ([`TerminalReceiptRef::durable`]).
+    /// otherwise `body` (a `resource_v1` body) appended now (spending a
+    /// held reservation, or a new one). `body` must name `session` in its
+    /// `session_id` field. The reference comes from the lifecycle, which
+    /// asks this log for it after the append
+    /// ([`TerminalReceiptRef::durable`]).
     pub fn get_or_append(
         &mut self,
         session: &SessionId,
         body: &[u8],
     ) -> Result<TerminalReceiptRef, PortError> {
-        let subject = Subject::Session(session);
+        self.get_or_append_subject(Subject::Session(session), body)
+    }
+
+    /// The terminal receipt of apply transaction `txn`: the durable one if
+    /// there is one, otherwise `body` (an `apply_v1` body, e.g.
+    /// `ApplyReceiptV1::encode`) appended now under the key
+    /// [`receipt_key`]`(Subject::Apply(txn))`, spending a held reservation
+    /// or a new one. `body` must name `txn` in its `transaction_id` field
+    /// and decode strictly.
+    pub fn get_or_append_apply(
+        &mut self,
+        txn: &TransactionId,
+        body: &[u8],
+    ) -> Result<TerminalReceiptRef, PortError> {
+        self.get_or_append_subject(Subject::Apply(txn), body)
+    }
+
+    fn get_or_append_subject(
+        &mut self,
+        subject: Subject<'_>,
+        body: &[u8],
+    ) -> Result<TerminalReceiptRef, PortError> {
         let durable = |this: &Self| {
             TerminalReceiptRef::durable(this, subject).map_err(|e| PortError::new(e.code()))
         };
         if let Some(r) = durable(self)? {
             return Ok(r);
         }
-        // The body must name the session whose reservation it spends, so
-        // the per-session index (by the record's session) and the body agree:
-        // checked before anything is written.
-        if body_names(body).as_deref() != Some(session.as_str()) {
+        let kind = subject_kind(subject);
+        // The body must name the subject whose reservation it spends, so
+        // the index (by the record's key) and the body agree: checked
+        // before anything is written.
+        if body_names(body, kind).as_deref() != Some(subject.id()) {
             return Err(PortError::new(LIFECYCLE_RECEIPT_MISMATCH));
         }
+        let key = receipt_key(subject)?;
         let journal: &mut ReceiptJournal = self.journal.borrow_mut();
-        let reservation = match journal.held_reservation(session) {
+        let reservation = match journal.held_reservation(&key) {
             Some(r) => r,
-            None => journal.reserve(session).map_err(journal_err)?,
+            None => journal.reserve(&key).map_err(journal_err)?,
         };
         journal
-            .append_receipt(&reservation, ReceiptKind::ResourceV1, body)
+            .append_receipt(&reservation, kind, body)
             .map_err(journal_err)?;
         durable(self)?.ok_or(PortError::new(LIFECYCLE_RECEIPT_MISMATCH))
+    }
+}
+
+/// The receipt journal's key for `subject`: the session id, or the apply
+/// transaction's id as a [`SessionId`] (the same charset, so this never
+/// fails for a validated id; it would be `lifecycle_record_invalid`).
+/// Reserve, append and release an apply receipt under this key.
+pub fn receipt_key(subject: Subject<'_>) -> Result<SessionId, PortError> {
+    match subject {
+        Subject::Session(id) => Ok(id.clone()),
+        Subject::Apply(txn) => {
+            SessionId::new(txn.as_str()).map_err(|_| PortError::new(LIFECYCLE_RECORD_INVALID))
+        }
+    }
+}
+
+/// The receipt kind a subject's terminal receipt has.
+fn subject_kind(subject: Subject<'_>) -> ReceiptKind {
+    match subject {
+        Subject::Session(_) => ReceiptKind::ResourceV1,
+        Subject::Apply(_) => ReceiptKind::ApplyV1,
     }
 }
 
@@ -334,28 +395,40 @@ pub fn reference(r: &StoredReceipt) -> ReceiptEntry {
     ReceiptEntry::new(r.seq, Sha256Digest::of(&r.envelope))
 }
 
-/// The `session_id` of a stored receipt's body.
-/// The `session_id` a receipt body names.
-fn body_names(body: &[u8]) -> Option<String> {
+/// The subject a receipt body of `kind` names (its
+/// [`ReceiptKind::subject_field`]).
+fn body_names(body: &[u8], kind: ReceiptKind) -> Option<String> {
     let v: serde_json::Value = serde_json::from_slice(body).ok()?;
-    Some(v.get("session_id")?.as_str()?.to_owned())
+    Some(v.get(kind.subject_field())?.as_str()?.to_owned())
 }
 
-fn body_session(r: &StoredReceipt) -> Option<String> {
-    let v: serde_json::Value = serde_json::from_slice(&r.envelope).ok()?;
-    Some(v.get("body")?.get("session_id")?.as_str()?.to_owned())
+/// Whether a stored receipt is `subject`'s: of the subject's kind, with a
+/// body naming the subject in that kind's subject field.
+fn is_receipt_of(r: &StoredReceipt, subject: Subject<'_>) -> bool {
+    let kind = subject_kind(subject);
+    let named = || {
+        let v: serde_json::Value = serde_json::from_slice(&r.envelope).ok()?;
+        Some(
+            v.get("body")?
+                .get(kind.subject_field())?
+                .as_str()?
+                .to_owned(),
+        )
+    };
+    r.kind == kind && named().as_deref() == Some(subject.id())
 }
 
 impl<J: Borrow<ReceiptJournal>> ReceiptLog for StoreReceipts<J> {
     fn terminal_receipt(&self, subject: Subject<'_>) -> Result<Option<ReceiptEntry>, PortError> {
-        let Subject::Session(id) = subject else {
-            return Err(PortError::new(JOURNAL_RECORD_KIND_REFUSED));
-        };
-        // Through the journal's per-session index (the session its receipt
-        // records name); the body must name the same session.
-        match self.journal().receipts_of(id).as_slice() {
+        // Through the journal's index by subject key (the key its receipt
+        // records name); the receipt must be of the subject's kind and its
+        // body must name the subject. A session and a transaction with the
+        // same id share a key: whichever receipt is there, the other
+        // subject's question fails closed, never confirms.
+        let key = receipt_key(subject)?;
+        match self.journal().receipts_of(&key).as_slice() {
             [] => Ok(None),
-            [r] if body_session(r).as_deref() == Some(id.as_str()) => Ok(Some(reference(r))),
+            [r] if is_receipt_of(r, subject) => Ok(Some(reference(r))),
             _ => Err(PortError::new(LIFECYCLE_RECEIPT_MISMATCH)),
         }
     }

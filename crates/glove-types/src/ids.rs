@@ -135,6 +135,11 @@ define_id!(
     /// The id of a key in the apply trust policy.
     TrustKeyId
 );
+define_id!(
+    /// An apply transaction id (the lifecycle's `TransactionId`, as the
+    /// apply receipt body names it).
+    ApplyTransactionId
+);
 
 #[cfg(test)]
 mod tests {

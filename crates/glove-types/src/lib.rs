@@ -16,8 +16,8 @@
 //!   [`policy::ValidatedPolicy`] that cannot exist unless every rule held;
 //! * [`plan`] — the controller's identifier-only plan and
 //!   [`plan::admit`], which yields an [`plan::AdmittedPlan`];
-//! * [`receipt`] — the typed `resource_v1` receipt body, its canonical
-//!   encoding and strict decoder;
+//! * [`receipt`] — the typed `resource_v1` and `apply_v1` receipt bodies,
+//!   their canonical encodings and strict decoders;
 //! * [`harness`] — the agent harnesses, one file each (names and npm
 //!   layout, staging, private home, skills, MCP configuration, model
 //!   endpoint), and their registry [`harness::NativeRuntime`];

@@ -28,6 +28,9 @@
 //! [`EgressReceipt`]), `mcp` only for a session with a tool policy (see
 //! [`McpReceipt`]), `retained` only for a session with retained
 //! workspaces (see [`RetainedReceipt`]).
+//!
+//! The `apply_v1` body of an apply transaction's terminal receipt is in
+//! [`apply`] ([`ApplyReceiptV1`]).
 
 use crate::canon::{self, Form};
 use crate::codes::journal::RECEIPT_BODY_INVALID;
@@ -38,8 +41,10 @@ use crate::stage::SessionStage;
 use crate::{Blake3Digest, Sha256Digest};
 use serde::{Deserialize, Serialize};
 
+pub mod apply;
 mod wire;
 
+pub use apply::{ApplyOutcome, ApplyReceiptV1, FailedIn, APPLY_KIND, MAX_APPLY_BODY_BYTES};
 use wire::Wire;
 
 /// The `receipt_kind` of this body.

@@ -439,12 +439,21 @@ pub fn receipts(cmd: &ReceiptsCommand) -> i32 {
             finish(r, a.conn.json, |v| {
                 let items = field(v, "receipts").as_array().cloned().unwrap_or_default();
                 for r in &items {
-                    println!(
-                        "{} {} {}",
+                    let kind = show(field(r, "kind"));
+                    let line = format!(
+                        "{} {kind} {}",
                         show(field(r, "seq")),
-                        show(field(r, "kind")),
                         show(field(r, "chain"))
                     );
+                    // An apply receipt also says what happened, on the
+                    // same line.
+                    match field(r, "envelope")
+                        .as_str()
+                        .and_then(|e| crate::receipts_verify::envelope_line(&kind, e))
+                    {
+                        Some(what) => println!("{line} {what}"),
+                        None => println!("{line}"),
+                    }
                 }
                 println!(
                     "{} receipt(s); head {}",

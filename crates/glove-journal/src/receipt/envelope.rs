@@ -8,13 +8,16 @@
 //! {"body":{…},"body_mac":"<hex>","chain":"<hex>","receipt_kind":"resource_v1","seq":N}
 //! ```
 //!
-//! * `body_mac = HMAC(key, "glove-receipt-body-v1" 0x00 || canonical body)`;
+//! * `body_mac = HMAC(key, D 0x00 || canonical body)`, with `D` the kind's
+//!   body domain ([`ReceiptKind::body_domain`]: `"glove-receipt-body-v1"`
+//!   for session receipts, `"glove-apply-receipt-body-v1"` for apply
+//!   receipts);
 //! * `chain = HMAC(key, "glove-receipt-envelope-v1" 0x00 || previous chain ||
 //!   canonical envelope without the "chain" field)`;
 //! * `seq` is the previous head's sequence number plus one. Every receipt
 //!   kind shares this one sequence and chain.
 
-use super::mac::{ReceiptHead, ReceiptKey, BODY_DOMAIN, ENVELOPE_DOMAIN};
+use super::mac::{ReceiptHead, ReceiptKey, APPLY_BODY_DOMAIN, BODY_DOMAIN, ENVELOPE_DOMAIN};
 use super::scan::scan_envelope;
 use crate::error::{JournalError, ReceiptRefusal};
 use glove_types::canon::{parse_canonical, to_canonical, MAX_SAFE_INTEGER};
@@ -34,17 +37,45 @@ pub enum ReceiptKind {
     ResourceV1,
     /// A refinement evaluation receipt (reserved for a later issue).
     RefinementV1,
+    /// An apply transaction's terminal receipt (applied or failed); the body
+    /// is `glove_types::receipt::ApplyReceiptV1`.
+    ApplyV1,
 }
 
 impl ReceiptKind {
     /// Every kind.
-    pub const ALL: [ReceiptKind; 2] = [ReceiptKind::ResourceV1, ReceiptKind::RefinementV1];
+    pub const ALL: [ReceiptKind; 3] = [
+        ReceiptKind::ResourceV1,
+        ReceiptKind::RefinementV1,
+        ReceiptKind::ApplyV1,
+    ];
 
     /// The wire name.
     pub const fn as_str(self) -> &'static str {
         match self {
             ReceiptKind::ResourceV1 => "resource_v1",
             ReceiptKind::RefinementV1 => "refinement_v1",
+            ReceiptKind::ApplyV1 => "apply_v1",
+        }
+    }
+
+    /// The domain of this kind's body MAC: apply receipts have their own,
+    /// so a body MAC made for a session receipt never verifies for an apply
+    /// receipt, nor the reverse.
+    pub const fn body_domain(self) -> &'static [u8] {
+        match self {
+            ReceiptKind::ResourceV1 | ReceiptKind::RefinementV1 => BODY_DOMAIN,
+            ReceiptKind::ApplyV1 => APPLY_BODY_DOMAIN,
+        }
+    }
+
+    /// The body field that names the receipt's subject, the key the journal
+    /// files it under: `transaction_id` for an apply receipt, `session_id`
+    /// otherwise.
+    pub const fn subject_field(self) -> &'static str {
+        match self {
+            ReceiptKind::ResourceV1 | ReceiptKind::RefinementV1 => "session_id",
+            ReceiptKind::ApplyV1 => "transaction_id",
         }
     }
 
@@ -104,7 +135,7 @@ pub fn seal(
     if seq > MAX_SAFE_INTEGER {
         return Err(JournalError::Receipt(ReceiptRefusal::ReservationRefused));
     }
-    let body_mac = key.mac(BODY_DOMAIN, &[body]);
+    let body_mac = key.mac(kind.body_domain(), &[body]);
     let mut env = Map::new();
     env.insert("body".into(), value);
     env.insert("body_mac".into(), Value::String(to_hex(&body_mac)));
@@ -161,7 +192,10 @@ pub(crate) fn verify(
         return Err(EnvelopeProblem::Sequence);
     }
     let body_bytes = to_canonical(body).map_err(|_| EnvelopeProblem::Malformed)?;
-    let want_body: bool = key.mac(BODY_DOMAIN, &[&body_bytes]).ct_eq(&body_mac).into();
+    let want_body: bool = key
+        .mac(kind.body_domain(), &[&body_bytes])
+        .ct_eq(&body_mac)
+        .into();
     env.remove("chain");
     let unsigned = to_canonical(&Value::Object(env)).map_err(|_| EnvelopeProblem::Malformed)?;
     let want_chain: bool = key
@@ -205,7 +239,10 @@ pub(crate) fn verify_cheap(
     if prev.seq.checked_add(1) != Some(s.seq) {
         return None;
     }
-    let want_body: bool = key.mac(BODY_DOMAIN, &[s.body]).ct_eq(&body_mac).into();
+    let want_body: bool = key
+        .mac(s.kind.body_domain(), &[s.body])
+        .ct_eq(&body_mac)
+        .into();
     let want_chain: bool = key
         .mac(
             ENVELOPE_DOMAIN,
@@ -265,7 +302,11 @@ pub fn forge_envelope(
     kind: &[u8],
     seq: &[u8],
 ) -> Vec<u8> {
-    let body_mac = to_hex(&key.mac(BODY_DOMAIN, &[body]));
+    let domain = core::str::from_utf8(kind)
+        .ok()
+        .and_then(ReceiptKind::parse)
+        .map_or(BODY_DOMAIN, ReceiptKind::body_domain);
+    let body_mac = to_hex(&key.mac(domain, &[body]));
     let mut head = b"{\"body\":".to_vec();
     head.extend_from_slice(body);
     head.extend_from_slice(format!(",\"body_mac\":\"{body_mac}\",").as_bytes());
@@ -326,6 +367,30 @@ mod tests {
         );
     }
 
+    #[test]
+    fn apply_bodies_have_their_own_mac_domain() {
+        let key = ReceiptKey::from_bytes([1; 32]);
+        let prev = ReceiptHead {
+            seq: 4,
+            chain: [2; 32],
+        };
+        let body = br#"{"receipt_kind":"apply_v1"}"#;
+        let (env, _) = seal(&key, &prev, ReceiptKind::ApplyV1, body, 1024).unwrap();
+        assert_eq!(
+            verify(&key, &prev, &env, 4096).map(|v| v.kind),
+            Ok(ReceiptKind::ApplyV1)
+        );
+        let env = String::from_utf8(env).unwrap();
+        let apply_mac = to_hex(&key.mac(APPLY_BODY_DOMAIN, &[body]));
+        assert!(env.contains(&apply_mac), "{env}");
+        // The session body domain's MAC does not verify for an apply body.
+        let swapped = env.replace(&apply_mac, &to_hex(&key.mac(BODY_DOMAIN, &[body])));
+        assert_eq!(
+            verify(&key, &prev, swapped.as_bytes(), 4096),
+            Err(EnvelopeProblem::Mac)
+        );
+    }
+
     fn sealed(body: &[u8], prev_seq: u64) -> (ReceiptKey, ReceiptHead, Vec<u8>) {
         let key = ReceiptKey::from_bytes([3; 32]);
         let prev = ReceiptHead {
@@ -366,13 +431,24 @@ mod tests {
                 ],
                 0..5,
             ),
-            prop_oneof![Just("resource_v1"), Just("refinement_v1")],
+            prop_oneof![Just("resource_v1"), Just("refinement_v1"), Just("apply_v1")],
         )
             .prop_map(|(m, k)| {
                 let mut m: Map<String, Value> = m.into_iter().collect();
                 m.insert("receipt_kind".into(), Value::String(k.into()));
                 to_canonical(&Value::Object(m)).unwrap()
             })
+    }
+
+    /// The kind a generated body names (its only kind name).
+    fn kind_in(body: &[u8]) -> ReceiptKind {
+        ReceiptKind::ALL
+            .into_iter()
+            .find(|k| {
+                body.windows(k.as_str().len())
+                    .any(|w| w == k.as_str().as_bytes())
+            })
+            .unwrap_or(ReceiptKind::ResourceV1)
     }
 
     proptest! {
@@ -393,11 +469,7 @@ mod tests {
         ) {
             let key = ReceiptKey::from_bytes([3; 32]);
             let prev = ReceiptHead { seq: prev_seq, chain: [4; 32] };
-            let kind = if body.windows(13).any(|w| w == b"refinement_v1") {
-                ReceiptKind::RefinementV1
-            } else {
-                ReceiptKind::ResourceV1
-            };
+            let kind = kind_in(&body);
             let (mut env, _) = seal(&key, &prev, kind, &body, 1 << 16).unwrap();
             let check_key = if wrong_key { ReceiptKey::from_bytes([5; 32]) } else { key.clone() };
             let check_prev = if wrong_prev {
@@ -448,11 +520,7 @@ mod tests {
                     _ => body.push(b),
                 }
             }
-            let kind = if body.windows(13).any(|w| w == b"refinement_v1") {
-                "refinement_v1"
-            } else {
-                "resource_v1"
-            };
+            let kind = kind_in(&body).as_str();
             let env = forge_envelope(&key, &prev, &body, kind.as_bytes(), seq_text.as_bytes());
             prop_assert!(cheap_check_agrees(&key, &prev, &env, 1 << 17));
             let full = verify(&key, &prev, &env, 1 << 17);

@@ -3,7 +3,9 @@
 //! Every MAC in the receipt journal is
 //! `HMAC-SHA-256(key, domain || 0x00 || message)` with one of three domains:
 //!
-//! * [`BODY_DOMAIN`] over the receipt body's canonical bytes (`body_mac`);
+//! * [`BODY_DOMAIN`] over the receipt body's canonical bytes (`body_mac`),
+//!   or [`APPLY_BODY_DOMAIN`] for an apply receipt's body (see
+//!   [`ReceiptKind::body_domain`](super::ReceiptKind::body_domain));
 //! * [`ENVELOPE_DOMAIN`] over the previous chain value followed by the
 //!   canonical bytes of the envelope without its `chain` field — the result
 //!   *is* the envelope's `chain` value, so each receipt authenticates all
@@ -19,8 +21,11 @@ use hmac::{Hmac, Mac};
 use sha2::Sha256;
 use subtle::ConstantTimeEq;
 
-/// Domain of the receipt body MAC.
+/// Domain of the receipt body MAC (session receipts: `resource_v1`, and
+/// `refinement_v1`).
 pub const BODY_DOMAIN: &[u8] = b"glove-receipt-body-v1";
+/// Domain of the body MAC of an apply receipt (`apply_v1`).
+pub const APPLY_BODY_DOMAIN: &[u8] = b"glove-apply-receipt-body-v1";
 /// Domain of the envelope MAC (the chain value).
 pub const ENVELOPE_DOMAIN: &[u8] = b"glove-receipt-envelope-v1";
 /// Domain of the acknowledged-head file MAC.

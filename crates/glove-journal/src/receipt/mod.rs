@@ -7,6 +7,13 @@
 //!   hold every outstanding slot plus the new one, so a held reservation can
 //!   always be spent ([`ReceiptJournal::append_receipt`]) or released
 //!   ([`ReceiptJournal::release`]), even when the journal is otherwise full.
+//! * **Subjects.** Receipts, reservations and the index are keyed by a
+//!   [`SessionId`], which is the receipt's *subject* id: the session of a
+//!   `resource_v1` receipt, or the apply transaction of an `apply_v1`
+//!   receipt (`SessionId::new(txn.as_str())`; both ids use the shared id
+//!   charset). One key, one receipt: a session id equal to a transaction id
+//!   shares the key, and the lifecycle's receipt log then fails closed
+//!   (see [`crate::lifecycle`]).
 //! * **Receipts.** A body is canonical JSON naming its [`ReceiptKind`]; it is
 //!   sealed into an envelope whose `chain` MAC links it to the previous head
 //!   and, transitively, to the trusted anchor (see [`envelope`]). The record
@@ -47,6 +54,7 @@
 //!   files.
 
 mod ack;
+mod body;
 mod compact;
 pub mod envelope;
 pub mod mac;
@@ -126,7 +134,9 @@ fn kept_receipt_len(envelope: &[u8]) -> u64 {
     record_len(1 + envelope.len()) as u64
 }
 
-/// A held reservation for one session's receipt. Spend it with
+/// A held reservation for one subject's receipt: a session's, or an apply
+/// transaction's under the key `SessionId::new(txn.as_str())` (see the
+/// module docs). Spend it with
 /// [`ReceiptJournal::append_receipt`] or give it back with
 /// [`ReceiptJournal::release`]. Not `Clone`: one token per reservation.
 #[derive(Debug, PartialEq, Eq)]
@@ -385,7 +395,8 @@ impl ReceiptJournal {
 
     /// Seals `body` as the next receipt, spending `reservation`, and returns
     /// once it is durable. On a refusal (bad body) the reservation stays
-    /// held.
+    /// held. An `apply_v1` body must decode strictly and name the
+    /// reservation's key as its `transaction_id` (`receipt_body_invalid`).
     pub fn append_receipt(
         &mut self,
         reservation: &Reservation,
@@ -406,6 +417,14 @@ impl ReceiptJournal {
             body,
             self.config.max_body_bytes as usize,
         )?;
+        // After the kind and canonical-form checks of `seal`, before
+        // anything is written.
+        body::check_body(kind, body, Some(&reservation.session)).map_err(|rejection| {
+            JournalError::Invalid {
+                field: "receipt body",
+                rejection,
+            }
+        })?;
         let payload = encode_id(Some(&reservation.session), &envelope);
         let _ = self.journal.append(KIND_RECEIPT, &payload)?;
         self.state.outstanding.remove(&reservation.session);

@@ -2,9 +2,11 @@
 //!
 //! The first record is the base head; receipts follow it with consecutive
 //! sequence numbers, each envelope verified against the previous head with
-//! the receipt key. Reservations are tracked per session: a reservation for
-//! a session that already holds one, a release or receipt for a session
-//! without one, a second base record, or a record before the base is
+//! the receipt key. Reservations are tracked per subject key (a session
+//! id, or an apply transaction's id for an apply receipt: both are in the
+//! shared id charset, and the journal calls the key "session" throughout):
+//! a reservation for a key that already holds one, a release or receipt for
+//! a key without one, a second base record, or a record before the base is
 //! `receipt_record_invalid`; a MAC failure is `receipt_mac_mismatch`; a
 //! sequence that does not follow is `receipt_sequence_invalid`.
 
@@ -40,10 +42,12 @@ impl StoredReceipt {
     }
 }
 
-/// The `session_id` of an envelope's body, when it names a valid one.
-fn body_session_id(envelope: &[u8]) -> Option<SessionId> {
+/// The subject key an envelope's body names, when it names a valid one:
+/// its `transaction_id` for an apply receipt, its `session_id` otherwise
+/// ([`ReceiptKind::subject_field`]).
+fn body_subject_key(kind: ReceiptKind, envelope: &[u8]) -> Option<SessionId> {
     let v: serde_json::Value = serde_json::from_slice(envelope).ok()?;
-    SessionId::new(v.get("body")?.get("session_id")?.as_str()?).ok()
+    SessionId::new(v.get("body")?.get(kind.subject_field())?.as_str()?).ok()
 }
 
 /// How replay checks each envelope. Both give the same result for every
@@ -64,8 +68,9 @@ pub(crate) struct ReceiptState {
     pub(crate) base: Option<ReceiptHead>,
     pub(crate) receipts: Vec<StoredReceipt>,
     pub(crate) outstanding: BTreeSet<SessionId>,
-    /// The sequence numbers of each session's kept receipts (the session
-    /// named by the receipt record), so a lookup is not a scan.
+    /// The sequence numbers of each subject key's kept receipts (the key
+    /// named by the receipt record: a session id, or an apply transaction's
+    /// id), so a lookup is not a scan.
     pub(crate) by_session: HashMap<SessionId, Vec<u64>>,
 }
 
@@ -167,13 +172,14 @@ impl ReceiptState {
                     EnvelopeProblem::Sequence => bad(CorruptKind::ReceiptSequenceInvalid),
                     EnvelopeProblem::Mac => bad(CorruptKind::ReceiptMacMismatch),
                 })?;
+                super::body::check_stored(v.kind, rest, id.as_ref()).map_err(|_| invalid())?;
                 if let Some(id) = &id {
                     self.outstanding.remove(id);
                 }
                 // A compacted file keeps receipts without the record's
-                // session (their reservations are gone): index those by the
-                // MAC-covered body's `session_id`.
-                let session = id.or_else(|| body_session_id(rest));
+                // key (their reservations are gone): index those by the
+                // subject the MAC-covered body names.
+                let session = id.or_else(|| body_subject_key(v.kind, rest));
                 self.push(
                     session,
                     StoredReceipt {

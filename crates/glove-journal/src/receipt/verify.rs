@@ -6,7 +6,10 @@
 //! trusted anchor must be the base or a head on the verified chain; a file
 //! compacted past the anchor cannot be checked against it and is refused.
 //! [`verify_page`] checks a delivered page the same way, starting from the
-//! head the consumer already trusts.
+//! head the consumer already trusts. Every kind shares the one chain; an
+//! `apply_v1` body must also decode strictly and name the transaction its
+//! record is filed under (see [`super::body`]), else
+//! `receipt_record_invalid`.
 //!
 //! [`verify_file_with`] (and [`verify_evidence`] on bytes) also checks the
 //! evidence kept beside the journal: the anchor file (the file must match
@@ -16,7 +19,7 @@
 //! this journal and name a head on the verified chain).
 
 use super::ack;
-use super::envelope::{verify, EnvelopeProblem};
+use super::envelope::{verify, EnvelopeProblem, ReceiptKind};
 use super::mac::{ReceiptHead, ReceiptKey};
 use super::records::KINDS;
 use super::state::{Check, ReceiptState};
@@ -27,6 +30,7 @@ use crate::journal::RecordView;
 use crate::placement;
 use crate::replay::replay_bytes;
 use crate::spec::JournalSpec;
+use glove_types::receipt::ApplyReceiptV1;
 use rustix::fd::AsFd;
 use std::path::Path;
 
@@ -64,6 +68,12 @@ pub struct VerifyReport {
     pub anchor_checked: bool,
     /// The acknowledged head, when an acknowledged-head file was checked.
     pub acknowledged: Option<ReceiptHead>,
+    /// Receipts verified, per kind (kinds with none left out, in
+    /// [`ReceiptKind::ALL`] order).
+    pub by_kind: Vec<(ReceiptKind, u64)>,
+    /// The apply receipts verified, with their sequence numbers, oldest
+    /// first (their bodies decoded strictly), for a person to read.
+    pub apply_receipts: Vec<(u64, ApplyReceiptV1)>,
 }
 
 /// The evidence kept beside a receipt journal, as bytes.
@@ -152,7 +162,28 @@ pub fn verify_evidence(
             Some(a)
         }
     };
+    let by_kind = ReceiptKind::ALL
+        .into_iter()
+        .map(|k| {
+            let n = state.receipts.iter().filter(|r| r.kind == k).count();
+            (k, n as u64)
+        })
+        .filter(|(_, n)| *n > 0)
+        .collect();
+    let apply_receipts = state
+        .receipts
+        .iter()
+        .filter(|r| r.kind == ReceiptKind::ApplyV1)
+        .map(|r| {
+            // Replay already decoded every apply body strictly.
+            let body = super::body::apply_body(&r.envelope)
+                .map_err(|_| JournalError::corrupt(CorruptKind::ReceiptRecordInvalid, r.seq))?;
+            Ok((r.seq, body))
+        })
+        .collect::<Result<_, JournalError>>()?;
     Ok(VerifyReport {
+        by_kind,
+        apply_receipts,
         anchor_checked: evidence.anchor_file.is_some(),
         acknowledged,
         journal_id: replayed.header.journal_id,
@@ -250,6 +281,10 @@ pub fn verify_page<'a>(
             };
             JournalError::corrupt(kind, i as u64)
         })?;
+        // A page carries envelopes only (no record keys): the body's own
+        // rules are checked, the key binding was checked on append.
+        super::body::check_stored(v.kind, env, None)
+            .map_err(|_| JournalError::corrupt(CorruptKind::ReceiptRecordInvalid, i as u64))?;
         head = v.head;
     }
     Ok(head)

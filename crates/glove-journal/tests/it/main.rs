@@ -5,6 +5,8 @@
 //! * `basics` — create/open/append, placement checks, locking, anchors,
 //!   group commit, classification of crafted corruptions;
 //! * `sessions` and `receipts` — the two stores' behaviour;
+//! * `apply_receipts` — apply receipts in the receipt journal beside
+//!   session receipts (one chain, offline verification, the receipt log);
 //! * `exhaustive` — every truncation and every bit flip of small journals
 //!   of each kind;
 //! * `compaction` — session-store compaction: 100,000 sessions in bounded
@@ -22,6 +24,7 @@
 //! * `random_bytes` — replay of arbitrary bytes never panics.
 
 mod anchor_files;
+mod apply_receipts;
 mod basics;
 mod common;
 mod compaction;

@@ -50,7 +50,8 @@ pub(super) struct Wire {
     retained: Vec<RetainedReceipt>,
 }
 
-fn is_code(s: &str) -> bool {
+/// Whether `s` is in the code charset (1 to 64 of `[a-z0-9_]`).
+pub(super) fn is_code(s: &str) -> bool {
     (1..=64).contains(&s.len())
         && s.bytes()
             .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')

@@ -6,7 +6,7 @@ use glove_types::ids::{AliasId, ProjectionId, SessionId};
 use glove_types::policy::ResourceLimits;
 use glove_types::receipt::{
     AdapterReceipt, EgressReceipt, Exit, LeaseReceipt, LimitName, McpReceipt, Projection, Recovery,
-    ResourceReceiptV1, Termination, Usage,
+    ResourceReceiptV1, RetainedReceipt, Termination, Usage,
 };
 use glove_types::stage::SessionStage;
 use glove_types::{Blake3Digest, Sha256Digest};
