@@ -46,7 +46,6 @@ fn main() {
         // No network namespace pool: a long-lived supervisor has nothing
         // refilling it (only `glove exec`'s exit does).
         network_pool: None,
-        retained: Vec::new(),
         ..ExecRequest::new(vec!["/bin/true".into()])
     };
     let command = AgentCommand {

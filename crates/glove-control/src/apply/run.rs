@@ -28,9 +28,9 @@ use super::books::{receipt_subject, Books, Locator, LOCATOR_SCHEMA};
 use super::exchange::{self, Place};
 use super::{crash, TrustPolicy};
 use crate::stages::{self, StageDir};
-use glove_journal::receipt::{ReceiptJournal, ReceiptKind};
+use glove_journal::receipt::ReceiptJournal;
 use glove_lifecycle::apply::{Failable, TransactionId, Txn};
-use glove_lifecycle::{with_brand, BaselineCleanup, PortError, Subject, TerminalReceiptRef};
+use glove_lifecycle::{with_brand, BaselineCleanup, PortError, TerminalReceiptRef};
 use glove_types::apply::SignedApplyAuthorization;
 use glove_types::codes::apply::*;
 use glove_types::{ErrorCode, Rejection};
@@ -85,50 +85,43 @@ pub(super) fn receipt_body(
     failed: Option<(ErrorCode, &str)>,
     recovered: bool,
 ) -> Result<Vec<u8>, Rejection> {
-    let mut v = serde_json::json!({
-        "receipt_kind": "apply_v1",
-        "transaction_id": l.transaction_id,
-        "session_id": l.session_id,
-        "target": l.target,
-        "grant_id": l.grant_id,
-        "authorization_digest": l.authorization_digest,
-        "baseline_digest": l.baseline_digest,
-        "manifest_digest": l.final_digest,
-        "outcome": if failed.is_some() { "failed" } else { "applied" },
-        "recovered": recovered,
-    });
-    if let (Some((code, state)), Some(m)) = (failed, v.as_object_mut()) {
-        m.insert("code".into(), code.as_str().into());
-        m.insert("failed_in".into(), state.into());
+    use glove_types::receipt::{ApplyOutcome, ApplyReceiptV1, FailedIn};
+    let digest = |s: &str| glove_types::Sha256Digest::parse(s);
+    let outcome = match failed {
+        None => ApplyOutcome::Applied,
+        Some((code, state)) => ApplyOutcome::Failed {
+            code: code.as_str().to_owned(),
+            failed_in: if state == "prepared" {
+                FailedIn::Prepared
+            } else {
+                FailedIn::Reserved
+            },
+        },
+    };
+    ApplyReceiptV1 {
+        transaction_id: glove_types::ids::ApplyTransactionId::new(l.transaction_id.as_str())?,
+        session_id: glove_types::ids::SessionId::new(l.session_id.as_str())?,
+        target: glove_types::ids::ApplyTargetId::new(l.target.as_str())?,
+        grant_id: glove_types::ids::ApplyGrantId::new(l.grant_id.as_str())?,
+        authorization_digest: digest(&l.authorization_digest)?,
+        baseline_digest: digest(&l.baseline_digest)?,
+        manifest_digest: digest(&l.final_digest)?,
+        outcome,
+        recovered,
     }
-    glove_types::canon::to_canonical(&v)
+    .encode()
 }
 
-/// Appends a transaction's terminal receipt under its reservation (made
-/// now if none is held) and returns the durable reference.
+/// Appends a transaction's terminal receipt (or finds the one a crash
+/// left) and returns the durable reference.
 pub(super) fn append_receipt(
     receipts: &mut ReceiptJournal,
     txn: &TransactionId,
     body: &[u8],
 ) -> Result<TerminalReceiptRef, Rejection> {
-    let subject = receipt_subject(txn.as_str())?;
-    let view = crate::ports::ReceiptView::new(&*receipts);
-    if let Some(r) = TerminalReceiptRef::durable(&view, Subject::Apply(txn)).map_err(|e| life(&e))? {
-        return Ok(r);
-    }
-    let reservation = match receipts.held_reservation(&subject) {
-        Some(r) => r,
-        None => receipts
-            .reserve(&subject)
-            .map_err(|e| Rejection::new(e.code(), format!("receipt reservation: {e}")))?,
-    };
-    receipts
-        .append_receipt(&reservation, ReceiptKind::ApplyV1, body)
-        .map_err(|e| Rejection::new(e.code(), format!("receipt: {e}")))?;
-    let view = crate::ports::ReceiptView::new(&*receipts);
-    TerminalReceiptRef::durable(&view, Subject::Apply(txn))
-        .map_err(|e| life(&e))?
-        .ok_or_else(|| Rejection::new(APPLY_FILE_IO, "the receipt is not in the journal"))
+    glove_journal::lifecycle::StoreReceipts::new(&mut *receipts)
+        .get_or_append_apply(txn, body)
+        .map_err(|e| Rejection::new(e.code(), format!("the apply receipt: {e:?}")))
 }
 
 /// Removes the old tree beside the source (the baseline cleanup port).
@@ -158,7 +151,11 @@ pub(super) fn fail<S: Failable>(
     if let Some(p) = place {
         exchange::remove_tree(p, &exchange::staging_name(&l.transaction_id))?;
     }
-    let state = S::STATE.as_str();
+    let state = if S::STATE == glove_types::stage::ApplyState::Prepared {
+        "prepared"
+    } else {
+        "reserved"
+    };
     let body = receipt_body(l, Some((error.code(), state)), recovered)?;
     let r = append_receipt(receipts, t.id(), &body)?;
     let view = crate::ports::ReceiptView::new(&*receipts);

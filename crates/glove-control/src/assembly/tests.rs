@@ -16,6 +16,7 @@ struct Recorded {
     read_only: Vec<Bind>,
     seed_dirs: Vec<String>,
     seed_files: Vec<SeedFile>,
+    retained: Vec<String>,
 }
 
 impl SpecParts for Recorded {
@@ -39,6 +40,9 @@ impl SpecParts for Recorded {
     }
     fn seed_file(&mut self, file: SeedFile) {
         self.seed_files.push(file);
+    }
+    fn add_retained(&mut self, mount: glove_sandbox::spec::RetainedMount) {
+        self.retained.push(mount.target);
     }
 }
 
