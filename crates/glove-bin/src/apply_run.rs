@@ -84,11 +84,15 @@ fn recovered_json(r: &Recovered) -> serde_json::Value {
         Recovered::Failed {
             transaction_id,
             receipt_seq,
-        } => json!({"transaction_id": transaction_id, "outcome": "failed", "receipt_seq": receipt_seq}),
+        } => {
+            json!({"transaction_id": transaction_id, "outcome": "failed", "receipt_seq": receipt_seq})
+        }
         Recovered::Applied {
             transaction_id,
             receipt_seq,
-        } => json!({"transaction_id": transaction_id, "outcome": "applied", "receipt_seq": receipt_seq}),
+        } => {
+            json!({"transaction_id": transaction_id, "outcome": "applied", "receipt_seq": receipt_seq})
+        }
         Recovered::Cleaned { transaction_id } => {
             json!({"transaction_id": transaction_id, "outcome": "cleaned"})
         }
@@ -108,27 +112,28 @@ fn authorization(
     a: &ApplyRunArgs,
     record: &stages::StageRecord,
 ) -> Result<SignedApplyAuthorization, Rejection> {
-    if let Some(file) = &a.authorization {
-        let bytes = std::fs::read(file).map_err(|e| {
-            Rejection::new(
-                glove_types::codes::apply::APPLY_FILE_IO,
-                format!("{}: {e}", file.display()),
-            )
-        })?;
-        return SignedApplyAuthorization::decode_file(&bytes);
-    }
     let path = a
         .key
         .clone()
         .or_else(crate::apply::default_key_path)
-        .ok_or_else(|| Rejection::new(CLI_INVALID_ARGUMENT, "no key: pass --key or --authorization"))?;
+        .ok_or_else(|| {
+            Rejection::new(
+                CLI_INVALID_ARGUMENT,
+                "no key: pass --key or --authorization",
+            )
+        })?;
     let key = load_signing_key(&path)?;
     let now = now_ms();
     let grant = format!(
         "grant-{}",
         glove_types::digest::to_hex(&glove_control::random_bytes::<8>()?)
     );
-    let missing = || Rejection::new(glove_types::codes::retained::RETAINED_STAGE_INVALID, "the stage is not frozen");
+    let missing = || {
+        Rejection::new(
+            glove_types::codes::retained::RETAINED_STAGE_INVALID,
+            "the stage is not frozen",
+        )
+    };
     let terms = AuthorizationTerms {
         session_id: SessionId::new(record.session_id.as_str())?,
         target: ApplyTargetId::new(record.alias.as_str())?,
@@ -195,6 +200,22 @@ fn run_inner(session: &str, a: &ApplyRunArgs) -> Result<i32, Rejection> {
             eprintln!("recovered an earlier apply: {}", recovered_json(r));
         }
     }
+    // An authorization made elsewhere: a replay is named before anything
+    // else is looked at.
+    let given = match &a.authorization {
+        Some(file) => {
+            let bytes = std::fs::read(file).map_err(|e| {
+                Rejection::new(
+                    glove_types::codes::apply::APPLY_FILE_IO,
+                    format!("{}: {e}", file.display()),
+                )
+            })?;
+            let signed = SignedApplyAuthorization::decode_file(&bytes)?;
+            glove_control::apply::run::check_grant(&books, &signed)?;
+            Some(signed)
+        }
+        None => None,
+    };
     let stage = store.open_stage(session, a.alias.as_deref())?;
     let seen = stages::inspect(&stage, now_ms())?;
     let changes = seen.changes();
@@ -228,7 +249,10 @@ fn run_inner(session: &str, a: &ApplyRunArgs) -> Result<i32, Rejection> {
             return Ok(EXIT_REJECTED);
         }
     }
-    let signed = authorization(a, &record)?;
+    let signed = match given {
+        Some(s) => s,
+        None => authorization(a, &record)?,
+    };
     let trust = TrustPolicy::load(&trust_path(a), rustix::process::geteuid().as_raw())?;
     let ended = apply(
         &mut books,
@@ -285,7 +309,11 @@ fn run_inner(session: &str, a: &ApplyRunArgs) -> Result<i32, Rejection> {
         if let Some(m) = v.as_object_mut() {
             m.insert(
                 "recovered".into(),
-                recovered.iter().map(recovered_json).collect::<Vec<_>>().into(),
+                recovered
+                    .iter()
+                    .map(recovered_json)
+                    .collect::<Vec<_>>()
+                    .into(),
             );
         }
         print_json(&v);

@@ -7,7 +7,9 @@
 
 mod common;
 
-use common::apply_env::{expected_after, json_of, leftovers, ready, seed, snapshot, text, Env, EDITS};
+use common::apply_env::{
+    expected_after, json_of, leftovers, ready, seed, snapshot, text, Env, EDITS,
+};
 use common::need;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
@@ -28,18 +30,39 @@ fn an_agents_edits_reach_the_source_and_a_receipt_says_applied() {
     assert_eq!(v["outcome"], "applied", "{v}");
     assert_eq!(v["cleaned"], true);
     assert_eq!(snapshot(&env.src()), expected_after());
-    let root_mode = std::fs::metadata(env.src()).expect("meta").permissions().mode() & 0o7777;
+    let root_mode = std::fs::metadata(env.src())
+        .expect("meta")
+        .permissions()
+        .mode()
+        & 0o7777;
     assert_eq!(root_mode, 0o750, "the source root's mode is kept");
     assert!(leftovers(env.dir.path()).is_empty());
     // The receipt journal verifies offline, with the receipt in it.
     let (file, kf) = (env.p("apply/receipts"), env.p("apply/receipt.key"));
     let zeros = format!("0:{}", "0".repeat(64));
     let out = env.run(&[
-        "receipts", "verify", "--file", file.to_str().expect("utf8"), "--key-file",
-        kf.to_str().expect("utf8"), "--anchor", &zeros, "--json",
+        "receipts",
+        "verify",
+        "--file",
+        file.to_str().expect("utf8"),
+        "--key-file",
+        kf.to_str().expect("utf8"),
+        "--anchor",
+        &zeros,
+        "--json",
     ]);
-    assert_eq!(out.status.code(), Some(0), "{} {}", text(&out.stdout), text(&out.stderr));
-    assert!(text(&out.stdout).contains("apply_v1"), "{}", text(&out.stdout));
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{} {}",
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+    assert!(
+        text(&out.stdout).contains("apply_v1"),
+        "{}",
+        text(&out.stdout)
+    );
 }
 
 #[test]
@@ -54,7 +77,12 @@ fn a_replayed_authorization_is_refused() {
     let auth = env.sign(&session, &key, "grant-once", "600");
     let a = auth.to_str().expect("utf8");
     let first = env.apply(&session, &key, &["--authorization", a]);
-    assert_eq!(json_of(&first)["outcome"], "applied", "{}", text(&first.stderr));
+    assert_eq!(
+        json_of(&first)["outcome"],
+        "applied",
+        "{}",
+        text(&first.stderr)
+    );
     let again = env.apply(&session, &key, &["--authorization", a]);
     assert_eq!(again.status.code(), Some(1));
     assert_eq!(json_of(&again)["code"], "apply_grant_reused");
@@ -64,9 +92,18 @@ fn a_replayed_authorization_is_refused() {
 /// Runs an apply expected to be refused with `code`; the source stays
 /// as it was and nothing is left beside it.
 fn refused(env: &Env, out: &Output, code: &str, before: &[(String, u32, String)]) {
-    assert_eq!(out.status.code(), Some(1), "{} {}", text(&out.stdout), text(&out.stderr));
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{} {}",
+        text(&out.stdout),
+        text(&out.stderr)
+    );
     let v = json_of(out);
-    let got = v["error"]["code"].as_str().or(v["code"].as_str()).unwrap_or_default();
+    let got = v["error"]["code"]
+        .as_str()
+        .or(v["code"].as_str())
+        .unwrap_or_default();
     assert_eq!(got, code, "{v}");
     assert_eq!(snapshot(&env.src()), before);
     assert!(leftovers(env.dir.path()).is_empty());
@@ -79,13 +116,26 @@ fn refusals_have_their_codes_and_leave_the_source_alone() {
     }
     let env = Env::new();
     seed(&env);
-    let key = env.key("owner.key", true);
     let other = env.key("other.key", false);
+    let key = env.key("owner.key", true);
+    let stranger = env.key_with_id("stranger.key", "stranger");
     let session = env.session(EDITS);
     let before = snapshot(&env.src());
 
+    // The wrong key (the trusted id, another key's signature).
+    refused(
+        &env,
+        &env.apply(&session, &other, &[]),
+        "apply_signature_invalid",
+        &before,
+    );
     // A key the trust policy does not list.
-    refused(&env, &env.apply(&session, &other, &[]), "apply_key_untrusted", &before);
+    refused(
+        &env,
+        &env.apply(&session, &stranger, &[]),
+        "apply_key_untrusted",
+        &before,
+    );
     // An expired authorization.
     let auth = env.sign(&session, &key, "grant-expiring", "1");
     std::thread::sleep(std::time::Duration::from_millis(1500));
@@ -99,15 +149,30 @@ fn refusals_have_their_codes_and_leave_the_source_alone() {
     // A trust policy the service user (or anyone) could write.
     let policy = env.p("trust/policy.json");
     std::fs::set_permissions(&policy, std::fs::Permissions::from_mode(0o666)).expect("chmod");
-    refused(&env, &env.apply(&session, &key, &[]), "apply_trust_policy_unsafe", &before);
+    refused(
+        &env,
+        &env.apply(&session, &key, &[]),
+        "apply_trust_policy_unsafe",
+        &before,
+    );
     std::fs::set_permissions(&policy, std::fs::Permissions::from_mode(0o644)).expect("chmod");
     rustix::fs::chown(&policy, Some(rustix::process::Uid::from_raw(65534)), None).expect("chown");
-    refused(&env, &env.apply(&session, &key, &[]), "apply_trust_policy_unsafe", &before);
+    refused(
+        &env,
+        &env.apply(&session, &key, &[]),
+        "apply_trust_policy_unsafe",
+        &before,
+    );
     rustix::fs::chown(&policy, Some(rustix::process::Uid::ROOT), None).expect("chown");
     // The host file edited after staging.
     env.write("edit.txt", "edited on the host\n");
     let before = snapshot(&env.src());
-    refused(&env, &env.apply(&session, &key, &[]), "apply_baseline_stale", &before);
+    refused(
+        &env,
+        &env.apply(&session, &key, &[]),
+        "apply_baseline_stale",
+        &before,
+    );
     // And after all that, a good apply still works for a new session.
     let session = env.session("echo more > more.txt");
     let out = env.apply(&session, &key, &[]);
@@ -136,7 +201,10 @@ fn planted_entries_apply_cannot_carry_are_refused_by_name() {
         let session = env.session(script);
         let out = env.apply(&session, &key, &[]);
         refused(&env, &out, "apply_blocked", &before);
-        let msg = json_of(&out)["message"].as_str().unwrap_or_default().to_owned();
+        let msg = json_of(&out)["message"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
         assert!(msg.contains(what), "{what} not named: {msg}");
     }
 }
@@ -155,16 +223,18 @@ fn a_stage_larger_than_the_free_space_is_refused() {
     // The source on a small tmpfs of its own, in a private mount namespace.
     let k = common::kit();
     let script = format!(
-        "set -e; mount -t tmpfs -o size=16M glove-test {src}; echo small > {src}/a.txt; \
+        "set -e; mount -t tmpfs -o size=16M glove-test {small}; mkdir {src}; echo small > {src}/a.txt; \
          {glove} apply keygen --key {key} --json > {dir}/keygen.json; \
          {glove} exec --json --disk 64M --workspace {src} -- /bin/sh -c \
            'head -c 20000000 /dev/zero | tr \"\\0\" x > big.txt' > {dir}/exec.json; \
          echo staged",
-        src = env.src().display(),
+        small = env.p("small").display(),
+        src = env.p("small/proj").display(),
         glove = k.glove.display(),
         key = env.p("owner.key").display(),
         dir = env.dir.path().display(),
     );
+    std::fs::create_dir(env.p("small")).expect("mkdir small");
     let out = std::process::Command::new("/usr/bin/unshare")
         .args(["-m", "--propagation", "private", "/bin/sh", "-c"])
         .arg(format!(
@@ -172,12 +242,13 @@ fn a_stage_larger_than_the_free_space_is_refused() {
              python3 -c \"import json,sys; e=json.load(open('{dir}/keygen.json')); \
              json.dump({{'schema':'glove.apply-trust-v1','keys':[e['trust_entry']]}}, open('{dir}/trust/policy.json','w'))\"; \
              chmod 644 {dir}/trust/policy.json; \
-             {glove} apply \"$S\" --yes --json --key {key} > {dir}/apply.json; echo rc=$?; \
-             cat {src}/a.txt; ls -a {dir}",
+             set +e; {glove} apply \"$S\" --yes --json --key {key} > {dir}/apply.json; echo rc=$?; \
+             cat {src}/a.txt; ls -a {small}",
             dir = env.dir.path().display(),
             glove = k.glove.display(),
             key = env.p("owner.key").display(),
-            src = env.src().display(),
+            src = env.p("small/proj").display(),
+            small = env.p("small").display(),
         ))
         .env("GLOVE_STAGE_DIR", env.p("stages"))
         .env("GLOVE_APPLY_DIR", env.p("apply"))

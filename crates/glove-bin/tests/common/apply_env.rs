@@ -13,7 +13,10 @@ pub(crate) fn text(b: &[u8]) -> String {
 
 pub(crate) fn ready() -> bool {
     sandbox_ok(As::Caller)
-        && need(is_root(), "apply needs retained workspaces, which need root")
+        && need(
+            is_root(),
+            "apply needs retained workspaces, which need root",
+        )
         && need(
             Path::new("/usr/sbin/mkfs.ext4").exists() || Path::new("/sbin/mkfs.ext4").exists(),
             "mkfs.ext4 (e2fsprogs) is missing",
@@ -42,7 +45,11 @@ impl Env {
         self.p("src")
     }
     pub(crate) fn run(&self, args: &[&str]) -> Output {
-        let (stages, apply, trust) = (self.p("stages"), self.p("apply"), self.p("trust/policy.json"));
+        let (stages, apply, trust) = (
+            self.p("stages"),
+            self.p("apply"),
+            self.p("trust/policy.json"),
+        );
         glove_with_env(
             As::Caller,
             args,
@@ -59,10 +66,25 @@ impl Env {
         std::fs::create_dir_all(p.parent().expect("parent")).expect("mkdir");
         std::fs::write(p, body).expect("write");
     }
+    /// A key `name` with its own id, never in the trust policy.
+    pub(crate) fn key_with_id(&self, name: &str, id: &str) -> String {
+        let key = self.p(name);
+        let path = key.to_str().expect("utf8");
+        let out = self.run(&["apply", "keygen", "--key", path, "--id", id, "--json"]);
+        assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+        key.display().to_string()
+    }
+
     /// A key `name` (in the trust policy when `trusted`).
     pub(crate) fn key(&self, name: &str, trusted: bool) -> String {
         let key = self.p(name);
-        let out = self.run(&["apply", "keygen", "--key", key.to_str().expect("utf8"), "--json"]);
+        let out = self.run(&[
+            "apply",
+            "keygen",
+            "--key",
+            key.to_str().expect("utf8"),
+            "--json",
+        ]);
         assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
         let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("keygen json");
         if trusted {
@@ -80,7 +102,16 @@ impl Env {
     pub(crate) fn session(&self, script: &str) -> String {
         let src = self.src().display().to_string();
         let out = self.run(&[
-            "exec", "--json", "--disk", "64M", "--workspace", &src, "--", "/bin/sh", "-c", script,
+            "exec",
+            "--json",
+            "--disk",
+            "64M",
+            "--workspace",
+            &src,
+            "--",
+            "/bin/sh",
+            "-c",
+            script,
         ]);
         assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
         let s = text(&out.stdout);
@@ -108,8 +139,23 @@ impl Env {
         let (b, f) = self.digests(session);
         let out_file = self.p(&format!("{grant}.auth"));
         let out = self.run(&[
-            "apply", "sign", "--key", key, "--session", session, "--target", "workspace",
-            "--baseline", &b, "--manifest", &f, "--grant", grant, "--ttl-secs", ttl, "--out",
+            "apply",
+            "sign",
+            "--key",
+            key,
+            "--session",
+            session,
+            "--target",
+            "workspace",
+            "--baseline",
+            &b,
+            "--manifest",
+            &f,
+            "--grant",
+            grant,
+            "--ttl-secs",
+            ttl,
+            "--out",
             out_file.to_str().expect("utf8"),
         ]);
         assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
@@ -176,4 +222,3 @@ pub(crate) fn expected_after() -> Vec<(String, u32, String)> {
         ("run.sh".into(), 0o755, "#!/bin/sh\n".into()),
     ]
 }
-

@@ -152,15 +152,22 @@ impl Books {
 
     fn read(&self, name: &str, max: u64) -> Result<Vec<u8>, Rejection> {
         use std::io::Read;
-        let fd = glove_fs::open_in(self.locators.as_fd(), OsStr::new(name), glove_fs::OFlags::RDONLY)
-            .map_err(|e| Rejection::new(APPLY_LOCATOR_INVALID, format!("{name}: {e}")))?;
+        let fd = glove_fs::open_in(
+            self.locators.as_fd(),
+            OsStr::new(name),
+            glove_fs::OFlags::RDONLY,
+        )
+        .map_err(|e| Rejection::new(APPLY_LOCATOR_INVALID, format!("{name}: {e}")))?;
         let mut out = Vec::new();
         std::fs::File::from(fd)
             .take(max + 1)
             .read_to_end(&mut out)
             .map_err(|e| io(format!("read {name}"), e))?;
         if out.len() as u64 > max {
-            return Err(Rejection::new(APPLY_LOCATOR_INVALID, format!("{name} is too large")));
+            return Err(Rejection::new(
+                APPLY_LOCATOR_INVALID,
+                format!("{name} is too large"),
+            ));
         }
         Ok(out)
     }
@@ -172,7 +179,10 @@ impl Books {
         txn: &str,
         expected: &Sha256Digest,
     ) -> Result<(Locator, Manifest, Manifest), Rejection> {
-        let l = Locator::decode(&self.read(&format!("{txn}.json"), MAX_LOCATOR_BYTES)?, expected)?;
+        let l = Locator::decode(
+            &self.read(&format!("{txn}.json"), MAX_LOCATOR_BYTES)?,
+            expected,
+        )?;
         let max = crate::stages::MAX_MANIFEST_BYTES;
         let baseline = Manifest::decode(&self.read(&format!("{txn}.baseline"), max)?)?;
         let last = Manifest::decode(&self.read(&format!("{txn}.final"), max)?)?;

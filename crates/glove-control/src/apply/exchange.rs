@@ -88,6 +88,16 @@ impl Place {
         match open_beneath(self.parent(), name, OFlags::RDONLY | OFlags::DIRECTORY) {
             Ok(fd) => Ok(Some(fd)),
             Err(Errno::NOENT) => Ok(None),
+            Err(Errno::XDEV) => Err(Rejection::new(
+                APPLY_SOURCE_INVALID,
+                format!(
+                    "{name} is a mount point: apply exchanges a directory within one file system"
+                ),
+            )),
+            Err(Errno::LOOP) | Err(Errno::NOTDIR) => Err(Rejection::new(
+                APPLY_SOURCE_INVALID,
+                format!("{name} is not a directory (or is a symbolic link)"),
+            )),
             Err(e) => Err(io(format!("open {name}"), e)),
         }
     }
@@ -188,7 +198,12 @@ pub fn copy_candidate(
             }
         }
     }
-    for e in last.entries().iter().rev().filter(|e| e.kind == EntryKind::Dir) {
+    for e in last
+        .entries()
+        .iter()
+        .rev()
+        .filter(|e| e.kind == EntryKind::Dir)
+    {
         chmod_at(root.as_fd(), &e.path, e.mode)?;
     }
     chmod_at(root.as_fd(), ".", root_mode)

@@ -192,12 +192,28 @@ fn recover_one(
     };
     let l = &ev.locator;
     let ended = match classified {
-        RecoveredApply::Reserved(p) => {
-            p.enter(|t| fail(t, books, receipts, ev.place.as_ref(), l, interrupted(), true))?
-        }
-        RecoveredApply::Prepared(p) => {
-            p.enter(|t| fail(t, books, receipts, ev.place.as_ref(), l, interrupted(), true))?
-        }
+        RecoveredApply::Reserved(p) => p.enter(|t| {
+            fail(
+                t,
+                books,
+                receipts,
+                ev.place.as_ref(),
+                l,
+                interrupted(),
+                true,
+            )
+        })?,
+        RecoveredApply::Prepared(p) => p.enter(|t| {
+            fail(
+                t,
+                books,
+                receipts,
+                ev.place.as_ref(),
+                l,
+                interrupted(),
+                true,
+            )
+        })?,
         RecoveredApply::Committed(p) => {
             let receipt_seq = p.enter(|t| -> Result<u64, Rejection> {
                 let body = receipt_body(l, None, true)?;

@@ -206,7 +206,14 @@ fn check(
     if Some(*a.manifest_digest()) != record.final_manifest() {
         return Err(mismatch("manifest digest"));
     }
-    let blockers = seen.last.blockers();
+    // The root's own mode is never carried (the source's stays), so a
+    // special bit on it blocks nothing.
+    let blockers: Vec<_> = seen
+        .last
+        .blockers()
+        .into_iter()
+        .filter(|b| b.path != ".")
+        .collect();
     if !blockers.is_empty() {
         let names: Vec<String> = blockers
             .iter()
@@ -215,12 +222,15 @@ fn check(
         return Err(Rejection::new(APPLY_BLOCKED, names.join(", ")));
     }
     let source = record.source.clone().ok_or_else(|| {
-        Rejection::new(APPLY_SOURCE_INVALID, "the stage was started empty: it has no source")
+        Rejection::new(
+            APPLY_SOURCE_INVALID,
+            "the stage was started empty: it has no source",
+        )
     })?;
     let place = Place::open(std::path::Path::new(&source))?;
-    let fd = place.open_dir(place.name())?.ok_or_else(|| {
-        Rejection::new(APPLY_SOURCE_INVALID, format!("{source} is gone"))
-    })?;
+    let fd = place
+        .open_dir(place.name())?
+        .ok_or_else(|| Rejection::new(APPLY_SOURCE_INVALID, format!("{source} is gone")))?;
     let st = rustix::fs::fstat(&fd).map_err(|e| Rejection::new(APPLY_FILE_IO, e.to_string()))?;
     if Some((st.st_dev, st.st_ino)) != record.source_identity {
         return Err(Rejection::new(
@@ -236,7 +246,10 @@ fn check(
         ));
     }
     exchange::check_space(&place, &seen.last)?;
-    let txn = format!("apply-{}", glove_types::digest::to_hex(&crate::random_bytes::<8>()?));
+    let txn = format!(
+        "apply-{}",
+        glove_types::digest::to_hex(&crate::random_bytes::<8>()?)
+    );
     let l = Locator {
         schema: LOCATOR_SCHEMA.into(),
         transaction_id: txn,
@@ -254,6 +267,19 @@ fn check(
     Ok((l, place, verified))
 }
 
+/// Refuses an authorization whose grant id was used already (before
+/// anything else is looked at: a replay is named as one).
+pub fn check_grant(books: &Books, signed: &SignedApplyAuthorization) -> Result<(), Rejection> {
+    let grant = glove_lifecycle::apply::GrantId::new(signed.authorization().grant_id().as_str())?;
+    if books.journal.registry().contains_grant(&grant) {
+        return Err(Rejection::new(
+            glove_types::codes::lifecycle::APPLY_GRANT_REUSED,
+            format!("the grant {} was already used", grant.as_str()),
+        ));
+    }
+    Ok(())
+}
+
 /// Applies a frozen stage (see the module docs). `Err` is a refusal before
 /// anything was consumed (or a fault of the books themselves); `Ok` is how
 /// the transaction ended.
@@ -262,16 +288,7 @@ pub fn apply(
     receipts: &mut ReceiptJournal,
     input: &ApplyInput<'_>,
 ) -> Result<Ended, Rejection> {
-    // A grant already used is refused before anything else is looked at.
-    let grant = glove_lifecycle::apply::GrantId::new(
-        input.signed.authorization().grant_id().as_str(),
-    )?;
-    if books.journal.registry().contains_grant(&grant) {
-        return Err(Rejection::new(
-            glove_types::codes::lifecycle::APPLY_GRANT_REUSED,
-            format!("the grant {} was already used", grant.as_str()),
-        ));
-    }
+    check_grant(books, input.signed)?;
     // The stage stays mounted read-only from the checks to the copy.
     let seen = stages::inspect(input.stage, now_ms())?;
     let (l, place, verified) = match check(input, &seen) {
@@ -307,7 +324,9 @@ pub fn apply(
         };
         let t = Txn::reserve(proof).map_err(|e| life(&e))?;
         crash::reached("reserve");
-        if let Err(e) = exchange::copy_candidate(&place, &staging, seen.stage_root(), &last, l.root_mode) {
+        if let Err(e) =
+            exchange::copy_candidate(&place, &staging, seen.stage_root(), &last, l.root_mode)
+        {
             return fail(t, books, receipts, Some(&place), &l, e, false);
         }
         crash::reached("copy");
@@ -330,7 +349,10 @@ pub fn apply(
             Err((true, e)) => {
                 let e = Rejection::new(APPLY_EXCHANGE_FAILED, e.message());
                 let proof = t
-                    .log_ambiguous(glove_types::codes::lifecycle::APPLY_AMBIGUOUS, books.journal.log_mut())
+                    .log_ambiguous(
+                        glove_types::codes::lifecycle::APPLY_AMBIGUOUS,
+                        books.journal.log_mut(),
+                    )
                     .map_err(|x| life(&x))?;
                 let t = t.mark_ambiguous(proof).map_err(|x| life(x.error()))?;
                 return Ok(Ended::Ambiguous {
@@ -340,7 +362,9 @@ pub fn apply(
             }
         }
         crash::reached("exchange");
-        let proof = t.log_commit(books.journal.log_mut()).map_err(|e| life(&e))?;
+        let proof = t
+            .log_commit(books.journal.log_mut())
+            .map_err(|e| life(&e))?;
         let t = t.commit(proof).map_err(|e| life(e.error()))?;
         let body = receipt_body(&l, None, false)?;
         let r = append_receipt(receipts, &txn, &body)?;
@@ -349,6 +373,12 @@ pub fn apply(
             .log_apply(r, &view, books.journal.log_mut())
             .map_err(|e| life(&e))?;
         let mut t = t.apply(proof).map_err(|e| life(e.error()))?;
+        // The stage is spent: it says so (best effort; its source has a new
+        // identity now, which inspection refuses anyway).
+        if let Ok(mut rec) = input.stage.record() {
+            rec.applied_by = Some(txn.as_str().to_owned());
+            let _ = input.stage.write_record(&rec);
+        }
         let cleaned = t
             .cleanup_baseline(&mut Cleanup {
                 place: &place,

@@ -130,6 +130,7 @@ pub fn make(stage: StageDir, m: &MakeStage<'_>) -> Result<(LiveStage, RetainedMo
         frozen_at_ms: None,
         final_digest: None,
         image_identity: (st.st_dev, st.st_ino),
+        applied_by: None,
     })?;
     let (mount, held) = mounted.into_grant(m.target.to_owned());
     Ok((

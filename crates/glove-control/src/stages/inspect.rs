@@ -70,6 +70,12 @@ pub fn open_source(record: &StageRecord) -> Result<OwnedFd, Rejection> {
 /// mounts it read-only beside its source.
 pub fn inspect(stage: &StageDir, now_ms: u64) -> Result<Inspection, Rejection> {
     let record = freeze(stage, now_ms)?;
+    if let Some(txn) = &record.applied_by {
+        return Err(Rejection::new(
+            RETAINED_STAGE_APPLIED,
+            format!("the stage was applied to its source by transaction {txn}"),
+        ));
+    }
     let baseline = read_manifest(stage, BASELINE, record.baseline())?;
     let last = read_manifest(stage, FINAL, record.final_manifest())?;
     let source = open_source(&record)?;

@@ -53,6 +53,9 @@ pub struct StageRecord {
     pub final_digest: Option<String>,
     /// The image file's device and inode.
     pub image_identity: (u64, u64),
+    /// The apply transaction that brought the stage into its source.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub applied_by: Option<String>,
 }
 
 impl StageRecord {
@@ -121,6 +124,7 @@ mod tests {
             frozen_at_ms: None,
             final_digest: None,
             image_identity: (3, 4),
+            applied_by: None,
         }
     }
 

@@ -14,5 +14,6 @@ define_codes! { Retained;
     RETAINED_STAGE_INVALID = "retained_stage_invalid": "the stage's record is malformed, or its image or manifests do not match it",
     RETAINED_STAGE_IO = "retained_stage_io": "the stage directory or one of its files could not be read or written",
     RETAINED_STAGE_EXISTS = "retained_stage_exists": "a stage for this session and workspace already exists",
+    RETAINED_STAGE_APPLIED = "retained_stage_applied": "the stage was already applied to its source",
     RETAINED_STAGE_BUSY = "retained_stage_busy": "the stage's image is still mounted by an earlier session",
 }
