@@ -50,6 +50,13 @@ pub struct ApplyRunArgs {
     /// Print one JSON object.
     #[arg(long)]
     pub json: bool,
+    /// A stage of gloved's managed sessions: gloved applies it (through
+    /// its owner socket) and its receipt joins gloved's receipt journal.
+    #[arg(long)]
+    pub service: bool,
+    /// gloved's runtime directory (with --service).
+    #[arg(long, value_name = "DIR", requires = "service")]
+    pub runtime_dir: Option<PathBuf>,
 }
 
 fn now_ms() -> u64 {
@@ -108,9 +115,18 @@ fn recovered_json(r: &Recovered) -> serde_json::Value {
     }
 }
 
+/// The digests an authorization binds, as the stage record or the service
+/// reports them.
+struct Binding {
+    session_id: String,
+    alias: String,
+    baseline: Option<glove_types::Sha256Digest>,
+    last: Option<glove_types::Sha256Digest>,
+}
+
 fn authorization(
     a: &ApplyRunArgs,
-    record: &stages::StageRecord,
+    record: &Binding,
 ) -> Result<SignedApplyAuthorization, Rejection> {
     let path = a
         .key
@@ -137,8 +153,8 @@ fn authorization(
     let terms = AuthorizationTerms {
         session_id: SessionId::new(record.session_id.as_str())?,
         target: ApplyTargetId::new(record.alias.as_str())?,
-        baseline_digest: record.baseline().ok_or_else(missing)?,
-        manifest_digest: record.final_manifest().ok_or_else(missing)?,
+        baseline_digest: record.baseline.ok_or_else(missing)?,
+        manifest_digest: record.last.ok_or_else(missing)?,
         grant_id: ApplyGrantId::new(grant)?,
         issued_at_ms: now,
         expires_at_ms: now + crate::apply::DEFAULT_TTL_SECS * 1000,
@@ -181,8 +197,109 @@ pub fn recover_only(json: bool) -> i32 {
     }
 }
 
+/// Asks on a terminal unless `--yes`; `Ok(false)` when the owner says no.
+fn confirm(a: &ApplyRunArgs, source: &str) -> Result<bool, Rejection> {
+    if a.yes {
+        return Ok(true);
+    }
+    if !std::io::stdin().is_terminal() {
+        return Err(Rejection::new(
+            CLI_INVALID_ARGUMENT,
+            "not a terminal: pass --yes to apply without asking",
+        ));
+    }
+    print!("apply these changes to {source}? [y/N] ");
+    let _ = std::io::stdout().flush();
+    let mut line = String::new();
+    let _ = std::io::stdin().read_line(&mut line);
+    Ok(matches!(line.trim(), "y" | "Y" | "yes"))
+}
+
+fn service_run(session: &str, a: &ApplyRunArgs) -> Result<i32, Rejection> {
+    let client = |e: crate::control::client::ClientError| {
+        Rejection::new(
+            glove_types::codes::control::CONTROL_UNREACHABLE,
+            format!("{}: {}", e.code(), e.message()),
+        )
+    };
+    let v = crate::stages_service::stat(&a.runtime_dir, session, &a.alias).map_err(client)?;
+    if !a.json {
+        print!("{}", v["stat"].as_str().unwrap_or_default());
+    }
+    if !confirm(a, "the session's source")? {
+        println!("not applied");
+        return Ok(EXIT_REJECTED);
+    }
+    let digest = |k: &str| {
+        v[k].as_str()
+            .and_then(|d| glove_types::Sha256Digest::parse(d).ok())
+    };
+    let signed = match &a.authorization {
+        Some(file) => {
+            let bytes = std::fs::read(file).map_err(|e| {
+                Rejection::new(
+                    glove_types::codes::apply::APPLY_FILE_IO,
+                    format!("{}: {e}", file.display()),
+                )
+            })?;
+            SignedApplyAuthorization::decode_file(&bytes)?
+        }
+        None => authorization(
+            a,
+            &Binding {
+                session_id: session.to_owned(),
+                alias: a.alias.clone().unwrap_or_else(|| "workspace".into()),
+                baseline: digest("baseline_digest"),
+                last: digest("final_digest"),
+            },
+        )?,
+    };
+    let text = String::from_utf8_lossy(signed.canonical_bytes()).into_owned();
+    match crate::stages_service::apply(&a.runtime_dir, session, &a.alias, &text) {
+        Ok(out) => {
+            let applied = out["outcome"] == "applied";
+            if a.json {
+                print_json(&out);
+            } else if applied {
+                println!(
+                    "applied (transaction {}, receipt {} in gloved's receipt journal)",
+                    out["transaction_id"].as_str().unwrap_or_default(),
+                    out["receipt_seq"]
+                );
+            } else {
+                eprintln!(
+                    "error[{}]: {} ({} {})",
+                    out["code"].as_str().unwrap_or_default(),
+                    out["message"].as_str().unwrap_or_default(),
+                    out["outcome"].as_str().unwrap_or_default(),
+                    out["transaction_id"].as_str().unwrap_or_default()
+                );
+            }
+            Ok(match out["outcome"].as_str() {
+                Some("applied") => EXIT_OK,
+                Some("ambiguous") => EXIT_AMBIGUOUS,
+                _ => EXIT_REJECTED,
+            })
+        }
+        Err(e) => {
+            let r = Rejection::new(
+                glove_types::ErrorCode::from_code(e.code())
+                    .unwrap_or(glove_types::codes::control::CONTROL_INTERNAL),
+                e.message(),
+            );
+            Err(r)
+        }
+    }
+}
+
 /// Runs `glove apply SESSION`.
 pub fn run(session: &str, a: &ApplyRunArgs) -> i32 {
+    if a.service {
+        return match service_run(session, a) {
+            Ok(code) => code,
+            Err(e) => crate::cli::fail(&e, a.json, None),
+        };
+    }
     match run_inner(session, a) {
         Ok(code) => code,
         Err(e) => crate::cli::fail(&e, a.json, None),
@@ -230,28 +347,21 @@ fn run_inner(session: &str, a: &ApplyRunArgs) -> Result<i32, Rejection> {
     if !a.json {
         print!("{stat}");
     }
-    if !a.yes {
-        if !std::io::stdin().is_terminal() {
-            return Err(Rejection::new(
-                CLI_INVALID_ARGUMENT,
-                "not a terminal: pass --yes to apply without asking",
-            ));
-        }
-        print!(
-            "apply these changes to {}? [y/N] ",
-            record.source.as_deref().unwrap_or("?")
-        );
-        let _ = std::io::stdout().flush();
-        let mut line = String::new();
-        let _ = std::io::stdin().read_line(&mut line);
-        if !matches!(line.trim(), "y" | "Y" | "yes") {
-            println!("not applied");
-            return Ok(EXIT_REJECTED);
-        }
+    if !confirm(a, record.source.as_deref().unwrap_or("?"))? {
+        println!("not applied");
+        return Ok(EXIT_REJECTED);
     }
     let signed = match given {
         Some(s) => s,
-        None => authorization(a, &record)?,
+        None => authorization(
+            a,
+            &Binding {
+                session_id: record.session_id.clone(),
+                alias: record.alias.clone(),
+                baseline: record.baseline(),
+                last: record.final_manifest(),
+            },
+        )?,
     };
     let trust = TrustPolicy::load(&trust_path(a), rustix::process::geteuid().as_raw())?;
     let ended = apply(

@@ -33,6 +33,13 @@ pub struct DiffArgs {
     /// change cannot be written as one).
     #[arg(long)]
     pub patch: bool,
+    /// A stage of gloved's managed sessions, through its owner socket.
+    #[arg(long)]
+    pub service: bool,
+    /// gloved's runtime directory (with --service) [default: as for the
+    /// control client].
+    #[arg(long, value_name = "DIR", requires = "service")]
+    pub runtime_dir: Option<std::path::PathBuf>,
 }
 
 /// `glove stages …`
@@ -52,6 +59,12 @@ pub struct ListArgs {
     /// One JSON document.
     #[arg(long)]
     pub json: bool,
+    /// gloved's stages, through its owner socket.
+    #[arg(long)]
+    pub service: bool,
+    /// gloved's runtime directory (with --service).
+    #[arg(long, value_name = "DIR", requires = "service")]
+    pub runtime_dir: Option<std::path::PathBuf>,
 }
 
 /// Arguments of `glove stages rm`.
@@ -62,6 +75,12 @@ pub struct RmArgs {
     /// The workspace's alias, when the session has several.
     #[arg(long)]
     pub alias: Option<String>,
+    /// A stage of gloved's, through its owner socket.
+    #[arg(long)]
+    pub service: bool,
+    /// gloved's runtime directory (with --service).
+    #[arg(long, value_name = "DIR", requires = "service")]
+    pub runtime_dir: Option<std::path::PathBuf>,
 }
 
 /// Arguments of `glove stages prune`.
@@ -107,6 +126,9 @@ fn colour() -> bool {
 
 /// Runs `glove diff`.
 pub fn diff(a: &DiffArgs) -> i32 {
+    if a.service {
+        return crate::stages_service::diff(a);
+    }
     match diff_inner(a) {
         Ok(code) => code,
         Err(e) => fail(&e, a.json),
@@ -194,6 +216,15 @@ fn summary_json(s: &stages::StageSummary) -> serde_json::Value {
 
 /// Runs `glove stages …`.
 pub fn stages_command(c: &StagesCommand) -> i32 {
+    match c {
+        StagesCommand::List(a) if a.service => {
+            return crate::stages_service::list(&a.runtime_dir, a.json)
+        }
+        StagesCommand::Rm(a) if a.service => {
+            return crate::stages_service::remove(&a.runtime_dir, &a.session, &a.alias)
+        }
+        _ => {}
+    }
     let json = match c {
         StagesCommand::List(a) => a.json,
         StagesCommand::Prune(a) => a.json,

@@ -34,4 +34,5 @@ pub mod report;
 pub mod run;
 pub mod run_demo;
 pub mod stage;
+pub mod stages_service;
 pub mod workspace;

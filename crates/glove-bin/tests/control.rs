@@ -29,6 +29,8 @@ mod mcp;
 mod methods;
 #[path = "control/model.rs"]
 mod model;
+#[path = "control/retained.rs"]
+mod retained;
 #[path = "control/snapshots.rs"]
 mod snapshots;
 #[path = "control/staged.rs"]

@@ -52,11 +52,19 @@ pub enum Method {
     StopSession,
     /// Lifecycle: clean up.
     CleanupSession,
+    /// Owner only: the retained stages.
+    StagesList,
+    /// Owner only: what a stage changed.
+    StageDiff,
+    /// Owner only: remove a stage.
+    StageRemove,
+    /// Owner only: apply a stage to its source.
+    StageApply,
 }
 
 impl Method {
     /// Every method.
-    pub const ALL: [Method; 14] = [
+    pub const ALL: [Method; 18] = [
         Method::Capabilities,
         Method::ValidatePlan,
         Method::CreateSession,
@@ -71,6 +79,10 @@ impl Method {
         Method::Detach,
         Method::StopSession,
         Method::CleanupSession,
+        Method::StagesList,
+        Method::StageDiff,
+        Method::StageRemove,
+        Method::StageApply,
     ];
 
     /// The wire name.
@@ -78,6 +90,10 @@ impl Method {
         match self {
             Method::Capabilities => "capabilities",
             Method::ValidatePlan => "validate_plan",
+            Method::StagesList => "stages_list",
+            Method::StageDiff => "stage_diff",
+            Method::StageRemove => "stage_remove",
+            Method::StageApply => "stage_apply",
             Method::CreateSession => "create_session",
             Method::SessionStatus => "session_status",
             Method::ReceiptsPage => "receipts_page",
@@ -139,6 +155,11 @@ pub struct Components {
     pub library_bundle_store: bool,
     /// The construction-only remote backend, when the policy names one.
     pub remote_backend: Option<RemoteBackendDiagnostic>,
+    /// Retained workspaces can be made here (root in the initial user
+    /// namespace, loop devices, ext4, a checked mkfs.ext4).
+    pub retained_workspaces: bool,
+    /// Apply is configured: a trust policy loaded and the apply books open.
+    pub apply_operational: bool,
 }
 
 /// The advertised methods and the capability document.
@@ -169,6 +190,16 @@ impl Capabilities {
         if lifecycle {
             methods.extend(Method::ALL.into_iter().filter(|m| m.is_lifecycle()));
         }
+        // Stages exist only where the runtime makes them; apply only with a
+        // trust policy. All four answer the owner only.
+        let retained = lifecycle && c.retained_workspaces;
+        if retained {
+            methods.extend([Method::StagesList, Method::StageDiff, Method::StageRemove]);
+        }
+        let apply = retained && c.apply_operational;
+        if apply {
+            methods.insert(Method::StageApply);
+        }
         // Refinement evaluation needs an operational runtime and a library
         // bundle store, and its protocol is not served yet: 0 until it is.
         let refinement = 0u64;
@@ -193,7 +224,10 @@ impl Capabilities {
             // an operational Linux managed runtime. 0 everywhere else.
             "agent_runtime_adapter_schema_version": if lifecycle { AGENT_RUNTIME_ADAPTER_SCHEMA_VERSION } else { 0 },
             "refinement_evaluation_protocol_schema_version": refinement,
-            "apply_schema_version": 0,
+            // 1 once the owner can apply a stage here (a trust policy is
+            // loaded and retained workspaces work); 0 otherwise.
+            "apply_schema_version": if apply { APPLY_SCHEMA_VERSION } else { 0 },
+            "retained_workspaces": retained,
             "managed_runtime": {
                 "lifecycle_operational": lifecycle,
                 "managed_runtime_ids": if lifecycle {
@@ -224,6 +258,10 @@ impl Capabilities {
         &self.document
     }
 }
+
+/// The apply schema an operational apply serves: `glove.apply-authorization-v1`
+/// authorizations, `stage_apply` on the owner socket, `apply_v1` receipts.
+pub const APPLY_SCHEMA_VERSION: u64 = 1;
 
 /// The agent-runtime adapter schema an operational Linux managed runtime
 /// serves: the native adapters of `docs/harnesses.md`.

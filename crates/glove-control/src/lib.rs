@@ -68,14 +68,32 @@ use glove_types::Rejection;
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Caller {
     client: String,
+    owner: bool,
 }
 
 impl Caller {
-    /// The caller with this client label.
+    /// The caller with this client label, on the control socket (a
+    /// controller, local or tunnelled from elsewhere).
     pub fn new(client: impl Into<String>) -> Caller {
         Caller {
             client: client.into(),
+            owner: false,
         }
+    }
+
+    /// The owner at this machine: a caller on the owner socket, which is
+    /// never forwarded to a controller. Only the owner may inspect, apply
+    /// or remove retained stages.
+    pub fn owner(client: impl Into<String>) -> Caller {
+        Caller {
+            client: client.into(),
+            owner: true,
+        }
+    }
+
+    /// Whether this is the owner at this machine.
+    pub fn is_owner(&self) -> bool {
+        self.owner
     }
 
     /// The client label.

@@ -30,6 +30,7 @@ use serde_json::{json, Map, Value};
 use std::sync::{Arc, Mutex};
 
 mod params;
+mod stages;
 
 use params::*;
 
@@ -100,6 +101,8 @@ pub struct Service {
     /// The managed runtime, when constructed (it is advertised only when
     /// its probe passed).
     runtime: Option<Arc<Runtime>>,
+    /// Apply's trust policy and books, when configured.
+    apply: Option<stages::ApplyParts>,
     /// What was constructed.
     components: Components,
     /// Derived once from what was constructed above.
@@ -128,6 +131,7 @@ impl Service {
             store,
             receipts,
             runtime: None,
+            apply: None,
             caps: Capabilities::derive(&components),
             clock: parts.clock,
             max_page_bytes: max_page_bytes.max(1),
@@ -167,9 +171,26 @@ impl Service {
                 launcher,
             )));
             self.components.managed_runtime_operational = operational;
+            self.components.retained_workspaces = crate::assembly::retained::supported().is_ok();
             self.caps = Capabilities::derive(&self.components);
         }
         self
+    }
+
+    /// Enables `stage_apply` with the trust policy and the apply books
+    /// (below the materialization root); needs the managed runtime.
+    pub fn with_apply(mut self, trust: crate::apply::TrustPolicy) -> Result<Service, Rejection> {
+        let Some(rt) = &self.runtime else {
+            return Ok(self);
+        };
+        let books = crate::apply::books::Books::open(&rt.apply_dir())?;
+        self.apply = Some(stages::ApplyParts {
+            trust,
+            books: Mutex::new(books),
+        });
+        self.components.apply_operational = true;
+        self.caps = Capabilities::derive(&self.components);
+        Ok(self)
     }
 
     /// The advertised capabilities.
@@ -275,6 +296,13 @@ impl Service {
                 session_id(p.session_id)?;
                 Ok(json!({"detached": false}))
             }
+            Method::StagesList => {
+                params::<NoParams>(&req.params)?;
+                self.stages_list(auth)
+            }
+            Method::StageDiff => self.stage_diff(auth, params(&req.params)?),
+            Method::StageRemove => self.stage_remove(auth, params(&req.params)?),
+            Method::StageApply => self.stage_apply(auth, params(&req.params)?),
         }
     }
 

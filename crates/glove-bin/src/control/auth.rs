@@ -186,6 +186,13 @@ impl Authenticated {
     pub fn caller(&self) -> &glove_control::Caller {
         &self.client
     }
+
+    /// The same proof, for a connection that came through the owner socket.
+    pub fn into_owner(self) -> Authenticated {
+        Authenticated {
+            client: glove_control::Caller::owner(self.client.client_id()),
+        }
+    }
 }
 
 /// The server's side of one connection's handshake.

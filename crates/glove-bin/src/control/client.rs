@@ -10,7 +10,7 @@
 //! ```
 
 use super::auth::{mac_matches, parse_hex32, random_bytes, BootstrapSecret, Nonce, SECRET_FILE};
-use super::config::SOCKET_FILE;
+use super::config::{OWNER_SOCKET_FILE, SOCKET_FILE};
 use super::frame;
 use super::protocol::{self, PROTOCOL_VERSION};
 use crate::protected::{self, Requirements};
@@ -194,6 +194,20 @@ impl Client {
             )
         })?;
         Client::over_as(stream, &secret, random_bytes()?, client_id)
+    }
+
+    /// Connects to the owner socket, `runtime_dir/owner.sock` (the same
+    /// handshake; the service answers the stage methods only here).
+    pub fn connect_owner(runtime_dir: &Path) -> Result<Client, ClientError> {
+        let secret = read_secret(runtime_dir)?;
+        let path = runtime_dir.join(OWNER_SOCKET_FILE);
+        let stream = UnixStream::connect(&path).map_err(|e| {
+            local(
+                CONTROL_UNREACHABLE,
+                format!("cannot connect to {}: {e}", path.display()),
+            )
+        })?;
+        Client::over_as(stream, &secret, random_bytes()?, None)
     }
 
     /// Authenticates over an already connected stream with a given client

@@ -37,6 +37,10 @@ pub use start::{held_paths, start, Started};
 
 /// Name of the socket in the runtime directory.
 pub const SOCKET_FILE: &str = "gloved.sock";
+/// The owner socket in the runtime directory: the same handshake, for the
+/// owner at this machine only (never forward it to a controller). Stage
+/// inspection, apply and removal are answered only here.
+pub const OWNER_SOCKET_FILE: &str = "owner.sock";
 
 /// Largest config file.
 pub const MAX_CONFIG_BYTES: u64 = 64 * 1024;
@@ -93,6 +97,12 @@ pub struct GlovedArgs {
     /// advertised once its strict sandbox probe passes.
     #[arg(long, value_name = "DIR")]
     pub materialization_root: Option<PathBuf>,
+    /// The apply trust policy (root-owned, mode 0644 or stricter, in a
+    /// directory only root can write; docs/apply.md). With a managed
+    /// runtime, the owner may apply retained stages (`stage_apply` on the
+    /// owner socket).
+    #[arg(long, value_name = "FILE")]
+    pub apply_trust: Option<PathBuf>,
     /// The start-authorization key: 64 hex characters in a protected file
     /// (mode 0600); `glove session authorize` issues authorizations with it.
     #[arg(long, value_name = "FILE")]
@@ -160,6 +170,7 @@ struct ConfigFile {
     receipt_key: Option<PathBuf>,
     receipt_anchor: Option<String>,
     materialization_root: Option<PathBuf>,
+    apply_trust: Option<PathBuf>,
     start_auth_key: Option<PathBuf>,
     egress_ca: Option<Vec<PathBuf>>,
     transcript_bytes: Option<usize>,
@@ -195,6 +206,8 @@ pub struct Settings {
     pub receipt_anchor: String,
     /// The materialization root.
     pub materialization_root: Option<PathBuf>,
+    /// The apply trust policy.
+    pub apply_trust: Option<PathBuf>,
     /// The start-authorization key file.
     pub start_auth_key: Option<PathBuf>,
     /// Extra upstream roots for managed egress (PEM files).
@@ -355,6 +368,7 @@ impl GlovedArgs {
                     .or(file.receipt_anchor)
                     .unwrap_or_else(|| GENESIS_ANCHOR.to_owned()),
                 materialization_root: self.materialization_root.or(file.materialization_root),
+                apply_trust: self.apply_trust.or(file.apply_trust),
                 start_auth_key: self.start_auth_key.or(file.start_auth_key),
                 egress_ca: if self.egress_ca.is_empty() {
                     file.egress_ca.unwrap_or_default()

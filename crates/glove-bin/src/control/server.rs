@@ -34,7 +34,7 @@
 use super::auth::{
     AuthenticateParams, Authenticated, BootstrapSecret, ReplayGuard, ServerHandshake, SECRET_FILE,
 };
-use super::config::{Settings, Started, SOCKET_FILE};
+use super::config::{Settings, Started, OWNER_SOCKET_FILE, SOCKET_FILE};
 use super::frame;
 use super::limits::Limits;
 use super::placement;
@@ -91,6 +91,7 @@ struct Shared {
 /// The socket and secret, bound and written.
 pub struct Bound {
     listener: UnixListener,
+    owner: UnixListener,
     socket_path: PathBuf,
     runtime_dir: OwnedFd,
     secret: BootstrapSecret,
@@ -119,7 +120,26 @@ fn socket_err(msg: String) -> Rejection {
 /// fresh bootstrap secret. A socket left by a dead service is replaced; one
 /// that still answers means another service runs, and startup stops.
 pub fn bind(settings: &Settings, runtime_dir: OwnedFd) -> Result<Bound, Rejection> {
-    let socket_path = settings.runtime_dir.join(SOCKET_FILE);
+    let (listener, socket_path) = bind_one(settings, &runtime_dir, SOCKET_FILE)?;
+    let (owner, _) = bind_one(settings, &runtime_dir, OWNER_SOCKET_FILE)?;
+    let secret = BootstrapSecret::generate()?;
+    placement::write_private(&runtime_dir, SECRET_FILE, secret.file_contents().as_bytes())?;
+    Ok(Bound {
+        listener,
+        owner,
+        socket_path,
+        runtime_dir,
+        secret,
+    })
+}
+
+/// Binds one socket `name` (mode 0600) in the runtime directory.
+fn bind_one(
+    settings: &Settings,
+    runtime_dir: &OwnedFd,
+    name: &str,
+) -> Result<(UnixListener, PathBuf), Rejection> {
+    let socket_path = settings.runtime_dir.join(name);
     if socket_path.as_os_str().len() > MAX_SOCKET_PATH {
         return Err(socket_err(format!(
             "the socket path {} is longer than {MAX_SOCKET_PATH} bytes; choose a shorter runtime directory",
@@ -139,7 +159,7 @@ pub fn bind(settings: &Settings, runtime_dir: OwnedFd) -> Result<Bound, Rejectio
                 format!("a service already answers on {}", socket_path.display()),
             ));
         }
-        placement::remove(&runtime_dir, SOCKET_FILE)?;
+        placement::remove(runtime_dir, name)?;
         tracing::info!(path = ?socket_path, "removed a stale socket");
     }
     let std_listener = std::os::unix::net::UnixListener::bind(&socket_path)
@@ -151,14 +171,7 @@ pub fn bind(settings: &Settings, runtime_dir: OwnedFd) -> Result<Bound, Rejectio
         .map_err(|e| socket_err(format!("cannot configure the socket: {e}")))?;
     let listener = UnixListener::from_std(std_listener)
         .map_err(|e| socket_err(format!("cannot register the socket: {e}")))?;
-    let secret = BootstrapSecret::generate()?;
-    placement::write_private(&runtime_dir, SECRET_FILE, secret.file_contents().as_bytes())?;
-    Ok(Bound {
-        listener,
-        socket_path,
-        runtime_dir,
-        secret,
-    })
+    Ok((listener, socket_path))
 }
 
 /// Serves until `stop` resolves, then shuts down (see the module docs).
@@ -173,6 +186,7 @@ pub async fn serve(
     } = started;
     let Bound {
         listener,
+        owner,
         socket_path,
         runtime_dir,
         secret,
@@ -195,9 +209,16 @@ pub async fn serve(
         tokio::select! {
             () = &mut stop => break,
             accepted = listener.accept() => match accepted {
-                Ok((stream, _)) => admit(stream, &shared, &shutdown_rx),
+                Ok((stream, _)) => admit(stream, &shared, &shutdown_rx, false),
                 Err(e) => {
                     tracing::warn!(error = %e, "accept failed");
+                    tokio::task::yield_now().await;
+                }
+            },
+            accepted = owner.accept() => match accepted {
+                Ok((stream, _)) => admit(stream, &shared, &shutdown_rx, true),
+                Err(e) => {
+                    tracing::warn!(error = %e, "accept failed on the owner socket");
                     tokio::task::yield_now().await;
                 }
             },
@@ -205,7 +226,9 @@ pub async fn serve(
     }
     tracing::info!(socket = ?socket_path, "shutting down: no new connections");
     drop(listener);
-    let socket_removed = placement::remove(&runtime_dir, SOCKET_FILE);
+    drop(owner);
+    let socket_removed = placement::remove(&runtime_dir, SOCKET_FILE)
+        .and(placement::remove(&runtime_dir, OWNER_SOCKET_FILE));
     let _ = shutdown_tx.send(true);
     let all = u32::try_from(limits.max_connections).unwrap_or(u32::MAX);
     if tokio::time::timeout(limits.shutdown_grace, connections.acquire_many(all))
@@ -239,7 +262,7 @@ pub async fn serve(
     socket_removed.and(secret_removed)
 }
 
-fn admit(stream: UnixStream, shared: &Arc<Shared>, shutdown: &watch::Receiver<bool>) {
+fn admit(stream: UnixStream, shared: &Arc<Shared>, shutdown: &watch::Receiver<bool>, owner: bool) {
     let uid = match stream.peer_cred() {
         Ok(c) => c.uid(),
         Err(e) => {
@@ -275,7 +298,7 @@ fn admit(stream: UnixStream, shared: &Arc<Shared>, shutdown: &watch::Receiver<bo
     let shared = shared.clone();
     let shutdown = shutdown.clone();
     tokio::spawn(async move {
-        connection(stream, shared, shutdown).await;
+        connection(stream, shared, shutdown, owner).await;
     });
 }
 
@@ -287,7 +310,12 @@ fn too_many_connections() -> RpcError {
     )
 }
 
-async fn connection(stream: UnixStream, shared: Arc<Shared>, mut shutdown: watch::Receiver<bool>) {
+async fn connection(
+    stream: UnixStream,
+    shared: Arc<Shared>,
+    mut shutdown: watch::Receiver<bool>,
+    owner: bool,
+) {
     let limits = shared.limits;
     let max = limits.max_frame_bytes;
     let (rd, wr) = stream.into_split();
@@ -331,8 +359,8 @@ async fn connection(stream: UnixStream, shared: Arc<Shared>, mut shutdown: watch
         finish_writer(writer, limits.write_timeout).await;
         return;
     };
-    tracing::debug!("connection authenticated");
-    let auth = Arc::new(auth);
+    tracing::debug!(owner, "connection authenticated");
+    let auth = Arc::new(if owner { auth.into_owner() } else { auth });
     let in_flight = Arc::new(Semaphore::new(limits.max_in_flight));
     let mut shutting_down = false;
     // Attached sessions of this connection: the forwarding task of each.

@@ -197,6 +197,16 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
 }
 
 impl Runtime {
+    /// Where the runtime keeps retained stages.
+    pub fn stage_dir(&self) -> PathBuf {
+        self.cfg.materialization_root.join("stages")
+    }
+
+    /// Where the runtime keeps its apply books.
+    pub fn apply_dir(&self) -> PathBuf {
+        self.cfg.materialization_root.join("apply")
+    }
+
     /// Builds the runtime and rebuilds the used-nonce set from the store.
     pub fn new(
         cfg: RuntimeConfig,

@@ -27,6 +27,7 @@ define_codes! { Control;
     CONTROL_SECRET_IO = "control_secret_io": "the bootstrap secret file could not be written or removed",
     CONTROL_REMOTE_BACKEND_CONFLICT = "control_remote_backend_conflict": "a policy remote_backend is combined with a materialization root",
     CONTROL_REMOTE_ARTIFACT_IO = "control_remote_artifact_io": "the remote backend's SSH artifacts could not be written",
+    CONTROL_OWNER_ONLY = "control_owner_only": "the method answers only the owner at this machine, on the owner socket; a controller cannot use it",
     CONTROL_UNREACHABLE = "control_unreachable": "the client could not connect to the service socket",
     CONTROL_CONNECTION_CLOSED = "control_connection_closed": "the peer closed the connection",
     CONTROL_TIMEOUT = "control_timeout": "the service sent no answer within the client's bound for the request (30 s; 180 s for start_session)",

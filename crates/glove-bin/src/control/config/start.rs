@@ -238,8 +238,20 @@ pub fn start(s: &Settings) -> Result<Started, Rejection> {
         Some((cfg, key, ok)) => service.with_runtime(cfg, key, ok),
         None => service,
     };
+    let service = match &s.apply_trust {
+        Some(path) => {
+            placement::require_absolute(path, "the apply trust policy")?;
+            let trust =
+                glove_control::apply::TrustPolicy::load(path, rustix::process::geteuid().as_raw())?;
+            service.with_apply(trust)?
+        }
+        None => service,
+    };
     for r in service.recover() {
         tracing::warn!(recovered = %r, "recovered an interrupted session");
+    }
+    for r in service.recover_applies() {
+        tracing::warn!(recovered = %r, "recovered an interrupted apply");
     }
     Ok(Started {
         service,
