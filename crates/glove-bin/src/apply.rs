@@ -46,6 +46,17 @@ pub enum ApplyAction {
     /// Finish or report applies a crash interrupted (every `glove apply`
     /// does this first).
     Recover(RecoverArgs),
+    /// Print a trust policy listing the owner's public key, for root to
+    /// install (`install -m 0644 -o root -g root`; docs/apply.md).
+    TrustPolicy(TrustPolicyArgs),
+}
+
+/// `glove apply trust-policy`
+#[derive(Debug, Args)]
+pub struct TrustPolicyArgs {
+    /// The signing key file [default: as for keygen].
+    #[arg(long)]
+    pub key: Option<PathBuf>,
 }
 
 /// `glove apply recover`
@@ -135,6 +146,7 @@ pub fn command(c: &ApplyCommand) -> i32 {
         (Some(ApplyAction::Keygen(a)), _) => run_keygen(a),
         (Some(ApplyAction::Sign(a)), _) => run_sign(a),
         (Some(ApplyAction::Recover(a)), _) => crate::apply_run::recover_only(a.json),
+        (Some(ApplyAction::TrustPolicy(a)), _) => run_trust_policy(a),
         (None, Some(session)) => crate::apply_run::run(session, &c.run),
         (None, None) => fail(
             &Rejection::new(
@@ -144,6 +156,26 @@ pub fn command(c: &ApplyCommand) -> i32 {
             false,
             None,
         ),
+    }
+}
+
+fn run_trust_policy(a: &TrustPolicyArgs) -> i32 {
+    let result = key_path(&a.key).and_then(|p| load_signing_key(&p));
+    match result {
+        Ok(key) => {
+            let entry = Sha256Digest::parse(&key.public_key_hex())
+                .map(|d| glove_types::apply::TrustedKey::new(key.id().clone(), *d.as_bytes()))
+                .and_then(|k| glove_types::apply::ApplyTrustPolicy::new(vec![k]))
+                .and_then(|p| p.encode());
+            match entry {
+                Ok(bytes) => {
+                    println!("{}", String::from_utf8_lossy(&bytes));
+                    EXIT_OK
+                }
+                Err(e) => fail(&e, false, None),
+            }
+        }
+        Err(e) => fail(&e, false, None),
     }
 }
 

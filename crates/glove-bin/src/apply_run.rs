@@ -197,6 +197,35 @@ pub fn recover_only(json: bool) -> i32 {
     }
 }
 
+/// Reads an authorization file: a regular file (a FIFO or device is
+/// refused, never waited on), at most 64 KiB.
+fn read_authorization(file: &std::path::Path) -> Result<Vec<u8>, Rejection> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let bad = |m: String| Rejection::new(glove_types::codes::apply::APPLY_FILE_IO, m);
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc_flags::NONBLOCK)
+        .open(file)
+        .map_err(|e| bad(format!("{}: {e}", file.display())))?;
+    let m = f
+        .metadata()
+        .map_err(|e| bad(format!("{}: {e}", file.display())))?;
+    if !m.is_file() {
+        return Err(bad(format!("{} is not a regular file", file.display())));
+    }
+    let mut out = Vec::new();
+    f.take(64 << 10)
+        .read_to_end(&mut out)
+        .map_err(|e| bad(format!("{}: {e}", file.display())))?;
+    Ok(out)
+}
+
+mod libc_flags {
+    /// `O_NONBLOCK`: opening a FIFO never waits for a writer.
+    pub(super) const NONBLOCK: i32 = rustix::fs::OFlags::NONBLOCK.bits() as i32;
+}
+
 /// Asks on a terminal unless `--yes`; `Ok(false)` when the owner says no.
 fn confirm(a: &ApplyRunArgs, source: &str) -> Result<bool, Rejection> {
     if a.yes {
@@ -235,15 +264,7 @@ fn service_run(session: &str, a: &ApplyRunArgs) -> Result<i32, Rejection> {
             .and_then(|d| glove_types::Sha256Digest::parse(d).ok())
     };
     let signed = match &a.authorization {
-        Some(file) => {
-            let bytes = std::fs::read(file).map_err(|e| {
-                Rejection::new(
-                    glove_types::codes::apply::APPLY_FILE_IO,
-                    format!("{}: {e}", file.display()),
-                )
-            })?;
-            SignedApplyAuthorization::decode_file(&bytes)?
-        }
+        Some(file) => SignedApplyAuthorization::decode_file(&read_authorization(file)?)?,
         None => authorization(
             a,
             &Binding {
@@ -321,13 +342,7 @@ fn run_inner(session: &str, a: &ApplyRunArgs) -> Result<i32, Rejection> {
     // else is looked at.
     let given = match &a.authorization {
         Some(file) => {
-            let bytes = std::fs::read(file).map_err(|e| {
-                Rejection::new(
-                    glove_types::codes::apply::APPLY_FILE_IO,
-                    format!("{}: {e}", file.display()),
-                )
-            })?;
-            let signed = SignedApplyAuthorization::decode_file(&bytes)?;
+            let signed = SignedApplyAuthorization::decode_file(&read_authorization(file)?)?;
             glove_control::apply::run::check_grant(&books, &signed)?;
             Some(signed)
         }

@@ -28,6 +28,7 @@ pub mod diff;
 pub mod egress;
 pub mod exec;
 pub mod explain;
+pub mod generate_cmd;
 pub use glove_control::protected;
 pub mod receipts_verify;
 pub mod report;

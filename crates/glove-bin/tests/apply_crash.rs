@@ -157,3 +157,42 @@ fn killed_after_the_exchange() {
 fn killed_during_the_cleanup() {
     crash_at("cleanup");
 }
+
+/// Another tree renamed to the staging name (by whoever can rename in the
+/// source's parent) while an apply was cut short is never removed by
+/// recovery: only the tree of the identity the apply recorded is.
+#[test]
+fn a_tree_planted_under_the_staging_name_is_left_alone() {
+    if !ready() {
+        return;
+    }
+    for point in ["copy", "cleanup"] {
+        let env = Env::new();
+        seed(&env);
+        let key = env.key("owner.key", true);
+        let session = env.session(EDITS);
+        kill_at(&env, &session, &key, point);
+        // Whatever the apply left there goes aside; a stranger's tree takes
+        // its name.
+        let parent = env.dir.path();
+        let staging = match leftovers(parent).pop() {
+            Some(name) => {
+                std::fs::rename(parent.join(&name), parent.join("aside")).expect("rename");
+                name
+            }
+            None => {
+                let r = recover(&env);
+                panic!("{point}: no staging tree to replace: {r}");
+            }
+        };
+        let planted = parent.join(&staging);
+        std::fs::create_dir_all(planted.join("deep")).expect("plant");
+        std::fs::write(planted.join("deep/precious.txt"), "keep me\n").expect("plant");
+        let r = recover(&env);
+        assert_eq!(
+            std::fs::read_to_string(planted.join("deep/precious.txt")).expect("still there"),
+            "keep me\n",
+            "{point}: {r}"
+        );
+    }
+}

@@ -145,10 +145,10 @@ fn io(what: &str, e: impl std::fmt::Display) -> SandboxError {
     }
 }
 
-/// Makes the image file `name` in the directory `dir` (whose path is
-/// `dir_path`; the directory must be private to the caller: `mkfs.ext4` is
-/// given the file's path): created exclusively with mode 0600, sized to
-/// `bytes`, formatted as ext4 with its root directory owned by `owner`.
+/// Makes the image file `name` in the directory `dir` (its path
+/// `dir_path` only names it in errors): created exclusively with mode 0600,
+/// sized to `bytes`, formatted as ext4 with its root directory owned by
+/// `owner`.
 /// Returns the image, open read-write.
 pub fn create_image(
     mkfs: &Mkfs,
@@ -170,8 +170,17 @@ pub fn create_image(
         glove_fs::OFlags::RDWR,
         0o600,
     )
-    .map_err(|e| io("create", e))?;
+    .map_err(|e| io(&format!("create {}", dir_path.join(name).display()), e))?;
     rustix::fs::ftruncate(&file, bytes).map_err(|e| io("size", e))?;
+    // mkfs is given the open file itself (`/proc/self/fd/N` of a
+    // descriptor it inherits), never a path: a directory above the store
+    // swapped for a link between the create and the run cannot point it
+    // at another file.
+    let inherited = rustix::io::dup(&file).map_err(|e| io("dup", e))?;
+    let target = format!(
+        "/proc/self/fd/{}",
+        std::os::fd::AsRawFd::as_raw_fd(&inherited)
+    );
     // One inode per 4 KiB: a workspace is many small files.
     let out = std::process::Command::new(mkfs.path())
         .arg0("mkfs.ext4")
@@ -190,10 +199,11 @@ pub fn create_image(
         ])
         .arg("-E")
         .arg(format!("root_owner={}:{},nodiscard", owner.0, owner.1))
-        .arg(dir_path.join(name))
+        .arg(&target)
         .stdin(std::process::Stdio::null())
         .output()
         .map_err(|e| io("run mkfs.ext4", e))?;
+    drop(inherited);
     if !out.status.success() {
         return Err(io(
             "mkfs.ext4",
@@ -220,11 +230,34 @@ pub struct Mounted {
     writable: bool,
 }
 
+/// Whether a loop device backed by `image` is still in use (a mount of
+/// it lives, in this process's namespace or a sandbox's). Attaching the
+/// image a second time then would put two file systems over one ext4.
+pub fn image_in_use(image: BorrowedFd<'_>) -> Result<bool, SandboxError> {
+    let st = rustix::fs::fstat(image).map_err(|e| io("stat the image", e))?;
+    let devices =
+        loopdev::backed_by(st.st_dev, st.st_ino).map_err(|e| io("list loop devices", e))?;
+    for n in devices {
+        if loopdev::in_use(n).map_err(|e| io("check a loop device", e))? {
+            return Ok(true);
+        }
+    }
+    Ok(false)
+}
+
 /// Attaches `image` and mounts it: read-write for a session, or read-only
 /// (from a read-only loop device, mounted `ro`) to inspect or apply it.
-/// A file system left unclean by a crash is mounted once read-write to
-/// replay its journal, then read-only.
+/// Refused while another mount of the image lives ([`image_in_use`]). A
+/// file system left unclean by a crash (`EROFS` on the read-only device:
+/// its journal needs replaying) is mounted once read-write to replay it,
+/// then read-only.
 pub fn mount_image(image: BorrowedFd<'_>, writable: bool) -> Result<Mounted, SandboxError> {
+    if image_in_use(image)? {
+        return Err(io(
+            "attach",
+            "the image is still mounted (its session may still run)",
+        ));
+    }
     let attrs = mount::MOUNT_ATTR_NOSUID
         | mount::MOUNT_ATTR_NODEV
         | if writable {
@@ -232,35 +265,36 @@ pub fn mount_image(image: BorrowedFd<'_>, writable: bool) -> Result<Mounted, San
         } else {
             mount::MOUNT_ATTR_RDONLY | mount::MOUNT_ATTR_NOEXEC
         };
-    let try_mount = |read_only_device: bool| -> Result<Mounted, SandboxError> {
+    let try_mount = |read_only_device: bool| -> Result<Result<Mounted, Errno>, SandboxError> {
         let (device, number) =
             loopdev::attach(image, read_only_device).map_err(|e| io("attach a loop device", e))?;
         let flags: &[&str] = if writable { &[] } else { &["ro"] };
-        let root = sys_at::new_mount(
+        Ok(sys_at::new_mount(
             c"ext4",
             &[("source", format!("/dev/loop{number}"))],
             flags,
             attrs,
         )
-        .map_err(|e| io(&format!("mount /dev/loop{number}"), e))?;
-        Ok(Mounted {
+        .map(|root| Mounted {
             device,
             number,
             root,
             writable,
-        })
+        }))
     };
+    let mounted = |r: Result<Mounted, Errno>| r.map_err(|e| io("mount", e));
     if writable {
-        return try_mount(false);
+        return mounted(try_mount(false)?);
     }
-    match try_mount(true) {
+    match try_mount(true)? {
         Ok(m) => Ok(m),
         // ext4 refuses a read-only device whose journal needs replaying.
-        Err(_) => {
-            let replay = try_mount(false)?;
+        Err(Errno(libc::EROFS)) => {
+            let replay = mounted(try_mount(false)?)?;
             replay.release()?;
-            try_mount(true)
+            mounted(try_mount(true)?)
         }
+        Err(e) => Err(io("mount", e)),
     }
 }
 

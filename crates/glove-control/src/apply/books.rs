@@ -10,6 +10,7 @@
 //!   locators/<txn>.json        the locator (its digest is the reservation's locator_digest)
 //!   locators/<txn>.baseline    the baseline manifest
 //!   locators/<txn>.final       the final manifest
+//!   locators/<txn>.candidate   the candidate directory's device and inode
 //! ```
 //!
 //! A locator is written (durably) before its transaction is reserved, and
@@ -148,6 +149,30 @@ impl Books {
                 .map_err(|e| io(format!("write {name}"), e))?;
         }
         l.digest()
+    }
+
+    /// Records the candidate directory's identity (before anything goes
+    /// into it): only a tree of that identity is ever removed as the
+    /// candidate.
+    pub fn write_candidate(&self, txn: &str, id: (u64, u64)) -> Result<(), Rejection> {
+        let name = format!("{txn}.candidate");
+        glove_journal::atomic::write_file(
+            self.locators.as_fd(),
+            OsStr::new(&name),
+            format!("{} {}\n", id.0, id.1).as_bytes(),
+        )
+        .map_err(|e| io(format!("write {name}"), e))
+    }
+
+    /// The candidate's recorded identity, if it was recorded.
+    pub fn read_candidate(&self, txn: &str) -> Option<(u64, u64)> {
+        let b = self.read(&format!("{txn}.candidate"), 64).ok()?;
+        let s = String::from_utf8(b).ok()?;
+        let mut it = s.split_whitespace().map(|x| x.parse::<u64>().ok());
+        match (it.next(), it.next(), it.next()) {
+            (Some(Some(d)), Some(Some(i)), None) => Some((d, i)),
+            _ => None,
+        }
     }
 
     fn read(&self, name: &str, max: u64) -> Result<Vec<u8>, Rejection> {

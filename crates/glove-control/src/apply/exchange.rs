@@ -40,7 +40,8 @@ pub struct Place {
     pub parent_identity: (u64, u64),
 }
 
-fn identity(fd: BorrowedFd<'_>) -> Result<(u64, u64), Errno> {
+/// The device and inode of an open file.
+pub fn identity(fd: BorrowedFd<'_>) -> Result<(u64, u64), Errno> {
     let st = rustix::fs::fstat(fd)?;
     Ok((st.st_dev, st.st_ino))
 }
@@ -163,7 +164,7 @@ fn parent_path(path: &str) -> (&str, &str) {
 }
 
 /// Copies the frozen stage below `stage` into a new directory `name`
-/// beside the source, entry by entry as `last` lists them: each file read
+/// beside the source (its identity handed to `made` first), entry by entry as `last` lists them: each file read
 /// beneath the stage's root, its bytes hashed as they are copied and
 /// checked against the manifest (a stage that differs from its frozen
 /// manifest fails with `apply_stage_changed`), its mode set; then each
@@ -175,12 +176,16 @@ pub fn copy_candidate(
     stage: BorrowedFd<'_>,
     last: &Manifest,
     root_mode: u32,
+    made: impl FnOnce((u64, u64)) -> Result<(), Rejection>,
 ) -> Result<(), Rejection> {
     glove_fs::mkdir_in(place.parent(), OsStr::new(name), 0o700)
         .map_err(|e| io(format!("make {name}"), e))?;
     let root = place
         .open_dir(name)?
         .ok_or_else(|| io(format!("open {name}"), "gone"))?;
+    // Its identity is recorded before anything goes into it: only a tree
+    // of that identity is ever removed under this name.
+    made(identity(root.as_fd()).map_err(|e| io("stat", e))?)?;
     let mut buf = vec![0u8; 256 * 1024];
     for e in last.entries() {
         let (dir, leaf) = parent_path(&e.path);
@@ -293,11 +298,43 @@ fn sync_dir(dir: BorrowedFd<'_>, depth: usize) -> Result<(), Rejection> {
     rustix::fs::fsync(dir).map_err(|e| io("sync", e))
 }
 
+/// What sits at `name` now: its identity, `None` when nothing is there.
+fn identity_at(place: &Place, name: &str) -> Result<Option<(u64, u64)>, Rejection> {
+    match place.open_dir(name)? {
+        Some(fd) => Ok(Some(identity(fd.as_fd()).map_err(|e| io("stat", e))?)),
+        None => Ok(None),
+    }
+}
+
 /// Swaps the source and the candidate (`renameat2(RENAME_EXCHANGE)`), then
-/// syncs the parent. An error leaves both where they were, except an error
-/// of the sync, after which either may be where the other was: the
-/// caller treats that as ambiguous.
-pub fn exchange(place: &Place, staging: &str) -> Result<(), (bool, Rejection)> {
+/// syncs the parent. Right before, the source name must still hold the
+/// source (`source_identity`) and the staging name the candidate
+/// (`candidate`); right after, the other way round. An error before the
+/// call leaves both where they were (`false`); after it (a failed sync, or
+/// another tree found at either name), either may be where the other was
+/// (`true`): the caller records that as ambiguous.
+pub fn exchange(
+    place: &Place,
+    staging: &str,
+    source_identity: (u64, u64),
+    candidate: (u64, u64),
+) -> Result<(), (bool, Rejection)> {
+    let changed = |what: &str| {
+        Rejection::new(
+            APPLY_SOURCE_INVALID,
+            format!("{what} changed under the apply"),
+        )
+    };
+    let before = (
+        identity_at(place, place.name()).map_err(|e| (false, e))?,
+        identity_at(place, staging).map_err(|e| (false, e))?,
+    );
+    if before.0 != Some(source_identity) {
+        return Err((false, changed("the source")));
+    }
+    if before.1 != Some(candidate) {
+        return Err((false, changed("the candidate")));
+    }
     rustix::fs::renameat_with(
         place.parent(),
         staging,
@@ -306,15 +343,31 @@ pub fn exchange(place: &Place, staging: &str) -> Result<(), (bool, Rejection)> {
         rustix::fs::RenameFlags::EXCHANGE,
     )
     .map_err(|e| (false, io("exchange", e)))?;
-    glove_fs::sync_dir(place.parent()).map_err(|e| (true, io("sync the parent", e)))
+    glove_fs::sync_dir(place.parent()).map_err(|e| (true, io("sync the parent", e)))?;
+    let after = (
+        identity_at(place, place.name()).map_err(|e| (true, e))?,
+        identity_at(place, staging).map_err(|e| (true, e))?,
+    );
+    if after != (Some(candidate), Some(source_identity)) {
+        return Err((true, changed("a tree beside the source")));
+    }
+    Ok(())
 }
 
-/// Removes `name` (a tree Glove made or replaced) from the parent, without
-/// following links; a missing tree is already removed.
-pub fn remove_tree(place: &Place, name: &str) -> Result<(), Rejection> {
+/// Removes `name` from the parent, without following links, only if it is
+/// the tree Glove made or replaced there (`expected`, its identity); a
+/// missing tree is already removed. Another tree under that name (put
+/// there by whoever can rename in the parent) is left alone and refused.
+pub fn remove_tree(place: &Place, name: &str, expected: (u64, u64)) -> Result<(), Rejection> {
     let Some(root) = place.open_dir(name)? else {
         return Ok(());
     };
+    if identity(root.as_fd()).map_err(|e| io("stat", e))? != expected {
+        return Err(Rejection::new(
+            APPLY_CLEANUP_REFUSED,
+            format!("{name} is not the tree the apply left there; it is left alone"),
+        ));
+    }
     empty_dir(root.as_fd(), 0)?;
     drop(root);
     match rustix::fs::unlinkat(place.parent(), name, rustix::fs::AtFlags::REMOVEDIR) {

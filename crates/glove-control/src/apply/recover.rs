@@ -173,6 +173,7 @@ fn recover_one(
             t.cleanup_baseline(&mut Cleanup {
                 place,
                 staging: staging.clone(),
+                baseline: ev.locator.source_identity,
             })
             .map_err(|e| life(&e))?;
             return Ok(Some(Recovered::Cleaned {
@@ -191,6 +192,7 @@ fn recover_one(
         )
     };
     let l = &ev.locator;
+    let candidate = books.read_candidate(txn);
     let ended = match classified {
         RecoveredApply::Reserved(p) => p.enter(|t| {
             fail(
@@ -198,6 +200,7 @@ fn recover_one(
                 books,
                 receipts,
                 ev.place.as_ref(),
+                candidate,
                 l,
                 interrupted(),
                 true,
@@ -209,6 +212,7 @@ fn recover_one(
                 books,
                 receipts,
                 ev.place.as_ref(),
+                candidate,
                 l,
                 interrupted(),
                 true,
@@ -227,6 +231,7 @@ fn recover_one(
                     let _ = t.cleanup_baseline(&mut Cleanup {
                         place,
                         staging: staging.clone(),
+                        baseline: l.source_identity,
                     });
                 }
                 Ok(r.receipt_seq())

@@ -124,32 +124,57 @@ pub(super) fn append_receipt(
         .map_err(|e| Rejection::new(e.code(), format!("the apply receipt: {e:?}")))
 }
 
-/// Removes the old tree beside the source (the baseline cleanup port).
+/// Removes the old tree beside the source (the baseline cleanup port): only
+/// the source's own directory, by identity.
 pub(super) struct Cleanup<'a> {
     pub(super) place: &'a Place,
     pub(super) staging: String,
+    pub(super) baseline: (u64, u64),
 }
 
 impl BaselineCleanup for Cleanup<'_> {
     fn cleanup_baseline(&mut self, _txn: &TransactionId) -> Result<(), PortError> {
-        exchange::remove_tree(self.place, &self.staging)
+        exchange::remove_tree(self.place, &self.staging, self.baseline)
             .map_err(|_| PortError::new(glove_types::codes::lifecycle::APPLY_CLEANUP_FAILED))
     }
 }
 
-/// Ends a transaction that has not exchanged: the candidate removed, the
-/// failed receipt, the failed record.
+/// Ends a transaction that has not exchanged: the candidate removed (when
+/// its identity is known: `candidate`), the failed receipt, the failed
+/// record. A candidate that cannot be removed stays, and is reported in
+/// the error's message.
+#[allow(clippy::too_many_arguments)]
 pub(super) fn fail<S: Failable>(
     t: Txn<'_, S>,
     books: &mut Books,
     receipts: &mut ReceiptJournal,
     place: Option<&Place>,
+    candidate: Option<(u64, u64)>,
     l: &Locator,
     error: Rejection,
     recovered: bool,
 ) -> Result<Ended, Rejection> {
+    let staging = exchange::staging_name(&l.transaction_id);
+    let mut error = error;
     if let Some(p) = place {
-        exchange::remove_tree(p, &exchange::staging_name(&l.transaction_id))?;
+        let removed = match candidate {
+            Some(id) => exchange::remove_tree(p, &staging, id),
+            None if !p.exists(&staging)? => Ok(()),
+            None => Err(Rejection::new(
+                APPLY_CLEANUP_REFUSED,
+                "its identity was never recorded",
+            )),
+        };
+        if let Err(e) = removed {
+            error = Rejection::new(
+                error.code(),
+                format!(
+                    "{} ({staging} was left beside the source: {})",
+                    error.message(),
+                    e.message()
+                ),
+            );
+        }
     }
     let state = if S::STATE == glove_types::stage::ApplyState::Prepared {
         "prepared"
@@ -324,27 +349,58 @@ pub fn apply(
         };
         let t = Txn::reserve(proof).map_err(|e| life(&e))?;
         crash::reached("reserve");
-        if let Err(e) =
-            exchange::copy_candidate(&place, &staging, seen.stage_root(), &last, l.root_mode)
-        {
-            return fail(t, books, receipts, Some(&place), &l, e, false);
+        let mut made = None;
+        let copied = exchange::copy_candidate(
+            &place,
+            &staging,
+            seen.stage_root(),
+            &last,
+            l.root_mode,
+            |id| {
+                made = Some(id);
+                books.write_candidate(txn.as_str(), id)
+            },
+        );
+        if let Err(e) = copied {
+            return fail(t, books, receipts, Some(&place), made, &l, e, false);
         }
+        let Some(candidate) = made else {
+            let e = Rejection::new(APPLY_COPY_FAILED, "the candidate was not made");
+            return fail(t, books, receipts, Some(&place), None, &l, e, false);
+        };
         crash::reached("copy");
         if let Err(e) = exchange::sync_tree(&place, &staging) {
             let e = Rejection::new(APPLY_COPY_FAILED, e.message());
-            return fail(t, books, receipts, Some(&place), &l, e, false);
+            return fail(
+                t,
+                books,
+                receipts,
+                Some(&place),
+                Some(candidate),
+                &l,
+                e,
+                false,
+            );
         }
-        let candidate = last.digest()?;
         let proof = t
-            .log_prepare(candidate, books.journal.log_mut())
+            .log_prepare(last.digest()?, books.journal.log_mut())
             .map_err(|e| life(&e))?;
         let t = t.prepare(proof).map_err(|e| life(e.error()))?;
         crash::reached("sync");
-        match exchange::exchange(&place, &staging) {
+        match exchange::exchange(&place, &staging, l.source_identity, candidate) {
             Ok(()) => {}
             Err((false, e)) => {
                 let e = Rejection::new(APPLY_EXCHANGE_FAILED, e.message());
-                return fail(t, books, receipts, Some(&place), &l, e, false);
+                return fail(
+                    t,
+                    books,
+                    receipts,
+                    Some(&place),
+                    Some(candidate),
+                    &l,
+                    e,
+                    false,
+                );
             }
             Err((true, e)) => {
                 let e = Rejection::new(APPLY_EXCHANGE_FAILED, e.message());
@@ -383,6 +439,7 @@ pub fn apply(
             .cleanup_baseline(&mut Cleanup {
                 place: &place,
                 staging: staging.clone(),
+                baseline: l.source_identity,
             })
             .is_ok();
         Ok(Ended::Applied {

@@ -26,6 +26,20 @@ fn sandbox(code: glove_types::ErrorCode, e: glove_sandbox::SandboxError) -> Reje
     Rejection::new(code, e.to_string())
 }
 
+/// Refuses while a mount of the image lives (the session's, in a sandbox
+/// whose supervisor died and left the stage's lock free): attaching it a
+/// second time would put two file systems over one ext4.
+pub(crate) fn refuse_if_mounted(image: BorrowedFd<'_>) -> Result<(), Rejection> {
+    match retained::image_in_use(image) {
+        Ok(false) => Ok(()),
+        Ok(true) => Err(Rejection::new(
+            RETAINED_STAGE_BUSY,
+            "the stage's image is still mounted: its session may still run",
+        )),
+        Err(e) => Err(sandbox(RETAINED_IMAGE_FAILED, e)),
+    }
+}
+
 /// What [`make`] asks for.
 #[derive(Clone, Debug)]
 pub struct MakeStage<'a> {
@@ -178,6 +192,7 @@ fn freeze_locked(
     // Read-write only so that a journal left by a crash can be replayed;
     // the file system itself is mounted read-only.
     let image = stage.image(true)?;
+    refuse_if_mounted(image.as_fd())?;
     let mounted = retained::mount_image(image.as_fd(), false)
         .map_err(|e| sandbox(RETAINED_IMAGE_FAILED, e))?;
     let (bytes, digest) = manifest_of(mounted.root())?;

@@ -80,6 +80,7 @@ pub fn inspect(stage: &StageDir, now_ms: u64) -> Result<Inspection, Rejection> {
     let last = read_manifest(stage, FINAL, record.final_manifest())?;
     let source = open_source(&record)?;
     let image = stage.image(false)?;
+    super::freeze::refuse_if_mounted(image.as_fd())?;
     let mounted = retained::mount_image(image.as_fd(), false)
         .map_err(|e| Rejection::new(RETAINED_IMAGE_FAILED, e.to_string()))?;
     Ok(Inspection {

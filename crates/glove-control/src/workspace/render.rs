@@ -125,6 +125,24 @@ fn flags(e: &Entry) -> String {
     }
 }
 
+/// `s` with every control character but tab written as a visible escape
+/// (`\x1b`, `\r`, …), for a terminal.
+pub fn visible(s: &str) -> Cow<'_, str> {
+    if !s.chars().any(|c| c.is_control() && c != '\t') {
+        return Cow::Borrowed(s);
+    }
+    let mut out = String::with_capacity(s.len() + 8);
+    for c in s.chars() {
+        match c {
+            '\t' => out.push(c),
+            '\r' => out.push_str("\\r"),
+            c if c.is_control() => out.push_str(&format!("\\x{:02x}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    Cow::Owned(out)
+}
+
 /// A `git diff --stat`-like summary: one line per changed path (`+N -M`
 /// for text, `Bin A -> B bytes` for binary, otherwise what changed), then
 /// `N paths changed, X insertions(+), Y deletions(-)`. ANSI colour only

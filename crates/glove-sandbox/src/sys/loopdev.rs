@@ -12,6 +12,7 @@ use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 
 const LOOP_CTL_GET_FREE: libc::c_ulong = 0x4C82;
 const LOOP_CONFIGURE: libc::c_ulong = 0x4C0A;
+const LOOP_GET_STATUS64: libc::c_ulong = 0x4C05;
 const LO_FLAGS_READ_ONLY: u32 = 1;
 const LO_FLAGS_AUTOCLEAR: u32 = 4;
 
@@ -139,6 +140,45 @@ pub(crate) fn in_use(number: u32) -> SysResult<bool> {
         Err(Errno(libc::EBUSY)) => Ok(true),
         Err(e) => Err(e),
     }
+}
+
+/// The loop devices whose backing file is the file `(dev, ino)`: every
+/// `loopN` of `/sys/block` is opened read-only and asked
+/// (`LOOP_GET_STATUS64`); an unbound device (`ENXIO`) or one that vanished
+/// is skipped.
+pub(crate) fn backed_by(dev: u64, ino: u64) -> SysResult<Vec<u32>> {
+    let mut out = Vec::new();
+    let entries = std::fs::read_dir("/sys/block")
+        .map_err(|e| Errno(e.raw_os_error().unwrap_or(libc::EIO)))?;
+    for e in entries.flatten() {
+        let name = e.file_name();
+        let Some(n) = name
+            .to_str()
+            .and_then(|s| s.strip_prefix("loop"))
+            .and_then(|s| s.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        let fd = match open(&device_path(n), libc::O_RDONLY) {
+            Ok(fd) => fd,
+            Err(_) => continue,
+        };
+        // SAFETY: an all-zero `loop_info64` is a valid value to be filled.
+        let mut info: LoopInfo64 = unsafe { std::mem::zeroed() };
+        // SAFETY: `info` is a correctly laid out `struct loop_info64` that
+        // lives across the call; the kernel writes into it.
+        let r = unsafe {
+            libc::ioctl(
+                fd.as_raw_fd(),
+                LOOP_GET_STATUS64 as _,
+                &mut info as *mut LoopInfo64,
+            )
+        };
+        if r == 0 && info.lo_device == dev && info.lo_inode == ino {
+            out.push(n);
+        }
+    }
+    Ok(out)
 }
 
 #[cfg(test)]

@@ -30,5 +30,6 @@ define_codes! { Apply;
     APPLY_REMOTE_REFUSED = "apply_remote_refused": "applying a stage is for the owner at this machine; a remote controller cannot apply",
     APPLY_NOT_CONFIGURED = "apply_not_configured": "no apply trust policy is configured",
     APPLY_INTERRUPTED = "apply_interrupted": "the applying process stopped before the exchange; recovery removed the candidate and the source is as it was",
+    APPLY_CLEANUP_REFUSED = "apply_cleanup_refused": "the tree under an apply's staging name is not the one the apply left there; it is left alone",
     APPLY_LOCATOR_INVALID = "apply_locator_invalid": "a transaction's locator file is missing, malformed or does not match its reservation",
 }

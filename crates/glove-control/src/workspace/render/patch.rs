@@ -119,12 +119,21 @@ struct Out {
 
 impl Out {
     fn line(&mut self, colour: &str, s: &str) {
+        // On a terminal (colour), the agent's bytes are shown, not obeyed:
+        // a control character (ESC, CR, …; tab excepted) could hide lines
+        // from the person reviewing. A patch for `git apply` (no colour)
+        // keeps every byte.
+        let shown: std::borrow::Cow<'_, str> = if self.colour {
+            crate::workspace::render::visible(s)
+        } else {
+            std::borrow::Cow::Borrowed(s)
+        };
         if self.colour && !colour.is_empty() {
             self.text.push_str(colour);
-            self.text.push_str(s);
+            self.text.push_str(&shown);
             self.text.push_str(RESET);
         } else {
-            self.text.push_str(s);
+            self.text.push_str(&shown);
         }
         self.text.push('\n');
     }
