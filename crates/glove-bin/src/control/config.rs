@@ -115,6 +115,11 @@ pub struct GlovedArgs {
     /// Bytes of recent output kept per session for late attachers [default: 262144].
     #[arg(long, value_name = "BYTES")]
     pub transcript_bytes: Option<usize>,
+    /// Remove retained stages (not running, not applied or applied) made
+    /// longer ago than this many seconds: at startup and every ten minutes
+    /// [default: never].
+    #[arg(long, value_name = "SECS")]
+    pub stage_max_age_secs: Option<u64>,
     /// Records the receipt journal holds (reservations, releases and
     /// receipts); acknowledged receipts are compacted away [default: 100000].
     #[arg(long, value_name = "N")]
@@ -174,6 +179,7 @@ struct ConfigFile {
     start_auth_key: Option<PathBuf>,
     egress_ca: Option<Vec<PathBuf>>,
     transcript_bytes: Option<usize>,
+    stage_max_age_secs: Option<u64>,
     receipt_journal_max_records: Option<u64>,
     library_bundle_root: Option<PathBuf>,
     path_exposure_policy: Option<PathBuf>,
@@ -214,6 +220,8 @@ pub struct Settings {
     pub egress_ca: Vec<PathBuf>,
     /// Transcript bytes per session.
     pub transcript_bytes: usize,
+    /// The age after which retained stages are removed.
+    pub stage_max_age_secs: Option<u64>,
     /// The receipt journal's bounds.
     pub receipt_config: ReceiptConfig,
     /// The library bundle root.
@@ -382,6 +390,7 @@ impl GlovedArgs {
                         return Err(config_invalid("transcript_bytes must be 1024 to 67108864"))
                     }
                 },
+                stage_max_age_secs: self.stage_max_age_secs.or(file.stage_max_age_secs),
                 receipt_config: match self
                     .receipt_journal_max_records
                     .or(file.receipt_journal_max_records)

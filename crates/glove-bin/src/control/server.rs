@@ -182,7 +182,10 @@ pub async fn serve(
     stop: impl std::future::Future<Output = ()>,
 ) -> Result<(), Rejection> {
     let Started {
-        service, pinned, ..
+        service,
+        pinned,
+        stage_max_age_ms,
+        ..
     } = started;
     let Bound {
         listener,
@@ -204,6 +207,29 @@ pub async fn serve(
     });
     let connections = shared.connections.clone();
     let (shutdown_tx, shutdown_rx) = watch::channel(false);
+    // Retained stages past their age go every ten minutes (and went at
+    // startup).
+    if let Some(age) = stage_max_age_ms {
+        let service = shared.service.clone();
+        let mut done = shutdown_rx.clone();
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(std::time::Duration::from_secs(600));
+            tick.tick().await;
+            loop {
+                tokio::select! {
+                    _ = done.changed() => break,
+                    _ = tick.tick() => {
+                        let s = service.clone();
+                        if let Ok(reports) = tokio::task::spawn_blocking(move || s.prune_stages(age)).await {
+                            for r in reports {
+                                tracing::info!(pruned = %r, "a retained stage past its age");
+                            }
+                        }
+                    }
+                }
+            }
+        });
+    }
     tokio::pin!(stop);
     loop {
         tokio::select! {

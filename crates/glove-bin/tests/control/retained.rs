@@ -182,5 +182,31 @@ fn a_retained_grant_comes_back_through_the_owner_socket_after_a_restart() {
         })
         .collect();
     assert_eq!(kinds, ["resource_v1", "apply_v1"], "{page}");
+    let listed = glove(&[
+        "stages",
+        "list",
+        "--service",
+        "--runtime-dir",
+        &run,
+        "--json",
+    ]);
+    let l: Value = serde_json::from_slice(&listed.stdout).expect("list");
+    assert_eq!(l["stages"][0]["applied_by"], a["transaction_id"], "{l}");
+    let _ = d.stop();
+
+    // With an age limit, gloved removes the stages past it at startup.
+    m.extra.extend(["--stage-max-age-secs".into(), "0".into()]);
+    let d = m.start();
+    let run = d.run.display().to_string();
+    let listed = glove(&[
+        "stages",
+        "list",
+        "--service",
+        "--runtime-dir",
+        &run,
+        "--json",
+    ]);
+    let l: Value = serde_json::from_slice(&listed.stdout).expect("list");
+    assert_eq!(l["stages"], json!([]), "{l}");
     let _ = d.stop();
 }

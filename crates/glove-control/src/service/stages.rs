@@ -193,6 +193,29 @@ impl Service {
         })
     }
 
+    /// Removes the stages made more than `max_age_ms` ago whose session is
+    /// over (a running one is kept); one report each.
+    pub fn prune_stages(&self, max_age_ms: u64) -> Vec<Value> {
+        let Ok(store) = self.stage_store() else {
+            return Vec::new();
+        };
+        let Ok((all, _)) = store.list() else {
+            return Vec::new();
+        };
+        let now = now_ms();
+        all.iter()
+            .filter(|s| !s.running && now.saturating_sub(s.record.created_at_ms) > max_age_ms)
+            .map(|s| {
+                let r = &s.record;
+                match store.remove(&r.session_id, Some(&r.alias)) {
+                    Ok(()) => json!({"stage_removed": format!("{}/{}", r.session_id, r.alias)}),
+                    Err(e) => json!({"stage_kept": format!("{}/{}", r.session_id, r.alias),
+                                     "code": e.code().as_str()}),
+                }
+            })
+            .collect()
+    }
+
     /// Recovers applies a previous run left unfinished (see
     /// `crate::apply::recover`); one JSON report each.
     pub fn recover_applies(&self) -> Vec<Value> {

@@ -13,6 +13,8 @@ pub struct Started {
     pub runtime_dir: OwnedFd,
     /// Directories whose identity is pinned for the process lifetime.
     pub pinned: Vec<OwnedFd>,
+    /// Retained stages older than this are removed (ms).
+    pub stage_max_age_ms: Option<u64>,
 }
 
 fn at<'p>(path: &'p Path, what: &str) -> impl Fn(JournalError) -> Rejection + 'p {
@@ -253,9 +255,16 @@ pub fn start(s: &Settings) -> Result<Started, Rejection> {
     for r in service.recover_applies() {
         tracing::warn!(recovered = %r, "recovered an interrupted apply");
     }
+    let stage_max_age_ms = s.stage_max_age_secs.map(|x| x.saturating_mul(1000));
+    if let Some(age) = stage_max_age_ms {
+        for r in service.prune_stages(age) {
+            tracing::info!(pruned = %r, "a retained stage past its age");
+        }
+    }
     Ok(Started {
         service,
         runtime_dir,
         pinned,
+        stage_max_age_ms,
     })
 }
