@@ -21,6 +21,7 @@ use std::fmt;
 
 pub mod content;
 pub mod diff;
+pub mod known;
 pub mod manifest;
 pub mod render;
 

@@ -4,7 +4,8 @@
 //! the list refuses): every listed system call is allowed, some only with
 //! argument conditions (sockets only `AF_UNIX`, and netlink only as
 //! `NETLINK_ROUTE` of type `SOCK_RAW` or `SOCK_DGRAM`; `clone` without any
-//! namespace flag; `ioctl` without `TIOCSTI`/`TIOCLINUX`; `prctl` without
+//! namespace flag; `ioctl` without `TIOCSTI`/`TIOCLINUX`/`TIOCSETD`/
+//! `EXT4_IOC_MOVE_EXT`; `prctl` without
 //! `PR_SET_SECCOMP`, so that neither `seccomp` nor `prctl` installs a
 //! further filter; `personality` only with the values ordinary programs
 //! use); anything else returns
@@ -201,7 +202,14 @@ const TIOCLINUX: u32 = libc::TIOCLINUX as u32;
 /// has no use for. The discipline is passed by pointer, so N_TTY alone
 /// cannot be allowed: the request is refused.
 const TIOCSETD: u32 = libc::TIOCSETD as u32;
-const IOCTL_DENIED: &[u32] = &[TIOCSTI, TIOCLINUX, TIOCSETD];
+/// `EXT4_IOC_MOVE_EXT` (`_IOWR('f', 15, struct move_extent)`, the same
+/// number for 32-bit callers): online defragmentation. It changes the
+/// donor file's bytes without touching its mtime or ctime (checked on a
+/// real ext4), which would let a retained workspace's final manifest keep a
+/// stale digest (`glove-control` `workspace::known`); an agent has no use
+/// for it.
+pub const EXT4_IOC_MOVE_EXT: u32 = 0xC028_660F;
+const IOCTL_DENIED: &[u32] = &[TIOCSTI, TIOCLINUX, TIOCSETD, EXT4_IOC_MOVE_EXT];
 const PRCTL_DENIED: &[u32] = &[libc::PR_SET_SECCOMP as u32];
 
 /// The complete allow-list of an offline sandbox.

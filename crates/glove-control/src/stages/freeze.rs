@@ -3,6 +3,7 @@
 //! and the final manifest taken.
 
 use super::{StageDir, StageRecord, StageState, BASELINE, FINAL, IMAGE, STAGE_SCHEMA};
+use crate::workspace::known::{FileStat, KnownFiles};
 use glove_sandbox::retained::{self, Held, Mkfs};
 use glove_sandbox::spec::RetainedMount;
 use glove_types::codes::retained::*;
@@ -13,13 +14,23 @@ use std::path::Path;
 /// Takes the manifest of the tree below `root` (an ext4 stage: its
 /// `lost+found` is not part of it); returns its canonical bytes and digest.
 pub fn manifest_of(root: BorrowedFd<'_>) -> Result<(Vec<u8>, Sha256Digest), Rejection> {
+    let (bytes, digest, _) = taken_of(root, None)?;
+    Ok((bytes, digest))
+}
+
+/// A manifest's canonical bytes and digest, and its regular files' stats.
+type TakenBytes = (Vec<u8>, Sha256Digest, Vec<(String, FileStat)>);
+
+/// [`manifest_of`], keeping the digests of `known` files whose stat is
+/// unchanged; also returns every regular file's stat.
+fn taken_of(root: BorrowedFd<'_>, known: Option<&KnownFiles>) -> Result<TakenBytes, Rejection> {
     let opts = crate::workspace::manifest::TakeOptions {
         skip_lost_found: true,
         ..Default::default()
     };
-    let m = crate::workspace::manifest::take(root, &opts)
+    let t = crate::workspace::manifest::take_with(root, &opts, known)
         .map_err(|e| Rejection::new(RETAINED_MANIFEST_FAILED, e.to_rejection().message()))?;
-    Ok((m.canonical_bytes()?, m.digest()?))
+    Ok((t.manifest.canonical_bytes()?, t.manifest.digest()?, t.stats))
 }
 
 fn sandbox(code: glove_types::ErrorCode, e: glove_sandbox::SandboxError) -> Rejection {
@@ -128,8 +139,10 @@ pub fn make(stage: StageDir, m: &MakeStage<'_>) -> Result<(LiveStage, RetainedMo
     mounted
         .fill(source.as_ref().map(|s| s.as_fd()), m.owner)
         .map_err(|e| sandbox(RETAINED_FILL_FAILED, e))?;
-    let (bytes, baseline_digest) = manifest_of(mounted.root())?;
+    let (bytes, baseline_digest, stats) = taken_of(mounted.root(), None)?;
     stage.write(BASELINE, &bytes)?;
+    // Before the session starts: its changes are all stamped after this.
+    super::reuse::write_table(&stage, stats)?;
     stage.write_record(&StageRecord {
         schema: STAGE_SCHEMA.into(),
         session_id: stage.session_id().to_owned(),
@@ -195,7 +208,8 @@ fn freeze_locked(
     refuse_if_mounted(image.as_fd())?;
     let mounted = retained::mount_image(image.as_fd(), false)
         .map_err(|e| sandbox(RETAINED_IMAGE_FAILED, e))?;
-    let (bytes, digest) = manifest_of(mounted.root())?;
+    let known = super::reuse::known_files(stage, &record, image.as_fd());
+    let (bytes, digest, _) = taken_of(mounted.root(), known.as_ref())?;
     mounted
         .release()
         .map_err(|e| sandbox(RETAINED_STAGE_BUSY, e))?;

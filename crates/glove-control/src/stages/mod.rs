@@ -7,6 +7,7 @@
 //!     <alias>/                   one stage per retained workspace
 //!       image.ext4               the workspace's ext4 image (0600, 0400 once frozen)
 //!       baseline.json            the manifest taken when it was filled
+//!       baseline.stat            its regular files' stats (advisory, see `reuse.rs`)
 //!       final.json               the manifest taken when it was frozen
 //!       stage.json               the record (atomic, see [`StageRecord`])
 //!       lock                     held (flock) by the session while it runs
@@ -22,6 +23,7 @@
 mod freeze;
 mod inspect;
 mod record;
+mod reuse;
 
 pub use freeze::{freeze, make, manifest_of, LiveStage, MakeStage};
 pub use inspect::{inspect, open_source, read_manifest, Inspection};
@@ -39,6 +41,10 @@ use std::path::{Path, PathBuf};
 pub const IMAGE: &str = "image.ext4";
 /// The baseline manifest's file name.
 pub const BASELINE: &str = "baseline.json";
+/// The baseline's stat table (not part of any manifest or digest: it
+/// only lets the final manifest skip reading files the session left
+/// alone).
+pub const STAT: &str = "baseline.stat";
 /// The final manifest's file name.
 pub const FINAL: &str = "final.json";
 /// The record's file name.
@@ -221,7 +227,7 @@ impl StageStore {
     pub fn remove(&self, session_id: &str, alias: Option<&str>) -> Result<(), Rejection> {
         let stage = self.open_stage(session_id, alias)?;
         let _lock = stage.lock_or_live()?;
-        for name in [IMAGE, BASELINE, FINAL, LOCK, RECORD] {
+        for name in [IMAGE, BASELINE, STAT, FINAL, LOCK, RECORD] {
             match glove_fs::unlink_in(stage.dir.as_fd(), OsStr::new(name)) {
                 Ok(()) | Err(Errno::NOENT) => {}
                 Err(e) => return Err(io(format!("remove {name}"), e)),

@@ -14,7 +14,16 @@
 //! devices are never opened for reading. A mount point below the root
 //! (`EXDEV`), a name that is not UTF-8, or a tree past a bound fails the
 //! walk with its code.
+//!
+//! The regular files of a directory (up to [`BATCH`] at a time) are opened
+//! and checked in order, then hashed on two threads; every batch is
+//! hashed before the walk goes on to a subdirectory or fails, and the
+//! error reported is the first in walk order, so the manifest and the
+//! error are those of a walk that hashed each file as it met it.
+//! [`take_with`] can keep a baseline digest for a file whose stat is
+//! unchanged ([`KnownFiles`], where the argument for it is).
 
+use super::known::{FileStat, KnownFiles};
 use super::{display, WorkspaceError};
 use glove_fs::beneath::{self, open_beneath};
 use glove_fs::{Errno, OFlags};
@@ -27,7 +36,16 @@ use rustix::fs::{fstat, FileType, Stat};
 use sha2::{Digest as _, Sha256};
 
 /// The block size files are read and hashed in.
-const BLOCK: usize = 64 * 1024;
+const BLOCK: usize = 256 * 1024;
+
+/// Files opened and waiting to be hashed at most.
+pub const BATCH: usize = 64;
+
+/// A batch smaller than this is hashed on the walking thread alone.
+const PARALLEL_BYTES: u64 = 1 << 20;
+
+/// A file at least this large is read with `POSIX_FADV_SEQUENTIAL`.
+const SEQUENTIAL_BYTES: u64 = 1 << 20;
 
 /// The default bound on the bytes hashed in one walk.
 pub const DEFAULT_MAX_BYTES: u64 = 64 << 30;
@@ -56,16 +74,56 @@ impl Default for TakeOptions {
 /// carried by the file; its presence alone is not a blocker.
 const IGNORED_XATTR: &[u8] = b"security.selinux";
 
-struct Walk {
+struct Walk<'k> {
     opts: TakeOptions,
+    known: Option<&'k KnownFiles>,
     entries: Vec<Entry>,
+    stats: Vec<(String, FileStat)>,
+    reused: usize,
     bytes: u64,
-    buf: Vec<u8>,
+    /// Regular files opened, checked and recorded (digest still `None`),
+    /// in walk order.
+    pending: Vec<Pending>,
+    bufs: [Vec<u8>; 2],
+}
+
+/// A file waiting in a batch: its entry, its readable descriptor, the size
+/// it must give.
+struct Pending {
+    index: usize,
+    path: String,
+    fd: OwnedFd,
+    size: u64,
+}
+
+/// A manifest taken by [`take_with`].
+#[derive(Debug)]
+pub struct Taken {
+    /// The manifest.
+    pub manifest: Manifest,
+    /// Each regular file's path and stat (of the descriptor it was read
+    /// from, taken before reading it), in walk order.
+    pub stats: Vec<(String, FileStat)>,
+    /// How many files kept a known digest instead of being read.
+    pub reused: usize,
 }
 
 /// Takes the manifest of the tree below the directory `root` (any
 /// descriptor of it, `O_PATH` included).
 pub fn take(root: BorrowedFd<'_>, opts: &TakeOptions) -> Result<Manifest, WorkspaceError> {
+    take_with(root, opts, None).map(|t| t.manifest)
+}
+
+/// Takes the manifest of the tree below `root` as [`take`] does, and the
+/// stat of every regular file; with `known`, a regular file whose path and
+/// [`FileStat`] are known keeps the known digest and is not read. The
+/// manifest is the one [`take`] gives whenever `known` holds only digests
+/// of unchanged files (see [`KnownFiles`] for when that is so).
+pub fn take_with(
+    root: BorrowedFd<'_>,
+    opts: &TakeOptions,
+    known: Option<&KnownFiles>,
+) -> Result<Taken, WorkspaceError> {
     let st = fstat(root).map_err(WorkspaceError::io("", "fstat"))?;
     if FileType::from_raw_mode(st.st_mode) != FileType::Directory {
         return Err(WorkspaceError::io("", "open")(Errno::NOTDIR));
@@ -74,19 +132,35 @@ pub fn take(root: BorrowedFd<'_>, opts: &TakeOptions) -> Result<Manifest, Worksp
         .map_err(WorkspaceError::io("", "open"))?;
     let mut walk = Walk {
         opts: opts.clone(),
+        known,
         entries: Vec::new(),
+        stats: Vec::new(),
+        reused: 0,
         bytes: 0,
-        buf: vec![0u8; BLOCK],
+        pending: Vec::new(),
+        bufs: [vec![0u8; BLOCK], vec![0u8; BLOCK]],
     };
-    walk.dir(dir.as_fd(), "", 0)?;
-    Manifest::new(st.st_mode & 0o7777, walk.entries).map_err(WorkspaceError::Manifest)
+    if let Err(e) = walk.dir(dir.as_fd(), "", 0) {
+        // The files met before the failure come first, as in a walk that
+        // hashed each as it met it.
+        walk.flush()?;
+        return Err(e);
+    }
+    walk.flush()?;
+    let manifest =
+        Manifest::new(st.st_mode & 0o7777, walk.entries).map_err(WorkspaceError::Manifest)?;
+    Ok(Taken {
+        manifest,
+        stats: walk.stats,
+        reused: walk.reused,
+    })
 }
 
 fn same_inode(a: &Stat, b: &Stat) -> bool {
     a.st_dev == b.st_dev && a.st_ino == b.st_ino
 }
 
-impl Walk {
+impl Walk<'_> {
     /// Records the entries of the open, readable directory `dir` at `rel`
     /// (`depth` components deep), and below.
     fn dir(&mut self, dir: BorrowedFd<'_>, rel: &str, depth: usize) -> Result<(), WorkspaceError> {
@@ -154,12 +228,13 @@ impl Walk {
         };
         match kind {
             FileType::Directory => {
-                let sub = self.reopen(dir, name, &e.path, &st, OFlags::DIRECTORY)?;
+                let (sub, _) = self.reopen(dir, name, &e.path, &st, OFlags::DIRECTORY)?;
                 e.kind = EntryKind::Dir;
                 e.hardlink = false;
                 e.xattr = has_xattr(sub.as_fd(), &e.path)?;
                 let path = e.path.clone();
                 self.entries.push(e);
+                self.flush()?;
                 return self.dir(sub.as_fd(), &path, depth + 1);
             }
             FileType::RegularFile => {
@@ -168,14 +243,35 @@ impl Walk {
                     return Err(WorkspaceError::TooLarge { path: e.path });
                 }
                 self.bytes += size;
-                let f = self.reopen(dir, name, &e.path, &st, OFlags::empty())?;
+                let (f, again) = self.reopen(dir, name, &e.path, &st, OFlags::empty())?;
+                let stat = FileStat::of(&again);
                 e.kind = EntryKind::File;
                 e.size = size;
-                e.digest = Some(self.hash(f.as_fd(), &e.path, size)?);
-                e.xattr = has_xattr(f.as_fd(), &e.path)?;
+                let xattr = has_xattr(f.as_fd(), &e.path);
+                e.xattr = xattr.as_ref().is_ok_and(|x| *x);
                 let blocks = u64::try_from(st.st_blocks).unwrap_or(0);
                 e.sparse = size >= SPARSE_GAP
                     && blocks.saturating_mul(512).saturating_add(SPARSE_GAP) <= size;
+                e.digest = self.known.and_then(|k| k.digest(&e.path, &stat));
+                self.stats.push((e.path.clone(), stat));
+                if e.digest.is_some() {
+                    self.reused += 1;
+                } else {
+                    self.pending.push(Pending {
+                        index: self.entries.len(),
+                        path: e.path.clone(),
+                        fd: f,
+                        size,
+                    });
+                }
+                self.entries.push(e);
+                // Failing after the file is pending: its hash comes first,
+                // as it would have been read before its attributes.
+                xattr?;
+                if self.pending.len() >= BATCH {
+                    self.flush()?;
+                }
+                return Ok(());
             }
             FileType::Symlink => {
                 let target = beneath::read_link(at.as_fd())
@@ -203,7 +299,7 @@ impl Walk {
         path: &str,
         st: &Stat,
         extra: OFlags,
-    ) -> Result<OwnedFd, WorkspaceError> {
+    ) -> Result<(OwnedFd, Stat), WorkspaceError> {
         let fd = open_beneath(dir, name, OFlags::RDONLY | OFlags::NONBLOCK | extra)
             .map_err(|e| opened(path, e))?;
         let again = fstat(&fd).map_err(WorkspaceError::io(path, "fstat"))?;
@@ -212,36 +308,112 @@ impl Walk {
                 path: path.to_owned(),
             });
         }
-        Ok(fd)
+        Ok((fd, again))
     }
 
-    /// SHA-256 of the open file `fd`, which must give exactly `size` bytes.
-    fn hash(
-        &mut self,
-        fd: BorrowedFd<'_>,
-        path: &str,
-        size: u64,
-    ) -> Result<Sha256Digest, WorkspaceError> {
-        let mut h = Sha256::new();
-        let mut read = 0u64;
-        loop {
-            let n = beneath::read(fd, &mut self.buf).map_err(WorkspaceError::io(path, "read"))?;
-            if n == 0 {
-                break;
+    /// Hashes the pending files (two threads for a large enough batch)
+    /// and records their digests; the error is the first in walk order.
+    fn flush(&mut self) -> Result<(), WorkspaceError> {
+        let batch = std::mem::take(&mut self.pending);
+        let [buf0, buf1] = &mut self.bufs;
+        let total: u64 = batch.iter().map(|p| p.size).sum();
+        let digests = if batch.len() < 2 || total < PARALLEL_BYTES {
+            batch.iter().map(|p| p.hash(buf0)).collect()
+        } else {
+            hash_on_two(&batch, buf0, buf1)
+        };
+        for (p, d) in batch.iter().zip(digests) {
+            let d = d?;
+            if let Some(e) = self.entries.get_mut(p.index) {
+                e.digest = Some(d);
             }
-            read += n as u64;
-            if read > size {
-                break;
-            }
-            h.update(self.buf.get(..n).unwrap_or(&[]));
         }
-        if read != size {
-            return Err(WorkspaceError::Changed {
-                path: path.to_owned(),
-            });
-        }
-        Ok(Sha256Digest::from_bytes(h.finalize().into()))
+        Ok(())
     }
+}
+
+impl Pending {
+    fn hash(&self, buf: &mut [u8]) -> Result<Sha256Digest, WorkspaceError> {
+        hash(self.fd.as_fd(), &self.path, self.size, buf)
+    }
+}
+
+/// Hashes `batch` on this thread and one more, each taking the next file
+/// not yet taken; the digests in `batch`'s order. Without a second thread
+/// (it could not be started), this thread hashes them all.
+fn hash_on_two(
+    batch: &[Pending],
+    buf0: &mut [u8],
+    buf1: &mut [u8],
+) -> Vec<Result<Sha256Digest, WorkspaceError>> {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let next = AtomicUsize::new(0);
+    let work = |buf: &mut [u8]| {
+        let mut out = Vec::new();
+        loop {
+            let i = next.fetch_add(1, Ordering::Relaxed);
+            let Some(p) = batch.get(i) else {
+                return out;
+            };
+            out.push((i, p.hash(buf)));
+        }
+    };
+    let (mine, theirs) = std::thread::scope(|s| {
+        let other = std::thread::Builder::new()
+            .name("glove-hash".into())
+            .spawn_scoped(s, || work(buf1));
+        let mine = work(buf0);
+        let theirs = match other {
+            Ok(h) => h.join().ok(),
+            Err(_) => None,
+        };
+        (mine, theirs)
+    });
+    let mut slots: Vec<Option<Result<Sha256Digest, WorkspaceError>>> =
+        batch.iter().map(|_| None).collect();
+    for (i, d) in mine.into_iter().chain(theirs.into_iter().flatten()) {
+        if let Some(slot) = slots.get_mut(i) {
+            *slot = Some(d);
+        }
+    }
+    // A file the other thread had taken but did not finish is hashed here.
+    slots
+        .into_iter()
+        .zip(batch)
+        .map(|(d, p)| d.unwrap_or_else(|| p.hash(buf0)))
+        .collect()
+}
+
+/// SHA-256 of the open file `fd`, which must give exactly `size` bytes.
+fn hash(
+    fd: BorrowedFd<'_>,
+    path: &str,
+    size: u64,
+    buf: &mut [u8],
+) -> Result<Sha256Digest, WorkspaceError> {
+    if size >= SEQUENTIAL_BYTES {
+        // Advice only: a kernel that ignores it reads the same bytes.
+        let _ = rustix::fs::fadvise(fd, 0, None, rustix::fs::Advice::Sequential);
+    }
+    let mut h = Sha256::new();
+    let mut read = 0u64;
+    loop {
+        let n = beneath::read(fd, buf).map_err(WorkspaceError::io(path, "read"))?;
+        if n == 0 {
+            break;
+        }
+        read += n as u64;
+        if read > size {
+            break;
+        }
+        h.update(buf.get(..n).unwrap_or(&[]));
+    }
+    if read != size {
+        return Err(WorkspaceError::Changed {
+            path: path.to_owned(),
+        });
+    }
+    Ok(Sha256Digest::from_bytes(h.finalize().into()))
 }
 
 /// An open beneath a parent failed: `EXDEV` is a mount point (no `..` or

@@ -12,6 +12,7 @@ use std::fs;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
+mod known;
 mod render;
 
 pub(super) fn write(root: &Path, rel: &str, body: &[u8], mode: u32) {

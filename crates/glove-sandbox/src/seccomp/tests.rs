@@ -161,6 +161,15 @@ fn argument_checks() {
         run_both(ioctl, [0, libc::TIOCSTI | (1 << 40), 0, 0, 0, 0]),
         RET_ALLOW
     );
+    // Online defragmentation rewrites a donor file's bytes without
+    // touching its times (a retained stage's final manifest relies on them).
+    assert_eq!(super::EXT4_IOC_MOVE_EXT, 0xc028_660f);
+    for cmd in [
+        u64::from(super::EXT4_IOC_MOVE_EXT),
+        u64::from(super::EXT4_IOC_MOVE_EXT) | (1 << 40),
+    ] {
+        assert_ne!(run_both(ioctl, [0, cmd, 0, 0, 0, 0]), RET_ALLOW);
+    }
     let pers = libc::SYS_personality as u32;
     assert_eq!(run_both(pers, [0xffff_ffff, 0, 0, 0, 0, 0]), RET_ALLOW);
     assert_ne!(run_both(pers, [0x0040_0000, 0, 0, 0, 0, 0]), RET_ALLOW);
