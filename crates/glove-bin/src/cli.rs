@@ -34,7 +34,7 @@ pub enum Command {
     /// Check and explain a session policy.
     #[command(subcommand)]
     Policy(PolicyCommand),
-    /// Check a controller plan against a policy.
+    /// Write, format and check controller plans.
     #[command(subcommand)]
     Plan(PlanCommand),
     /// Run one command inside the sandbox with the built-in default profile.
@@ -207,6 +207,13 @@ pub struct PolicyFile {
 pub enum PlanCommand {
     /// Admit or reject a plan against a policy; prints the plan digests.
     Check(PlanCheck),
+    /// Write a plan from a policy: a template, a profile, path grants,
+    /// projections and secrets; admitted against the policy before it is
+    /// written.
+    New(Box<crate::plan_new::PlanNew>),
+    /// Print (or rewrite with --in-place) a hand-edited plan in canonical
+    /// form.
+    Fmt(crate::plan_new::PlanFmt),
 }
 
 /// Arguments of `glove plan check`.
@@ -274,6 +281,8 @@ pub fn run(cli: Cli) -> i32 {
         Command::Policy(PolicyCommand::Generate(a)) => crate::generate_cmd::policy_generate(&a),
         Command::Policy(PolicyCommand::Stage(a)) => crate::stage::run(&a),
         Command::Plan(PlanCommand::Check(a)) => plan_check(&a),
+        Command::Plan(PlanCommand::New(a)) => crate::plan_new::plan_new(&a),
+        Command::Plan(PlanCommand::Fmt(a)) => crate::plan_new::plan_fmt(&a),
         Command::Exec(a) => crate::exec::run(a),
         Command::Run(c) => crate::run::command(c),
         Command::Audit(c) => crate::audit::command(&c),
@@ -407,7 +416,7 @@ fn policy_explain(a: &PolicyFile) -> i32 {
     }
 }
 
-fn read_bounded(path: &Path, max: usize) -> Result<Vec<u8>, Rejection> {
+pub(crate) fn read_bounded(path: &Path, max: usize) -> Result<Vec<u8>, Rejection> {
     let shown = path.display();
     let file = std::fs::File::open(path).map_err(|e| match e.kind() {
         std::io::ErrorKind::NotFound => {
@@ -428,7 +437,7 @@ fn read_bounded(path: &Path, max: usize) -> Result<Vec<u8>, Rejection> {
     Ok(buf)
 }
 
-fn now_ms() -> u64 {
+pub(crate) fn now_ms() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))

@@ -12,6 +12,7 @@
 //!   documented exit statuses;
 //! * [`apply`] — `glove apply keygen` and `glove apply sign` (the owner's
 //!   key and signed apply authorizations);
+//! * [`plan_new`] — `glove plan new` and `glove plan fmt`;
 //! * [`stage`] — `glove policy stage`: confirmation, progress bar, report;
 //! * [`control`] — the `gloved` control service (socket, handshake,
 //!   JSON-RPC dispatch) and the client behind `glove capabilities`,
@@ -29,6 +30,7 @@ pub mod egress;
 pub mod exec;
 pub mod explain;
 pub mod generate_cmd;
+pub mod plan_new;
 pub use glove_control::protected;
 pub mod receipts_verify;
 pub mod report;

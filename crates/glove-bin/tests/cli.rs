@@ -4,6 +4,9 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+#[path = "cli/plan_new.rs"]
+mod plan_new;
+
 fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
@@ -49,6 +52,8 @@ fn help_snapshots() {
             vec!["policy", "explain", "--help"],
         ),
         ("cli_plan_check_help", vec!["plan", "check", "--help"]),
+        ("cli_plan_new_help", vec!["plan", "new", "--help"]),
+        ("cli_plan_fmt_help", vec!["plan", "fmt", "--help"]),
         ("cli_apply_help", vec!["apply", "--help"]),
     ] {
         let out = glove(&args);

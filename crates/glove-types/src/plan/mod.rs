@@ -4,10 +4,12 @@
 //! an environment variable or a secret value. Plans must arrive as canonical
 //! JSON ([`crate::canon`]); [`DecodedPlan::decode`] checks the structure and
 //! [`admit`] matches it against a [`ValidatedPolicy`], yielding an
-//! [`AdmittedPlan`] with the plan's three digests.
+//! [`AdmittedPlan`] with the plan's three digests. [`new`] writes plans
+//! for people: built from a policy, or canonicalized from a hand edit.
 
 mod admission;
 mod digests;
+pub mod new;
 
 pub use admission::admit;
 pub use digests::{plan_context_digest, PLAN_CONTEXT_DOMAIN};
