@@ -73,6 +73,8 @@ fn a_retained_grant_comes_back_through_the_owner_socket_after_a_restart() {
     m.extra
         .extend(["--apply-trust".into(), trust.display().to_string()]);
 
+    std::fs::write(m.workspace.join("gone.txt"), "bye\n").expect("gone");
+    std::fs::write(m.workspace.join("run.sh"), "#!/bin/sh\n").expect("run.sh");
     let d = m.start();
     let mut c = d.client();
     let caps = c.capabilities().expect("caps");
@@ -100,7 +102,7 @@ fn a_retained_grant_comes_back_through_the_owner_socket_after_a_restart() {
     c.call(
         "write_stdin",
         json!({"session_id": "kept-1", "data":
-            "cd /workspace && echo changed > README && echo new > added.txt && echo do''ne\n"}),
+            "cd /workspace && echo changed > README && echo new > added.txt && rm gone.txt && chmod 755 run.sh && echo do''ne\n"}),
     )
     .expect("stdin");
     until_output(&mut c, &mut out, |s| s.contains("done"));
@@ -167,6 +169,9 @@ fn a_retained_grant_comes_back_through_the_owner_socket_after_a_restart() {
         std::fs::read_to_string(m.workspace.join("added.txt")).expect("added"),
         "new\n"
     );
+    assert!(!m.workspace.join("gone.txt").exists());
+    let mode = std::fs::metadata(m.workspace.join("run.sh")).expect("run.sh").permissions().mode();
+    assert_eq!(mode & 0o777, 0o755);
     // The applied receipt is in gloved's receipt journal, after the
     // session's, in the same chain.
     let mut c = d.client();
