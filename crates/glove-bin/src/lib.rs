@@ -30,6 +30,7 @@ pub mod exec;
 pub mod explain;
 pub mod generate_cmd;
 pub use glove_control::protected;
+pub mod receipts_show;
 pub mod receipts_verify;
 pub mod report;
 pub mod run;

@@ -50,6 +50,8 @@ fn help_snapshots() {
         ),
         ("cli_plan_check_help", vec!["plan", "check", "--help"]),
         ("cli_apply_help", vec!["apply", "--help"]),
+        ("cli_receipts_help", vec!["receipts", "--help"]),
+        ("cli_receipts_show_help", vec!["receipts", "show", "--help"]),
     ] {
         let out = glove(&args);
         assert_eq!(out.status.code(), Some(0), "{name}");
