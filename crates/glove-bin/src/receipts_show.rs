@@ -430,13 +430,16 @@ fn limit_label(l: LimitName) -> &'static str {
     }
 }
 
+/// One line of the table: name, limit, use, and how to show a value.
+type Row = (&'static str, Option<u64>, Option<u64>, fn(u64) -> String);
+
 fn limits_and_usage(o: &mut String, l: Option<&ResourceLimits>, u: Option<&Usage>) {
     if l.is_none() && u.is_none() {
         line(o, "limits", "none recorded (the session never ran)");
         return;
     }
     let _ = writeln!(o, "  {:<17}{:>12}  {:>12}", "limits", "allowed", "used");
-    let rows: [(&str, Option<u64>, Option<u64>, fn(u64) -> String); 6] = [
+    let rows: [Row; 6] = [
         (
             "cpu time",
             l.map(|l| l.cpu_time_ms),
