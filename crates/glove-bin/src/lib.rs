@@ -32,6 +32,7 @@ pub mod explain;
 pub mod generate_cmd;
 pub mod plan_new;
 pub use glove_control::protected;
+pub mod receipts_show;
 pub mod receipts_verify;
 pub mod report;
 pub mod run;

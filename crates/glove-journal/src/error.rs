@@ -250,6 +250,20 @@ pub enum ConflictReason {
     IdempotencyKeyReused,
 }
 
+impl ConflictReason {
+    /// What was reused, in words.
+    pub const fn describe(self) -> &'static str {
+        match self {
+            ConflictReason::SessionIdReused => {
+                "the session id is already used with another idempotency key, plan or digest"
+            }
+            ConflictReason::IdempotencyKeyReused => {
+                "the idempotency key is already used with another session id, plan or digest"
+            }
+        }
+    }
+}
+
 /// A refusal of the receipt journal that is not corruption.
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
@@ -412,7 +426,7 @@ pub enum JournalError {
         max: u64,
     },
     /// Session creation conflicts with a stored session.
-    #[error("session {session} conflicts with a stored session: {reason:?}")]
+    #[error("session {session} conflicts with a stored session: {}", .reason.describe())]
     SessionConflict {
         /// The session id of the request.
         session: SessionId,
@@ -426,7 +440,7 @@ pub enum JournalError {
         session: SessionId,
     },
     /// The transition is not allowed from the current stage.
-    #[error("session {session}: {from:?} -> {to:?} is not allowed")]
+    #[error("session {session} cannot move from {} to {}", .from.as_str(), .to.as_str())]
     IllegalTransition {
         /// The session.
         session: SessionId,
@@ -436,7 +450,7 @@ pub enum JournalError {
         to: SessionStage,
     },
     /// The session is already in the stage with other evidence.
-    #[error("session {session} is already {stage:?} with different evidence")]
+    #[error("session {session} is already {} with different evidence", .stage.as_str())]
     TransitionConflict {
         /// The session.
         session: SessionId,
@@ -446,7 +460,9 @@ pub enum JournalError {
     /// A session-store admission (create, prepare, start) would leave less
     /// room than the live sessions may still need to become terminal.
     #[error(
-        "session store has no room: needs {need:?} beyond the live sessions' reserve, has {room:?}"
+        "session store has no room: needs {} records and {} bytes beyond the live sessions' \
+         reserve, has {} records and {} bytes",
+        .need.records, .need.bytes, .room.records, .room.bytes
     )]
     NoRoom {
         /// What the admission needs.

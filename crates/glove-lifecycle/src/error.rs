@@ -216,7 +216,7 @@ impl fmt::Display for LifecycleError {
                 to.as_str()
             ),
             LifecycleError::IllegalApplyTransition { from, to } => {
-                write!(f, "an apply transaction cannot move from {from:?} to {to:?}")
+                write!(f, "an apply transaction cannot move from {} to {}", from.as_str(), to.as_str())
             }
             LifecycleError::WrongStage { expected, actual } => write!(
                 f,
@@ -225,7 +225,7 @@ impl fmt::Display for LifecycleError {
                 expected.as_str()
             ),
             LifecycleError::WrongApplyState { expected, actual } => {
-                write!(f, "the apply transaction is {actual:?}, not {expected:?}")
+                write!(f, "the apply transaction is {}, not {}", actual.as_str(), expected.as_str())
             }
             LifecycleError::RecordInvalid { detail } => {
                 write!(f, "stored record rejected ({}): {detail}", detail.code())

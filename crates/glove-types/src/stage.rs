@@ -92,6 +92,18 @@ pub enum ApplyState {
 }
 
 impl ApplyState {
+    /// The wire name (as serialized).
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            ApplyState::Reserved => "reserved",
+            ApplyState::Prepared => "prepared",
+            ApplyState::Committed => "committed",
+            ApplyState::Applied => "applied",
+            ApplyState::Failed => "failed",
+            ApplyState::Ambiguous => "ambiguous",
+        }
+    }
+
     /// Every state.
     pub const ALL: [ApplyState; 6] = [
         ApplyState::Reserved,
@@ -120,6 +132,16 @@ impl ApplyState {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn apply_state_names_are_the_wire_names() {
+        for st in ApplyState::ALL {
+            assert_eq!(
+                serde_json::to_value(st).expect("json"),
+                serde_json::json!(st.as_str())
+            );
+        }
+    }
 
     #[test]
     fn terminal_stages_have_no_exit() {

@@ -16,6 +16,7 @@ use super::protocol::{self, PROTOCOL_VERSION};
 use crate::protected::{self, Requirements};
 use glove_types::canon;
 use glove_types::codes::control::*;
+use glove_types::codes::file::FILE_NOT_FOUND;
 use glove_types::digest::to_hex;
 use glove_types::{ErrorCode, Rejection};
 use serde_json::{json, Value};
@@ -145,6 +146,30 @@ fn local(code: ErrorCode, msg: impl Into<String>) -> ClientError {
     ClientError::Local(Rejection::new(code, msg))
 }
 
+/// What a person can do when the service is not there.
+pub const UNREACHABLE_HINT: &str =
+    "is gloved running? start it (docs/operations.md) or pass --runtime-dir";
+
+/// The socket did not answer (or, when gloved is stopped, its secret is
+/// gone): what happened, and the hint.
+fn unreachable(code: ErrorCode, what: String) -> ClientError {
+    local(code, format!("{what}; {UNREACHABLE_HINT}"))
+}
+
+fn socket(path: &Path) -> Result<UnixStream, ClientError> {
+    UnixStream::connect(path).map_err(|e| {
+        let what = format!("cannot connect to {}: {e}", path.display());
+        unreachable(CONTROL_UNREACHABLE, what)
+    })
+}
+
+fn secret_for_client(runtime_dir: &Path) -> Result<BootstrapSecret, ClientError> {
+    read_secret(runtime_dir).map_err(|r| match r.code() {
+        FILE_NOT_FOUND => unreachable(FILE_NOT_FOUND, r.message().to_owned()),
+        _ => r.into(),
+    })
+}
+
 /// An authenticated connection.
 #[derive(Debug)]
 pub struct Client {
@@ -185,28 +210,18 @@ impl Client {
     /// Like [`Client::connect`], presenting a client label (sessions this
     /// client starts can only be driven by the same label).
     pub fn connect_as(runtime_dir: &Path, client_id: Option<&str>) -> Result<Client, ClientError> {
-        let secret = read_secret(runtime_dir)?;
+        let secret = secret_for_client(runtime_dir)?;
         let path = runtime_dir.join(SOCKET_FILE);
-        let stream = UnixStream::connect(&path).map_err(|e| {
-            local(
-                CONTROL_UNREACHABLE,
-                format!("cannot connect to {}: {e}", path.display()),
-            )
-        })?;
+        let stream = socket(&path)?;
         Client::over_as(stream, &secret, random_bytes()?, client_id)
     }
 
     /// Connects to the owner socket, `runtime_dir/owner.sock` (the same
     /// handshake; the service answers the stage methods only here).
     pub fn connect_owner(runtime_dir: &Path) -> Result<Client, ClientError> {
-        let secret = read_secret(runtime_dir)?;
+        let secret = secret_for_client(runtime_dir)?;
         let path = runtime_dir.join(OWNER_SOCKET_FILE);
-        let stream = UnixStream::connect(&path).map_err(|e| {
-            local(
-                CONTROL_UNREACHABLE,
-                format!("cannot connect to {}: {e}", path.display()),
-            )
-        })?;
+        let stream = socket(&path)?;
         Client::over_as(stream, &secret, random_bytes()?, None)
     }
 

@@ -1,5 +1,6 @@
 //! The `glove` subcommands that talk to `gloved`: `capabilities`,
-//! `session validate|create|status`, `receipts page|ack`.
+//! `session validate|create|status`, `receipts page|ack` (`receipts show`
+//! is in [`crate::receipts_show`]).
 //!
 //! Each finds the socket and the bootstrap secret in the runtime directory
 //! (`--runtime-dir`, default as for `gloved`), prints text or, with
@@ -152,6 +153,9 @@ pub struct StatusArgs {
 pub enum ReceiptsCommand {
     /// Fetch a page of receipts after a sequence number.
     Page(PageArgs),
+    /// Show receipts readably: how each session ended, its limits and
+    /// usage, apply outcomes (with --json, the decoded bodies).
+    Show(crate::receipts_show::ShowArgs),
     /// Acknowledge the exact head of the last page.
     Ack(AckArgs),
     /// Verify a receipt journal file offline (no running gloved needed).
@@ -183,12 +187,12 @@ pub struct AckArgs {
     pub conn: ConnArgs,
 }
 
-fn connect(conn: &ConnArgs) -> Result<Client, ClientError> {
+pub(crate) fn connect(conn: &ConnArgs) -> Result<Client, ClientError> {
     let dir = conn.runtime_dir.clone().unwrap_or_else(default_runtime_dir);
     Client::connect_as(&dir, conn.client_id.as_deref())
 }
 
-fn fail(e: &ClientError, json: bool) -> i32 {
+pub(crate) fn fail(e: &ClientError, json: bool) -> i32 {
     if json {
         print_json(&json!({"code": e.code(), "location": e.location(), "message": e.message()}));
     } else {
@@ -463,6 +467,7 @@ pub fn receipts(cmd: &ReceiptsCommand) -> i32 {
             })
         }
         ReceiptsCommand::Verify(a) => crate::receipts_verify::run(a),
+        ReceiptsCommand::Show(a) => crate::receipts_show::run(a),
         ReceiptsCommand::Ack(a) => {
             let r = connect(&a.conn).and_then(|mut c| c.receipts_ack(&a.head));
             finish(r, a.conn.json, |v| {

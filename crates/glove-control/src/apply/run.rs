@@ -121,7 +121,7 @@ pub(super) fn append_receipt(
 ) -> Result<TerminalReceiptRef, Rejection> {
     glove_journal::lifecycle::StoreReceipts::new(&mut *receipts)
         .get_or_append_apply(txn, body)
-        .map_err(|e| Rejection::new(e.code(), format!("the apply receipt: {e:?}")))
+        .map_err(|e| Rejection::new(e.code(), format!("the apply receipt: {e}")))
 }
 
 /// Removes the old tree beside the source (the baseline cleanup port): only

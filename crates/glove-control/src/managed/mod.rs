@@ -399,12 +399,31 @@ impl Runtime {
             .flatten()
     }
 
+    /// The live session; otherwise why not, in words a person can act on:
+    /// a session the store never had does not exist
+    /// (`store_session_not_found`), one it has is not live (its stage).
     fn live(&self, id: &SessionId) -> Result<Arc<Live>, ControlError> {
-        mem(&self.live).get(id).cloned().ok_or_else(|| {
-            err(
+        if let Some(live) = mem(&self.live).get(id).cloned() {
+            return Ok(live);
+        }
+        let stage = lock(&self.store)?.get(id).map(|r| r.stage());
+        Err(match stage {
+            Some(s) => err(
                 SESSION_NOT_LIVE,
-                format!("session {} has no live sandbox here", id.as_str()),
-            )
+                format!(
+                    "session {} is {} and has no live sandbox here",
+                    id.as_str(),
+                    s.as_str()
+                ),
+            ),
+            None if self.terminal(id).is_some() => err(
+                SESSION_NOT_LIVE,
+                format!("session {} has ended", id.as_str()),
+            ),
+            None => err(
+                glove_types::codes::journal::STORE_SESSION_NOT_FOUND,
+                format!("session {} does not exist", id.as_str()),
+            ),
         })
     }
 
