@@ -79,8 +79,9 @@ glove_apply() {
     local r=$1 src out s t0 t1
     src=$TMP/g$r/src
     mkdir -p "$TMP/g$r" && cp -a "$TMP/tree" "$src"
+    # Each round's edit differs: a manifest digest is applied once, ever.
     out=$("$GLOVE" exec --json --workspace "$src" --disk 512M -- \
-        /usr/bin/sed -i '3s/$/ \/\/ edited by the bench/' "${EDITED[@]}")
+        /usr/bin/sed -i "3s/\$/ \/\/ edited by the bench, round $r/" "${EDITED[@]}")
     s=$(session_of <<<"$out")
     sync
     t0=$(now)

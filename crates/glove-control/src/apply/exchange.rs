@@ -269,33 +269,18 @@ fn copy_file(
     glove_fs::chmod(out.as_fd(), e.mode).map_err(|x| io("chmod", x))
 }
 
-/// Syncs every file and directory below `name` (children first), then
-/// `name` itself and the parent.
+/// Makes everything below `name` durable, then `name` itself and the
+/// parent: one `syncfs` of the source's file system (which writes back and
+/// waits for every dirty page and inode of the candidate, as a recursive
+/// `fsync` of each file and directory would, in one journal commit instead
+/// of one per file), then `fsync` of the candidate's root and the parent.
 pub fn sync_tree(place: &Place, name: &str) -> Result<(), Rejection> {
     let root = place
         .open_dir(name)?
         .ok_or_else(|| io(format!("open {name}"), "gone"))?;
-    sync_dir(root.as_fd(), 0)?;
+    rustix::fs::syncfs(&root).map_err(|e| io("syncfs", e))?;
+    rustix::fs::fsync(&root).map_err(|e| io("sync", e))?;
     glove_fs::sync_dir(place.parent()).map_err(|e| io("sync the parent", e))
-}
-
-fn sync_dir(dir: BorrowedFd<'_>, depth: usize) -> Result<(), Rejection> {
-    if depth > 256 {
-        return Err(io("sync", "too deep"));
-    }
-    for n in glove_fs::beneath::list_dir(dir).map_err(|e| io("list", e))? {
-        let f = glove_fs::facts_in(dir, &n).map_err(|e| io("stat", e))?;
-        if f.kind == glove_fs::FileType::Directory {
-            let d = open_beneath(dir, &n, OFlags::RDONLY | OFlags::DIRECTORY)
-                .map_err(|e| io("open", e))?;
-            sync_dir(d.as_fd(), depth + 1)?;
-        } else if f.kind == glove_fs::FileType::RegularFile {
-            let fd = open_beneath(dir, &n, OFlags::RDONLY | OFlags::NONBLOCK)
-                .map_err(|e| io("open", e))?;
-            glove_fs::sync_data(&fd).map_err(|e| io("sync", e))?;
-        }
-    }
-    rustix::fs::fsync(dir).map_err(|e| io("sync", e))
 }
 
 /// What sits at `name` now: its identity, `None` when nothing is there.
