@@ -170,7 +170,10 @@ fn a_retained_grant_comes_back_through_the_owner_socket_after_a_restart() {
         "new\n"
     );
     assert!(!m.workspace.join("gone.txt").exists());
-    let mode = std::fs::metadata(m.workspace.join("run.sh")).expect("run.sh").permissions().mode();
+    let mode = std::fs::metadata(m.workspace.join("run.sh"))
+        .expect("run.sh")
+        .permissions()
+        .mode();
     assert_eq!(mode & 0o777, 0o755);
     // The applied receipt is in gloved's receipt journal, after the
     // session's, in the same chain.
