@@ -389,15 +389,13 @@ fn run_inner(session: &str, a: &ApplyRunArgs) -> Result<i32, Rejection> {
         },
     )?;
     let source = record.source.unwrap_or_default();
-    let (code, v, line) = match &ended {
+    let (code, line) = match &ended {
         Ended::Applied {
             transaction_id,
             receipt_seq,
-            cleaned,
+            ..
         } => (
             EXIT_OK,
-            json!({"outcome": "applied", "transaction_id": transaction_id,
-                   "receipt_seq": receipt_seq, "cleaned": cleaned, "source": source}),
             format!("applied to {source} (transaction {transaction_id}, receipt {receipt_seq})"),
         ),
         Ended::Failed {
@@ -406,9 +404,6 @@ fn run_inner(session: &str, a: &ApplyRunArgs) -> Result<i32, Rejection> {
             receipt_seq,
         } => (
             EXIT_REJECTED,
-            json!({"outcome": "failed", "transaction_id": transaction_id,
-                   "receipt_seq": receipt_seq, "code": error.code().as_str(),
-                   "message": error.message()}),
             format!(
                 "error[{}]: {} (transaction {transaction_id} failed, receipt {receipt_seq}; {source} is unchanged)",
                 error.code().as_str(),
@@ -420,8 +415,6 @@ fn run_inner(session: &str, a: &ApplyRunArgs) -> Result<i32, Rejection> {
             error,
         } => (
             EXIT_AMBIGUOUS,
-            json!({"outcome": "ambiguous", "transaction_id": transaction_id,
-                   "code": error.code().as_str(), "message": error.message()}),
             format!(
                 "error[{}]: {} (transaction {transaction_id} is ambiguous: check {source} by hand)",
                 error.code().as_str(),
@@ -429,8 +422,11 @@ fn run_inner(session: &str, a: &ApplyRunArgs) -> Result<i32, Rejection> {
             ),
         ),
     };
+    let mut v = ended.to_json();
+    if let Some(m) = v.as_object_mut() {
+        m.insert("source".into(), source.clone().into());
+    }
     if a.json {
-        let mut v = v;
         if let Some(m) = v.as_object_mut() {
             m.insert(
                 "recovered".into(),

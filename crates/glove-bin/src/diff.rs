@@ -148,15 +148,8 @@ fn diff_inner(a: &DiffArgs) -> Result<i32, Rejection> {
         if let Some(m) = v.as_object_mut() {
             m.insert("session_id".into(), seen.record.session_id.clone().into());
             m.insert("alias".into(), seen.record.alias.clone().into());
-            m.insert(
-                "baseline_digest".into(),
-                seen.record.baseline_digest.clone().into(),
-            );
-            m.insert(
-                "final_digest".into(),
-                seen.record.final_digest.clone().into(),
-            );
         }
+        seen.add_digests(&mut v);
         print_json(&v);
     } else if a.patch {
         let text = render_patch(&changes, &trees, false)
@@ -194,24 +187,6 @@ fn age(ms: u64) -> String {
         7200..=172_799 => format!("{}h", s / 3600),
         _ => format!("{}d", s / 86_400),
     }
-}
-
-fn summary_json(s: &stages::StageSummary) -> serde_json::Value {
-    let r = &s.record;
-    serde_json::json!({
-        "session_id": r.session_id,
-        "alias": r.alias,
-        "state": if s.running { "running" } else { match r.state {
-            stages::StageState::Live => "live",
-            stages::StageState::Frozen => "frozen",
-        } },
-        "bytes": r.bytes,
-        "allocated_bytes": s.allocated_bytes,
-        "created_at_ms": r.created_at_ms,
-        "source": r.source,
-        "baseline_digest": r.baseline_digest,
-        "final_digest": r.final_digest,
-    })
 }
 
 /// Runs `glove stages …`.
@@ -254,7 +229,7 @@ fn list(store: &StageStore, a: &ListArgs) -> i32 {
     };
     if a.json {
         print_json(&serde_json::json!({
-            "stages": all.iter().map(summary_json).collect::<Vec<_>>(),
+            "stages": all.iter().map(stages::StageSummary::to_json).collect::<Vec<_>>(),
             "broken": broken,
         }));
         return 0;

@@ -84,7 +84,9 @@ fn everything() -> ResourceReceiptV1 {
     ResourceReceiptV1 {
         session_id: SessionId::new("codex-7").expect("id"),
         adapter: Some(AdapterReceipt {
-            runtime: "codex".into(),
+            runtime: glove_types::policy::NativeRuntime::ALL[0]
+                .runtime_id()
+                .into(),
             home: "/home/agent".into(),
             managed_environment: vec!["HOME=/home/agent".into()],
             skills_digest: None,

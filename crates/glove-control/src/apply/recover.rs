@@ -157,6 +157,33 @@ fn life(e: &glove_lifecycle::LifecycleError) -> Rejection {
     Rejection::new(e.code(), e.to_string())
 }
 
+/// Ends a transaction proven not exchanged: its candidate removed (by
+/// identity), a failed receipt (`apply_interrupted`, recovered).
+fn discard<S: glove_lifecycle::apply::Failable>(
+    p: glove_lifecycle::apply::ParkedTxn<S>,
+    books: &mut Books,
+    receipts: &mut ReceiptJournal,
+    ev: &Evidence,
+    candidate: Option<(u64, u64)>,
+) -> Result<super::run::Ended, Rejection> {
+    let why = Rejection::new(
+        APPLY_INTERRUPTED,
+        "the applying process stopped before the exchange",
+    );
+    p.enter(|t| {
+        fail(
+            t,
+            books,
+            receipts,
+            ev.place.as_ref(),
+            candidate,
+            &ev.locator,
+            why,
+            true,
+        )
+    })
+}
+
 fn recover_one(
     books: &mut Books,
     receipts: &mut ReceiptJournal,
@@ -185,39 +212,11 @@ fn recover_one(
     let classified = any
         .classify(&ev.findings, books.journal.log_mut())
         .map_err(|e| life(&e))?;
-    let interrupted = || {
-        Rejection::new(
-            APPLY_INTERRUPTED,
-            "the applying process stopped before the exchange",
-        )
-    };
     let l = &ev.locator;
     let candidate = books.read_candidate(txn);
     let ended = match classified {
-        RecoveredApply::Reserved(p) => p.enter(|t| {
-            fail(
-                t,
-                books,
-                receipts,
-                ev.place.as_ref(),
-                candidate,
-                l,
-                interrupted(),
-                true,
-            )
-        })?,
-        RecoveredApply::Prepared(p) => p.enter(|t| {
-            fail(
-                t,
-                books,
-                receipts,
-                ev.place.as_ref(),
-                candidate,
-                l,
-                interrupted(),
-                true,
-            )
-        })?,
+        RecoveredApply::Reserved(p) => discard(p, books, receipts, &ev, candidate)?,
+        RecoveredApply::Prepared(p) => discard(p, books, receipts, &ev, candidate)?,
         RecoveredApply::Committed(p) => {
             let receipt_seq = p.enter(|t| -> Result<u64, Rejection> {
                 let body = receipt_body(l, None, true)?;

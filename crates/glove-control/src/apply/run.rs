@@ -68,6 +68,39 @@ pub enum Ended {
     },
 }
 
+impl Ended {
+    /// How it ended, as the CLI's `--json` and gloved's `stage_apply` say
+    /// it (no host path).
+    pub fn to_json(&self) -> serde_json::Value {
+        match self {
+            Ended::Applied {
+                transaction_id,
+                receipt_seq,
+                cleaned,
+            } => serde_json::json!({
+                "outcome": "applied", "transaction_id": transaction_id,
+                "receipt_seq": receipt_seq, "cleaned": cleaned,
+            }),
+            Ended::Failed {
+                transaction_id,
+                error,
+                receipt_seq,
+            } => serde_json::json!({
+                "outcome": "failed", "transaction_id": transaction_id,
+                "receipt_seq": receipt_seq, "code": error.code().as_str(),
+                "message": error.message(),
+            }),
+            Ended::Ambiguous {
+                transaction_id,
+                error,
+            } => serde_json::json!({
+                "outcome": "ambiguous", "transaction_id": transaction_id,
+                "code": error.code().as_str(), "message": error.message(),
+            }),
+        }
+    }
+}
+
 fn now_ms() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)

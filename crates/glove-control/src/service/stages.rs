@@ -6,7 +6,7 @@
 
 use super::*;
 use crate::apply::books::Books;
-use crate::apply::run::{apply, check_grant, ApplyInput, Ended};
+use crate::apply::run::{apply, check_grant, ApplyInput};
 use crate::apply::TrustPolicy;
 use crate::stages::{self, StageStore};
 use glove_types::apply::SignedApplyAuthorization;
@@ -75,20 +75,7 @@ impl Service {
     pub(super) fn stages_list(&self, auth: &Caller) -> Result<Value, ControlError> {
         owner_only(auth, CONTROL_OWNER_ONLY)?;
         let (all, broken) = self.stage_store()?.list()?;
-        let stages: Vec<Value> = all
-            .iter()
-            .map(|s| {
-                let r = &s.record;
-                json!({
-                    "session_id": r.session_id, "alias": r.alias, "running": s.running,
-                    "state": match r.state { stages::StageState::Live => "live", stages::StageState::Frozen => "frozen" },
-                    "bytes": r.bytes, "allocated_bytes": s.allocated_bytes,
-                    "created_at_ms": r.created_at_ms, "source": r.source,
-                    "baseline_digest": r.baseline_digest, "final_digest": r.final_digest,
-                    "applied_by": r.applied_by,
-                })
-            })
-            .collect();
+        let stages: Vec<Value> = all.iter().map(stages::StageSummary::to_json).collect();
         Ok(json!({"stages": stages, "broken": broken}))
     }
 
@@ -119,16 +106,7 @@ impl Service {
             }
         };
         let mut out = out;
-        if let Some(m) = out.as_object_mut() {
-            m.insert(
-                "baseline_digest".into(),
-                seen.record.baseline_digest.clone().into(),
-            );
-            m.insert(
-                "final_digest".into(),
-                seen.record.final_digest.clone().into(),
-            );
-        }
+        seen.add_digests(&mut out);
         seen.release()?;
         Ok(out)
     }
@@ -166,31 +144,7 @@ impl Service {
                 trust: &parts.trust,
             },
         )?;
-        Ok(match ended {
-            Ended::Applied {
-                transaction_id,
-                receipt_seq,
-                cleaned,
-            } => json!({
-                "outcome": "applied", "transaction_id": transaction_id,
-                "receipt_seq": receipt_seq, "cleaned": cleaned,
-            }),
-            Ended::Failed {
-                transaction_id,
-                error,
-                receipt_seq,
-            } => json!({
-                "outcome": "failed", "transaction_id": transaction_id, "receipt_seq": receipt_seq,
-                "code": error.code().as_str(), "message": error.message(),
-            }),
-            Ended::Ambiguous {
-                transaction_id,
-                error,
-            } => json!({
-                "outcome": "ambiguous", "transaction_id": transaction_id,
-                "code": error.code().as_str(), "message": error.message(),
-            }),
-        })
+        Ok(ended.to_json())
     }
 
     /// Removes the stages made more than `max_age_ms` ago whose session is

@@ -106,6 +106,20 @@ impl Inspection {
         compare(&self.baseline, &self.last)
     }
 
+    /// Adds the stage's two manifest digests to a JSON object.
+    pub fn add_digests(&self, v: &mut serde_json::Value) {
+        if let Some(m) = v.as_object_mut() {
+            m.insert(
+                "baseline_digest".into(),
+                self.record.baseline_digest.clone().into(),
+            );
+            m.insert(
+                "final_digest".into(),
+                self.record.final_digest.clone().into(),
+            );
+        }
+    }
+
     /// The source directory.
     pub fn source(&self) -> rustix::fd::BorrowedFd<'_> {
         self.source.as_fd()

@@ -85,6 +85,29 @@ pub struct StageSummary {
     pub allocated_bytes: u64,
 }
 
+impl StageSummary {
+    /// The stage as `glove stages list --json` and `stages_list` show it
+    /// (its source is a host path: the owner's only).
+    pub fn to_json(&self) -> serde_json::Value {
+        let r = &self.record;
+        let state = if self.running {
+            "running"
+        } else {
+            match r.state {
+                StageState::Live => "live",
+                StageState::Frozen => "frozen",
+            }
+        };
+        serde_json::json!({
+            "session_id": r.session_id, "alias": r.alias, "state": state,
+            "running": self.running, "bytes": r.bytes,
+            "allocated_bytes": self.allocated_bytes, "created_at_ms": r.created_at_ms,
+            "source": r.source, "baseline_digest": r.baseline_digest,
+            "final_digest": r.final_digest, "applied_by": r.applied_by,
+        })
+    }
+}
+
 impl StageStore {
     /// Opens the directory of stages, creating it (mode 0700) when missing;
     /// it must be the service user's, mode 0700.
