@@ -87,32 +87,7 @@ fn trust_path(a: &ApplyRunArgs) -> PathBuf {
 }
 
 fn recovered_json(r: &Recovered) -> serde_json::Value {
-    match r {
-        Recovered::Failed {
-            transaction_id,
-            receipt_seq,
-        } => {
-            json!({"transaction_id": transaction_id, "outcome": "failed", "receipt_seq": receipt_seq})
-        }
-        Recovered::Applied {
-            transaction_id,
-            receipt_seq,
-        } => {
-            json!({"transaction_id": transaction_id, "outcome": "applied", "receipt_seq": receipt_seq})
-        }
-        Recovered::Cleaned { transaction_id } => {
-            json!({"transaction_id": transaction_id, "outcome": "cleaned"})
-        }
-        Recovered::Ambiguous {
-            transaction_id,
-            reason,
-        } => json!({"transaction_id": transaction_id, "outcome": "ambiguous", "reason": reason}),
-        Recovered::Error {
-            transaction_id,
-            error,
-        } => json!({"transaction_id": transaction_id, "outcome": "error",
-                    "code": error.code().as_str(), "message": error.message()}),
-    }
+    r.to_json()
 }
 
 /// The digests an authorization binds, as the stage record or the service

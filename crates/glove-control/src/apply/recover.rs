@@ -61,6 +61,70 @@ pub enum Recovered {
     },
 }
 
+/// Why a transaction is ambiguous, in words.
+pub fn describe(r: glove_lifecycle::apply::AmbiguityReason) -> String {
+    use glove_lifecycle::apply::AmbiguityReason as A;
+    let tree = |t: TreeFinding| match t {
+        TreeFinding::Absent => "nothing",
+        TreeFinding::Baseline => "the old tree",
+        TreeFinding::Candidate => "the new tree",
+        TreeFinding::Incomplete => "part of the new tree",
+        TreeFinding::Unrecognized => "a tree it does not recognise",
+    };
+    match r {
+        A::Recorded { code } => format!("recorded as ambiguous ({})", code.as_str()),
+        A::LocatorUnverified => {
+            "its source's directory could not be opened again as recorded".to_owned()
+        }
+        A::EvidenceConflict {
+            journal,
+            source,
+            staging,
+        } => format!(
+            "the journal says {} but the source holds {} and the staging name {}",
+            serde_json::to_value(journal)
+                .ok()
+                .and_then(|v| v.as_str().map(str::to_owned))
+                .unwrap_or_default(),
+            tree(source),
+            tree(staging)
+        ),
+        _ => "the evidence proves no one state".to_owned(),
+    }
+}
+
+impl Recovered {
+    /// What recovery did, as one JSON object (no host path).
+    pub fn to_json(&self) -> serde_json::Value {
+        use serde_json::json;
+        match self {
+            Recovered::Failed {
+                transaction_id,
+                receipt_seq,
+            } => json!({
+                "transaction_id": transaction_id, "outcome": "failed", "receipt_seq": receipt_seq}),
+            Recovered::Applied {
+                transaction_id,
+                receipt_seq,
+            } => json!({
+                "transaction_id": transaction_id, "outcome": "applied", "receipt_seq": receipt_seq}),
+            Recovered::Cleaned { transaction_id } => json!({
+                "transaction_id": transaction_id, "outcome": "cleaned"}),
+            Recovered::Ambiguous {
+                transaction_id,
+                reason,
+            } => json!({
+                "transaction_id": transaction_id, "outcome": "ambiguous", "reason": reason}),
+            Recovered::Error {
+                transaction_id,
+                error,
+            } => json!({
+                "transaction_id": transaction_id, "outcome": "error",
+                "code": error.code().as_str(), "message": error.message()}),
+        }
+    }
+}
+
 struct Evidence {
     locator: super::books::Locator,
     place: Option<Place>,
@@ -137,7 +201,7 @@ pub fn recover(books: &mut Books, receipts: &mut ReceiptJournal) -> Vec<Recovere
         if let AnyApply::Ambiguous(t) = &any {
             out.push(Recovered::Ambiguous {
                 transaction_id: name,
-                reason: format!("{:?}", t.reason()),
+                reason: describe(t.reason()),
             });
             continue;
         }
@@ -243,7 +307,7 @@ fn recover_one(
         RecoveredApply::Ambiguous(t) => {
             return Ok(Some(Recovered::Ambiguous {
                 transaction_id: txn.to_owned(),
-                reason: format!("{:?}", t.reason()),
+                reason: describe(t.reason()),
             }))
         }
         RecoveredApply::Applied(_) | RecoveredApply::Failed(_) => return Ok(None),

@@ -181,7 +181,7 @@ impl Service {
         };
         crate::apply::recover::recover(&mut books, &mut receipts)
             .into_iter()
-            .map(|r| json!({"apply_recovery": format!("{r:?}")}))
+            .map(|r| json!({"apply_recovery": r.to_json()}))
             .collect()
     }
 }
