@@ -1151,3 +1151,54 @@ fn the_built_in_demo_mediates_a_contained_agent() {
     );
     assert_eq!(v["mcp"]["audit_failed"], false, "{v}");
 }
+
+/// `glove run --workspace` is `glove exec`'s retained workspace with the
+/// mediator beside it: the command's edits stay in the stage and the
+/// outcome record names it.
+#[test]
+fn glove_run_keeps_its_workspace_for_review() {
+    let Some(nm) = ready() else {
+        return;
+    };
+    if !common::need(common::is_root(), "retained workspaces need root") {
+        return;
+    }
+    let src = safe_tempdir();
+    std::fs::write(src.path().join("a.txt"), "alpha\n").expect("write");
+    let s = setup(&[everything(&nm, json!([{"name": "echo"}]))]);
+    let dir = src.path().display().to_string();
+    let (v, _, out) = run(
+        &s,
+        &["--workspace", &dir, "--disk", "64M"],
+        &["/bin/sh", "-c", "echo beta > a.txt && echo new > b.txt"],
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(v["workspace"]["state"], "frozen", "{v}");
+    assert_eq!(v["workspace"]["changed"], true, "{v}");
+    assert_eq!(
+        std::fs::read_to_string(src.path().join("a.txt")).expect("a"),
+        "alpha\n"
+    );
+    let session = v["workspace"]["session_id"].as_str().expect("session");
+    let state = s.dir.path().join("state");
+    let stat = glove_with_env(
+        As::Caller,
+        &["diff", session, "--stat"],
+        None,
+        &[("XDG_STATE_HOME", state.as_os_str())],
+    );
+    let text = String::from_utf8_lossy(&stat.stdout).into_owned();
+    assert!(text.contains("a.txt") && text.contains("b.txt"), "{text}");
+    let rm = glove_with_env(
+        As::Caller,
+        &["stages", "rm", session],
+        None,
+        &[("XDG_STATE_HOME", state.as_os_str())],
+    );
+    assert!(rm.status.success());
+}
