@@ -1,5 +1,5 @@
-//! A stage whose session's mount still lives is never frozen or inspected,
-//! even when the process that held its lock is gone (gloved killed while
+//! A stage whose session's mount still lives is never frozen, inspected or
+//! removed, even when the process that held its lock is gone (gloved killed while
 //! its launcher keeps the sandbox): attaching the image a second time would
 //! put two file systems over one ext4. Real ext4 and loop devices; root only
 //! (skipped with a reason otherwise, failing under GLOVE_REQUIRE_SANDBOX=1).
@@ -51,6 +51,10 @@ fn a_live_mount_keeps_the_stage_from_being_frozen_or_inspected() {
     let e = stages::freeze(&stage, 2).expect_err("frozen under a live mount");
     assert_eq!(e.code(), RETAINED_STAGE_BUSY, "{e:?}");
     let e = stages::inspect(&stage, 2).expect_err("inspected under a live mount");
+    assert_eq!(e.code(), RETAINED_STAGE_BUSY, "{e:?}");
+    let e = store
+        .remove("s-live", Some("workspace"))
+        .expect_err("removed under a live mount");
     assert_eq!(e.code(), RETAINED_STAGE_BUSY, "{e:?}");
     assert_eq!(
         stage.record().expect("record").state,

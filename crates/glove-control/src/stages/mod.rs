@@ -250,6 +250,11 @@ impl StageStore {
     pub fn remove(&self, session_id: &str, alias: Option<&str>) -> Result<(), Rejection> {
         let stage = self.open_stage(session_id, alias)?;
         let _lock = stage.lock_or_live()?;
+        // Never under a live mount of its image (a session whose
+        // supervisor died): the stage goes once nothing holds it.
+        if let Ok(image) = stage.image(false) {
+            freeze::refuse_if_mounted(rustix::fd::AsFd::as_fd(&image))?;
+        }
         for name in [IMAGE, BASELINE, STAT, FINAL, LOCK, RECORD] {
             match glove_fs::unlink_in(stage.dir.as_fd(), OsStr::new(name)) {
                 Ok(()) | Err(Errno::NOENT) => {}
