@@ -1,9 +1,10 @@
 //! `glove apply` killed (SIGKILL) at each step of the exchange — after the
-//! reservation, after the copy, after the sync, after the exchange, during
-//! the cleanup — then `glove apply recover`: the source is the old tree or
-//! the new one in full, the receipt matches (failed before the exchange,
-//! applied after the commit), and a kill between the exchange and its
-//! record is reported ambiguous and left exactly as it is. Twenty runs at
+//! reservation, after the copy, after the sync, after the exchange, after
+//! its record (commit), during the cleanup — then `glove apply recover`:
+//! the source is the old tree or the new one in full, the receipt matches
+//! (failed before the exchange, applied after the commit), and a kill
+//! between the exchange and its record is reported ambiguous and left
+//! exactly as it is. Twenty runs at
 //! each point (`GLOVE_APPLY_CRASH_RUNS` to change).
 
 mod common;
@@ -117,6 +118,13 @@ fn crash_at(point: &str) {
                 assert_eq!(snapshot(&env.src()), now);
                 assert_eq!(leftovers(env.dir.path()), left);
             }
+            "commit" => {
+                // Recovery finishes it: the applied receipt, then the
+                // old tree removed.
+                assert_eq!(outcome, "applied", "run {run}: {r}");
+                assert_eq!(now, expected_after(), "run {run}: the new tree in full");
+                assert!(leftovers(env.dir.path()).is_empty(), "run {run}");
+            }
             "cleanup" => {
                 assert_eq!(outcome, "cleaned", "run {run}: {r}");
                 assert_eq!(now, expected_after(), "run {run}: the new tree in full");
@@ -151,6 +159,11 @@ fn killed_after_the_sync() {
 #[test]
 fn killed_after_the_exchange() {
     crash_at("exchange");
+}
+
+#[test]
+fn killed_after_the_commit() {
+    crash_at("commit");
 }
 
 #[test]

@@ -12,6 +12,7 @@
 //! | `copy` | reserved; the candidate copied beside the source, not yet synced |
 //! | `sync` | prepared (candidate synced and recorded) |
 //! | `exchange` | the exchange done and synced; the journal still says prepared |
+//! | `commit` | committed (the exchange recorded); no receipt yet |
 //! | `cleanup` | applied (receipt durable); part of the old tree removed |
 
 /// The environment variable naming the point to stop at.

@@ -455,6 +455,7 @@ pub fn apply(
             .log_commit(books.journal.log_mut())
             .map_err(|e| life(&e))?;
         let t = t.commit(proof).map_err(|e| life(e.error()))?;
+        crash::reached("commit");
         let body = receipt_body(&l, None, false)?;
         let r = append_receipt(receipts, &txn, &body)?;
         let view = crate::ports::ReceiptView::new(&*receipts);
