@@ -166,13 +166,7 @@ impl Books {
 
     /// The candidate's recorded identity, if it was recorded.
     pub fn read_candidate(&self, txn: &str) -> Option<(u64, u64)> {
-        let b = self.read(&format!("{txn}.candidate"), 64).ok()?;
-        let s = String::from_utf8(b).ok()?;
-        let mut it = s.split_whitespace().map(|x| x.parse::<u64>().ok());
-        match (it.next(), it.next(), it.next()) {
-            (Some(Some(d)), Some(Some(i)), None) => Some((d, i)),
-            _ => None,
-        }
+        parse_candidate(&self.read(&format!("{txn}.candidate"), 64).ok()?)
     }
 
     fn read(&self, name: &str, max: u64) -> Result<Vec<u8>, Rejection> {
@@ -220,6 +214,17 @@ impl Books {
             ));
         }
         Ok((l, baseline, last))
+    }
+}
+
+/// A candidate identity file's contents: `<dev> <ino>` and a newline;
+/// anything else is `None` (the candidate is then never removed).
+pub fn parse_candidate(bytes: &[u8]) -> Option<(u64, u64)> {
+    let s = std::str::from_utf8(bytes).ok()?;
+    let mut it = s.split_whitespace().map(|x| x.parse::<u64>().ok());
+    match (it.next(), it.next(), it.next()) {
+        (Some(Some(d)), Some(Some(i)), None) => Some((d, i)),
+        _ => None,
     }
 }
 
