@@ -7,6 +7,7 @@
 
 mod common;
 
+use common::apply_env::snapshot;
 use common::{glove_with_env, is_root, need, safe_tempdir, sandbox_ok, As};
 use std::path::Path;
 use std::process::Output;
@@ -81,36 +82,6 @@ fn loops_below(dir: &Path) -> Vec<String> {
         }
     }
     out
-}
-
-fn snapshot(dir: &Path) -> Vec<(String, String)> {
-    let mut v = Vec::new();
-    fn walk(base: &Path, d: &Path, v: &mut Vec<(String, String)>) {
-        let mut names: Vec<_> = std::fs::read_dir(d).expect("read_dir").flatten().collect();
-        names.sort_by_key(|e| e.file_name());
-        for e in names {
-            let p = e.path();
-            let rel = p.strip_prefix(base).expect("rel").display().to_string();
-            let m = std::fs::symlink_metadata(&p).expect("meta");
-            use std::os::unix::fs::PermissionsExt;
-            if m.is_dir() {
-                v.push((rel, format!("dir {:o}", m.permissions().mode() & 0o7777)));
-                walk(base, &p, v);
-            } else {
-                let body = std::fs::read(&p).expect("read");
-                v.push((
-                    rel,
-                    format!(
-                        "{:o} {}",
-                        m.permissions().mode() & 0o7777,
-                        String::from_utf8_lossy(&body)
-                    ),
-                ));
-            }
-        }
-    }
-    walk(dir, dir, &mut v);
-    v
 }
 
 #[test]
