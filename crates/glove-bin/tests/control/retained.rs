@@ -218,3 +218,72 @@ fn a_retained_grant_comes_back_through_the_owner_socket_after_a_restart() {
     assert_eq!(l["stages"], json!([]), "{l}");
     let _ = d.stop();
 }
+
+/// gloved killed while a session with a retained workspace runs: at the
+/// next start, session recovery ends the sandbox and the stage it left
+/// live is attached again and frozen, ready for `glove diff`.
+#[test]
+fn a_stage_left_live_by_a_killed_gloved_is_frozen_at_the_next_start() {
+    if !ready() {
+        return;
+    }
+    let m = Managed::new(&ROOMY, None);
+    m.edit_policy(|p| {
+        p["path_aliases"][0]["access"] = json!([{
+            "access": "retained_write", "materialization": "copy",
+            "create_policy": "require_existing", "cleanup_policy": "retain",
+            "max_bytes": BYTES,
+        }]);
+    });
+    let mut d = m.start();
+    let mut c = d.client();
+    let mut v: Value = serde_json::from_str(&m.plan(&ROOMY, "kept-2")).expect("plan");
+    v["path_grants"] = json!([{
+        "access": "retained_write", "alias": "workspace", "cleanup_policy": "retain",
+        "materialization": "copy", "max_bytes": BYTES, "ttl_secs": 120,
+    }]);
+    let plan =
+        String::from_utf8(glove_types::canon::to_canonical(&v).expect("canon")).expect("utf8");
+    c.create_session(&plan, None).expect("create");
+    start(&mut c, &m, "kept-2");
+    let mut out = Vec::new();
+    c.call("attach", json!({"session_id": "kept-2"}))
+        .expect("attach");
+    c.call(
+        "write_stdin",
+        json!({"session_id": "kept-2", "data": "echo left > /workspace/left.txt && echo wr''itten\n"}),
+    )
+    .expect("stdin");
+    until_output(&mut c, &mut out, |s| s.contains("written"));
+    d.child.kill().expect("SIGKILL gloved");
+    d.child.wait().expect("wait");
+    drop(c);
+    let d = m.start();
+    let run = d.run.display().to_string();
+    let listed = glove(&[
+        "stages",
+        "list",
+        "--service",
+        "--runtime-dir",
+        &run,
+        "--json",
+    ]);
+    let l: Value = serde_json::from_slice(&listed.stdout).expect("list");
+    assert_eq!(l["stages"][0]["session_id"], "kept-2", "{l}");
+    assert_eq!(l["stages"][0]["state"], "frozen", "{l}");
+    let diff = glove(&[
+        "diff",
+        "kept-2",
+        "--service",
+        "--runtime-dir",
+        &run,
+        "--stat",
+    ]);
+    let stat = String::from_utf8_lossy(&diff.stdout).into_owned();
+    assert!(
+        stat.contains("left.txt"),
+        "{stat} {}",
+        String::from_utf8_lossy(&diff.stderr)
+    );
+    let _ = d.stop();
+}

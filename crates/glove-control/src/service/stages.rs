@@ -147,6 +147,46 @@ impl Service {
         Ok(ended.to_json())
     }
 
+    /// Freezes the stages a previous run left live (their session died with
+    /// it, and session recovery has just ended its sandbox): each is
+    /// attached again read-only and its final manifest taken. A stage whose
+    /// image is still mounted (the sandbox's mount namespace not yet gone)
+    /// is retried for up to five seconds, then left for its first use.
+    pub fn recover_stages(&self) -> Vec<Value> {
+        let Ok(store) = self.stage_store() else {
+            return Vec::new();
+        };
+        let Ok((all, _)) = store.list() else {
+            return Vec::new();
+        };
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        let mut out = Vec::new();
+        for s in all
+            .iter()
+            .filter(|s| !s.running && s.record.state == stages::StageState::Live)
+        {
+            let name = format!("{}/{}", s.record.session_id, s.record.alias);
+            let frozen = store
+                .open_stage(&s.record.session_id, Some(&s.record.alias))
+                .and_then(|stage| loop {
+                    match stages::freeze(&stage, now_ms()) {
+                        Err(e)
+                            if e.code() == glove_types::codes::retained::RETAINED_STAGE_BUSY
+                                && std::time::Instant::now() < deadline =>
+                        {
+                            std::thread::sleep(std::time::Duration::from_millis(50));
+                        }
+                        other => break other,
+                    }
+                });
+            out.push(match frozen {
+                Ok(_) => json!({"stage_frozen": name}),
+                Err(e) => json!({"stage_left_live": name, "code": e.code().as_str()}),
+            });
+        }
+        out
+    }
+
     /// Removes the stages made more than `max_age_ms` ago whose session is
     /// over (a running one is kept); one report each.
     pub fn prune_stages(&self, max_age_ms: u64) -> Vec<Value> {

@@ -252,6 +252,9 @@ pub fn start(s: &Settings) -> Result<Started, Rejection> {
     for r in service.recover() {
         tracing::warn!(recovered = %r, "recovered an interrupted session");
     }
+    for r in service.recover_stages() {
+        tracing::warn!(recovered = %r, "recovered a retained stage");
+    }
     for r in service.recover_applies() {
         tracing::warn!(recovered = %r, "recovered an interrupted apply");
     }
