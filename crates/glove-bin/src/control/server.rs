@@ -120,6 +120,17 @@ fn socket_err(msg: String) -> Rejection {
 /// fresh bootstrap secret. A socket left by a dead service is replaced; one
 /// that still answers means another service runs, and startup stops.
 pub fn bind(settings: &Settings, runtime_dir: OwnedFd) -> Result<Bound, Rejection> {
+    // Both sockets are checked before either is touched: a service that
+    // still answers on one keeps the other.
+    for name in [SOCKET_FILE, OWNER_SOCKET_FILE] {
+        let path = settings.runtime_dir.join(name);
+        if std::os::unix::net::UnixStream::connect(&path).is_ok() {
+            return Err(Rejection::new(
+                CONTROL_ALREADY_RUNNING,
+                format!("a service already answers on {}", path.display()),
+            ));
+        }
+    }
     let (listener, socket_path) = bind_one(settings, &runtime_dir, SOCKET_FILE)?;
     let (owner, _) = bind_one(settings, &runtime_dir, OWNER_SOCKET_FILE)?;
     let secret = BootstrapSecret::generate()?;

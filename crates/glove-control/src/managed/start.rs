@@ -368,9 +368,15 @@ impl Runtime {
         // Retained workspaces: stages kept below the materialization root.
         let mut retained = Vec::new();
         if !retained_grants.is_empty() {
+            // A controller sees the code and no path; the log has the rest.
             let store = std::sync::Arc::new(
-                crate::stages::StageStore::open(&root.join("stages"))
-                    .map_err(ControlError::from)?,
+                crate::stages::StageStore::open(&root.join("stages")).map_err(|e| {
+                    public(crate::assembly::AttachError::new(
+                        e.code(),
+                        "the stage directory is not usable",
+                        e.message(),
+                    ))
+                })?,
             );
             let owner = glove_sandbox::launch::PRIVILEGED_AGENT_HOST_ID;
             for g in retained_grants {
