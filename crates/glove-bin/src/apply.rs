@@ -71,7 +71,8 @@ pub struct RecoverArgs {
 #[derive(Debug, Args)]
 pub struct KeygenArgs {
     /// Where to write the key [default: $XDG_CONFIG_HOME/glove/apply-key,
-    /// else ~/.config/glove/apply-key; /etc/glove/apply-key for root].
+    /// else /etc/glove/apply-key for root, ~/.config/glove/apply-key
+    /// otherwise].
     #[arg(long)]
     pub key: Option<PathBuf>,
     /// The key's id in the trust policy.
@@ -116,18 +117,7 @@ pub struct SignArgs {
 
 /// The default key file (see [`KeygenArgs::key`]).
 pub fn default_key_path() -> Option<PathBuf> {
-    if rustix::process::geteuid().is_root() {
-        return Some(PathBuf::from("/etc/glove/apply-key"));
-    }
-    let abs = |v: std::ffi::OsString| Path::new(&v).is_absolute().then(|| PathBuf::from(v));
-    std::env::var_os("XDG_CONFIG_HOME")
-        .and_then(abs)
-        .or_else(|| {
-            std::env::var_os("HOME")
-                .and_then(abs)
-                .map(|h| h.join(".config"))
-        })
-        .map(|c| c.join("glove/apply-key"))
+    crate::layout::Layout::current().map(|l| l.apply_key())
 }
 
 fn key_path(given: &Option<PathBuf>) -> Result<PathBuf, Rejection> {

@@ -14,6 +14,7 @@
 //!   key and signed apply authorizations);
 //! * [`plan_new`] — `glove plan new` and `glove plan fmt`;
 //! * [`stage`] — `glove policy stage`: confirmation, progress bar, report;
+//! * [`layout`] — where Glove's files live (config, state, runtime);
 //! * [`control`] — the `gloved` control service (socket, handshake,
 //!   JSON-RPC dispatch) and the client behind `glove capabilities`,
 //!   `glove session` and `glove receipts`.
@@ -30,6 +31,7 @@ pub mod egress;
 pub mod exec;
 pub mod explain;
 pub mod generate_cmd;
+pub mod layout;
 pub mod plan_new;
 pub use glove_control::protected;
 pub mod receipts_show;

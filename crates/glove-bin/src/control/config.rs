@@ -73,7 +73,8 @@ pub struct GlovedArgs {
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
     /// Runtime directory for the socket and the bootstrap secret [default:
-    /// $XDG_RUNTIME_DIR/glove, else /run/user/UID/glove]; created 0700 if missing.
+    /// $XDG_RUNTIME_DIR/glove, else /run/glove for root, /run/user/UID/glove
+    /// otherwise]; created 0700 if missing.
     #[arg(long, value_name = "DIR")]
     pub runtime_dir: Option<PathBuf>,
     /// The operator's session policy (protected file); enables validate_plan.
@@ -236,15 +237,15 @@ pub struct Settings {
     pub clock: Clock,
 }
 
-/// The default runtime directory: `$XDG_RUNTIME_DIR/glove` when that is an
-/// absolute path, else `/run/user/<uid>/glove`.
+/// The default runtime directory (see [`crate::layout`]):
+/// `$XDG_RUNTIME_DIR/glove` when that is an absolute path, else
+/// `/run/glove` for root and `/run/user/<uid>/glove` for anyone else.
 pub fn default_runtime_dir() -> PathBuf {
+    let uid = rustix::process::geteuid().as_raw();
     match std::env::var_os("XDG_RUNTIME_DIR").map(PathBuf::from) {
         Some(d) if d.is_absolute() => d.join("glove"),
-        _ => PathBuf::from(format!(
-            "/run/user/{}/glove",
-            rustix::process::geteuid().as_raw()
-        )),
+        _ if uid == 0 => PathBuf::from("/run/glove"),
+        _ => PathBuf::from(format!("/run/user/{uid}/glove")),
     }
 }
 
