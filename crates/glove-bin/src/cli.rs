@@ -31,6 +31,9 @@ pub struct Cli {
 /// Top-level commands.
 #[derive(Debug, Subcommand)]
 pub enum Command {
+    /// Make what a managed service needs: directories, keys, a starter
+    /// policy and gloved's config file (docs/operations.md).
+    Setup(crate::setup::SetupArgs),
     /// Check and explain a session policy.
     #[command(subcommand)]
     Policy(PolicyCommand),
@@ -275,6 +278,7 @@ pub fn main() -> i32 {
 /// Runs a parsed command and returns the exit status.
 pub fn run(cli: Cli) -> i32 {
     match cli.command {
+        Command::Setup(a) => crate::setup::run(&a),
         Command::Policy(PolicyCommand::Validate(a)) => policy_validate(&a),
         Command::Policy(PolicyCommand::Explain(a)) => policy_explain(&a),
         Command::Policy(PolicyCommand::Detect(a)) => policy_detect(&a),

@@ -14,6 +14,8 @@
 //!   key and signed apply authorizations);
 //! * [`plan_new`] — `glove plan new` and `glove plan fmt`;
 //! * [`stage`] — `glove policy stage`: confirmation, progress bar, report;
+//! * [`setup`] — `glove setup`: directories, keys, a starter policy, the
+//!   `gloved` config file;
 //! * [`layout`] — where Glove's files live (config, state, runtime);
 //! * [`control`] — the `gloved` control service (socket, handshake,
 //!   JSON-RPC dispatch) and the client behind `glove capabilities`,
@@ -39,6 +41,7 @@ pub mod receipts_verify;
 pub mod report;
 pub mod run;
 pub mod run_demo;
+pub mod setup;
 pub mod stage;
 pub mod stages_service;
 pub mod workspace;

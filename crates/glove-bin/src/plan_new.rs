@@ -20,9 +20,10 @@ use std::path::{Path, PathBuf};
 /// Arguments of `glove plan new`.
 #[derive(Debug, Args)]
 pub struct PlanNew {
-    /// The policy file (protected, as for `policy validate`).
+    /// The policy file (protected, as for `policy validate`) [default: the
+    /// session policy `glove setup` made].
     #[arg(long, value_name = "FILE")]
-    pub policy: PathBuf,
+    pub policy: Option<PathBuf>,
     /// The runtime template id; its runtime, adapter digest and backend
     /// come from the policy.
     #[arg(long, value_name = "ID")]
@@ -113,8 +114,19 @@ fn projection(s: &str) -> Result<ProjectionRequest, Rejection> {
 }
 
 fn new_plan(a: &PlanNew) -> Result<AdmittedPlan, Rejection> {
+    let path = match &a.policy {
+        Some(p) => p.clone(),
+        None => crate::layout::Layout::current()
+            .map(|l| l.session_policy())
+            .ok_or_else(|| {
+                Rejection::new(
+                    glove_types::codes::cli::CLI_INVALID_ARGUMENT,
+                    "HOME is not set: give --policy",
+                )
+            })?,
+    };
     let policy = ValidatedPolicy::from_json(&protected::read(
-        &a.policy,
+        &path,
         protected::Requirements::POLICY,
     )?)?;
     let session = match &a.session {

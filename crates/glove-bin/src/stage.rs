@@ -11,7 +11,7 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use std::io::IsTerminal;
 
 /// A bar on stderr.
-struct Bar(ProgressBar);
+pub(crate) struct Bar(ProgressBar);
 
 impl Progress for Bar {
     fn phase(&self, name: &'static str, total_bytes: u64) {
@@ -30,7 +30,7 @@ impl Drop for Bar {
     }
 }
 
-fn bar() -> Bar {
+pub(crate) fn bar() -> Bar {
     let b = ProgressBar::with_draw_target(Some(0), ProgressDrawTarget::stderr());
     if let Ok(style) =
         ProgressStyle::with_template("{msg:>9} [{bar:30}] {bytes}/{total_bytes} {eta}")

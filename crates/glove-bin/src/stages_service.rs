@@ -4,7 +4,6 @@
 //! methods only there; a controller on the control socket is refused.
 
 use crate::control::client::{Client, ClientError};
-use crate::control::config::default_runtime_dir;
 use crate::report::{print_json, EXIT_OK, EXIT_REJECTED};
 use serde_json::{json, Value};
 use std::path::PathBuf;
@@ -19,7 +18,8 @@ fn fail(e: &ClientError, json: bool) -> i32 {
 }
 
 fn connect(runtime_dir: &Option<PathBuf>) -> Result<Client, ClientError> {
-    Client::connect_owner(&runtime_dir.clone().unwrap_or_else(default_runtime_dir))
+    let dir = crate::control::discover::runtime_dir(runtime_dir.as_deref())?;
+    Client::connect_owner(&dir)
 }
 
 fn stage_params(session: &str, alias: &Option<String>) -> Value {

@@ -32,6 +32,8 @@ pub enum Method {
     CreateSession,
     /// A session's stage and digests.
     SessionStatus,
+    /// Every session the store holds, with its stage, paged.
+    SessionList,
     /// A page of receipts.
     ReceiptsPage,
     /// Acknowledge the exact head of the last page.
@@ -64,11 +66,12 @@ pub enum Method {
 
 impl Method {
     /// Every method.
-    pub const ALL: [Method; 18] = [
+    pub const ALL: [Method; 19] = [
         Method::Capabilities,
         Method::ValidatePlan,
         Method::CreateSession,
         Method::SessionStatus,
+        Method::SessionList,
         Method::ReceiptsPage,
         Method::ReceiptsAck,
         Method::StartSession,
@@ -96,6 +99,7 @@ impl Method {
             Method::StageApply => "stage_apply",
             Method::CreateSession => "create_session",
             Method::SessionStatus => "session_status",
+            Method::SessionList => "session_list",
             Method::ReceiptsPage => "receipts_page",
             Method::ReceiptsAck => "receipts_ack",
             Method::StartSession => "start_session",
@@ -179,7 +183,11 @@ impl Capabilities {
         if c.policy_revision.is_some() {
             methods.insert(Method::ValidatePlan);
             if c.session_store {
-                methods.extend([Method::CreateSession, Method::SessionStatus]);
+                methods.extend([
+                    Method::CreateSession,
+                    Method::SessionStatus,
+                    Method::SessionList,
+                ]);
             }
         }
         // The lifecycle needs an operational local runtime and a store to

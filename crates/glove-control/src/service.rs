@@ -31,6 +31,7 @@ use std::sync::{Arc, Mutex};
 
 mod params;
 mod receipts;
+mod sessions;
 mod stages;
 
 use params::*;
@@ -217,6 +218,7 @@ impl Service {
             Method::ValidatePlan => self.validate_plan(params(&req.params)?),
             Method::CreateSession => self.create_session(params(&req.params)?),
             Method::SessionStatus => self.session_status(params(&req.params)?),
+            Method::SessionList => self.session_list(params(&req.params)?),
             Method::ReceiptsPage => self.receipts_page(params(&req.params)?),
             Method::ReceiptsAck => self.receipts_ack(params(&req.params)?),
             Method::StartSession => {

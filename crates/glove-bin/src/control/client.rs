@@ -148,7 +148,7 @@ fn local(code: ErrorCode, msg: impl Into<String>) -> ClientError {
 
 /// What a person can do when the service is not there.
 pub const UNREACHABLE_HINT: &str =
-    "is gloved running? start it (docs/operations.md) or pass --runtime-dir";
+    "is gloved running? try `glove daemon status`, or pass --runtime-dir";
 
 /// The socket did not answer (or, when gloved is stopped, its secret is
 /// gone): what happened, and the hint.

@@ -9,7 +9,6 @@
 //! `--json`, and exit with status 1.
 
 use super::client::{Client, ClientError};
-use super::config::default_runtime_dir;
 use crate::report::{print_json, EXIT_OK, EXIT_REJECTED};
 use clap::{Args, Subcommand};
 use glove_types::codes::file::{FILE_IO, FILE_TOO_LARGE};
@@ -23,7 +22,9 @@ use std::path::{Path, PathBuf};
 /// Where to find the service, and the output form.
 #[derive(Debug, Args)]
 pub struct ConnArgs {
-    /// The service's runtime directory [default: $XDG_RUNTIME_DIR/glove, else /run/user/UID/glove].
+    /// The service's runtime directory [default: the one in the `gloved`
+    /// config `glove setup` wrote, else $XDG_RUNTIME_DIR/glove, else
+    /// /run/glove for root].
     #[arg(long, value_name = "DIR")]
     pub runtime_dir: Option<PathBuf>,
     /// The client label to present (sessions started under one label can
@@ -57,8 +58,15 @@ pub enum SessionCommand {
     Authorize(AuthorizeArgs),
     /// Start a created session with a start authorization.
     Start(StartArgs),
-    /// Print a session's recent output and stream it until the session ends.
-    Attach(StatusArgs),
+    /// Create, authorize, start and attach in one go; exits with the
+    /// agent's status.
+    Run(super::session_run::RunArgs),
+    /// Every session the service holds: stage, template and age.
+    List(super::session_run::ListArgs),
+    /// Print a session's recent output and stream it until the session
+    /// ends, passing this terminal's input to it; exits with the agent's
+    /// status.
+    Attach(super::session_run::AttachArgs),
     /// Send text to a session's terminal.
     Send(SendArgs),
     /// Stop a running session (TERM, then KILL after the grace).
@@ -188,7 +196,7 @@ pub struct AckArgs {
 }
 
 pub(crate) fn connect(conn: &ConnArgs) -> Result<Client, ClientError> {
-    let dir = conn.runtime_dir.clone().unwrap_or_else(default_runtime_dir);
+    let dir = super::discover::runtime_dir(conn.runtime_dir.as_deref())?;
     Client::connect_as(&dir, conn.client_id.as_deref())
 }
 
@@ -215,7 +223,7 @@ fn finish(r: Result<Value, ClientError>, json: bool, text: impl FnOnce(&Value)) 
     }
 }
 
-fn read_plan(path: &Path) -> Result<String, ClientError> {
+pub(crate) fn read_plan(path: &Path) -> Result<String, ClientError> {
     let shown = path.display();
     let file = std::fs::File::open(path)
         .map_err(|e| Rejection::new(FILE_IO, format!("cannot open {shown}: {e}")))?;
@@ -344,7 +352,9 @@ pub fn session(cmd: &SessionCommand) -> i32 {
                 );
             })
         }
-        SessionCommand::Attach(a) => attach(a),
+        SessionCommand::Attach(a) => super::session_run::attach(a),
+        SessionCommand::Run(a) => super::session_run::run(a),
+        SessionCommand::List(a) => super::session_run::list(a),
         SessionCommand::Send(a) => {
             let r = connect(&a.conn).and_then(|mut c| {
                 c.call("write_stdin", json!({"session_id": a.id, "data": a.text}))
@@ -379,49 +389,6 @@ pub fn session(cmd: &SessionCommand) -> i32 {
             })
         }
     }
-}
-
-/// Writes the transcript, then streamed output, raw to stdout; ends when
-/// the session ends (printing its end on stderr).
-fn attach(a: &StatusArgs) -> i32 {
-    use std::io::Write;
-    let r = (|| {
-        let mut c = connect(&a.conn)?;
-        let v = c.call("attach", json!({"session_id": a.id}))?;
-        let mut out = std::io::stdout();
-        for ch in field(&v, "transcript")
-            .as_array()
-            .cloned()
-            .unwrap_or_default()
-        {
-            let b = super::managed::from_hex(field(&ch, "data_hex").as_str().unwrap_or(""))
-                .unwrap_or_default();
-            let _ = out.write_all(&b);
-        }
-        let _ = out.flush();
-        if !field(&v, "ended").is_null() {
-            return Ok(field(&v, "ended").clone());
-        }
-        c.set_read_timeout(None)?;
-        loop {
-            let n = c.next_notification()?;
-            match n.get("method").and_then(Value::as_str) {
-                Some("output") => {
-                    let b = super::managed::from_hex(
-                        n.pointer("/params/data_hex")
-                            .and_then(Value::as_str)
-                            .unwrap_or(""),
-                    )
-                    .unwrap_or_default();
-                    let _ = out.write_all(&b);
-                    let _ = out.flush();
-                }
-                Some("session_ended") => return Ok(field(&n, "params").clone()),
-                _ => {}
-            }
-        }
-    })();
-    finish(r, a.conn.json, |v| eprintln!("session ended: {v}"))
 }
 
 fn print_status(s: &Value) {

@@ -33,7 +33,9 @@
 //! * [`server`] — tokio: bind, peer credentials, handshake, bounded
 //!   concurrent dispatch, graceful shutdown;
 //! * [`client`] — a blocking `std` client (no runtime);
-//! * [`client_cli`] — the `glove` subcommands built on it.
+//! * [`discover`] — how a client finds the running service without flags;
+//! * [`client_cli`] — the `glove` subcommands built on it; [`session_run`]
+//!   — `glove session run` and `glove session list`.
 //!
 //! `docs/protocol.md` is the wire reference; `docs/operations.md` tells how
 //! to run the service.
@@ -42,9 +44,11 @@ pub mod auth;
 pub mod client;
 pub mod client_cli;
 pub mod config;
+pub mod discover;
 pub mod frame;
 pub mod remote;
 pub mod server;
+pub mod session_run;
 
 // The service logic lives in `glove-control`; these are its modules under
 // the names the server and the clients use.

@@ -59,6 +59,9 @@ pub trait LauncherLink: Send {
 pub trait LauncherWriter: Send {
     /// Sends one frame.
     fn send(&mut self, m: &ToLauncher) -> Result<(), String>;
+    /// Closes the connection for good, for the launcher as well (it exits
+    /// and its sandbox init is reaped), once the session's end is durable.
+    fn close(&mut self) {}
 }
 
 /// The real launcher: the `glove-launcher` executable, one process per
@@ -171,6 +174,12 @@ struct SocketWriter(UnixStream);
 impl LauncherWriter for SocketWriter {
     fn send(&mut self, m: &ToLauncher) -> Result<(), String> {
         self.0.write_all(&m.encode()).map_err(|e| e.to_string())
+    }
+
+    fn close(&mut self) {
+        // A shutdown ends the socket itself, not only this descriptor: the
+        // launcher reads its end even though other descriptors remain.
+        let _ = self.0.shutdown(std::net::Shutdown::Both);
     }
 }
 

@@ -455,6 +455,9 @@ impl Runtime {
         }
         let result = self.finish(live, end);
         if result.is_ok() {
+            // The end is durable: the launcher may go, and with it the
+            // sandbox's init, now rather than at cleanup.
+            mem(&live.writer).close();
             self.forget_launcher(&live.id);
         }
         let ended = match result {
@@ -528,7 +531,15 @@ impl Runtime {
                         .map_err(|e| life(&e))?;
                     Ok(stopping.exit(p).map_err(|e| life(e.error()))?.park())
                 })?;
-                let v = json!({"session_id": id.as_str(), "stage": "exited", "receipt_seq": r.receipt_seq()});
+                // How the agent ended, so an attached client can exit with
+                // the agent's own status.
+                let v = json!({
+                    "session_id": id.as_str(),
+                    "stage": "exited",
+                    "receipt_seq": r.receipt_seq(),
+                    "exit": o.exit,
+                    "ended_by": o.ended_by,
+                });
                 *guard = Some(exited.into());
                 v
             }

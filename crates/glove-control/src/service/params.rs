@@ -79,6 +79,13 @@ pub(super) struct StatusParams {
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
+pub(super) struct ListParams {
+    pub(super) after_seq: Option<u64>,
+    pub(super) max_sessions: Option<u64>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
 pub(super) struct PageParams {
     pub(super) after_seq: u64,
     #[serde(default)]

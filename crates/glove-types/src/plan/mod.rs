@@ -274,6 +274,16 @@ impl DecodedPlan {
         })
     }
 
+    /// When the controller issued the plan, Unix ms.
+    pub fn issued_at_ms(&self) -> u64 {
+        self.issued_at_ms
+    }
+
+    /// The runtime template the plan names.
+    pub fn runtime_template_id(&self) -> &RuntimeTemplateId {
+        &self.runtime_template_id
+    }
+
     /// The tool policy ids the plan names.
     pub fn tool_policy_ids(&self) -> &[PolicyId] {
         &self.tool_policy_ids
