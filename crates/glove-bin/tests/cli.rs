@@ -6,6 +6,8 @@ use std::process::{Command, Output};
 
 #[path = "cli/plan_new.rs"]
 mod plan_new;
+#[path = "cli/setup.rs"]
+mod setup;
 
 fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
@@ -57,6 +59,9 @@ fn help_snapshots() {
         ("cli_apply_help", vec!["apply", "--help"]),
         ("cli_receipts_help", vec!["receipts", "--help"]),
         ("cli_receipts_show_help", vec!["receipts", "show", "--help"]),
+        ("cli_setup_help", vec!["setup", "--help"]),
+        ("cli_session_help", vec!["session", "--help"]),
+        ("cli_session_run_help", vec!["session", "run", "--help"]),
     ] {
         let out = glove(&args);
         assert_eq!(out.status.code(), Some(0), "{name}");

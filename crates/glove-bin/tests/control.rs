@@ -29,6 +29,8 @@ mod mcp;
 mod methods;
 #[path = "control/model.rs"]
 mod model;
+#[path = "control/newcomer.rs"]
+mod newcomer;
 #[path = "control/receipts_show.rs"]
 mod receipts_show;
 #[path = "control/retained.rs"]

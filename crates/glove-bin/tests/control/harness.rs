@@ -237,9 +237,15 @@ impl Daemon {
 
     /// Spawns `cmd` (gloved, possibly under setpriv) and waits for readiness.
     pub(crate) fn spawn(mut cmd: Command, args: &[String], run: &Path) -> Daemon {
+        cmd.env("GLOVE_TEST_NOW_MS", NOW_MS.to_string());
+        Daemon::spawn_on_system_clock(cmd, args, run)
+    }
+
+    /// Like [`Daemon::spawn`], on the real clock (for plans and start
+    /// authorizations the `glove` commands make with the real time).
+    pub(crate) fn spawn_on_system_clock(mut cmd: Command, args: &[String], run: &Path) -> Daemon {
         let mut child = cmd
             .args(args)
-            .env("GLOVE_TEST_NOW_MS", NOW_MS.to_string())
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -284,6 +290,10 @@ impl Daemon {
 
     pub(crate) fn try_client(&self) -> Result<Client, ClientError> {
         Client::connect(&self.run)
+    }
+
+    pub(crate) fn pid(&self) -> u32 {
+        self.child.id()
     }
 
     pub(crate) fn socket(&self) -> PathBuf {

@@ -1,0 +1,203 @@
+//! The managed path as a newcomer walks it, with nothing but the commands
+//! the README gives: `glove setup`, `gloved --config`, `glove plan new`,
+//! `glove session run` (piped input, the agent's exit status), `glove
+//! session list`, `glove receipts show`; and once the receipt is written,
+//! no launcher of the session is left.
+
+use super::harness::Daemon;
+use serde_json::Value;
+use std::io::Write;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+/// A home below a directory with safe ancestors and the XDG variables
+/// pointing into it; `glove` and `gloved` run with exactly this
+/// environment (no flags naming a runtime directory).
+pub(crate) struct Newcomer {
+    _t: tempfile::TempDir,
+    pub(crate) root: PathBuf,
+}
+
+impl Newcomer {
+    pub(crate) fn new() -> Newcomer {
+        let t = crate::common::safe_tempdir();
+        let root = t.path().to_path_buf();
+        std::fs::create_dir(root.join("run")).expect("mkdir run");
+        std::fs::set_permissions(root.join("run"), std::fs::Permissions::from_mode(0o700))
+            .expect("chmod");
+        Newcomer { _t: t, root }
+    }
+
+    pub(crate) fn env(&self, cmd: &mut Command) {
+        cmd.env_clear()
+            .env("PATH", "/usr/bin:/bin")
+            .env("HOME", &self.root)
+            .env("XDG_CONFIG_HOME", self.root.join("config"))
+            .env("XDG_STATE_HOME", self.root.join("state"))
+            .env("XDG_RUNTIME_DIR", self.root.join("run"))
+            .current_dir(&self.root);
+    }
+
+    pub(crate) fn glove(&self, args: &[&str], stdin: &[u8]) -> Output {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_glove"));
+        self.env(&mut cmd);
+        let mut child = cmd
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn glove");
+        let mut input = child.stdin.take().expect("stdin");
+        input.write_all(stdin).expect("write stdin");
+        drop(input);
+        child.wait_with_output().expect("wait glove")
+    }
+
+    pub(crate) fn ok(&self, args: &[&str]) -> String {
+        let out = self.glove(args, b"");
+        assert!(
+            out.status.success(),
+            "glove {args:?}: {}{}",
+            text(&out.stdout),
+            text(&out.stderr)
+        );
+        text(&out.stdout)
+    }
+
+    pub(crate) fn gloved(&self) -> Daemon {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_gloved"));
+        self.env(&mut cmd);
+        let config = self.root.join("config/glove/gloved.json");
+        Daemon::spawn_on_system_clock(
+            cmd,
+            &["--config".into(), config.display().to_string()],
+            &self.root.join("run/glove"),
+        )
+    }
+}
+
+pub(crate) fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+/// Children of `pid` whose command name is `name`.
+pub(crate) fn children_named(pid: u32, name: &str) -> Vec<u32> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir("/proc").expect("proc").flatten() {
+        let Ok(p) = e.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{p}/stat")) else {
+            continue;
+        };
+        // `pid (comm) state ppid …`; comm may hold spaces, so split after ')'.
+        let (Some(open), Some(close)) = (stat.find('('), stat.rfind(')')) else {
+            continue;
+        };
+        let comm = &stat[open + 1..close];
+        let ppid = stat[close + 1..]
+            .split_whitespace()
+            .nth(1)
+            .and_then(|v| v.parse::<u32>().ok());
+        if ppid == Some(pid) && comm == name {
+            out.push(p);
+        }
+    }
+    out
+}
+
+/// Waits (bounded, on the processes' own exit) until `pid` has no child
+/// named `name`; false if one is still there after 20 s.
+pub(crate) fn no_children_named(pid: u32, name: &str) -> bool {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while std::time::Instant::now() < deadline {
+        if children_named(pid, name).is_empty() {
+            return true;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    false
+}
+
+fn session_of(plan: &Path) -> String {
+    let v: Value = serde_json::from_slice(&std::fs::read(plan).expect("plan")).expect("json");
+    v["session_id"].as_str().expect("session_id").to_owned()
+}
+
+#[test]
+fn setup_gloved_plan_new_session_run_list_and_receipts_show() {
+    if !crate::common::need(
+        crate::common::is_root(),
+        "managed sessions need root (or a delegated cgroup) here",
+    ) {
+        return;
+    }
+    let n = Newcomer::new();
+    n.ok(&["setup"]);
+    // Nothing names the runtime directory: the client finds the service
+    // from the config setup wrote.
+    let refused = n.glove(&["capabilities"], b"");
+    assert_eq!(refused.status.code(), Some(1));
+    assert!(
+        text(&refused.stderr).contains("no gloved is running here"),
+        "{}",
+        text(&refused.stderr)
+    );
+    let d = n.gloved();
+    let caps = n.ok(&["capabilities", "--json"]);
+    let caps: Value = serde_json::from_str(&caps).expect("json");
+    assert!(caps["methods"]
+        .as_array()
+        .expect("methods")
+        .iter()
+        .any(|m| m == "start_session"));
+
+    n.ok(&["plan", "new", "--template", "shell", "--profile", "small", "--out", "plan.json"]);
+    let id = session_of(&n.root.join("plan.json"));
+    let out = n.glove(
+        &["session", "run", "plan.json"],
+        b"echo hello from the sandbox; exit 7\n",
+    );
+    assert_eq!(out.status.code(), Some(7), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stdout).contains("hello from the sandbox"),
+        "{}",
+        text(&out.stdout)
+    );
+    // The receipt is durable (session run returned after it): the launcher
+    // and its sandbox init go now, not at cleanup.
+    assert!(
+        no_children_named(d.pid(), "glove-launcher"),
+        "a launcher outlived its session's receipt"
+    );
+
+    // A second run of the same plan is refused with a hint, not re-run.
+    let again = n.glove(&["session", "run", "plan.json"], b"");
+    assert_eq!(again.status.code(), Some(1));
+    assert!(text(&again.stderr).contains("already exited"), "{}", text(&again.stderr));
+
+    let list = n.ok(&["session", "list"]);
+    let line = list
+        .lines()
+        .find(|l| l.starts_with(&id))
+        .unwrap_or_else(|| panic!("{id} not listed: {list}"));
+    assert!(line.contains("exited") && line.contains("shell"), "{line}");
+    let list: Value = serde_json::from_str(&n.ok(&["session", "list", "--json"])).expect("json");
+    assert_eq!(list["sessions"][0]["session_id"], id.as_str());
+
+    let shown = n.ok(&["receipts", "show", "--session", &id]);
+    assert!(shown.contains("exited with code 7"), "{shown}");
+
+    // A session killed by a signal: 128 + N.
+    n.ok(&["plan", "new", "--template", "shell", "--profile", "small", "--out", "p2.json"]);
+    let out = n.glove(&["session", "run", "p2.json"], b"kill -9 $$\n");
+    assert_eq!(out.status.code(), Some(137), "{}", text(&out.stderr));
+
+    // Attach after the end: the transcript, and the same status.
+    let out = n.glove(&["session", "attach", &id], b"");
+    assert_eq!(out.status.code(), Some(7), "{}", text(&out.stderr));
+    n.ok(&["session", "cleanup", &id]);
+    d.stop();
+}
