@@ -397,6 +397,29 @@ fn a_bad_egress_policy_fails_the_launch_with_its_code() {
     assert_eq!(v["code"], "egress_policy_invalid", "{v}");
 }
 
+/// A journal put in a directory others may read is the operator's
+/// placement mistake, said with the placement's code.
+#[test]
+fn a_journal_in_a_loose_directory_is_a_placement_error() {
+    let dir = common::safe_tempdir();
+    let file = dir.path().join("egress.json");
+    write_private(
+        &file,
+        r#"{"schema_version":1,"egress_policy_id":"x","endpoints":["model.test:8000"],"allow_private":true,"hosts":{"model.test":["127.0.0.1"]}}"#,
+    );
+    // safe_tempdir is mode 0755: fine to launch from, too loose for a journal.
+    let journal = dir.path().join("j.journal").display().to_string();
+    let f = file.display().to_string();
+    let out = glove(
+        As::Caller,
+        &["exec", "--json", "--egress", &f, "--egress-journal", &journal, "--", "/bin/true"],
+        None,
+    );
+    assert_eq!(out.status.code(), Some(125));
+    let (v, _) = outcome(&out);
+    assert_eq!(v["code"], "journal_dir_bad_mode", "{v}");
+}
+
 #[test]
 fn the_forwarder_counts_against_the_sessions_pid_limit() {
     if !sandbox_ok(As::Caller) {

@@ -54,6 +54,9 @@ impl EgressError {
     pub fn code(&self) -> glove_types::ErrorCode {
         use glove_types::codes::egress::*;
         match self {
+            // Where the journal was put is the operator's to fix: the
+            // placement's own code, not an audit failure.
+            EgressError::Journal(e @ JournalError::Placement(_)) => e.code(),
             EgressError::Journal(_) => EGRESS_AUDIT_FAILED,
             EgressError::Credential { .. } => EGRESS_CREDENTIAL_UNAVAILABLE,
             EgressError::Event { .. } => EGRESS_EVENT_INVALID,

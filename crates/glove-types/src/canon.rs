@@ -108,7 +108,88 @@ pub fn decode<T: DeserializeOwned>(
 
 /// Decodes an already strictly parsed value into `T`.
 pub fn from_value<T: DeserializeOwned>(value: Value) -> Result<T, Rejection> {
-    serde_json::from_value(value).map_err(|e| map_schema_error(&e.to_string()))
+    // The value is kept only when an unknown field must be placed.
+    let copy = value.clone();
+    serde_json::from_value(value).map_err(|e| place_unknown(map_schema_error(&e.to_string()), &copy))
+}
+
+/// Where objects holding `key` are, as locations (`""` for the top level).
+fn objects_with(v: &Value, key: &str, at: &str, out: &mut Vec<String>) {
+    if out.len() > 8 {
+        return;
+    }
+    match v {
+        Value::Object(m) => {
+            if m.contains_key(key) {
+                out.push(at.to_owned());
+            }
+            for (k, child) in m {
+                let sub = if at.is_empty() {
+                    k.clone()
+                } else {
+                    format!("{at}.{k}")
+                };
+                objects_with(child, key, &sub, out);
+            }
+        }
+        Value::Array(items) => {
+            for (i, child) in items.iter().enumerate() {
+                objects_with(child, key, &format!("{at}[{i}]"), out);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// Says which object an unknown field is in: serde names the field, not
+/// its place. When exactly one object holds a key of that name, that is
+/// the place; otherwise every candidate is named.
+fn place_unknown(r: Rejection, value: &Value) -> Rejection {
+    if r.code() != JSON_UNKNOWN_FIELD || !r.location().is_empty() {
+        return r;
+    }
+    let Some(key) = r
+        .message()
+        .strip_prefix("unknown field `")
+        .and_then(|rest| rest.split('`').next())
+        .map(str::to_owned)
+    else {
+        return r;
+    };
+    let mut places = Vec::new();
+    objects_with(value, &key, "", &mut places);
+    let shown = |p: &str| {
+        if p.is_empty() {
+            "the top-level object".to_owned()
+        } else {
+            format!("the object at {p}")
+        }
+    };
+    match places.as_slice() {
+        [one] => {
+            let msg = r.message().replacen(
+                &format!("`{key}`"),
+                &format!("`{key}` in {}", shown(one)),
+                1,
+            );
+            let placed = Rejection::new(JSON_UNKNOWN_FIELD, msg);
+            if one.is_empty() {
+                placed
+            } else {
+                placed.at(one)
+            }
+        }
+        [] => r,
+        many => {
+            let names: Vec<String> = many.iter().map(|p| shown(p)).collect();
+            let msg = r.message().replacen(
+                &format!("`{key}`"),
+                &format!("`{key}` (in one of: {})", names.join(", ")),
+                1,
+            );
+            Rejection::new(JSON_UNKNOWN_FIELD, msg)
+        }
+    }
 }
 
 /// Encodes a serializable value canonically.
@@ -457,6 +538,20 @@ mod tests {
                 .code()
         };
         assert_eq!(c(r#"{"a":1,"b":2}"#), JSON_UNKNOWN_FIELD);
+        #[derive(Debug, serde::Deserialize)]
+        #[serde(deny_unknown_fields)]
+        #[allow(dead_code)]
+        struct Outer {
+            a: u64,
+            list: Vec<T>,
+        }
+        let r = decode::<Outer>(br#"{"a":1,"list":[{"a":1},{"a":2,"zz":3}]}"#, 1024, Form::Strict)
+            .unwrap_err();
+        assert_eq!(r.code(), JSON_UNKNOWN_FIELD);
+        assert_eq!(r.location(), "list[1]");
+        assert!(r.message().contains("`zz` in the object at list[1]"), "{}", r.message());
+        let r = decode::<Outer>(br#"{"a":1,"list":[],"zz":1}"#, 1024, Form::Strict).unwrap_err();
+        assert!(r.message().contains("in the top-level object"), "{}", r.message());
         assert_eq!(c(r#"{}"#), JSON_MISSING_FIELD);
         assert_eq!(c(r#"{"a":-1}"#), JSON_NEGATIVE_NUMBER);
         assert_eq!(c(r#"{"a":"1"}"#), JSON_INVALID_TYPE);
