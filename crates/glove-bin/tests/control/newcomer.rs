@@ -201,3 +201,65 @@ fn setup_gloved_plan_new_session_run_list_and_receipts_show() {
     n.ok(&["session", "cleanup", &id]);
     d.stop();
 }
+
+/// Files under `dir`, recursively, as paths relative to it.
+fn tree(dir: &Path) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+            let p = e.path();
+            out.push(p.strip_prefix(dir).expect("below").display().to_string());
+            if e.file_type().is_ok_and(|t| t.is_dir()) {
+                stack.push(p);
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+#[test]
+fn a_refused_gloved_start_leaves_nothing_behind() {
+    let n = Newcomer::new();
+    n.ok(&["setup"]);
+    // Every late check in turn: the start-authorization key, the apply
+    // trust policy (root's setup makes one), the receipt anchor.
+    let cfg = n.root.join("config/glove");
+    let key = cfg.join("start-auth.key");
+    let good_key = std::fs::read(&key).expect("key");
+    std::fs::write(&key, b"not hex\n").expect("write");
+    let before = tree(&n.root);
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_gloved"));
+    n.env(&mut cmd);
+    let out = cmd
+        .args(["--config", cfg.join("gloved.json").to_str().expect("utf8")])
+        .output()
+        .expect("gloved");
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    assert_eq!(tree(&n.root), before, "{}", text(&out.stderr));
+    std::fs::write(&key, &good_key).expect("write");
+
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_gloved"));
+    n.env(&mut cmd);
+    let out = cmd
+        .args(["--config", cfg.join("gloved.json").to_str().expect("utf8")])
+        .args(["--receipt-anchor", "1:zz"])
+        .output()
+        .expect("gloved");
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    assert_eq!(tree(&n.root), before, "{}", text(&out.stderr));
+
+    // The runtime directory it would have made is gone again.
+    std::fs::remove_dir(n.root.join("run/glove")).expect("rmdir");
+    let before = tree(&n.root);
+    std::fs::write(&key, b"not hex\n").expect("write");
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_gloved"));
+    n.env(&mut cmd);
+    let out = cmd
+        .args(["--config", cfg.join("gloved.json").to_str().expect("utf8")])
+        .output()
+        .expect("gloved");
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(tree(&n.root), before, "{}", text(&out.stderr));
+}

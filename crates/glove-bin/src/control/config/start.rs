@@ -53,7 +53,22 @@ pub fn held_paths(s: &Settings) -> super::super::held::HeldPaths {
 }
 
 /// Checks every configured path and builds the service (no socket yet).
+///
+/// Everything that can refuse a configuration is read and checked before
+/// anything is made, so a refused start leaves nothing behind: the
+/// journals are created only after the keys, anchors and trust policy
+/// passed, and a runtime directory this start created is removed again.
 pub fn start(s: &Settings) -> Result<Started, Rejection> {
+    let made_runtime_dir = !exists(&s.runtime_dir);
+    let r = start_checked(s);
+    if r.is_err() && made_runtime_dir {
+        // Only an empty directory goes: nothing of another run is touched.
+        let _ = std::fs::remove_dir(&s.runtime_dir);
+    }
+    r
+}
+
+fn start_checked(s: &Settings) -> Result<Started, Rejection> {
     let runtime_dir = placement::ensure_dir(&s.runtime_dir, "the runtime directory")?;
     let mut pinned = Vec::new();
     let policy = match &s.session_policy {
@@ -115,6 +130,31 @@ pub fn start(s: &Settings) -> Result<Started, Rejection> {
     )?;
     let key =
         ReceiptKey::from_key_file(&key_bytes).map_err(at(&s.receipt_key, "the receipt key"))?;
+    let anchor = ReceiptHead::parse(&s.receipt_anchor).map_err(|e| {
+        Rejection::new(
+            e.code(),
+            "--receipt-anchor must be <seq>:<64 lowercase hex>",
+        )
+    })?;
+    // The start-authorization key and the apply trust policy are read now,
+    // before any journal is made.
+    let start_key = match (&s.materialization_root, &s.start_auth_key) {
+        (Some(_), Some(key_path)) => {
+            placement::require_absolute(key_path, "the start-authorization key")?;
+            Some(super::super::managed::read_key(key_path)?)
+        }
+        _ => None,
+    };
+    let trust = match &s.apply_trust {
+        Some(path) => {
+            placement::require_absolute(path, "the apply trust policy")?;
+            Some(glove_control::apply::TrustPolicy::load(
+                path,
+                rustix::process::geteuid().as_raw(),
+            )?)
+        }
+        None => None,
+    };
     // The store and the receipt journal each keep an anchor file beside
     // them (`<file>.anchor`, keyed with the receipt key), rewritten after
     // every durable append; opening checks the file against it, and a
@@ -145,12 +185,6 @@ pub fn start(s: &Settings) -> Result<Started, Rejection> {
             Some(store)
         }
     };
-    let anchor = ReceiptHead::parse(&s.receipt_anchor).map_err(|e| {
-        Rejection::new(
-            e.code(),
-            "--receipt-anchor must be <seq>:<64 lowercase hex>",
-        )
-    })?;
     let rj = &s.receipt_journal;
     placement::check_parent(rj, "the receipt journal")?;
     let receipts = if exists(rj) {
@@ -191,9 +225,13 @@ pub fn start(s: &Settings) -> Result<Started, Rejection> {
             tracing::info!("materialization root checked; without --start-auth-key no managed runtime is constructed, so lifecycle methods stay unadvertised");
             None
         }
-        (Some(mat_root), Some(key_path)) => {
-            placement::require_absolute(key_path, "the start-authorization key")?;
-            let key = super::super::managed::read_key(key_path)?;
+        (Some(mat_root), Some(_)) => {
+            let Some(key) = start_key else {
+                return Err(Rejection::new(
+                    CONTROL_INTERNAL,
+                    "the start-authorization key was not read",
+                ));
+            };
             let launcher = std::env::current_exe()
                 .ok()
                 .and_then(|p| p.parent().map(|d| d.join("glove-launcher")))
@@ -240,13 +278,8 @@ pub fn start(s: &Settings) -> Result<Started, Rejection> {
         Some((cfg, key, ok)) => service.with_runtime(cfg, key, ok),
         None => service,
     };
-    let service = match &s.apply_trust {
-        Some(path) => {
-            placement::require_absolute(path, "the apply trust policy")?;
-            let trust =
-                glove_control::apply::TrustPolicy::load(path, rustix::process::geteuid().as_raw())?;
-            service.with_apply(trust)?
-        }
+    let service = match trust {
+        Some(trust) => service.with_apply(trust)?,
         None => service,
     };
     for r in service.recover() {
