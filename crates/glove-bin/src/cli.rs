@@ -263,8 +263,29 @@ pub enum ExecOnly {
     Exec(crate::exec::ExecArgs),
 }
 
+/// Makes a closed standard output (`glove … | head`) end the process as a
+/// broken pipe ends a C program (status 128 + SIGPIPE, silently), instead
+/// of a panic: `println!` panics when its write fails. Every other panic
+/// goes to the default hook.
+fn quiet_broken_pipe() {
+    let default = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let text = info
+            .payload()
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| info.payload().downcast_ref::<&str>().copied())
+            .unwrap_or("");
+        if text.starts_with("failed printing to std") && text.contains("Broken pipe") {
+            std::process::exit(141);
+        }
+        default(info);
+    }));
+}
+
 /// Parses the process's arguments (with the `exec` fast path) and runs.
 pub fn main() -> i32 {
+    quiet_broken_pipe();
     let mut args = std::env::args_os();
     if args.nth(1).is_some_and(|a| a == "exec") {
         let ExecCli {

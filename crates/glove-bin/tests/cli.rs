@@ -565,3 +565,19 @@ fn receipts_verify_shows_apply_receipts() {
     assert_eq!(v["apply_receipts"][0]["outcome"], "applied");
     assert_eq!(v["apply_receipts"][0]["code"], serde_json::Value::Null);
 }
+
+/// Output into a pipe nobody reads (`glove … | head` after head left)
+/// ends glove quietly with 128 + SIGPIPE, not with a panic.
+#[test]
+fn a_closed_stdout_is_a_quiet_broken_pipe() {
+    let (r, w) = rustix::pipe::pipe().expect("pipe");
+    drop(r);
+    let out = Command::new(env!("CARGO_BIN_EXE_glove"))
+        .args(["policy", "detect", "--search-path", "/usr/bin"])
+        .stdout(std::process::Stdio::from(w))
+        .stderr(std::process::Stdio::piped())
+        .output()
+        .expect("run glove");
+    assert_eq!(out.status.code(), Some(141), "{}", text(&out.stderr));
+    assert!(!text(&out.stderr).contains("panicked"), "{}", text(&out.stderr));
+}
