@@ -125,10 +125,8 @@ fn new_plan(a: &PlanNew) -> Result<AdmittedPlan, Rejection> {
                 )
             })?,
     };
-    let policy = ValidatedPolicy::from_json(&protected::read(
-        &path,
-        protected::Requirements::POLICY,
-    )?)?;
+    let policy =
+        ValidatedPolicy::from_json(&protected::read(&path, protected::Requirements::POLICY)?)?;
     let session = match &a.session {
         Some(s) => s.clone(),
         None => {

@@ -579,5 +579,9 @@ fn a_closed_stdout_is_a_quiet_broken_pipe() {
         .output()
         .expect("run glove");
     assert_eq!(out.status.code(), Some(141), "{}", text(&out.stderr));
-    assert!(!text(&out.stderr).contains("panicked"), "{}", text(&out.stderr));
+    assert!(
+        !text(&out.stderr).contains("panicked"),
+        "{}",
+        text(&out.stderr)
+    );
 }

@@ -412,7 +412,16 @@ fn a_journal_in_a_loose_directory_is_a_placement_error() {
     let f = file.display().to_string();
     let out = glove(
         As::Caller,
-        &["exec", "--json", "--egress", &f, "--egress-journal", &journal, "--", "/bin/true"],
+        &[
+            "exec",
+            "--json",
+            "--egress",
+            &f,
+            "--egress-journal",
+            &journal,
+            "--",
+            "/bin/true",
+        ],
         None,
     );
     assert_eq!(out.status.code(), Some(125));

@@ -110,7 +110,8 @@ pub fn decode<T: DeserializeOwned>(
 pub fn from_value<T: DeserializeOwned>(value: Value) -> Result<T, Rejection> {
     // The value is kept only when an unknown field must be placed.
     let copy = value.clone();
-    serde_json::from_value(value).map_err(|e| place_unknown(map_schema_error(&e.to_string()), &copy))
+    serde_json::from_value(value)
+        .map_err(|e| place_unknown(map_schema_error(&e.to_string()), &copy))
 }
 
 /// Where objects holding `key` are, as locations (`""` for the top level).
@@ -545,13 +546,25 @@ mod tests {
             a: u64,
             list: Vec<T>,
         }
-        let r = decode::<Outer>(br#"{"a":1,"list":[{"a":1},{"a":2,"zz":3}]}"#, 1024, Form::Strict)
-            .unwrap_err();
+        let r = decode::<Outer>(
+            br#"{"a":1,"list":[{"a":1},{"a":2,"zz":3}]}"#,
+            1024,
+            Form::Strict,
+        )
+        .unwrap_err();
         assert_eq!(r.code(), JSON_UNKNOWN_FIELD);
         assert_eq!(r.location(), "list[1]");
-        assert!(r.message().contains("`zz` in the object at list[1]"), "{}", r.message());
+        assert!(
+            r.message().contains("`zz` in the object at list[1]"),
+            "{}",
+            r.message()
+        );
         let r = decode::<Outer>(br#"{"a":1,"list":[],"zz":1}"#, 1024, Form::Strict).unwrap_err();
-        assert!(r.message().contains("in the top-level object"), "{}", r.message());
+        assert!(
+            r.message().contains("in the top-level object"),
+            "{}",
+            r.message()
+        );
         assert_eq!(c(r#"{}"#), JSON_MISSING_FIELD);
         assert_eq!(c(r#"{"a":-1}"#), JSON_NEGATIVE_NUMBER);
         assert_eq!(c(r#"{"a":"1"}"#), JSON_INVALID_TYPE);

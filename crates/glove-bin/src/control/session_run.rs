@@ -220,7 +220,12 @@ fn follow(mut c: Client, dir: &std::path::Path, conn: &ConnArgs, id: &str, input
             None
         };
         if input {
-            forward_input(dir.to_path_buf(), conn.client_id.clone(), id.into(), stdin_tty);
+            forward_input(
+                dir.to_path_buf(),
+                conn.client_id.clone(),
+                id.into(),
+                stdin_tty,
+            );
         }
         c.set_read_timeout(None)?;
         loop {
@@ -262,10 +267,7 @@ fn describe_end(v: &Value) -> String {
         .map(|s| format!(" (receipt {s}: `glove receipts show --session {id}`)"))
         .unwrap_or_default();
     match v.get("stage").and_then(Value::as_str) {
-        Some("exited") => format!(
-            "session {id} ended with status {}{seq}",
-            ended_status(v)
-        ),
+        Some("exited") => format!("session {id} ended with status {}{seq}", ended_status(v)),
         Some(stage) => format!(
             "session {id} {stage}: {}{seq}",
             v.get("code").and_then(Value::as_str).unwrap_or("no code")
@@ -283,7 +285,10 @@ pub fn list(a: &ListArgs) -> i32 {
         let mut now = 0u64;
         // The store holds at most 10,000 sessions: 40 pages of 256.
         for _ in 0..64 {
-            let page = c.call("session_list", json!({"after_seq": after, "max_sessions": 256}))?;
+            let page = c.call(
+                "session_list",
+                json!({"after_seq": after, "max_sessions": 256}),
+            )?;
             now = page.get("now_ms").and_then(Value::as_u64).unwrap_or(0);
             if let Some(s) = page.get("sessions").and_then(Value::as_array) {
                 all.extend(s.iter().cloned());
@@ -351,13 +356,18 @@ mod tests {
             }
             m
         };
-        assert_eq!(ended_status(&v(json!({"exit": {"kind": "exited", "code": 7}}))), 7);
+        assert_eq!(
+            ended_status(&v(json!({"exit": {"kind": "exited", "code": 7}}))),
+            7
+        );
         assert_eq!(
             ended_status(&v(json!({"exit": {"kind": "signaled", "signal": 9}}))),
             137
         );
         assert_eq!(
-            ended_status(&v(json!({"exit": {"kind": "signaled", "signal": 9}, "ended_by": "memory"}))),
+            ended_status(&v(
+                json!({"exit": {"kind": "signaled", "signal": 9}, "ended_by": "memory"})
+            )),
             limit_exit_status(Limit::Memory)
         );
         assert_eq!(

@@ -70,7 +70,12 @@ pub(super) fn exists(path: &Path) -> bool {
 
 /// Writes `bytes` as `dir/name` with `mode`, only if `name` is free:
 /// `Ok(false)` when it already exists (nothing written).
-pub(super) fn create_new(dir: &OwnedFd, path: &Path, bytes: &[u8], mode: u32) -> Result<bool, Rejection> {
+pub(super) fn create_new(
+    dir: &OwnedFd,
+    path: &Path,
+    bytes: &[u8],
+    mode: u32,
+) -> Result<bool, Rejection> {
     let name = path
         .file_name()
         .ok_or_else(|| io(path, "name", "no file name"))?;
@@ -90,16 +95,21 @@ pub(super) fn create_new(dir: &OwnedFd, path: &Path, bytes: &[u8], mode: u32) ->
         f.sync_all()
     })();
     let placed = written.map_err(|e| io(path, "write", e)).and_then(|()| {
-        fs::renameat_with(dir.as_fd(), tmp.as_str(), dir.as_fd(), name, RenameFlags::NOREPLACE)
-            .map_err(|e| e)
-            .map(|()| true)
-            .or_else(|e| {
-                if e == rustix::io::Errno::EXIST {
-                    Ok(false)
-                } else {
-                    Err(io(path, "rename into", e))
-                }
-            })
+        fs::renameat_with(
+            dir.as_fd(),
+            tmp.as_str(),
+            dir.as_fd(),
+            name,
+            RenameFlags::NOREPLACE,
+        )
+        .map(|()| true)
+        .or_else(|e| {
+            if e == rustix::io::Errno::EXIST {
+                Ok(false)
+            } else {
+                Err(io(path, "rename into", e))
+            }
+        })
     });
     if !matches!(placed, Ok(true)) {
         let _ = fs::unlinkat(dir.as_fd(), tmp.as_str(), fs::AtFlags::empty());
@@ -154,5 +164,7 @@ pub(super) fn new_hex_key() -> Result<Vec<u8>, Rejection> {
 /// digits and an optional newline.
 pub(super) fn is_hex_key(bytes: &[u8]) -> bool {
     let b = bytes.strip_suffix(b"\n").unwrap_or(bytes);
-    b.len() == 64 && b.iter().all(|c| c.is_ascii_digit() || (b'a'..=b'f').contains(c))
+    b.len() == 64
+        && b.iter()
+            .all(|c| c.is_ascii_digit() || (b'a'..=b'f').contains(c))
 }

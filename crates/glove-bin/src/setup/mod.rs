@@ -238,7 +238,12 @@ fn setup(a: &SetupArgs) -> Result<(Run, u128), Rejection> {
     // is rotated only while there is no journal.
     let journal_exists = files::exists(&layout.receipt_journal());
     let rotate_receipt = a.rotate_keys && !journal_exists;
-    run.hex_key("receipt key", &config, &layout.receipt_key(), rotate_receipt)?;
+    run.hex_key(
+        "receipt key",
+        &config,
+        &layout.receipt_key(),
+        rotate_receipt,
+    )?;
     if a.rotate_keys && journal_exists {
         if let Some(i) = run.items.last_mut() {
             i.note = Some("kept: the receipt journal's receipts are authenticated with it".into());
@@ -401,7 +406,11 @@ pub fn run(a: &SetupArgs) -> i32 {
             Action::Rotated => "rotated",
             Action::Skipped => "skipped",
         };
-        let note = i.note.as_deref().map(|n| format!("\n    {n}")).unwrap_or_default();
+        let note = i
+            .note
+            .as_deref()
+            .map(|n| format!("\n    {n}"))
+            .unwrap_or_default();
         println!(
             "  {action:<8} {:<27} {}{note}",
             i.what,

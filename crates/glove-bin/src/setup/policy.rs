@@ -74,8 +74,7 @@ pub(super) fn stage_harnesses(
             if !installed || done.iter().any(|d| d == id) {
                 continue;
             }
-            let progress: Box<dyn Progress> = if !json_output && std::io::stderr().is_terminal()
-            {
+            let progress: Box<dyn Progress> = if !json_output && std::io::stderr().is_terminal() {
                 eprintln!("staging {id} from {entry}");
                 Box::new(crate::stage::bar())
             } else {

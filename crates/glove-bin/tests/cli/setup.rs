@@ -104,7 +104,12 @@ fn setup_makes_everything_once_then_nothing() {
     ] {
         assert_eq!(mode(&cfg.join(f)), 0o600, "{f}");
     }
-    for d in ["config/glove", "state/glove", "run/glove", "state/glove/sessions"] {
+    for d in [
+        "config/glove",
+        "state/glove",
+        "run/glove",
+        "state/glove/sessions",
+    ] {
         assert_eq!(mode(&h.root.join(d)), 0o700, "{d}");
     }
     let key = std::fs::read(cfg.join("receipt.key")).expect("key");
@@ -114,8 +119,14 @@ fn setup_makes_everything_once_then_nothing() {
     // The config names every file, and they exist (or are directories
     // whose parents exist: journals are made by gloved).
     let conf: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(cfg.join("gloved.json")).expect("read")).expect("json");
-    for k in ["session_policy", "receipt_key", "start_auth_key", "materialization_root"] {
+        serde_json::from_slice(&std::fs::read(cfg.join("gloved.json")).expect("read"))
+            .expect("json");
+    for k in [
+        "session_policy",
+        "receipt_key",
+        "start_auth_key",
+        "materialization_root",
+    ] {
         let p = PathBuf::from(conf[k].as_str().expect(k));
         assert!(p.exists(), "{k}: {}", p.display());
     }
@@ -124,7 +135,12 @@ fn setup_makes_everything_once_then_nothing() {
         assert!(p.parent().expect("parent").is_dir(), "{k}");
     }
     // The starter policy is valid as `policy validate` reads it.
-    let v = h.glove(&["policy", "validate", "--file", conf["session_policy"].as_str().expect("p")]);
+    let v = h.glove(&[
+        "policy",
+        "validate",
+        "--file",
+        conf["session_policy"].as_str().expect("p"),
+    ]);
     assert!(v.status.success(), "{}", text(&v.stderr));
 
     // A second run changes nothing, byte for byte.
@@ -156,19 +172,30 @@ fn rotate_keys_keeps_the_old_ones_aside_and_the_receipt_key_while_a_journal_exis
     let start = std::fs::read(cfg.join("start-auth.key")).expect("read");
     // A receipt journal (its content does not matter to setup).
     let conf: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(cfg.join("gloved.json")).expect("read")).expect("json");
+        serde_json::from_slice(&std::fs::read(cfg.join("gloved.json")).expect("read"))
+            .expect("json");
     let journal = PathBuf::from(conf["receipt_journal"].as_str().expect("journal"));
     std::fs::write(&journal, b"").expect("journal");
     let r = h.setup_json(&["--rotate-keys"]);
     assert_eq!(action(&r, "start-authorization key"), "rotated", "{r}");
     assert_eq!(action(&r, "apply signing key"), "rotated", "{r}");
     assert_eq!(action(&r, "receipt key"), "unchanged", "{r}");
-    assert_eq!(std::fs::read(cfg.join("receipt.key")).expect("read"), receipt);
-    assert_ne!(std::fs::read(cfg.join("start-auth.key")).expect("read"), start);
+    assert_eq!(
+        std::fs::read(cfg.join("receipt.key")).expect("read"),
+        receipt
+    );
+    assert_ne!(
+        std::fs::read(cfg.join("start-auth.key")).expect("read"),
+        start
+    );
     let aside: Vec<_> = std::fs::read_dir(&cfg)
         .expect("list")
         .flatten()
-        .filter(|e| e.file_name().to_string_lossy().starts_with("start-auth.key.old-"))
+        .filter(|e| {
+            e.file_name()
+                .to_string_lossy()
+                .starts_with("start-auth.key.old-")
+        })
         .collect();
     assert_eq!(aside.len(), 1);
     assert_eq!(std::fs::read(aside[0].path()).expect("read"), start);
@@ -231,7 +258,9 @@ fn setup_stages_the_harnesses_it_finds_into_the_policy() {
             std::env::var("GLOVE_REQUIRE_SANDBOX").as_deref() != Ok("1"),
             "GLOVE_REQUIRE_SANDBOX=1 but GLOVE_HARNESSES is not set"
         );
-        eprintln!("skipping: GLOVE_HARNESSES names no installed harness tree (.ci/run installs them)");
+        eprintln!(
+            "skipping: GLOVE_HARNESSES names no installed harness tree (.ci/run installs them)"
+        );
         return;
     };
     let h = Home::new();

@@ -154,7 +154,16 @@ fn setup_gloved_plan_new_session_run_list_and_receipts_show() {
         .iter()
         .any(|m| m == "start_session"));
 
-    n.ok(&["plan", "new", "--template", "shell", "--profile", "small", "--out", "plan.json"]);
+    n.ok(&[
+        "plan",
+        "new",
+        "--template",
+        "shell",
+        "--profile",
+        "small",
+        "--out",
+        "plan.json",
+    ]);
     let id = session_of(&n.root.join("plan.json"));
     let out = n.glove(
         &["session", "run", "plan.json"],
@@ -176,7 +185,11 @@ fn setup_gloved_plan_new_session_run_list_and_receipts_show() {
     // A second run of the same plan is refused with a hint, not re-run.
     let again = n.glove(&["session", "run", "plan.json"], b"");
     assert_eq!(again.status.code(), Some(1));
-    assert!(text(&again.stderr).contains("already exited"), "{}", text(&again.stderr));
+    assert!(
+        text(&again.stderr).contains("already exited"),
+        "{}",
+        text(&again.stderr)
+    );
 
     let list = n.ok(&["session", "list"]);
     let line = list
@@ -191,7 +204,16 @@ fn setup_gloved_plan_new_session_run_list_and_receipts_show() {
     assert!(shown.contains("exited with code 7"), "{shown}");
 
     // A session killed by a signal: 128 + N.
-    n.ok(&["plan", "new", "--template", "shell", "--profile", "small", "--out", "p2.json"]);
+    n.ok(&[
+        "plan",
+        "new",
+        "--template",
+        "shell",
+        "--profile",
+        "small",
+        "--out",
+        "p2.json",
+    ]);
     let out = n.glove(&["session", "run", "p2.json"], b"kill -9 $$\n");
     assert_eq!(out.status.code(), Some(137), "{}", text(&out.stderr));
 
@@ -262,4 +284,228 @@ fn a_refused_gloved_start_leaves_nothing_behind() {
         .expect("gloved");
     assert_eq!(out.status.code(), Some(1));
     assert_eq!(tree(&n.root), before, "{}", text(&out.stderr));
+}
+
+/// What `Delegate=` gives a service on a systemd machine, made by hand for
+/// a test: cgroups of the test's own (v1 `memory` below the test's memory
+/// cgroup, `pids` and `cpuacct`) owned by `uid`, removed when dropped.
+pub(crate) struct Delegated {
+    dirs: Vec<PathBuf>,
+}
+
+impl Delegated {
+    pub(crate) fn new(uid: u32) -> Option<Delegated> {
+        let own = std::fs::read_to_string("/proc/self/cgroup").ok()?;
+        let mem = own
+            .lines()
+            .find_map(|l| l.split_once(":memory:").map(|(_, p)| p.to_owned()))?;
+        let name = format!("glove-test-deleg-{}-{}", std::process::id(), rand_suffix());
+        let mut dirs = Vec::new();
+        for (ctrl, below) in [("memory", mem.as_str()), ("pids", "/"), ("cpuacct", "/")] {
+            let base = PathBuf::from("/sys/fs/cgroup")
+                .join(ctrl)
+                .join(below.trim_start_matches('/'));
+            if !base.is_dir() {
+                return None;
+            }
+            let d = base.join(&name);
+            std::fs::create_dir(&d).ok()?;
+            dirs.push(d.clone());
+            for e in std::fs::read_dir(&d).ok()?.flatten() {
+                std::os::unix::fs::chown(e.path(), Some(uid), Some(uid)).ok()?;
+            }
+            std::os::unix::fs::chown(&d, Some(uid), Some(uid)).ok()?;
+        }
+        Some(Delegated { dirs })
+    }
+
+    /// A shell line that moves the shell into every delegated cgroup.
+    pub(crate) fn enter(&self) -> String {
+        self.dirs
+            .iter()
+            .map(|d| format!("echo $$ > {}/cgroup.procs", d.display()))
+            .collect::<Vec<_>>()
+            .join(" && ")
+    }
+}
+
+impl Drop for Delegated {
+    fn drop(&mut self) {
+        // Session cgroups below are removed by their launchers; a leftover
+        // one (a failed test) goes first.
+        for d in &self.dirs {
+            for e in std::fs::read_dir(d).into_iter().flatten().flatten() {
+                if e.file_type().is_ok_and(|t| t.is_dir()) {
+                    let _ = std::fs::remove_dir(e.path());
+                }
+            }
+            let _ = std::fs::remove_dir(d);
+        }
+    }
+}
+
+fn rand_suffix() -> String {
+    let mut b = [0u8; 4];
+    getrandom::fill(&mut b).expect("random");
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+/// The unprivileged newcomer: uid 65534 with its own home, the three
+/// binaries copied where it can run them, gloved inside a delegated cgroup.
+pub(crate) struct Unprivileged {
+    pub(crate) n: Newcomer,
+    pub(crate) bin: PathBuf,
+    pub(crate) uid: u32,
+}
+
+impl Unprivileged {
+    pub(crate) fn new() -> Option<Unprivileged> {
+        let ok = crate::common::is_root() && Path::new("/usr/bin/setpriv").exists();
+        if !crate::common::need(
+            ok,
+            "the unprivileged newcomer needs root and setpriv to become uid 65534",
+        ) {
+            return None;
+        }
+        let uid = 65534;
+        let n = Newcomer::new();
+        let bin = n.root.join("bin");
+        std::fs::create_dir(&bin).expect("mkdir bin");
+        for (exe, name) in [
+            (env!("CARGO_BIN_EXE_glove"), "glove"),
+            (env!("CARGO_BIN_EXE_gloved"), "gloved"),
+            (env!("CARGO_BIN_EXE_glove-launcher"), "glove-launcher"),
+        ] {
+            std::fs::copy(exe, bin.join(name)).expect("copy");
+        }
+        let home = n.root.join("home");
+        std::fs::create_dir(&home).expect("mkdir home");
+        for d in [&home, &n.root.join("run")] {
+            std::os::unix::fs::chown(d, Some(uid), Some(uid)).expect("chown");
+            std::fs::set_permissions(d, std::fs::Permissions::from_mode(0o700)).expect("chmod");
+        }
+        Some(Unprivileged { n, bin, uid })
+    }
+
+    pub(crate) fn home(&self) -> PathBuf {
+        self.n.root.join("home")
+    }
+
+    /// A command as the user, with only HOME and XDG_RUNTIME_DIR set.
+    pub(crate) fn command(&self, exe: &str) -> Command {
+        let mut cmd = Command::new("/usr/bin/setpriv");
+        cmd.env_clear()
+            .env("PATH", "/usr/bin:/bin")
+            .env("HOME", self.home())
+            .env("XDG_RUNTIME_DIR", self.n.root.join("run"))
+            .current_dir(self.home())
+            .args([
+                "--reuid",
+                &self.uid.to_string(),
+                "--regid",
+                &self.uid.to_string(),
+            ])
+            .args(["--clear-groups", "--"])
+            .arg(self.bin.join(exe));
+        cmd
+    }
+
+    pub(crate) fn glove(&self, args: &[&str], stdin: &[u8]) -> Output {
+        let mut child = self
+            .command("glove")
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn glove");
+        let mut input = child.stdin.take().expect("stdin");
+        input.write_all(stdin).expect("write stdin");
+        drop(input);
+        child.wait_with_output().expect("wait glove")
+    }
+
+    pub(crate) fn ok(&self, args: &[&str]) -> String {
+        let out = self.glove(args, b"");
+        assert!(
+            out.status.success(),
+            "glove {args:?}: {}{}",
+            text(&out.stdout),
+            text(&out.stderr)
+        );
+        text(&out.stdout)
+    }
+
+    /// gloved as the user, inside `cg`.
+    pub(crate) fn gloved(&self, cg: &Delegated) -> Daemon {
+        let inner = self.command("gloved");
+        let argv: Vec<String> = std::iter::once(inner.get_program())
+            .chain(inner.get_args())
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect();
+        let config = self.home().join(".config/glove/gloved.json");
+        let mut cmd = Command::new("/bin/sh");
+        cmd.env_clear()
+            .env("PATH", "/usr/bin:/bin")
+            .env("HOME", self.home())
+            .env("XDG_RUNTIME_DIR", self.n.root.join("run"))
+            .current_dir(self.home())
+            .arg("-c")
+            .arg(format!("{} && exec \"$@\"", cg.enter()))
+            .arg("sh")
+            .args(&argv);
+        Daemon::spawn_on_system_clock(
+            cmd,
+            &["--config".into(), config.display().to_string()],
+            &self.n.root.join("run/glove"),
+        )
+    }
+}
+
+#[test]
+fn an_unprivileged_newcomer_runs_a_managed_session_in_a_delegated_cgroup() {
+    let Some(u) = Unprivileged::new() else {
+        return;
+    };
+    let Some(cg) = Delegated::new(u.uid) else {
+        assert!(
+            !crate::common::required(),
+            "GLOVE_REQUIRE_SANDBOX=1 but no v1 memory, pids and cpuacct hierarchies to delegate"
+        );
+        eprintln!("skipping: no v1 memory, pids and cpuacct hierarchies to delegate");
+        return;
+    };
+    u.ok(&["setup"]);
+    let d = u.gloved(&cg);
+    let caps: Value = serde_json::from_str(&u.ok(&["capabilities", "--json"])).expect("json");
+    assert!(
+        caps["methods"]
+            .as_array()
+            .expect("methods")
+            .iter()
+            .any(|m| m == "start_session"),
+        "{caps}"
+    );
+    u.ok(&[
+        "plan",
+        "new",
+        "--template",
+        "shell",
+        "--profile",
+        "small",
+        "--out",
+        "plan.json",
+    ]);
+    let out = u.glove(
+        &["session", "run", "plan.json"],
+        b"echo I am $(id -u) inside; exit 5\n",
+    );
+    assert_eq!(out.status.code(), Some(5), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stdout).contains("inside"),
+        "{}",
+        text(&out.stdout)
+    );
+    assert!(no_children_named(d.pid(), "glove-launcher"));
+    d.stop();
 }
