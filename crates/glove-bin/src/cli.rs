@@ -94,6 +94,10 @@ pub enum Command {
     /// List and remove retained stages.
     #[command(subcommand)]
     Stages(crate::diff::StagesCommand),
+    /// Install and drive gloved as a systemd service (a user unit; a system
+    /// unit for root).
+    #[command(subcommand)]
+    Daemon(crate::daemon::DaemonCommand),
 }
 
 /// `glove policy …`
@@ -297,6 +301,7 @@ pub fn run(cli: Cli) -> i32 {
         Command::Demo => crate::demo::run(),
         Command::Diff(a) => crate::diff::diff(&a),
         Command::Stages(c) => crate::diff::stages_command(&c),
+        Command::Daemon(c) => crate::daemon::command(&c),
     }
 }
 

@@ -15,6 +15,7 @@
 //! * [`plan_new`] — `glove plan new` and `glove plan fmt`;
 //! * [`stage`] — `glove policy stage`: confirmation, progress bar, report;
 //! * [`layout`] — where Glove's files live (config, state, runtime);
+//! * [`daemon`] — `glove daemon`: gloved as a systemd service;
 //! * [`control`] — the `gloved` control service (socket, handshake,
 //!   JSON-RPC dispatch) and the client behind `glove capabilities`,
 //!   `glove session` and `glove receipts`.
@@ -25,6 +26,7 @@ pub mod apply_run;
 pub mod audit;
 pub mod cli;
 pub mod control;
+pub mod daemon;
 pub mod demo;
 pub mod diff;
 pub mod egress;
