@@ -20,6 +20,16 @@ fn glove(args: &[&str]) -> Output {
         .expect("run glove")
 }
 
+/// `glove` with extra environment variables.
+fn glove_env(args: &[&str], env: &[(&str, &Path)]) -> Output {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_glove"));
+    c.args(args).env("NO_COLOR", "1").env("COLUMNS", "100");
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    c.output().expect("run glove")
+}
+
 fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
 }
@@ -42,6 +52,11 @@ macro_rules! snap {
     };
 }
 
+#[path = "cli/daemon.rs"]
+mod daemon;
+#[path = "cli/daemon_systemd.rs"]
+mod daemon_systemd;
+
 #[test]
 fn help_snapshots() {
     for (name, args) in [
@@ -57,6 +72,11 @@ fn help_snapshots() {
         ("cli_apply_help", vec!["apply", "--help"]),
         ("cli_receipts_help", vec!["receipts", "--help"]),
         ("cli_receipts_show_help", vec!["receipts", "show", "--help"]),
+        ("cli_daemon_help", vec!["daemon", "--help"]),
+        (
+            "cli_daemon_install_help",
+            vec!["daemon", "install", "--help"],
+        ),
     ] {
         let out = glove(&args);
         assert_eq!(out.status.code(), Some(0), "{name}");
