@@ -313,9 +313,30 @@ fn install_now_runs_gloved_under_a_real_systemd_user_manager() {
         .lines()
         .find_map(|l| l.strip_prefix("0::"))
         .expect("v2 line");
-    assert!(cg.ends_with("/app.slice/glove.service"), "{cg}");
     let unit_cgroup = cgroup.join("app.slice/glove.service");
     assert_eq!(std::fs::metadata(&unit_cgroup).expect("cgroup").uid(), uid);
+    // With the controllers delegated (a cgroup v2 host), gloved moves into
+    // its leaf and enables them for the sessions beside it; without them
+    // (here: every controller is bound to a v1 hierarchy) it stays put.
+    let available = std::fs::read_to_string(unit_cgroup.join("cgroup.controllers")).expect("read");
+    let delegated = ["cpu", "memory", "pids"]
+        .iter()
+        .all(|c| available.split_whitespace().any(|x| x == *c));
+    if delegated {
+        assert!(
+            cg.ends_with("/app.slice/glove.service/glove-supervisor"),
+            "{cg}"
+        );
+        let enabled =
+            std::fs::read_to_string(unit_cgroup.join("cgroup.subtree_control")).expect("read");
+        for c in ["cpu", "memory", "pids"] {
+            assert!(enabled.split_whitespace().any(|x| x == c), "{enabled}");
+        }
+    } else {
+        eprintln!("no controllers reach the unit's cgroup ({available:?}): gloved stays in it");
+        assert!(cg.ends_with("/app.slice/glove.service"), "{cg}");
+        assert!(!unit_cgroup.join("glove-supervisor").exists());
+    }
 
     // Idempotent; stop; start; uninstall.
     let v = user.json(&["daemon", "install", "--now", "--json"]);
