@@ -97,6 +97,10 @@ pub enum Command {
     /// List and remove retained stages.
     #[command(subcommand)]
     Stages(crate::diff::StagesCommand),
+    /// Install and drive gloved as a systemd service (a user unit; a system
+    /// unit for root).
+    #[command(subcommand)]
+    Daemon(crate::daemon::DaemonCommand),
 }
 
 /// `glove policy …`
@@ -322,6 +326,7 @@ pub fn run(cli: Cli) -> i32 {
         Command::Demo => crate::demo::run(),
         Command::Diff(a) => crate::diff::diff(&a),
         Command::Stages(c) => crate::diff::stages_command(&c),
+        Command::Daemon(c) => crate::daemon::command(&c),
     }
 }
 

@@ -116,6 +116,21 @@ impl Layout {
         self.state.join("harnesses")
     }
 
+    /// The `glove.service` unit `glove daemon install` writes: a system
+    /// unit in `/etc/systemd/system` for root, else a user unit in the
+    /// directory the user's systemd manager reads
+    /// (`$XDG_CONFIG_HOME/systemd/user`, by default `~/.config/systemd/user`).
+    pub fn systemd_unit(&self) -> PathBuf {
+        if self.root {
+            return PathBuf::from("/etc/systemd/system/glove.service");
+        }
+        // `config` is `<XDG_CONFIG_HOME or ~/.config>/glove`.
+        self.config
+            .parent()
+            .unwrap_or(&self.config)
+            .join("systemd/user/glove.service")
+    }
+
     /// `path` with the home directory shown as `~` (for printing only).
     pub fn show(&self, path: &Path) -> String {
         match self.home.as_ref().and_then(|h| path.strip_prefix(h).ok()) {
@@ -145,6 +160,12 @@ mod tests {
         assert_eq!(l.state, Path::new("/home/a/.local/state/glove"));
         assert_eq!(l.runtime, Path::new("/run/user/1000/glove"));
         assert_eq!(l.show(&l.gloved_config()), "~/.config/glove/gloved.json");
+        assert_eq!(
+            l.systemd_unit(),
+            Path::new("/home/a/.config/systemd/user/glove.service")
+        );
+        let l = Layout::from_env(env(&[("HOME", "/h"), ("XDG_CONFIG_HOME", "/x")]), 7).unwrap();
+        assert_eq!(l.systemd_unit(), Path::new("/x/systemd/user/glove.service"));
     }
 
     #[test]
@@ -153,6 +174,10 @@ mod tests {
         assert_eq!(l.config, Path::new("/etc/glove"));
         assert_eq!(l.state, Path::new("/var/lib/glove"));
         assert_eq!(l.runtime, Path::new("/run/glove"));
+        assert_eq!(
+            l.systemd_unit(),
+            Path::new("/etc/systemd/system/glove.service")
+        );
         let l = Layout::from_env(
             env(&[("XDG_CONFIG_HOME", "/t/c"), ("XDG_RUNTIME_DIR", "/t/r")]),
             0,

@@ -17,6 +17,7 @@
 //! * [`setup`] — `glove setup`: directories, keys, a starter policy, the
 //!   `gloved` config file;
 //! * [`layout`] — where Glove's files live (config, state, runtime);
+//! * [`daemon`] — `glove daemon`: gloved as a systemd service;
 //! * [`control`] — the `gloved` control service (socket, handshake,
 //!   JSON-RPC dispatch) and the client behind `glove capabilities`,
 //!   `glove session` and `glove receipts`.
@@ -27,6 +28,7 @@ pub mod apply_run;
 pub mod audit;
 pub mod cli;
 pub mod control;
+pub mod daemon;
 pub mod demo;
 pub mod diff;
 pub mod egress;

@@ -22,6 +22,16 @@ fn glove(args: &[&str]) -> Output {
         .expect("run glove")
 }
 
+/// `glove` with extra environment variables.
+fn glove_env(args: &[&str], env: &[(&str, &Path)]) -> Output {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_glove"));
+    c.args(args).env("NO_COLOR", "1").env("COLUMNS", "100");
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    c.output().expect("run glove")
+}
+
 fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
 }
@@ -44,6 +54,11 @@ macro_rules! snap {
     };
 }
 
+#[path = "cli/daemon.rs"]
+mod daemon;
+#[path = "cli/daemon_systemd.rs"]
+mod daemon_systemd;
+
 #[test]
 fn help_snapshots() {
     for (name, args) in [
@@ -62,6 +77,11 @@ fn help_snapshots() {
         ("cli_setup_help", vec!["setup", "--help"]),
         ("cli_session_help", vec!["session", "--help"]),
         ("cli_session_run_help", vec!["session", "run", "--help"]),
+        ("cli_daemon_help", vec!["daemon", "--help"]),
+        (
+            "cli_daemon_install_help",
+            vec!["daemon", "install", "--help"],
+        ),
     ] {
         let out = glove(&args);
         assert_eq!(out.status.code(), Some(0), "{name}");

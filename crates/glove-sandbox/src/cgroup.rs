@@ -129,7 +129,10 @@ impl Cgroup {
             return Err(err("/sys/fs/cgroup is not a cgroup2 mount"));
         }
         let own = own_path("").ok_or_else(|| err("no v2 entry in /proc/self/cgroup"))?;
-        let parent = Path::new(ROOT).join(own.trim_start_matches('/'));
+        // Beside the supervisor's leaf in a delegated subtree
+        // (`crate::cgroup_leaf`), else under the caller's own cgroup.
+        let parent =
+            crate::cgroup_leaf::session_parent(&Path::new(ROOT).join(own.trim_start_matches('/')));
         let controllers =
             fs::read_to_string(parent.join("cgroup.subtree_control")).unwrap_or_default();
         for c in ["memory", "pids", "cpu"] {
@@ -460,7 +463,9 @@ pub fn remove_abandoned(creator_pid: i32, wait: std::time::Duration) -> usize {
     let mut parents: Vec<PathBuf> = Vec::new();
     if is_cgroup2(ROOT) {
         if let Some(own) = own_path("") {
-            parents.push(Path::new(ROOT).join(own.trim_start_matches('/')));
+            parents.push(crate::cgroup_leaf::session_parent(
+                &Path::new(ROOT).join(own.trim_start_matches('/')),
+            ));
         }
     } else {
         for ctrl in ["memory", "pids", "cpuacct"] {

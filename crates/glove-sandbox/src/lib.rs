@@ -9,7 +9,8 @@
 //! * [`supervise`] — the supervisor loop: streams, output counting, wall and
 //!   CPU watchdogs, and the [`Outcome`];
 //! * [`cgroup`] — per-session cgroups (v2, or v1 as on the development
-//!   machines);
+//!   machines); [`cgroup_leaf`] — a delegated v2 subtree (systemd
+//!   `Delegate=`): the service moves into a leaf, sessions go beside it;
 //! * [`seccomp`] — the default-deny allow-list;
 //! * [`outcome`] — what a run used and how it ended;
 //! * [`profile`] — the built-in default profile of `glove exec`, and
@@ -22,6 +23,7 @@
 #![deny(unsafe_code)]
 
 pub mod cgroup;
+pub mod cgroup_leaf;
 mod copy;
 pub mod error;
 pub mod etc_snapshot;

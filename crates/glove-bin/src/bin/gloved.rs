@@ -53,6 +53,19 @@ fn main() {
         Ok(s) => s,
         Err(e) => std::process::exit(refuse(&e)),
     };
+    // In a delegated cgroup v2 subtree (the `glove daemon` unit's
+    // `Delegate=`), move into a leaf and enable the controllers for the
+    // sessions' cgroups, while this process still has one thread.
+    match glove_sandbox::cgroup_leaf::enter_own_leaf() {
+        Ok(glove_sandbox::cgroup_leaf::Delegation::Entered(dir)) => {
+            tracing::info!(cgroup = ?dir, "delegated cgroup: sessions go beside the supervisor leaf")
+        }
+        Ok(glove_sandbox::cgroup_leaf::Delegation::Unchanged) => {}
+        Err(e) => tracing::warn!(
+            error = e.as_str(),
+            "delegated cgroup not prepared; sessions use cgroup v1 or are not advertised"
+        ),
+    }
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .thread_name("gloved")

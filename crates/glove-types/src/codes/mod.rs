@@ -31,6 +31,7 @@ pub mod apply;
 pub mod bundle;
 pub mod cli;
 pub mod control;
+pub mod daemon;
 pub mod egress;
 pub mod file;
 pub mod ids;
@@ -83,6 +84,8 @@ pub enum Area {
     Cli,
     /// Apply authorizations, the trust policy and the signing key.
     Apply,
+    /// `glove daemon`: the service unit and the service manager.
+    Daemon,
 }
 
 impl Area {
@@ -106,6 +109,7 @@ impl Area {
             Area::Workspace => "workspace",
             Area::Cli => "cli",
             Area::Apply => "apply",
+            Area::Daemon => "daemon",
         }
     }
 }
@@ -162,6 +166,7 @@ impl ErrorCode {
             workspace::TABLE,
             cli::TABLE,
             apply::TABLE,
+            daemon::TABLE,
         ]
         .into_iter()
         .flatten()
