@@ -286,16 +286,21 @@ pub fn run_mcp(a: crate::run::RunArgs) -> i32 {
     }
 }
 
-/// The session's spec from the flags, before its parts are attached.
-fn spec_of(a: &ExecArgs, stdin: &std::io::Stdin) -> Result<LaunchSpec, SandboxError> {
-    let limits = ResourceLimits {
+/// The six limits from the flags and the defaults.
+fn limits_of(a: &ExecArgs) -> ResourceLimits {
+    ResourceLimits {
         cpu_time_ms: a.cpu_ms.unwrap_or(DEFAULT_LIMITS.cpu_time_ms),
         memory_bytes: a.memory.unwrap_or(DEFAULT_LIMITS.memory_bytes),
         pids: a.pids.unwrap_or(DEFAULT_LIMITS.pids),
         wall_time_ms: a.wall_ms.unwrap_or(DEFAULT_LIMITS.wall_time_ms),
         disk_bytes: a.disk.unwrap_or(DEFAULT_LIMITS.disk_bytes),
         terminal_output_bytes: a.output.unwrap_or(DEFAULT_LIMITS.terminal_output_bytes),
-    };
+    }
+}
+
+/// The session's spec from the flags, before its parts are attached.
+fn spec_of(a: &ExecArgs, stdin: &std::io::Stdin) -> Result<LaunchSpec, SandboxError> {
+    let limits = limits_of(a);
     let size = if a.pty {
         Some(
             tty::size(std::io::stdout().as_fd())
@@ -445,6 +450,13 @@ fn run_with(a: ExecArgs, session_id: SessionId, mcp: Option<McpInput>) -> i32 {
                 }
                 if let Some(w) = reports.retained.first() {
                     eprintln!("{}", crate::workspace::summary_line(w));
+                }
+                if let Some(l) = outcome.ended_by {
+                    eprintln!(
+                        "glove: {} ended the command (exit status {})",
+                        crate::words::limit_in_words(l, &limits_of(&a)),
+                        limit_exit_status(l)
+                    );
                 }
             }
             glove_sandbox::launch::trace_mark("exec end");

@@ -46,4 +46,5 @@ pub mod run_demo;
 pub mod setup;
 pub mod stage;
 pub mod stages_service;
+pub mod words;
 pub mod workspace;

@@ -427,6 +427,20 @@ fn six_limits_are_enforced_and_reported() {
         "{v}"
     );
 
+    // Without --json, a person is told which limit and its value.
+    let out = glove(
+        As::Caller,
+        &["exec", "--wall-ms", "300", "--", "sleep", "20"],
+        None,
+    );
+    assert_eq!(out.status.code(), Some(204));
+    assert!(
+        text(&out.stderr)
+            .contains("the wall-time limit (300 ms) ended the command (exit status 204)"),
+        "{}",
+        text(&out.stderr)
+    );
+
     let (v, code) = run(&["--wall-ms", "300"], "sleep 20");
     assert_eq!(
         (v["ended_by"].as_str(), code),

@@ -266,8 +266,16 @@ fn describe_end(v: &Value) -> String {
         .get("receipt_seq")
         .map(|s| format!(" (receipt {s}: `glove receipts show --session {id}`)"))
         .unwrap_or_default();
+    let limit = v
+        .get("ended_by")
+        .and_then(Value::as_str)
+        .map(|l| format!(" when the {} limit stopped it", l.replace('_', " ")))
+        .unwrap_or_default();
     match v.get("stage").and_then(Value::as_str) {
-        Some("exited") => format!("session {id} ended with status {}{seq}", ended_status(v)),
+        Some("exited") => format!(
+            "session {id} ended with status {}{limit}{seq}",
+            ended_status(v)
+        ),
         Some(stage) => format!(
             "session {id} {stage}: {}{seq}",
             v.get("code").and_then(Value::as_str).unwrap_or("no code")
