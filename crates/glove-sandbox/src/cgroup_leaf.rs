@@ -68,6 +68,17 @@ pub fn enter_leaf(own: &Path, pid: u32) -> Result<Delegation, String> {
     {
         return Ok(Delegation::Unchanged);
     }
+    // Only a cgroup this process has to itself: a shell's scope, or any
+    // cgroup shared with other processes, is never reorganised.
+    let procs = fs::read_to_string(own.join("cgroup.procs"))
+        .map_err(|e| format!("read {}: {e}", own.join("cgroup.procs").display()))?;
+    let mut members = procs.split_whitespace();
+    if members.next() != Some(pid.to_string().as_str()) || members.next().is_some() {
+        return Err(format!(
+            "{} holds other processes besides this one; its controllers are left alone",
+            own.display()
+        ));
+    }
     let leaf = own.join(LEAF);
     match fs::create_dir(&leaf) {
         Ok(()) => {}
@@ -92,8 +103,17 @@ fn write_existing(path: &Path, value: &str) -> std::io::Result<()> {
         .write_all(value.as_bytes())
 }
 
-/// [`enter_leaf`] for this process, when `/sys/fs/cgroup` is cgroup v2.
+/// The variable the `glove daemon` units set (`Environment=`): only a
+/// service that systemd started with `Delegate=` reorganises its cgroup.
+pub const DELEGATED_VARIABLE: &str = "GLOVE_CGROUP_DELEGATED";
+
+/// [`enter_leaf`] for this process, when `/sys/fs/cgroup` is cgroup v2 and
+/// [`DELEGATED_VARIABLE`] says the cgroup was delegated. Never at the root
+/// of the hierarchy (or of a cgroup namespace), never through `..`.
 pub fn enter_own_leaf() -> Result<Delegation, String> {
+    if std::env::var(DELEGATED_VARIABLE).as_deref() != Ok("1") {
+        return Ok(Delegation::Unchanged);
+    }
     let root = Path::new("/sys/fs/cgroup");
     if crate::sys::mount::fs_magic("/sys/fs/cgroup") != Some(0x6367_7270) {
         return Ok(Delegation::Unchanged);
@@ -104,7 +124,13 @@ pub fn enter_own_leaf() -> Result<Delegation, String> {
         .lines()
         .find_map(|l| l.strip_prefix("0::"))
         .ok_or("no v2 entry in /proc/self/cgroup")?;
-    enter_leaf(&root.join(own.trim_start_matches('/')), std::process::id())
+    let rel = own.trim_start_matches('/');
+    if rel.is_empty() || rel.split('/').any(|c| c == ".." || c == "." || c.is_empty()) {
+        return Err(format!(
+            "own cgroup {own:?} is the root or not a plain path; its controllers are left alone"
+        ));
+    }
+    enter_leaf(&root.join(rel), std::process::id())
 }
 
 #[cfg(test)]
@@ -117,6 +143,7 @@ mod tests {
         let t = tempfile::tempdir().expect("tempdir");
         fs::write(t.path().join("cgroup.controllers"), controllers).expect("write");
         fs::write(t.path().join("cgroup.subtree_control"), subtree).expect("write");
+        fs::write(t.path().join("cgroup.procs"), "42\n").expect("write");
         t
     }
 
@@ -152,6 +179,15 @@ mod tests {
             );
             assert!(!t.path().join(LEAF).exists());
         }
+        // A cgroup shared with another process (a login shell's scope) is
+        // left alone, with a reason.
+        let t = tree("cpu memory pids", "");
+        fs::write(t.path().join("cgroup.procs"), "42\n77\n").expect("write");
+        assert!(enter_leaf(t.path(), 42).is_err());
+        assert!(!t.path().join(LEAF).exists());
+        // Without the unit's marker nothing is looked at.
+        std::env::remove_var(DELEGATED_VARIABLE);
+        assert_eq!(enter_own_leaf(), Ok(Delegation::Unchanged));
         // A process elsewhere keeps its own cgroup, never the one above.
         let own = Path::new("/sys/fs/cgroup/user.slice/app.slice/x.scope");
         assert_eq!(session_parent(own), own);

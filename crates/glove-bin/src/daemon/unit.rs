@@ -96,10 +96,16 @@ pub fn render(scope: Scope, gloved: &Path, config: &Path) -> Result<String, Reje
     u.push_str("Restart=on-failure\nRestartSec=2\n");
     u.push_str("KillMode=mixed\nTimeoutStopSec=30\n");
     u.push_str("Delegate=cpu memory pids\n");
-    if scope == Scope::User {
-        u.push_str("PrivateUsers=yes\n");
+    // Only a delegated unit may move gloved into its own leaf and enable
+    // controllers for the sessions (crates/glove-sandbox/src/cgroup_leaf.rs).
+    u.push_str("Environment=GLOVE_CGROUP_DELEGATED=1\n");
+    // A user manager can only make a user namespace that maps the user
+    // alone, where root's files look unowned and every launch-path
+    // ownership check would fail closed: the user unit runs in the user's
+    // own namespaces, each session in its own (docs/operations.md).
+    if scope == Scope::System {
+        u.push_str("PrivateMounts=yes\n");
     }
-    u.push_str("PrivateMounts=yes\n");
     u.push_str("NoNewPrivileges=yes\nUMask=0077\nLimitCORE=0\n");
     u.push_str("\n[Install]\n");
     u.push_str(match scope {
@@ -288,7 +294,7 @@ mod tests {
     }
 
     #[test]
-    fn the_user_unit_has_the_namespaces_and_the_system_unit_keeps_root() {
+    fn the_units_mark_delegation_and_only_the_system_unit_has_a_private_mount_namespace() {
         let g = Path::new("/usr/bin/gloved");
         let c = Path::new("/home/a/.config/glove/gloved.json");
         let u = render(Scope::User, g, c).unwrap();
@@ -296,9 +302,10 @@ mod tests {
         assert!(
             u.contains("\nExecStart=/usr/bin/gloved --config /home/a/.config/glove/gloved.json\n")
         );
-        assert!(u.contains("\nPrivateUsers=yes\n"));
-        assert!(u.contains("\nPrivateMounts=yes\n"));
+        assert!(!u.contains("PrivateUsers"));
+        assert!(!u.contains("PrivateMounts"));
         assert!(u.contains("\nDelegate=cpu memory pids\n"));
+        assert!(u.contains("\nEnvironment=GLOVE_CGROUP_DELEGATED=1\n"));
         assert!(u.contains("\nWantedBy=default.target\n"));
         let s = render(Scope::System, g, Path::new("/etc/glove/gloved.json")).unwrap();
         assert!(!s.contains("PrivateUsers"));
