@@ -125,7 +125,11 @@ pub fn enter_own_leaf() -> Result<Delegation, String> {
         .find_map(|l| l.strip_prefix("0::"))
         .ok_or("no v2 entry in /proc/self/cgroup")?;
     let rel = own.trim_start_matches('/');
-    if rel.is_empty() || rel.split('/').any(|c| c == ".." || c == "." || c.is_empty()) {
+    if rel.is_empty()
+        || rel
+            .split('/')
+            .any(|c| c == ".." || c == "." || c.is_empty())
+    {
         return Err(format!(
             "own cgroup {own:?} is the root or not a plain path; its controllers are left alone"
         ));

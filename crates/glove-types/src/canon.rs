@@ -109,33 +109,38 @@ pub fn decode<T: DeserializeOwned>(
 /// Decodes an already strictly parsed value into `T`.
 pub fn from_value<T: DeserializeOwned>(value: Value) -> Result<T, Rejection> {
     // The value is kept only when an unknown field must be placed.
-    let copy = value.clone();
-    serde_json::from_value(value)
-        .map_err(|e| place_unknown(map_schema_error(&e.to_string()), &copy))
+    T::deserialize(&value).map_err(|e| place_unknown(map_schema_error(&e.to_string()), &value))
 }
 
-/// Where objects holding `key` are, as locations (`""` for the top level).
-fn objects_with(v: &Value, key: &str, at: &str, out: &mut Vec<String>) {
-    if out.len() > 8 {
+/// Nodes [`objects_with`] looks at, at most; keys are shortened in paths.
+const PLACE_MAX_NODES: usize = 4096;
+const PLACE_MAX_KEY: usize = 64;
+
+/// Where objects holding `key` are, as locations (`""` for the top level);
+/// at most 9 places and [`PLACE_MAX_NODES`] nodes looked at (`budget`).
+fn objects_with(v: &Value, key: &str, at: &str, out: &mut Vec<String>, budget: &mut usize) {
+    if out.len() > 8 || *budget == 0 {
         return;
     }
+    *budget -= 1;
     match v {
         Value::Object(m) => {
             if m.contains_key(key) {
                 out.push(at.to_owned());
             }
             for (k, child) in m {
+                let k: String = k.chars().take(PLACE_MAX_KEY).collect();
                 let sub = if at.is_empty() {
-                    k.clone()
+                    k
                 } else {
                     format!("{at}.{k}")
                 };
-                objects_with(child, key, &sub, out);
+                objects_with(child, key, &sub, out, budget);
             }
         }
         Value::Array(items) => {
             for (i, child) in items.iter().enumerate() {
-                objects_with(child, key, &format!("{at}[{i}]"), out);
+                objects_with(child, key, &format!("{at}[{i}]"), out, budget);
             }
         }
         _ => {}
@@ -158,7 +163,8 @@ fn place_unknown(r: Rejection, value: &Value) -> Rejection {
         return r;
     };
     let mut places = Vec::new();
-    objects_with(value, &key, "", &mut places);
+    let mut budget = PLACE_MAX_NODES;
+    objects_with(value, &key, "", &mut places, &mut budget);
     let shown = |p: &str| {
         if p.is_empty() {
             "the top-level object".to_owned()

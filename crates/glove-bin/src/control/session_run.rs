@@ -146,7 +146,7 @@ pub fn run(a: &RunArgs) -> i32 {
             json!({"session_id": id, "authorization": auth, "rows": rows, "cols": cols}),
         )?;
         if !a.conn.json {
-            eprintln!("glove: session {id} running (detach with Ctrl-C; it goes on)");
+            eprintln!("glove: session {id} running (Ctrl-] detaches; the session goes on)");
         }
         Ok((dir, c, id))
     })();
@@ -164,8 +164,11 @@ pub fn attach(a: &AttachArgs) -> i32 {
     }
 }
 
+/// The byte that detaches a terminal from the session: Ctrl-] (as telnet).
+const DETACH: u8 = 0x1d;
+
 /// Restores the terminal mode when dropped.
-struct RawGuard(glove_sandbox::tty::SavedMode);
+struct RawGuard(std::sync::Arc<glove_sandbox::tty::SavedMode>);
 
 impl Drop for RawGuard {
     fn drop(&mut self) {
@@ -174,9 +177,17 @@ impl Drop for RawGuard {
 }
 
 /// Passes this process's input to the session over a second connection.
-/// On a terminal, raw bytes (Ctrl-C reaches the agent); from a pipe, its
-/// end becomes Ctrl-D, the terminal's end of input.
-fn forward_input(dir: PathBuf, client_id: Option<String>, id: String, tty: bool) {
+/// On a terminal, raw bytes (Ctrl-C reaches the agent) up to a Ctrl-],
+/// which detaches: the terminal is restored and glove exits 0, the session
+/// running on. From a pipe, its end becomes Ctrl-D, the terminal's end of
+/// input.
+fn forward_input(
+    dir: PathBuf,
+    client_id: Option<String>,
+    id: String,
+    raw: Option<std::sync::Arc<glove_sandbox::tty::SavedMode>>,
+) {
+    let tty = raw.is_some();
     std::thread::spawn(move || {
         let Ok(mut c) = Client::connect_as(&dir, client_id.as_deref()) else {
             return;
@@ -184,16 +195,33 @@ fn forward_input(dir: PathBuf, client_id: Option<String>, id: String, tty: bool)
         let mut stdin = std::io::stdin();
         let mut buf = [0u8; 4096];
         loop {
-            let data: Vec<u8> = match stdin.read(&mut buf) {
+            let mut data: Vec<u8> = match stdin.read(&mut buf) {
                 Ok(0) if tty => return,
                 Ok(0) => vec![0x04],
                 Ok(n) => buf[..n].to_vec(),
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
                 Err(_) => return,
             };
-            let hex = glove_types::digest::to_hex(&data);
-            let sent = c.call("write_stdin", json!({"session_id": id, "data_hex": hex}));
-            if sent.is_err() || data == [0x04] {
+            let detach = tty && data.contains(&DETACH);
+            if let Some(at) = data.iter().position(|b| *b == DETACH).filter(|_| tty) {
+                data.truncate(at);
+            }
+            let sent = data.is_empty()
+                || c.call(
+                    "write_stdin",
+                    json!({"session_id": id, "data_hex": glove_types::digest::to_hex(&data)}),
+                )
+                .is_ok();
+            if detach {
+                if let Some(mode) = &raw {
+                    glove_sandbox::tty::restore(std::io::stdin().as_fd(), mode);
+                }
+                eprintln!(
+                    "\r\nglove: detached; session {id} goes on (`glove session attach {id}`)"
+                );
+                std::process::exit(EXIT_OK);
+            }
+            if !sent || data == [0x04] {
                 return;
             }
         }
@@ -214,18 +242,14 @@ fn follow(mut c: Client, dir: &std::path::Path, conn: &ConnArgs, id: &str, input
             return Ok(ended.clone());
         }
         let stdin_tty = glove_sandbox::tty::is_tty(std::io::stdin().as_fd());
-        let _raw = if input && stdin_tty {
-            glove_sandbox::tty::make_raw(std::io::stdin().as_fd()).map(RawGuard)
+        let raw = if input && stdin_tty {
+            glove_sandbox::tty::make_raw(std::io::stdin().as_fd()).map(std::sync::Arc::new)
         } else {
             None
         };
+        let _guard = raw.clone().map(RawGuard);
         if input {
-            forward_input(
-                dir.to_path_buf(),
-                conn.client_id.clone(),
-                id.into(),
-                stdin_tty,
-            );
+            forward_input(dir.to_path_buf(), conn.client_id.clone(), id.into(), raw);
         }
         c.set_read_timeout(None)?;
         loop {

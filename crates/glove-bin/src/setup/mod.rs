@@ -99,7 +99,10 @@ impl Run {
             action = Action::Rotated;
             note = Some(format!("the old key is {}", aside.display()));
         }
-        create_new(dir, path, &files::new_hex_key()?, 0o600)?;
+        if !create_new(dir, path, &files::new_hex_key()?, 0o600)? {
+            action = Action::Unchanged;
+            note = Some("another glove setup made it at the same moment".into());
+        }
         self.push(what, path, action, note);
         Ok(())
     }
@@ -127,17 +130,24 @@ impl Run {
         };
         self.push("apply signing key", &path, action, note);
         if !self.layout.root {
-            // Only root can make the trust policy gloved accepts.
+            // Only root can make the trust policy gloved accepts; it goes in
+            // a directory of its own, apart from root's /etc/glove (0700).
+            let uid = rustix::process::geteuid().as_raw();
+            let installed = PathBuf::from(format!("/etc/glove-trust/uid-{uid}.json"));
+            if files::exists(&installed) {
+                self.push("apply trust policy", &installed, Action::Unchanged, None);
+                return Ok(Some(installed));
+            }
             self.push(
                 "apply trust policy",
-                Path::new("/etc/glove/apply-trust.json"),
+                &installed,
                 Action::Skipped,
-                Some(
+                Some(format!(
                     "root installs it: glove apply trust-policy | sudo install -D -m 0644 \
-                     -o root -g root /dev/stdin /etc/glove/apply-trust.json; then add \
-                     \"apply_trust\" to gloved.json"
-                        .into(),
-                ),
+                     -o root -g root /dev/stdin {}; run glove setup again after moving \
+                     gloved.json aside, or add \"apply_trust\" to it",
+                    installed.display()
+                )),
             );
             return Ok(None);
         }
@@ -159,9 +169,20 @@ impl Run {
         }
         let mut text = bytes;
         text.push(b'\n');
-        create_new(dir, &trust, &text, 0o644)?;
+        let made = create_new(dir, &trust, &text, 0o644)?;
+        let action = if made { action } else { Action::Unchanged };
         self.push("apply trust policy", &trust, action, note);
         Ok(Some(trust))
+    }
+}
+
+/// `Created` when `create_new` placed the file, `Unchanged` when another
+/// run placed one first (then it is that run's, and is not touched).
+fn placed(created: bool) -> Action {
+    if created {
+        Action::Created
+    } else {
+        Action::Unchanged
     }
 }
 
@@ -203,6 +224,28 @@ fn setup(a: &SetupArgs) -> Result<(Run, u128), Rejection> {
         .iter()
         .map(|p| absolute_existing_dir(p, "path_root"))
         .collect::<Result<_, _>>()?;
+    // Keys, policies and the config go nowhere someone else could swap a
+    // directory on the way (a root shell that kept a user's XDG variables,
+    // a home under /tmp).
+    for top in [&layout.config, &layout.state, &layout.runtime] {
+        let mut above = top.parent();
+        while let Some(p) = above.filter(|p| !p.exists()) {
+            above = p.parent();
+        }
+        let why = above
+            .map(glove_control::harness::unsafe_reasons)
+            .unwrap_or_default();
+        if !why.is_empty() {
+            return Err(Rejection::new(
+                glove_types::codes::cli::SETUP_ANCESTOR_UNSAFE,
+                format!(
+                    "{} cannot hold Glove's files: {}",
+                    top.display(),
+                    why.join("; ")
+                ),
+            ));
+        }
+    }
     let mut run = Run {
         layout: layout.clone(),
         items: Vec::new(),
@@ -212,16 +255,24 @@ fn setup(a: &SetupArgs) -> Result<(Run, u128), Rejection> {
     let state = run.dir("state directory", &layout.state)?;
     drop(state);
     // The runtime directory's parent (/run/user/UID) comes with a login
-    // session; without one, gloved makes it at start.
-    if layout.runtime.parent().is_some_and(Path::exists) {
-        run.dir("runtime directory", &layout.runtime)?;
+    // session; without one, a private directory in the state directory
+    // stands in (gloved.json names it, so every client finds it there).
+    let runtime_dir = if layout.runtime.parent().is_some_and(Path::exists) {
+        layout.runtime.clone()
     } else {
-        run.push(
-            "runtime directory",
-            &layout.runtime,
-            Action::Skipped,
-            Some("its parent does not exist yet; gloved makes it when it starts".into()),
-        );
+        layout.state.join("run")
+    };
+    run.dir("runtime directory", &runtime_dir)?;
+    if runtime_dir != layout.runtime {
+        if let Some(i) = run.items.last_mut() {
+            i.note = Some(format!(
+                "{} does not exist (no login session); gloved.json names this one instead",
+                layout
+                    .runtime
+                    .parent()
+                    .map_or_else(String::new, |p| p.display().to_string())
+            ));
+        }
     }
     for (what, p) in [
         ("session store directory", layout.session_store()),
@@ -272,8 +323,8 @@ fn setup(a: &SetupArgs) -> Result<(Run, u128), Rejection> {
             policy::stage_harnesses(&search, &layout.harness_root(), a.json, &mut run.items)?;
         let mut bytes = policy::starter(templates)?;
         bytes.push(b'\n');
-        create_new(&config, &policy_path, &bytes, 0o600)?;
-        run.push("session policy", &policy_path, Action::Created, None);
+        let made = create_new(&config, &policy_path, &bytes, 0o600)?;
+        run.push("session policy", &policy_path, placed(made), None);
     }
 
     // The path-exposure policy.
@@ -288,7 +339,7 @@ fn setup(a: &SetupArgs) -> Result<(Run, u128), Rejection> {
     let mut put = |k: &str, p: &Path| {
         cfg.insert(k.into(), Value::String(p.display().to_string()));
     };
-    put("runtime_dir", &layout.runtime);
+    put("runtime_dir", &runtime_dir);
     put("session_policy", &policy_path);
     put("session_store", &layout.session_store());
     put("receipt_journal", &layout.receipt_journal());
@@ -314,8 +365,8 @@ fn setup(a: &SetupArgs) -> Result<(Run, u128), Rejection> {
         });
         run.push("gloved config", &cfg_path, Action::Unchanged, note);
     } else {
-        create_new(&config, &cfg_path, &text, 0o600)?;
-        run.push("gloved config", &cfg_path, Action::Created, None);
+        let made = create_new(&config, &cfg_path, &text, 0o600)?;
+        run.push("gloved config", &cfg_path, placed(made), None);
     }
     Ok((run, t0.elapsed().as_millis()))
 }
@@ -339,8 +390,8 @@ fn exposure_policy(
     }
     let mut bytes = exposure_starter(roots)?;
     bytes.push(b'\n');
-    create_new(config, &path, &bytes, 0o600)?;
-    run.push("path-exposure policy", &path, Action::Created, None);
+    let made = create_new(config, &path, &bytes, 0o600)?;
+    run.push("path-exposure policy", &path, placed(made), None);
     Ok(Some(()))
 }
 

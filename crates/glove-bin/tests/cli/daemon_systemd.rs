@@ -302,7 +302,9 @@ fn install_now_runs_gloved_under_a_real_systemd_user_manager() {
     let manager_pid = manager.child.id().to_string();
     assert_eq!(ns(pid.to_string(), "user"), ns(manager_pid.clone(), "user"));
     assert_eq!(ns(pid.to_string(), "mnt"), ns(manager_pid, "mnt"));
-    assert!(proc_("environ").split('\0').any(|e| e == "GLOVE_CGROUP_DELEGATED=1"));
+    assert!(proc_("environ")
+        .split('\0')
+        .any(|e| e == "GLOVE_CGROUP_DELEGATED=1"));
     assert!(proc_("status").contains("NoNewPrivs:\t1"));
     let cg = proc_("cgroup");
     let cg = cg

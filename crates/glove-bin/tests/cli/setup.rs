@@ -229,6 +229,14 @@ fn setup_refuses_loose_or_foreign_directories_and_replaced_files() {
         eprintln!("skipping the foreign-owner case: chown needs root");
     }
 
+    // A home others may write (a root shell that kept a user's XDG
+    // variables, a home under /tmp): nothing is made there.
+    let h = Home::new();
+    std::fs::set_permissions(&h.root, std::fs::Permissions::from_mode(0o777)).expect("chmod");
+    assert_eq!(refusal(&h), "setup_ancestor_unsafe");
+    assert!(!h.root.join("config").exists());
+    std::fs::set_permissions(&h.root, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+
     // A policy replaced by a symbolic link.
     let h = Home::new();
     h.setup_json(&[]);

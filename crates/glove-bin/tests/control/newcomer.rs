@@ -509,3 +509,68 @@ fn an_unprivileged_newcomer_runs_a_managed_session_in_a_delegated_cgroup() {
     assert!(no_children_named(d.pid(), "glove-launcher"));
     d.stop();
 }
+
+/// At a terminal (a pty from `script`), Ctrl-] detaches `session run`:
+/// glove exits 0, restoring the terminal, and the session goes on.
+#[test]
+fn ctrl_close_bracket_detaches_a_terminal_and_the_session_goes_on() {
+    let has_script = Path::new("/usr/bin/script").exists();
+    if !crate::common::need(
+        crate::common::is_root() && has_script,
+        "detaching needs root (managed sessions) and script(1) for a terminal",
+    ) {
+        return;
+    }
+    let n = Newcomer::new();
+    n.ok(&["setup"]);
+    let d = n.gloved();
+    n.ok(&[
+        "plan",
+        "new",
+        "--template",
+        "shell",
+        "--profile",
+        "small",
+        "--out",
+        "plan.json",
+    ]);
+    let id = session_of(&n.root.join("plan.json"));
+    let glove = env!("CARGO_BIN_EXE_glove");
+    let mut cmd = Command::new("/usr/bin/script");
+    n.env(&mut cmd);
+    let mut child = cmd
+        .args([
+            "-qec",
+            &format!("{glove} session run plan.json"),
+            "/dev/null",
+        ])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("script");
+    let mut input = child.stdin.take().expect("stdin");
+    input
+        .write_all(b"echo marker-$((6*7))\r\x1d")
+        .expect("type");
+    // The input stays open until glove has gone: its end is not the signal.
+    let out = child.wait_with_output().expect("wait");
+    drop(input);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stdout));
+    assert!(
+        text(&out.stdout).contains("detached"),
+        "{}",
+        text(&out.stdout)
+    );
+    let list = n.ok(&["session", "list"]);
+    let line = list.lines().find(|l| l.starts_with(&id)).expect("listed");
+    assert!(line.contains("running"), "{line}");
+    n.ok(&["session", "stop", &id]);
+    let after = n.glove(&["session", "attach", &id, "--read-only"], b"");
+    assert!(
+        text(&after.stdout).contains("marker-42"),
+        "{}",
+        text(&after.stdout)
+    );
+    d.stop();
+}
