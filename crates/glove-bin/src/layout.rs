@@ -38,10 +38,7 @@ fn absolute(v: Option<OsString>) -> Option<PathBuf> {
 impl Layout {
     /// The layout for this process's user and environment.
     pub fn current() -> Option<Layout> {
-        Layout::from_env(
-            |k| std::env::var_os(k),
-            rustix::process::geteuid().as_raw(),
-        )
+        Layout::from_env(|k| std::env::var_os(k), rustix::process::geteuid().as_raw())
     }
 
     /// The layout for `uid` with environment lookup `env`; `None` when a
@@ -168,7 +165,10 @@ mod tests {
 
     #[test]
     fn relative_variables_are_ignored_and_no_home_means_no_layout() {
-        assert_eq!(Layout::from_env(env(&[("XDG_CONFIG_HOME", "rel")]), 1000), None);
+        assert_eq!(
+            Layout::from_env(env(&[("XDG_CONFIG_HOME", "rel")]), 1000),
+            None
+        );
         let l = Layout::from_env(env(&[("HOME", "/h"), ("XDG_STATE_HOME", "x")]), 1000).unwrap();
         assert_eq!(l.state, Path::new("/h/.local/state/glove"));
     }

@@ -32,6 +32,7 @@ pub mod bundle;
 pub mod cli;
 pub mod control;
 pub mod egress;
+pub mod exposure;
 pub mod file;
 pub mod ids;
 pub mod journal;
@@ -83,6 +84,8 @@ pub enum Area {
     Cli,
     /// Apply authorizations, the trust policy and the signing key.
     Apply,
+    /// Dynamic path exposures: their policy, journal and use by plans.
+    Exposure,
 }
 
 impl Area {
@@ -106,6 +109,7 @@ impl Area {
             Area::Workspace => "workspace",
             Area::Cli => "cli",
             Area::Apply => "apply",
+            Area::Exposure => "exposure",
         }
     }
 }
@@ -162,6 +166,7 @@ impl ErrorCode {
             workspace::TABLE,
             cli::TABLE,
             apply::TABLE,
+            exposure::TABLE,
         ]
         .into_iter()
         .flatten()
