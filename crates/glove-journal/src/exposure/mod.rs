@@ -88,9 +88,9 @@ pub struct RevokedLease {
 impl LiveLease {
     /// Revokes the lease with the proof that its revocation is durable; a
     /// proof for another generation is refused and the lease given back.
-    pub fn revoke(self, proof: Revoked) -> Result<RevokedLease, LiveLease> {
+    pub fn revoke(self, proof: Revoked) -> Result<RevokedLease, Box<LiveLease>> {
         if proof.generation != self.rec.generation {
-            return Err(self);
+            return Err(Box::new(self));
         }
         Ok(RevokedLease {
             rec: self.rec,
@@ -357,7 +357,7 @@ impl ExposureJournal {
         let next = match last {
             Lease::Live(l) => match l.revoke(Revoked { generation, at_ms }) {
                 Ok(r) => Lease::Revoked(r),
-                Err(l) => Lease::Live(l),
+                Err(l) => Lease::Live(*l),
             },
             other => other,
         };

@@ -107,7 +107,7 @@ impl ExposureMode {
         Ok(mode)
     }
 
-    pub(crate) fn to_raw(&self) -> RawMode {
+    pub(crate) fn to_raw(self) -> RawMode {
         RawMode {
             access: self.access.as_str().to_owned(),
             materialization: self.materialization.as_str().to_owned(),
@@ -116,7 +116,7 @@ impl ExposureMode {
     }
 
     /// The mode as JSON.
-    pub fn to_json(&self) -> Value {
+    pub fn to_json(self) -> Value {
         json!({"access": self.access.as_str(), "materialization": self.materialization.as_str(), "max_bytes": self.max_bytes})
     }
 }
@@ -374,7 +374,7 @@ impl CreatedRecord {
             scope_digest: self.scope_digest.to_hex(),
             scope_nonce: to_hex(&self.scope_nonce),
             label: self.label.as_str().to_owned(),
-            modes: self.modes.iter().map(ExposureMode::to_raw).collect(),
+            modes: self.modes.iter().map(|m| m.to_raw()).collect(),
             created_at_ms: self.created_at_ms,
             expires_at_ms: self.expires_at_ms,
             runtimes: self
@@ -464,7 +464,7 @@ impl CatalogEntry {
             "generation": self.generation,
             "scope_digest": self.scope_digest.to_hex(),
             "label": self.label.as_str(),
-            "modes": self.modes.iter().map(ExposureMode::to_json).collect::<Vec<_>>(),
+            "modes": self.modes.iter().map(|m| m.to_json()).collect::<Vec<_>>(),
             "expires_at_ms": self.expires_at_ms,
             "runtimes": self.runtimes.iter().map(|t| t.as_str()).collect::<Vec<_>>(),
             "state": self.state.as_str(),

@@ -268,7 +268,7 @@ impl ExposurePolicy {
                     root_id: r.id.as_str().to_owned(),
                     path: r.path.clone(),
                     max_ttl_secs: r.max_ttl_secs,
-                    modes: r.modes.iter().map(ExposureMode::to_raw).collect(),
+                    modes: r.modes.iter().map(|m| m.to_raw()).collect(),
                 })
                 .collect(),
             runtime_templates: self
@@ -359,7 +359,7 @@ pub fn starter(
             root_id: id,
             path: p.to_owned(),
             max_ttl_secs: settings.max_ttl_secs,
-            modes: settings.modes.iter().map(ExposureMode::to_raw).collect(),
+            modes: settings.modes.iter().map(|m| m.to_raw()).collect(),
         });
     }
     raw_roots.sort_by(|a, b| a.root_id.cmp(&b.root_id));
