@@ -211,7 +211,8 @@ fn impossible_histories_are_refused() {
         .encode()
         .unwrap()
     };
-    let cases: Vec<(Vec<(u16, Vec<u8>)>, ErrorCode)> = vec![
+    type Case = (Vec<(u16, Vec<u8>)>, ErrorCode);
+    let cases: Vec<Case> = vec![
         (
             vec![(KIND_REVOKED, revoked("a1", 1))],
             EXPOSURE_JOURNAL_HISTORY_INVALID,
