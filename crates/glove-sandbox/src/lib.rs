@@ -25,6 +25,7 @@ pub mod cgroup;
 mod copy;
 pub mod error;
 pub mod etc_snapshot;
+pub mod exposures;
 pub mod grants;
 pub mod identity;
 pub mod launch;
