@@ -94,6 +94,12 @@ pub enum Command {
     /// List and remove retained stages.
     #[command(subcommand)]
     Stages(crate::diff::StagesCommand),
+    /// Expose a project to managed sessions: ask the running gloved (owner
+    /// socket) for an exposure beneath a root of its exposure policy.
+    Init(crate::init::InitArgs),
+    /// List or revoke path exposures (docs/operations.md).
+    #[command(subcommand)]
+    Exposures(crate::init::ExposuresCommand),
 }
 
 /// `glove policy …`
@@ -297,6 +303,8 @@ pub fn run(cli: Cli) -> i32 {
         Command::Demo => crate::demo::run(),
         Command::Diff(a) => crate::diff::diff(&a),
         Command::Stages(c) => crate::diff::stages_command(&c),
+        Command::Init(a) => crate::init::init(&a),
+        Command::Exposures(c) => crate::init::command(&c),
     }
 }
 
