@@ -109,6 +109,21 @@ fn lock<T>(m: &Mutex<T>) -> Result<std::sync::MutexGuard<'_, T>, Rejection> {
 /// refusal to its code.
 fn open_project(root: &OwnedFd, rel: &str) -> Result<(OwnedFd, (u64, u64)), Rejection> {
     let fd = open_beneath(root.as_fd(), rel, OFlags::PATH | OFlags::DIRECTORY).map_err(|e| {
+        // A link as the last component fails O_DIRECTORY before the link
+        // rule: asked again without it, the kernel says which it was.
+        let e = match e {
+            Errno::NOTDIR => match open_beneath(root.as_fd(), rel, OFlags::PATH) {
+                Err(Errno::LOOP) => Errno::LOOP,
+                Ok(fd)
+                    if glove_fs::facts(fd.as_fd()).map(|f| f.kind)
+                        == Ok(glove_fs::FileType::Symlink) =>
+                {
+                    Errno::LOOP
+                }
+                _ => Errno::NOTDIR,
+            },
+            other => other,
+        };
         let (code, why) = match e {
             Errno::LOOP => (
                 EXPOSURE_PATH_SYMLINK,
@@ -212,7 +227,7 @@ impl Exposures {
             )
         };
         let mut projects = HashMap::new();
-        for lease in journal.newest() {
+        for lease in journal.leases().newest() {
             if lease.state(now_ms) != LeaseState::Live {
                 continue;
             }
@@ -288,7 +303,7 @@ impl Exposures {
         }
         let runtimes = p.runtimes(self.policy.runtime_templates())?;
         let mut journal = lock(&self.journal)?;
-        let (exposure_id, generation) = match journal.next_for(root.id(), &rel) {
+        let (exposure_id, generation) = match journal.leases().next_for(root.id(), &rel) {
             Some(x) => x,
             None => (new_id()?, 1),
         };
@@ -340,7 +355,7 @@ impl Exposures {
     pub fn revoke(&self, p: &RevokeParams, now_ms: u64) -> Result<Value, Rejection> {
         let id = ExposureId::new(p.exposure_id.clone()).map_err(|r| r.at("exposure_id"))?;
         let mut journal = lock(&self.journal)?;
-        if let (Some(g), Some(newest)) = (p.generation, journal.generations(&id).last()) {
+        if let (Some(g), Some(newest)) = (p.generation, journal.leases().generations(&id).last()) {
             if newest.record().generation != g {
                 return Err(Rejection::new(
                     EXPOSURE_GENERATION_STALE,
@@ -370,6 +385,7 @@ impl Exposures {
     pub fn catalog(&self, now_ms: u64) -> Result<Value, Rejection> {
         let journal = lock(&self.journal)?;
         let all: Vec<Value> = journal
+            .leases()
             .newest()
             .map(|l| l.catalog(now_ms).to_json())
             .collect();
@@ -391,6 +407,7 @@ impl Exposures {
         for (i, e) in exposures.iter().enumerate() {
             let at = format!("path_exposures[{i}]");
             let rec = journal
+                .leases()
                 .usable(&e.exposure_id, e.generation, now_ms)
                 .map_err(|r| r.at(&at))?;
             if !self.policy.runtime_templates().contains(template)

@@ -39,7 +39,6 @@ use glove_types::exposure::lease::{CatalogEntry, CreatedRecord, RevokedRecord, M
 use glove_types::exposure::LeaseState;
 use glove_types::ids::{ExposureId, ExposureRootId};
 use glove_types::Rejection;
-use std::collections::BTreeMap;
 use std::path::Path;
 
 /// A lease was granted.
@@ -139,12 +138,6 @@ impl Lease {
     }
 }
 
-/// Whether two records expose the same project.
-fn same_project(a: &CreatedRecord, b: &CreatedRecord) -> bool {
-    (a.root_id == b.root_id && a.relative_path == b.relative_path)
-        || (a.dev == b.dev && a.ino == b.ino)
-}
-
 fn refused(code: glove_types::ErrorCode, msg: impl Into<String>) -> JournalError {
     JournalError::Invalid {
         field: "exposure",
@@ -156,8 +149,8 @@ fn refused(code: glove_types::ErrorCode, msg: impl Into<String>) -> JournalError
 #[derive(Debug)]
 pub struct ExposureJournal {
     journal: Journal,
-    /// Every exposure's generations, oldest first.
-    leases: BTreeMap<ExposureId, Vec<Lease>>,
+    /// Every exposure's generations, replayed.
+    table: LeaseTable,
     anchor_file: Option<AnchorFile>,
     anchor_failed: bool,
 }
@@ -176,7 +169,7 @@ impl ExposureJournal {
         let journal = Journal::create_with_unguarded(path, &EXPOSURE_JOURNAL_SPEC, [])?;
         let mut j = ExposureJournal {
             journal,
-            leases: BTreeMap::new(),
+            table: LeaseTable::default(),
             anchor_file: anchor,
             anchor_failed: false,
         };
@@ -212,7 +205,7 @@ impl ExposureJournal {
         }
         let mut j = ExposureJournal {
             journal,
-            leases: BTreeMap::new(),
+            table: LeaseTable::default(),
             anchor_file: anchor,
             anchor_failed: false,
         };
@@ -220,148 +213,10 @@ impl ExposureJournal {
             let bytes = image.get(m.payload.clone()).ok_or_else(|| {
                 JournalError::corrupt(CorruptKind::ExposureRecordInvalid, m.offset)
             })?;
-            j.replay_one(m.kind, bytes, m.offset)?;
+            j.table.replay_one(m.kind, bytes, m.offset)?;
         }
         j.refresh_anchor()?;
         Ok((j, report))
-    }
-
-    fn replay_one(&mut self, kind: u16, bytes: &[u8], offset: u64) -> Result<(), JournalError> {
-        let record = |_| JournalError::corrupt(CorruptKind::ExposureRecordInvalid, offset);
-        let history = |_| JournalError::corrupt(CorruptKind::ExposureHistoryInvalid, offset);
-        match kind {
-            KIND_CREATED => {
-                let rec = CreatedRecord::decode(bytes).map_err(record)?;
-                let at = rec.created_at_ms;
-                self.check_grant(&rec, at, None).map_err(history)?;
-                self.keep(rec);
-            }
-            KIND_REVOKED => {
-                let rec = RevokedRecord::decode(bytes).map_err(record)?;
-                self.check_revoke(&rec.exposure_id, rec.generation)
-                    .map_err(history)?;
-                self.apply_revoke(&rec.exposure_id, rec.generation, rec.revoked_at_ms);
-            }
-            _ => return Err(JournalError::corrupt(CorruptKind::UnknownKind, offset)),
-        }
-        Ok(())
-    }
-
-    /// The next generation for a grant of `rec`'s project: the id and
-    /// generation a new lease of the project at `root`/`relative` must
-    /// carry (a known project keeps its id), or `None` for a new project.
-    pub fn next_for(&self, root: &ExposureRootId, relative: &str) -> Option<(ExposureId, u64)> {
-        self.leases.iter().find_map(|(id, gens)| {
-            let last = gens.last()?.record();
-            (&last.root_id == root && last.relative_path == relative)
-                .then(|| (id.clone(), last.generation + 1))
-        })
-    }
-
-    /// The live (unrevoked, unexpired at `now_ms`) lease of the project
-    /// `rec` names, if any.
-    pub fn live_of(&self, rec: &CreatedRecord, now_ms: u64) -> Option<&Lease> {
-        self.leases
-            .values()
-            .filter_map(|g| g.last())
-            .find(|l| l.state(now_ms) == LeaseState::Live && same_project(l.record(), rec))
-    }
-
-    /// Whether `rec` may be appended at `now_ms` (see the module docs),
-    /// the lease `skip` (being revoked in the same batch) not counted as
-    /// live.
-    fn check_grant(
-        &self,
-        rec: &CreatedRecord,
-        now_ms: u64,
-        skip: Option<(&ExposureId, u64)>,
-    ) -> Result<(), Rejection> {
-        rec.check()?;
-        let gens = self.leases.get(&rec.exposure_id);
-        let expected = gens
-            .and_then(|g| g.last())
-            .map_or(1, |l| l.record().generation + 1);
-        if rec.generation != expected {
-            return Err(Rejection::new(
-                EXPOSURE_GENERATION_STALE,
-                format!(
-                    "generation {} of {} is not the next ({expected})",
-                    rec.generation, rec.exposure_id
-                ),
-            ));
-        }
-        if let Some(last) = gens.and_then(|g| g.last()) {
-            if last.record().root_id != rec.root_id
-                || last.record().relative_path != rec.relative_path
-            {
-                return Err(Rejection::new(
-                    EXPOSURE_JOURNAL_HISTORY_INVALID,
-                    format!("exposure {} belongs to another project", rec.exposure_id),
-                ));
-            }
-        } else if self.leases.len() >= MAX_EXPOSURES {
-            return Err(Rejection::new(
-                glove_types::codes::journal::JOURNAL_FULL,
-                format!("the journal holds {MAX_EXPOSURES} exposures already"),
-            ));
-        }
-        let live = self
-            .live_of(rec, now_ms)
-            .filter(|l| skip != Some((&l.record().exposure_id, l.record().generation)));
-        if let Some(live) = live {
-            return Err(Rejection::new(
-                EXPOSURE_LIVE_EXISTS,
-                format!(
-                    "the project already has the live exposure {} generation {}",
-                    live.record().exposure_id,
-                    live.record().generation
-                ),
-            ));
-        }
-        Ok(())
-    }
-
-    fn check_revoke(&self, id: &ExposureId, generation: u64) -> Result<(), Rejection> {
-        match self.leases.get(id).and_then(|g| g.last()) {
-            None => Err(Rejection::new(
-                EXPOSURE_UNKNOWN,
-                format!("no exposure {id}"),
-            )),
-            Some(Lease::Revoked(_)) => Err(Rejection::new(
-                EXPOSURE_REVOKED,
-                format!("exposure {id} is revoked already"),
-            )),
-            Some(Lease::Live(l)) if l.rec.generation != generation => Err(Rejection::new(
-                EXPOSURE_GENERATION_STALE,
-                format!("exposure {id} is at generation {}", l.rec.generation),
-            )),
-            Some(Lease::Live(_)) => Ok(()),
-        }
-    }
-
-    fn keep(&mut self, rec: CreatedRecord) {
-        self.leases
-            .entry(rec.exposure_id.clone())
-            .or_default()
-            .push(Lease::Live(LiveLease { rec }));
-    }
-
-    /// Moves the newest generation of `id` to revoked (checked before).
-    fn apply_revoke(&mut self, id: &ExposureId, generation: u64, at_ms: u64) {
-        let Some(gens) = self.leases.get_mut(id) else {
-            return;
-        };
-        let Some(last) = gens.pop() else {
-            return;
-        };
-        let next = match last {
-            Lease::Live(l) => match l.revoke(Revoked { generation, at_ms }) {
-                Ok(r) => Lease::Revoked(r),
-                Err(l) => Lease::Live(*l),
-            },
-            other => other,
-        };
-        gens.push(next);
     }
 
     /// Durably grants `rec` at `now_ms`. With `replace`, a live lease of
@@ -376,7 +231,7 @@ impl ExposureJournal {
         now_ms: u64,
     ) -> Result<&Lease, JournalError> {
         crate::anchor_file::refuse_if_poisoned(self.anchor_failed)?;
-        let revoke = match (replace, self.live_of(&rec, now_ms)) {
+        let revoke = match (replace, self.table.live_of(&rec, now_ms)) {
             (true, Some(live)) => Some(RevokedRecord {
                 exposure_id: live.record().exposure_id.clone(),
                 generation: live.record().generation,
@@ -386,7 +241,8 @@ impl ExposureJournal {
         };
         // Checked as if the revocation were in place.
         let skip = revoke.as_ref().map(|r| (&r.exposure_id, r.generation));
-        self.check_grant(&rec, now_ms, skip)
+        self.table
+            .check_grant(&rec, now_ms, skip)
             .map_err(|r| JournalError::Invalid {
                 field: "exposure",
                 rejection: r,
@@ -415,12 +271,14 @@ impl ExposureJournal {
         }
         let _ = self.journal.append(KIND_CREATED, &created)?;
         if let Some(r) = revoke {
-            self.apply_revoke(&r.exposure_id, r.generation, r.revoked_at_ms);
+            self.table
+                .apply_revoke(&r.exposure_id, r.generation, r.revoked_at_ms);
         }
         let id = rec.exposure_id.clone();
-        self.keep(rec);
+        self.table.keep(rec);
         self.refresh_anchor()?;
-        self.leases
+        self.table
+            .leases
             .get(&id)
             .and_then(|g| g.last())
             .ok_or(JournalError::Invalid {
@@ -434,11 +292,12 @@ impl ExposureJournal {
     /// revoke); an expired lease may still be revoked.
     pub fn revoke(&mut self, id: &ExposureId, now_ms: u64) -> Result<&Lease, JournalError> {
         crate::anchor_file::refuse_if_poisoned(self.anchor_failed)?;
-        let generation = match self.leases.get(id).and_then(|g| g.last()) {
+        let generation = match self.table.leases.get(id).and_then(|g| g.last()) {
             Some(l) => l.record().generation,
             None => return Err(refused(EXPOSURE_UNKNOWN, format!("no exposure {id}"))),
         };
-        self.check_revoke(id, generation)
+        self.table
+            .check_revoke(id, generation)
             .map_err(|r| JournalError::Invalid {
                 field: "exposure",
                 rejection: r,
@@ -453,61 +312,18 @@ impl ExposureJournal {
             rejection: r,
         })?;
         let _ = self.journal.append(KIND_REVOKED, &b)?;
-        self.apply_revoke(id, generation, now_ms);
+        self.table.apply_revoke(id, generation, now_ms);
         self.refresh_anchor()?;
-        self.leases
+        self.table
+            .leases
             .get(id)
             .and_then(|g| g.last())
             .ok_or_else(|| refused(EXPOSURE_UNKNOWN, "the revoked lease is missing"))
     }
 
-    /// The newest generation of every exposure, by id.
-    pub fn newest(&self) -> impl Iterator<Item = &Lease> + '_ {
-        self.leases.values().filter_map(|g| g.last())
-    }
-
-    /// Every generation of `id`, oldest first.
-    pub fn generations(&self, id: &ExposureId) -> &[Lease] {
-        self.leases.get(id).map_or(&[], Vec::as_slice)
-    }
-
-    /// The lease a plan may use: the newest generation of `id`, which must
-    /// be `generation` and live at `now_ms`. Refused with
-    /// `exposure_unknown`, `exposure_generation_stale`, `exposure_revoked`
-    /// or `exposure_expired`.
-    pub fn usable(
-        &self,
-        id: &ExposureId,
-        generation: u64,
-        now_ms: u64,
-    ) -> Result<&CreatedRecord, Rejection> {
-        let Some(newest) = self.leases.get(id).and_then(|g| g.last()) else {
-            return Err(Rejection::new(
-                EXPOSURE_UNKNOWN,
-                format!("no exposure {id}"),
-            ));
-        };
-        let rec = newest.record();
-        if rec.generation != generation {
-            return Err(Rejection::new(
-                EXPOSURE_GENERATION_STALE,
-                format!(
-                    "exposure {id} is at generation {}, not {generation}",
-                    rec.generation
-                ),
-            ));
-        }
-        match newest.state(now_ms) {
-            LeaseState::Live => Ok(rec),
-            LeaseState::Revoked => Err(Rejection::new(
-                EXPOSURE_REVOKED,
-                format!("exposure {id} generation {generation} was revoked"),
-            )),
-            LeaseState::Expired => Err(Rejection::new(
-                EXPOSURE_EXPIRED,
-                format!("exposure {id} generation {generation} has expired"),
-            )),
-        }
+    /// The leases, as replayed and appended.
+    pub fn leases(&self) -> &LeaseTable {
+        &self.table
     }
 
     /// The anchor of what is durable.
@@ -532,6 +348,9 @@ impl ExposureJournal {
         crate::anchor_file::store_or_poison(file, &mut self.anchor_failed, &rec)
     }
 }
+
+mod table;
+pub use table::{replay_exposure_bytes, LeaseTable};
 
 #[cfg(test)]
 mod tests;

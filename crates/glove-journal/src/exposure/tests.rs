@@ -68,7 +68,8 @@ fn grant_revoke_replace_and_reopen() {
         EXPOSURE_GENERATION_STALE
     );
     assert_eq!(
-        j.next_for(&ExposureRootId::new("src").unwrap(), "p")
+        j.leases()
+            .next_for(&ExposureRootId::new("src").unwrap(), "p")
             .unwrap()
             .1,
         2
@@ -77,14 +78,19 @@ fn grant_revoke_replace_and_reopen() {
     j.grant(rec("a1", 2, "p", 10), true, 3_000).unwrap();
     assert_eq!(j.record_count(), 3);
     assert_eq!(
-        j.usable(&ExposureId::new("a1").unwrap(), 1, 3_000)
+        j.leases()
+            .usable(&ExposureId::new("a1").unwrap(), 1, 3_000)
             .unwrap_err()
             .code(),
         EXPOSURE_GENERATION_STALE
     );
-    assert!(j.usable(&ExposureId::new("a1").unwrap(), 2, 3_000).is_ok());
+    assert!(j
+        .leases()
+        .usable(&ExposureId::new("a1").unwrap(), 2, 3_000)
+        .is_ok());
     assert_eq!(
-        j.usable(&ExposureId::new("a1").unwrap(), 2, 100_000)
+        j.leases()
+            .usable(&ExposureId::new("a1").unwrap(), 2, 100_000)
             .unwrap_err()
             .code(),
         EXPOSURE_EXPIRED
@@ -93,7 +99,7 @@ fn grant_revoke_replace_and_reopen() {
     j.revoke(&id, 4_000).unwrap();
     assert_eq!(code(j.revoke(&id, 4_000).unwrap_err()), EXPOSURE_REVOKED);
     assert_eq!(
-        j.usable(&id, 2, 4_000).unwrap_err().code(),
+        j.leases().usable(&id, 2, 4_000).unwrap_err().code(),
         EXPOSURE_REVOKED
     );
     assert_eq!(
@@ -103,7 +109,7 @@ fn grant_revoke_replace_and_reopen() {
     drop(j);
     let (j, report) = ExposureJournal::open(&p, Some(anchor(&p))).unwrap();
     assert!(!report.unanchored && report.torn.is_none());
-    let gens = j.generations(&id);
+    let gens = j.leases().generations(&id);
     assert_eq!(gens.len(), 2);
     assert!(gens.iter().all(|l| l.state(5_000) == LeaseState::Revoked));
     // Another writer is refused while this one holds the lock.
@@ -190,7 +196,10 @@ fn a_torn_tail_is_cut_once_and_reported() {
     let torn = report.torn.expect("torn");
     assert_eq!(torn.offset, f[2].start as u64);
     assert_eq!(j.record_count(), 2);
-    assert!(j.usable(&ExposureId::new("a1").unwrap(), 1, 2_500).is_ok());
+    assert!(j
+        .leases()
+        .usable(&ExposureId::new("a1").unwrap(), 1, 2_500)
+        .is_ok());
 }
 
 /// A raw journal of the exposure kind with `records`, for histories the
