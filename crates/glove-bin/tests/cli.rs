@@ -57,6 +57,8 @@ fn help_snapshots() {
         ("cli_apply_help", vec!["apply", "--help"]),
         ("cli_receipts_help", vec!["receipts", "--help"]),
         ("cli_receipts_show_help", vec!["receipts", "show", "--help"]),
+        ("cli_init_help", vec!["init", "--help"]),
+        ("cli_exposures_help", vec!["exposures", "--help"]),
     ] {
         let out = glove(&args);
         assert_eq!(out.status.code(), Some(0), "{name}");
