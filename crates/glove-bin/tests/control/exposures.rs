@@ -295,4 +295,35 @@ fn a_managed_session_sees_the_exposed_project_copied_in() {
         "exposed from the host\n"
     );
     assert!(!project.join("added").exists());
+
+    // A read-only exposure: the copy is there and cannot be written.
+    let mut v: Value = serde_json::from_str(&m.plan(&ROOMY, "seen-2")).expect("plan");
+    v["path_exposures"] =
+        json!([{"exposure_id": id, "generation": generation, "access": "read_only"}]);
+    let plan =
+        String::from_utf8(glove_types::canon::to_canonical(&v).expect("canon")).expect("utf8");
+    c.create_session(&plan, None).expect("create");
+    start(&mut c, &m, "seen-2");
+    let att = c
+        .call("attach", json!({"session_id": "seen-2"}))
+        .expect("attach");
+    let mut out: Vec<u8> = att["transcript"]
+        .as_array()
+        .expect("transcript")
+        .iter()
+        .flat_map(|ch| unhex(ch["data_hex"].as_str().unwrap_or("")))
+        .collect();
+    c.call(
+        "write_stdin",
+        json!({"session_id": "seen-2", "data":
+            "pwd; cat NOTES; touch /work/web/x 2>&1; echo fin''ished\nexit\n"}),
+    )
+    .expect("stdin");
+    until_output(&mut c, &mut out, |s| s.contains("finished"));
+    until_ended(&mut c, &mut out);
+    let text = String::from_utf8_lossy(&out);
+    assert!(text.contains("/work/web"), "{text}");
+    assert!(text.contains("exposed from the host"), "{text}");
+    assert!(text.contains("Read-only file system"), "{text}");
+    assert!(!project.join("x").exists());
 }
