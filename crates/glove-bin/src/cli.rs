@@ -101,6 +101,12 @@ pub enum Command {
     /// unit for root).
     #[command(subcommand)]
     Daemon(crate::daemon::DaemonCommand),
+    /// Expose a project to managed sessions: ask the running gloved (owner
+    /// socket) for an exposure beneath a root of its exposure policy.
+    Init(crate::init::InitArgs),
+    /// List or revoke path exposures (docs/operations.md).
+    #[command(subcommand)]
+    Exposures(crate::init::ExposuresCommand),
 }
 
 /// `glove policy …`
@@ -327,6 +333,8 @@ pub fn run(cli: Cli) -> i32 {
         Command::Diff(a) => crate::diff::diff(&a),
         Command::Stages(c) => crate::diff::stages_command(&c),
         Command::Daemon(c) => crate::daemon::command(&c),
+        Command::Init(a) => crate::init::init(&a),
+        Command::Exposures(c) => crate::init::command(&c),
     }
 }
 

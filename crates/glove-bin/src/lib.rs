@@ -13,6 +13,8 @@
 //! * [`apply`] — `glove apply keygen` and `glove apply sign` (the owner's
 //!   key and signed apply authorizations);
 //! * [`plan_new`] — `glove plan new` and `glove plan fmt`;
+//! * [`init`] — `glove init` and `glove exposures`: path exposures through
+//!   the owner socket;
 //! * [`stage`] — `glove policy stage`: confirmation, progress bar, report;
 //! * [`setup`] — `glove setup`: directories, keys, a starter policy, the
 //!   `gloved` config file;
@@ -35,6 +37,7 @@ pub mod egress;
 pub mod exec;
 pub mod explain;
 pub mod generate_cmd;
+pub mod init;
 pub mod layout;
 pub mod plan_new;
 pub use glove_control::protected;

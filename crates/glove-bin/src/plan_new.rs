@@ -7,10 +7,11 @@ use crate::report::{print_json, EXIT_OK, EXIT_REJECTED};
 use clap::Args;
 use glove_types::codes::cli::CLI_INVALID_ARGUMENT;
 use glove_types::codes::file::FILE_IO;
+use glove_types::ids::ExposureId;
 use glove_types::plan::new::{
     build, canonicalize, GrantRequest, PlanRequest, ProjectionRequest, MAX_PLAN_SOURCE_BYTES,
 };
-use glove_types::plan::AdmittedPlan;
+use glove_types::plan::{AdmittedPlan, PlanExposure};
 use glove_types::policy::{Access, ValidatedPolicy};
 use glove_types::{Rejection, Sha256Digest};
 use serde_json::json;
@@ -39,6 +40,12 @@ pub struct PlanNew {
     /// destination alias and the projection id (default `lib-<12 hex>`).
     #[arg(long = "library", value_name = "DIGEST:DEST[:ID]")]
     pub libraries: Vec<String>,
+    /// A path exposure (repeatable): its id and generation as `glove init`
+    /// printed them, and the access (`read_only`, the default, or
+    /// `ephemeral_write`); gloved checks them against its exposure journal
+    /// when the session is created and again when it starts.
+    #[arg(long = "exposure", value_name = "ID:GEN[:MODE]")]
+    pub exposures: Vec<String>,
     /// A secret handle the policy lists (repeatable).
     #[arg(long = "secret", value_name = "HANDLE")]
     pub secrets: Vec<String>,
@@ -94,6 +101,29 @@ fn grant(s: &str) -> Result<GrantRequest, Rejection> {
         alias: alias.to_owned(),
         access,
     })
+}
+
+fn exposure(s: &str) -> Result<PlanExposure, Rejection> {
+    let usage = || bad("--exposure", format!("{s:?} is not ID:GEN[:MODE]"));
+    let mut parts = s.splitn(3, ':');
+    let (Some(id), Some(generation)) = (parts.next(), parts.next()) else {
+        return Err(usage());
+    };
+    let generation: u64 = generation.parse().map_err(|_| usage())?;
+    let access = match parts.next() {
+        None => Access::ReadOnly,
+        Some(m) => Access::parse(m)
+            .ok_or_else(|| bad("--exposure", format!("{m:?} is not an access mode")))?,
+    };
+    Ok(PlanExposure {
+        exposure_id: ExposureId::new(id).map_err(|e| e.at("--exposure"))?,
+        generation,
+        access,
+    })
+}
+
+fn exposures(a: &PlanNew) -> Result<Vec<PlanExposure>, Rejection> {
+    a.exposures.iter().map(|s| exposure(s)).collect()
 }
 
 fn projection(s: &str) -> Result<ProjectionRequest, Rejection> {
@@ -153,6 +183,7 @@ fn new_plan(a: &PlanNew) -> Result<AdmittedPlan, Rejection> {
         secret_handles: a.secrets.clone(),
         egress_policy_ids: a.egress.clone(),
         tool_policy_ids: a.tool_policies.clone(),
+        exposures: exposures(a)?,
         ttl_secs: a.ttl,
         idempotency_key: session.clone(),
         session_id: session,

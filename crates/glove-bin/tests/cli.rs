@@ -82,6 +82,8 @@ fn help_snapshots() {
             "cli_daemon_install_help",
             vec!["daemon", "install", "--help"],
         ),
+        ("cli_init_help", vec!["init", "--help"]),
+        ("cli_exposures_help", vec!["exposures", "--help"]),
     ] {
         let out = glove(&args);
         assert_eq!(out.status.code(), Some(0), "{name}");

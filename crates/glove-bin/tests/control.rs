@@ -19,6 +19,8 @@ mod auth;
 mod both_doors;
 #[path = "control/contained_turns.rs"]
 mod contained_turns;
+#[path = "control/exposures.rs"]
+mod exposures;
 #[path = "control/framing.rs"]
 mod framing;
 #[path = "control/harness_sessions.rs"]

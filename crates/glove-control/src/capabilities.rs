@@ -7,14 +7,15 @@
 //! | session policy | `validate_plan` |
 //! | policy and session store | `create_session`, `session_status` |
 //! | an *operational* Linux managed runtime (materialization root, start-authorization key, passed probe) | the lifecycle methods |
+//! | the path-exposure policy and journal | `exposure_create`, `exposure_revoke` (owner only), `exposure_catalog` |
 //!
 //! `capabilities` itself is always advertised. A remote backend named by the
 //! policy is construction-only: the document reports it with
 //! `lifecycle_operational: false`, adapter schema 0 and no managed runtime
 //! ids, and it never adds a method. A materialization root without a
 //! start-authorization key, or whose strict sandbox probe fails, adds
-//! nothing; a library bundle root or path-exposure pair is checked at
-//! startup and adds no method by itself. Any method not in the
+//! nothing; a library bundle root is checked at startup and adds no
+//! method by itself. Any method not in the
 //! list answers `method_not_found`, whatever objects exist.
 
 use crate::protocol::PROTOCOL_VERSION;
@@ -62,11 +63,17 @@ pub enum Method {
     StageRemove,
     /// Owner only: apply a stage to its source.
     StageApply,
+    /// Owner only: enroll a project as a path exposure.
+    ExposureCreate,
+    /// Owner only: revoke a path exposure.
+    ExposureRevoke,
+    /// The redacted exposure catalog.
+    ExposureCatalog,
 }
 
 impl Method {
     /// Every method.
-    pub const ALL: [Method; 19] = [
+    pub const ALL: [Method; 22] = [
         Method::Capabilities,
         Method::ValidatePlan,
         Method::CreateSession,
@@ -86,6 +93,9 @@ impl Method {
         Method::StageDiff,
         Method::StageRemove,
         Method::StageApply,
+        Method::ExposureCreate,
+        Method::ExposureRevoke,
+        Method::ExposureCatalog,
     ];
 
     /// The wire name.
@@ -97,6 +107,9 @@ impl Method {
             Method::StageDiff => "stage_diff",
             Method::StageRemove => "stage_remove",
             Method::StageApply => "stage_apply",
+            Method::ExposureCreate => "exposure_create",
+            Method::ExposureRevoke => "exposure_revoke",
+            Method::ExposureCatalog => "exposure_catalog",
             Method::CreateSession => "create_session",
             Method::SessionStatus => "session_status",
             Method::SessionList => "session_list",
@@ -164,6 +177,8 @@ pub struct Components {
     pub retained_workspaces: bool,
     /// Apply is configured: a trust policy loaded and the apply books open.
     pub apply_operational: bool,
+    /// The path-exposure policy was loaded and its journal replayed.
+    pub path_exposures: bool,
 }
 
 /// The advertised methods and the capability document.
@@ -207,6 +222,15 @@ impl Capabilities {
         let apply = retained && c.apply_operational;
         if apply {
             methods.insert(Method::StageApply);
+        }
+        // Exposures: create and revoke answer the owner only, the catalog
+        // anyone authenticated.
+        if c.path_exposures {
+            methods.extend([
+                Method::ExposureCreate,
+                Method::ExposureRevoke,
+                Method::ExposureCatalog,
+            ]);
         }
         // Refinement evaluation needs an operational runtime and a library
         // bundle store, and its protocol is not served yet: 0 until it is.
@@ -303,6 +327,7 @@ mod tests {
                 "validate_plan",
                 "create_session",
                 "session_status",
+                "session_list",
                 "receipts_page",
                 "receipts_ack"
             ]

@@ -7,6 +7,8 @@
 //!   [`Caller`]; `create_session` drives the lifecycle's `log_create`;
 //! * [`error`] — [`ControlError`](error::ControlError), the one internal
 //!   error, mapped to the wire once at dispatch, and the lock policy;
+//! * [`exposures`] — path exposures: the exposure policy, its held roots,
+//!   the exposure journal, enrollment and the checks a plan passes;
 //! * [`capabilities`] — the advertised methods and the capability document,
 //!   derived from what startup constructed;
 //! * [`protocol`] — the JSON-RPC 2.0 message model: strict request parsing,
@@ -43,6 +45,7 @@ pub mod apply;
 pub mod assembly;
 pub mod capabilities;
 pub mod error;
+pub mod exposures;
 pub mod harness;
 pub mod held;
 pub mod limits;

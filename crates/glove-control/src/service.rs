@@ -29,6 +29,7 @@ use serde::Deserialize;
 use serde_json::{json, Map, Value};
 use std::sync::{Arc, Mutex};
 
+mod exposures;
 mod params;
 mod receipts;
 mod sessions;
@@ -105,6 +106,9 @@ pub struct Service {
     runtime: Option<Arc<Runtime>>,
     /// Apply's trust policy and books, when configured.
     apply: Option<stages::ApplyParts>,
+    /// The path exposures, when configured (shared with the runtime, whose
+    /// starts open the plans' exposures).
+    exposures: Option<Arc<crate::exposures::Exposures>>,
     /// What was constructed.
     components: Components,
     /// Derived once from what was constructed above.
@@ -134,6 +138,7 @@ impl Service {
             receipts,
             runtime: None,
             apply: None,
+            exposures: None,
             caps: Capabilities::derive(&components),
             clock: parts.clock,
             max_page_bytes: max_page_bytes.max(1),
@@ -164,14 +169,10 @@ impl Service {
         launcher: Arc<dyn crate::managed::Launcher>,
     ) -> Service {
         if let (Some(s), Some(r), Some(_)) = (&self.store, &self.receipts, &self.policy) {
-            self.runtime = Some(Arc::new(Runtime::with_launcher(
-                cfg,
-                key,
-                s.clone(),
-                r.clone(),
-                self.clock,
-                launcher,
-            )));
+            self.runtime = Some(Arc::new(
+                Runtime::with_launcher(cfg, key, s.clone(), r.clone(), self.clock, launcher)
+                    .with_exposures(self.exposures.clone()),
+            ));
             self.components.managed_runtime_operational = operational;
             self.components.retained_workspaces = crate::assembly::retained::supported().is_ok();
             self.caps = Capabilities::derive(&self.components);
@@ -306,6 +307,12 @@ impl Service {
             Method::StageDiff => self.stage_diff(auth, params(&req.params)?),
             Method::StageRemove => self.stage_remove(auth, params(&req.params)?),
             Method::StageApply => self.stage_apply(auth, params(&req.params)?),
+            Method::ExposureCreate => self.exposure_create(auth, params(&req.params)?),
+            Method::ExposureRevoke => self.exposure_revoke(auth, params(&req.params)?),
+            Method::ExposureCatalog => {
+                params::<NoParams>(&req.params)?;
+                self.exposure_catalog()
+            }
         }
     }
 
@@ -376,6 +383,7 @@ impl Service {
 
     fn validate_plan(&self, p: PlanParams) -> Result<Value, ControlError> {
         let a = self.admit(&p)?;
+        self.check_exposures(a.plan())?;
         tracing::debug!(session_id = ?a.plan().session_id().as_str(), "plan validated");
         Ok(json!({
             "admitted": true,
@@ -460,6 +468,7 @@ impl Service {
         let admitted =
             admit(plan, supplied.as_ref(), policy, self.clock.now_ms()).map_err(|r| reject(&r))?;
         let plan = admitted.plan();
+        self.check_exposures(plan)?;
         let digests = PlanDigests::new(
             *admitted.plan_content_digest(),
             *admitted.controller_plan_digest(),

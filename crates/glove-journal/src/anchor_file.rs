@@ -54,6 +54,8 @@ use subtle::ConstantTimeEq;
 pub const STORE_ANCHOR_DOMAIN: &[u8] = b"glove-session-store-anchor-v2";
 /// The MAC domain of the apply journal's anchor file.
 pub const APPLY_ANCHOR_DOMAIN: &[u8] = b"glove-apply-journal-anchor-v1";
+/// The MAC domain of the path-exposure journal's anchor file.
+pub const EXPOSURE_ANCHOR_DOMAIN: &[u8] = b"glove-exposure-journal-anchor-v1";
 /// The MAC domain of the receipt journal's anchor file.
 pub const RECEIPT_ANCHOR_DOMAIN: &[u8] = b"glove-receipt-journal-anchor-v1";
 

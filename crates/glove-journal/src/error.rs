@@ -200,6 +200,12 @@ pub enum CorruptKind {
     /// An apply-journal record does not decode, or a transaction's records
     /// do not replay, or a single-use value is reserved twice.
     ApplyRecordInvalid,
+    /// A path-exposure journal record does not decode as its schema.
+    ExposureRecordInvalid,
+    /// Path-exposure records that do not replay (a generation out of
+    /// order, a revocation of no live lease, two live leases of one
+    /// project).
+    ExposureHistoryInvalid,
 }
 
 impl CorruptKind {
@@ -235,6 +241,12 @@ impl CorruptKind {
             CorruptKind::MissingButAnchored => jc::JOURNAL_MISSING_BUT_ANCHORED,
             CorruptKind::ApplyRecordInvalid => {
                 glove_types::codes::apply::APPLY_JOURNAL_RECORD_INVALID
+            }
+            CorruptKind::ExposureRecordInvalid => {
+                glove_types::codes::exposure::EXPOSURE_RECORD_INVALID
+            }
+            CorruptKind::ExposureHistoryInvalid => {
+                glove_types::codes::exposure::EXPOSURE_JOURNAL_HISTORY_INVALID
             }
         }
     }

@@ -60,6 +60,8 @@ impl JournalKind {
     pub const MCP_AUDIT: JournalKind = JournalKind(4);
     /// The apply journal (`apply::ApplyJournal`).
     pub const APPLY: JournalKind = JournalKind(5);
+    /// The path-exposure journal (`exposure::ExposureJournal`).
+    pub const EXPOSURES: JournalKind = JournalKind(6);
     /// Free-form journals used by tests and tools.
     pub const GENERIC: JournalKind = JournalKind(0x7f00);
 }

@@ -152,6 +152,7 @@ fn guarded(spec: &JournalSpec) -> Result<(), JournalError> {
     if spec.kind == JournalKind::SESSION_STORE
         || spec.kind == JournalKind::RECEIPTS
         || spec.kind == JournalKind::APPLY
+        || spec.kind == JournalKind::EXPOSURES
     {
         return Err(JournalError::KindGuarded(spec.kind.0));
     }

@@ -34,6 +34,9 @@
 //! * [`apply`] — [`ApplyJournal`], the apply transactions' durable log:
 //!   glove-lifecycle's `TransitionLog` for apply subjects, the single-use
 //!   registry rebuilt from every reservation, replay for recovery;
+//! * [`exposure`] — [`ExposureJournal`], the path-exposure leases: one
+//!   record per grant and per revocation, replayed strictly into each
+//!   exposure's generations, a replacement written as one batch;
 //! * [`receipt`] — [`ReceiptJournal`]: capacity reservations, HMAC-chained
 //!   canonical-JSON receipts, paging, exact-head acknowledgement, compaction,
 //!   and the offline verifier [`verify_file`];
@@ -51,6 +54,7 @@ pub mod atomic;
 mod commit;
 mod crash_point;
 pub mod error;
+pub mod exposure;
 pub mod format;
 pub mod journal;
 pub mod lifecycle;
@@ -67,6 +71,7 @@ pub use anchor_file::AnchorFile;
 pub use apply::ApplyJournal;
 pub use commit::CommitStats;
 pub use error::JournalError;
+pub use exposure::ExposureJournal;
 pub use format::JournalKind;
 pub use journal::{Appended, Journal, JournalView, OpenReport, Opened, RecordView, TornRepair};
 

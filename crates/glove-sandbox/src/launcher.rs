@@ -90,6 +90,7 @@ fn read_spec(sock: &OwnedFd, decoder: &mut Decoder) -> Result<(bool, crate::Laun
                         s.descriptors_expected()
                     ));
                 }
+                let exposures = s.exposure_targets.len();
                 let mounts = if s.egress_ports.is_some() {
                     match fds.first().map(|c| fd::socket_kind(c.as_fd())) {
                         Some(Ok((libc::SOCK_SEQPACKET, libc::AF_UNIX))) => {}
@@ -99,6 +100,12 @@ fn read_spec(sock: &OwnedFd, decoder: &mut Decoder) -> Result<(bool, crate::Laun
                 } else {
                     &fds[..]
                 };
+                let (mounts, sources) = mounts.split_at(mounts.len().saturating_sub(exposures));
+                for x in sources {
+                    if crate::sys::resolve::meta(x.as_fd()).map(|m| m.is_dir()) != Ok(true) {
+                        return Err("an exposure source is not a directory".into());
+                    }
+                }
                 for m in mounts {
                     const EXT4_SUPER_MAGIC: i64 = 0xEF53;
                     let is_dir = crate::sys::resolve::meta(m.as_fd()).map(|x| x.is_dir());
@@ -116,7 +123,7 @@ fn read_spec(sock: &OwnedFd, decoder: &mut Decoder) -> Result<(bool, crate::Laun
             Err(e) => return Err(e.to_string()),
             Ok(None) => {}
         }
-        if fds.len() > 1 + crate::spec::MAX_RETAINED {
+        if fds.len() > 1 + crate::spec::MAX_RETAINED + crate::spec::MAX_EXPOSURES {
             return Err("too many descriptors came with the spec".into());
         }
         match fd::recv_collecting(sock.as_fd(), &mut buf, &mut fds) {

@@ -27,6 +27,7 @@ pub mod cgroup_leaf;
 mod copy;
 pub mod error;
 pub mod etc_snapshot;
+pub mod exposures;
 pub mod grants;
 pub mod identity;
 pub mod launch;

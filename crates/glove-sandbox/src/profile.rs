@@ -363,6 +363,7 @@ pub fn exec_spec(req: ExecRequest) -> Result<LaunchSpec, SandboxError> {
         protected_paths: Vec::new(),
         network_pool: req.network_pool,
         retained: Vec::new(),
+        exposures: Vec::new(),
         egress: None,
         enforcement: if req.strict_limits {
             Enforcement::Strict

@@ -239,6 +239,29 @@ pub struct LaunchSpec {
     /// Retained images, already mounted (detached) by the supervisor, that
     /// the init attaches at their targets ([`crate::retained`]).
     pub retained: Vec<RetainedMount>,
+    /// Path exposures: project directories the supervisor opened beneath
+    /// their roots, copied by the init from the descriptors
+    /// ([`crate::exposures`]).
+    pub exposures: Vec<ExposureMount>,
+}
+
+/// Most path exposures in one session.
+pub const MAX_EXPOSURES: usize = 16;
+
+/// A path exposure as the sandbox gets it: the project directory's
+/// descriptor (opened by the supervisor beneath its root, never by path
+/// here), copied into a tmpfs of `max_bytes` attached at `target`, and
+/// made read-only after the copy when `read_only`.
+#[derive(Debug)]
+pub struct ExposureMount {
+    /// Where the copy appears inside the sandbox.
+    pub target: String,
+    /// The project directory (an `O_PATH` descriptor is enough).
+    pub source: OwnedFd,
+    /// Whether the copy is mounted read-only.
+    pub read_only: bool,
+    /// The copy's tmpfs size.
+    pub max_bytes: u64,
 }
 
 /// Most retained workspaces in one session.

@@ -33,6 +33,19 @@ use serde::{Deserialize, Serialize};
 pub const MAX_FRAME: usize = 8 << 20;
 const HEADER: usize = 5;
 
+/// An exposure as it crosses the launcher socket (its descriptor travels
+/// beside the frame).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ExposureTarget {
+    /// See [`crate::spec::ExposureMount::target`].
+    pub target: String,
+    /// See [`crate::spec::ExposureMount::read_only`].
+    pub read_only: bool,
+    /// See [`crate::spec::ExposureMount::max_bytes`].
+    pub max_bytes: u64,
+}
+
 /// A launch spec as it crosses the launcher socket (no descriptors).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -79,6 +92,11 @@ pub struct SpecWire {
     /// mounts travel with the frame, after the egress channel.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub retained_targets: Vec<String>,
+    /// The exposures of [`LaunchSpec::exposures`] without their
+    /// descriptors (absent when none); the descriptors travel with the
+    /// frame, after the retained mounts.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub exposure_targets: Vec<ExposureTarget>,
     /// The ports of [`LaunchSpec::egress`] (absent: offline); the channel
     /// travels with the frame.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -106,7 +124,7 @@ impl SpecWire {
     /// The wire form of a spec; `None` when it holds descriptors or a file
     /// that is not UTF-8 (neither can cross as JSON).
     pub fn from_spec(s: &LaunchSpec) -> Option<SpecWire> {
-        if !s.extra_fds.is_empty() || !s.retained.is_empty() {
+        if !s.extra_fds.is_empty() || !s.retained.is_empty() || !s.exposures.is_empty() {
             return None;
         }
         let files = s
@@ -133,6 +151,7 @@ impl SpecWire {
             cpu_rate_millicpus: s.cpu_rate_millicpus,
             egress_ports: s.egress.as_ref().map(|e| e.ports.clone()),
             retained_targets: Vec::new(),
+            exposure_targets: Vec::new(),
             hostname: s.hostname.clone(),
             limits: s.limits,
             terminal: s.terminal,
@@ -148,7 +167,9 @@ impl SpecWire {
     /// channel when it names egress ports, then one mount per retained
     /// target.
     pub fn descriptors_expected(&self) -> usize {
-        usize::from(self.egress_ports.is_some()) + self.retained_targets.len()
+        usize::from(self.egress_ports.is_some())
+            + self.retained_targets.len()
+            + self.exposure_targets.len()
     }
 
     /// The launch spec (validated later by `launch`), with the descriptors
@@ -172,12 +193,23 @@ impl SpecWire {
             None => None,
         };
         let targets = self.retained_targets.clone();
+        let exposures = self.exposure_targets.clone();
         let mut spec = self.into_spec();
         spec.egress = egress;
         spec.retained = targets
             .into_iter()
-            .zip(fds)
+            .zip(fds.by_ref())
             .map(|(target, mount)| crate::spec::RetainedMount { target, mount })
+            .collect();
+        spec.exposures = exposures
+            .into_iter()
+            .zip(fds)
+            .map(|(t, source)| crate::spec::ExposureMount {
+                target: t.target,
+                source,
+                read_only: t.read_only,
+                max_bytes: t.max_bytes,
+            })
             .collect();
         Ok(spec)
     }
@@ -216,6 +248,7 @@ impl SpecWire {
             // Not on the wire: the launcher's owner decides.
             network_pool: None,
             retained: Vec::new(),
+            exposures: Vec::new(),
             egress: None,
         }
     }

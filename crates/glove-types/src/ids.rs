@@ -136,6 +136,20 @@ define_id!(
     TrustKeyId
 );
 define_id!(
+    /// A path exposure's id: stable across the generations of one project.
+    ExposureId
+);
+define_id!(
+    /// The id of an owner-approved exposure root (local only: never in a
+    /// catalog or a plan).
+    ExposureRootId
+);
+define_id!(
+    /// A path exposure's label: what the catalog shows and where the
+    /// project appears in a sandbox (`/work/<label>`).
+    ExposureLabel
+);
+define_id!(
     /// An apply transaction id (the lifecycle's `TransactionId`, as the
     /// apply receipt body names it).
     ApplyTransactionId

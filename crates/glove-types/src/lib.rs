@@ -24,6 +24,8 @@
 //! * [`bundle`] — the library bundle format (strict canonical decoder,
 //!   digest verification) and the expansion of `skill` entries into an
 //!   Agent Skills directory;
+//! * [`exposure`] — the path-exposure policy, leases, the exposure
+//!   journal's record schemas and the scope digest;
 //! * [`manifest`] — the workspace manifest of a retained workspace: its
 //!   definition, canonical encoding, strict decoder, digest and blockers.
 //!
@@ -37,6 +39,7 @@ pub mod codes;
 pub mod digest;
 pub mod egress;
 pub mod error;
+pub mod exposure;
 pub mod harness;
 pub mod ids;
 pub mod manifest;

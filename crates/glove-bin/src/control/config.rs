@@ -128,10 +128,13 @@ pub struct GlovedArgs {
     /// Library bundle root (directory, mode 0700), checked and pinned.
     #[arg(long, value_name = "DIR")]
     pub library_bundle_root: Option<PathBuf>,
-    /// Path-exposure policy (protected file); needs --path-exposure-journal.
+    /// Path-exposure policy (protected file: roots, modes, lifetimes,
+    /// templates); with --path-exposure-journal enables exposure_create,
+    /// exposure_revoke (owner socket) and exposure_catalog.
     #[arg(long, value_name = "FILE")]
     pub path_exposure_policy: Option<PathBuf>,
-    /// Path-exposure journal (directory mode 0700); needs --path-exposure-policy.
+    /// Path-exposure journal (directory mode 0700; created if missing,
+    /// anchored with the receipt key); needs --path-exposure-policy.
     #[arg(long, value_name = "FILE")]
     pub path_exposure_journal: Option<PathBuf>,
     /// Log format on stderr.

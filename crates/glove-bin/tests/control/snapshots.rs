@@ -123,12 +123,29 @@ const END: &str = "<!-- examples:end -->";
 #[test]
 fn protocol_examples_match_the_docs() {
     let home = Home::new();
-    let d = Daemon::start(&home, &Config::full());
+    // With path exposures (an empty journal; the root's path never shows).
+    let root = home.dir.path().join("projects");
+    std::fs::create_dir(&root).expect("mkdir");
+    let policy = home.dir.path().join("exposure-policy.json");
+    let bytes = glove_types::exposure::starter(
+        &[(root, glove_types::exposure::StarterRoot::default())],
+        &[glove_types::ids::RuntimeTemplateId::new("codex-safe").expect("id")],
+    )
+    .expect("starter");
+    write_mode(&policy, &bytes, 0o600);
+    let journal = home.state.join("exposures.journal");
+    let cfg = Config::full().with(&[
+        "--path-exposure-policy",
+        policy.to_str().expect("utf8"),
+        "--path-exposure-journal",
+        journal.to_str().expect("utf8"),
+    ]);
+    let d = Daemon::start(&home, &cfg);
     let mut r = Recorder::open(&d);
     let plan = plan_text();
     r.exchange(
         "`capabilities`",
-        "With a policy and a session store.",
+        "With a policy, a session store and path exposures.",
         &req(1, "capabilities", json!({})),
     );
     r.exchange(
@@ -196,6 +213,20 @@ fn protocol_examples_match_the_docs() {
         &req(11, "session_status", json!({"session": "session-0001"})),
     );
     r.exchange("A batch", "", &json!([req(12, "capabilities", json!({}))]));
+    r.exchange(
+        "`exposure_catalog`",
+        "On either socket; nothing enrolled yet.",
+        &req(13, "exposure_catalog", json!({})),
+    );
+    r.exchange(
+        "`exposure_create` on the control socket",
+        "Enrollment answers the owner socket only.",
+        &req(
+            14,
+            "exposure_create",
+            json!({"path": "/home/me/src/app", "label": "app"}),
+        ),
+    );
     let examples = format!("{BEGIN}\n{}{}{END}", handshake_vectors(), r.out);
     let examples = examples.replace("\n\n\n", "\n\n");
     snap!("control_protocol_examples", examples.clone());

@@ -156,6 +156,9 @@ pub struct WireSpec {
     /// The retained workspaces' mounts, in the order of
     /// `wire.retained_targets`.
     pub retained: Vec<OwnedFd>,
+    /// The exposed projects' descriptors, in the order of
+    /// `wire.exposure_targets`.
+    pub exposures: Vec<OwnedFd>,
 }
 
 impl SpecParts for WireSpec {

@@ -82,9 +82,14 @@ impl<'id> ManagedDoor<'_, 'id> {
             wire,
             channel,
             retained,
+            exposures,
         } = spec;
         let frame = ToLauncher::Spec(Box::new(wire.clone()));
-        let fds: Vec<OwnedFd> = channel.into_iter().chain(retained).collect();
+        let fds: Vec<OwnedFd> = channel
+            .into_iter()
+            .chain(retained)
+            .chain(exposures)
+            .collect();
         let sent = if fds.is_empty() {
             link.send(&frame)
         } else {

@@ -130,6 +130,8 @@ pub struct Runtime {
     /// Set by [`Runtime::shutdown`]: no start is begun, and none is
     /// released, from then on.
     closing: std::sync::atomic::AtomicBool,
+    /// The path exposures, when configured: a start opens the plan's.
+    exposures: Option<Arc<crate::exposures::Exposures>>,
 }
 
 impl core::fmt::Debug for Runtime {
@@ -219,6 +221,18 @@ impl Runtime {
         Runtime::with_launcher(cfg, key, store, receipts, clock, launcher)
     }
 
+    /// The runtime with the service's path exposures (a start opens the
+    /// plan's from their held descriptors).
+    pub fn with_exposures(mut self, x: Option<Arc<crate::exposures::Exposures>>) -> Runtime {
+        self.exposures = x;
+        self
+    }
+
+    /// The runtime's path exposures, when configured.
+    pub(crate) fn exposures(&self) -> Option<&Arc<crate::exposures::Exposures>> {
+        self.exposures.as_ref()
+    }
+
     /// [`Runtime::new`] with launchers from `launcher` instead of the
     /// configured executable.
     pub fn with_launcher(
@@ -256,6 +270,7 @@ impl Runtime {
             clock,
             launcher,
             closing: std::sync::atomic::AtomicBool::new(false),
+            exposures: None,
         }
     }
 

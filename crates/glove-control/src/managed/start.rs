@@ -137,6 +137,20 @@ impl Runtime {
             })?;
             let built = build_spec(policy, &admitted, &self.cfg, size.0, size.1)
                 .map_err(ControlError::from)?;
+            // The plan's exposures, checked again now and opened from
+            // their held descriptors (a refusal leaves the session created).
+            let exposed = match (admitted.path_exposures(), self.exposures()) {
+                ([], _) => Vec::new(),
+                (_, None) => {
+                    return Err(err(
+                        glove_types::codes::exposure::EXPOSURE_UNAVAILABLE,
+                        "the plan names path exposures; this service has none",
+                    ))
+                }
+                (wanted, Some(x)) => x
+                    .open_for_session(wanted, admitted.runtime_template_id(), self.clock.now_ms())
+                    .map_err(ControlError::from)?,
+            };
             self.test_hold("after_resolve");
             // The session's parts, prepared on its spec before anything is
             // recorded: a part that cannot be prepared leaves the session
@@ -146,7 +160,21 @@ impl Runtime {
                 wire: built.wire,
                 channel: None,
                 retained: Vec::new(),
+                exposures: Vec::new(),
             };
+            if let (Some(first), true) = (exposed.first(), admitted.path_grants().is_empty()) {
+                spec.wire.working_directory = first.target.clone();
+            }
+            for x in exposed {
+                spec.wire
+                    .exposure_targets
+                    .push(glove_sandbox::wire::ExposureTarget {
+                        target: x.target,
+                        read_only: x.read_only,
+                        max_bytes: x.max_bytes,
+                    });
+                spec.exposures.push(x.source);
+            }
             let attachments = Attachments::prepare(inputs, &mut spec).map_err(|f| {
                 let (e, _leases) = *f;
                 tracing::warn!(session_id = ?id.as_str(), code = e.code().as_str(), "{}", e.detail());

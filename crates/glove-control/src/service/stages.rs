@@ -56,7 +56,7 @@ fn now_ms() -> u64 {
         .unwrap_or(0)
 }
 
-fn owner_only(auth: &Caller, code: glove_types::ErrorCode) -> Result<(), ControlError> {
+pub(super) fn owner_only(auth: &Caller, code: glove_types::ErrorCode) -> Result<(), ControlError> {
     if auth.is_owner() {
         Ok(())
     } else {

@@ -58,6 +58,7 @@ pub(super) fn init_main(
     keep.extend(spec.extra_fds.iter().map(|(f, _)| f.as_raw_fd()));
     keep.extend(spec.egress.iter().map(|e| e.channel.as_raw_fd()));
     keep.extend(spec.retained.iter().map(|r| r.mount.as_raw_fd()));
+    keep.extend(spec.exposures.iter().map(|x| x.source.as_raw_fd()));
     if trace::enabled() {
         keep.push(trace::TRACE_FD);
     }

@@ -130,6 +130,8 @@ pub(super) fn setup_fs(
         at::attach(r.mount.as_fd(), target.as_fd())
             .map_err(step(&format!("attach retained workspace {}", r.target)))?;
     }
+    // Exposures, copied from the descriptors the supervisor opened.
+    crate::exposures::apply_exposures(&spec.exposures, owner)?;
     let owner_inside = if privileged { 0 } else { INSIDE_ID };
     crate::grants::apply_bundles(&spec.bundles, owner_inside, &mut facts)?;
     // The pin last of the mounts over the root's tree (the spec keeps

@@ -185,6 +185,16 @@ impl LaunchSpec {
             path(&r.target, "retained workspace target")?;
             targets.push(&r.target);
         }
+        if self.exposures.len() > super::MAX_EXPOSURES {
+            return Err(bad(format!("more than {} exposures", super::MAX_EXPOSURES)));
+        }
+        for x in &self.exposures {
+            path(&x.target, "exposure target")?;
+            if x.max_bytes == 0 {
+                return Err(bad(format!("exposure {} has no bytes", x.target)));
+            }
+            targets.push(&x.target);
+        }
         for b in &self.bundles {
             path(&b.root, "bundle root")?;
             path(&b.target, "bundle target")?;
@@ -263,6 +273,7 @@ impl LaunchSpec {
             .map(|b| &b.target)
             .chain(self.grants.iter().map(|g| &g.target))
             .chain(self.retained.iter().map(|r| &r.target))
+            .chain(self.exposures.iter().map(|x| &x.target))
             .chain(self.bundles.iter().map(|b| &b.target));
         for t in shadowable {
             if let Some(w) = self.writable_dirs.iter().find(|w| is_within(t, w)) {
@@ -295,6 +306,7 @@ impl LaunchSpec {
             .chain(self.writable_dirs.iter().map(String::as_str))
             .chain(self.grants.iter().map(|g| g.target.as_str()))
             .chain(self.retained.iter().map(|r| r.target.as_str()))
+            .chain(self.exposures.iter().map(|x| x.target.as_str()))
             .chain(self.bundles.iter().map(|b| b.target.as_str()))
             .collect();
         let made = self

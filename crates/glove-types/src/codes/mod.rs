@@ -33,6 +33,7 @@ pub mod cli;
 pub mod control;
 pub mod daemon;
 pub mod egress;
+pub mod exposure;
 pub mod file;
 pub mod ids;
 pub mod journal;
@@ -86,6 +87,8 @@ pub enum Area {
     Apply,
     /// `glove daemon`: the service unit and the service manager.
     Daemon,
+    /// Dynamic path exposures: their policy, journal and use by plans.
+    Exposure,
 }
 
 impl Area {
@@ -110,6 +113,7 @@ impl Area {
             Area::Cli => "cli",
             Area::Apply => "apply",
             Area::Daemon => "daemon",
+            Area::Exposure => "exposure",
         }
     }
 }
@@ -167,6 +171,7 @@ impl ErrorCode {
             cli::TABLE,
             apply::TABLE,
             daemon::TABLE,
+            exposure::TABLE,
         ]
         .into_iter()
         .flatten()

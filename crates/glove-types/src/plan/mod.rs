@@ -18,8 +18,8 @@ use crate::codes::json::JSON_INVALID_TYPE;
 use crate::codes::plan::*;
 use crate::digest::{Blake3Digest, Sha256Digest};
 use crate::ids::{
-    AliasId, IdempotencyKey, PolicyId, ProfileId, ProjectionId, RuntimeId, RuntimeTemplateId,
-    SecretHandle, SessionId,
+    AliasId, ExposureId, IdempotencyKey, PolicyId, ProfileId, ProjectionId, RuntimeId,
+    RuntimeTemplateId, SecretHandle, SessionId,
 };
 use crate::policy::{
     Access, CleanupPolicy, Materialization, ResourceLimits, SandboxBackend, ValidatedPolicy,
@@ -53,6 +53,18 @@ struct RawPlan {
     secret_handles: Vec<String>,
     path_grants: Vec<RawGrant>,
     library_projections: Vec<RawProjection>,
+    /// Absent when the plan names no exposure (never an empty array), so
+    /// every plan without one keeps its bytes and digests.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    path_exposures: Option<Vec<RawExposure>>,
+}
+
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+struct RawExposure {
+    exposure_id: String,
+    generation: u64,
+    access: String,
 }
 
 #[derive(Debug, Clone, Deserialize, Serialize)]
@@ -103,6 +115,20 @@ pub struct PathGrant {
     pub max_bytes: u64,
 }
 
+/// A path exposure requested by a plan: a lease of the service's exposure
+/// journal named by id and generation, and the access the session wants
+/// (one of the lease's modes; its materialization and quota come from
+/// the lease).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct PlanExposure {
+    /// The exposure id.
+    pub exposure_id: ExposureId,
+    /// The generation the plan was written for (must be the newest).
+    pub generation: u64,
+    /// The access mode asked for.
+    pub access: Access,
+}
+
 /// A library projection requested by a plan.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct LibraryProjection {
@@ -137,6 +163,8 @@ pub struct DecodedPlan {
     secret_handles: Vec<SecretHandle>,
     path_grants: Vec<PathGrant>,
     library_projections: Vec<LibraryProjection>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    path_exposures: Vec<PlanExposure>,
 }
 
 fn sorted_unique<T, K: Ord>(
@@ -188,6 +216,51 @@ fn wire<T>(v: &str, field: &str, parse: impl Fn(&str) -> Option<T>) -> Result<T,
     })
 }
 
+/// The `path_exposures` array: absent, or 1 to [`MAX_PLAN_ENTRIES`]
+/// entries sorted by exposure id without repeats (an empty array is not
+/// canonical: it is omitted instead), generations from 1, access
+/// `read_only` or `ephemeral_write`.
+fn decode_exposures(raw: Option<&[RawExposure]>) -> Result<Vec<PlanExposure>, Rejection> {
+    let Some(raw) = raw else {
+        return Ok(Vec::new());
+    };
+    if raw.is_empty() {
+        return Err(Rejection::new(
+            PLAN_ARRAY_NOT_CANONICAL,
+            "an empty path_exposures is omitted, never written",
+        )
+        .at("path_exposures"));
+    }
+    sorted_unique(raw, "path_exposures", |e| e.exposure_id.clone())?;
+    raw.iter()
+        .enumerate()
+        .map(|(i, e)| {
+            let at = format!("path_exposures[{i}]");
+            let access = wire(&e.access, "access", Access::parse).map_err(|r| r.at(&at))?;
+            if !matches!(access, Access::ReadOnly | Access::EphemeralWrite) {
+                return Err(Rejection::new(
+                    crate::codes::exposure::EXPOSURE_ACCESS_NOT_ALLOWED,
+                    "an exposure is used read_only or ephemeral_write",
+                )
+                .at(format!("{at}.access")));
+            }
+            if e.generation == 0 {
+                return Err(Rejection::new(
+                    crate::codes::exposure::EXPOSURE_GENERATION_STALE,
+                    "generations start at 1",
+                )
+                .at(format!("{at}.generation")));
+            }
+            Ok(PlanExposure {
+                exposure_id: ExposureId::new(e.exposure_id.clone())
+                    .map_err(|r| r.at(format!("{at}.exposure_id")))?,
+                generation: e.generation,
+                access,
+            })
+        })
+        .collect()
+}
+
 impl DecodedPlan {
     /// Decodes a plan that must be canonical JSON of at most
     /// [`MAX_PLAN_BYTES`].
@@ -237,7 +310,9 @@ impl DecodedPlan {
                     .map_err(|e| e.at(format!("{at}.destination_alias")))?,
             });
         }
+        let path_exposures = decode_exposures(raw.path_exposures.as_deref())?;
         Ok(DecodedPlan {
+            path_exposures,
             canonical: bytes.to_vec(),
             schema_version: raw.schema_version,
             session_id: SessionId::new(raw.session_id.clone()).map_err(|e| e.at("session_id"))?,
@@ -279,14 +354,17 @@ impl DecodedPlan {
         self.issued_at_ms
     }
 
-    /// The runtime template the plan names.
-    pub fn runtime_template_id(&self) -> &RuntimeTemplateId {
-        &self.runtime_template_id
-    }
-
     /// The tool policy ids the plan names.
     pub fn tool_policy_ids(&self) -> &[PolicyId] {
         &self.tool_policy_ids
+    }
+    /// The path exposures the plan names (empty when it names none).
+    pub fn path_exposures(&self) -> &[PlanExposure] {
+        &self.path_exposures
+    }
+    /// The runtime template id.
+    pub fn runtime_template_id(&self) -> &RuntimeTemplateId {
+        &self.runtime_template_id
     }
     /// The resource limits the plan asks for (every field present: the
     /// decoder refuses a plan missing one).
@@ -354,6 +432,10 @@ impl AdmittedPlan {
     /// The requested library projections.
     pub fn library_projections(&self) -> &[LibraryProjection] {
         &self.plan.library_projections
+    }
+    /// The requested path exposures.
+    pub fn path_exposures(&self) -> &[PlanExposure] {
+        &self.plan.path_exposures
     }
     /// The runtime template id.
     pub fn runtime_template_id(&self) -> &RuntimeTemplateId {

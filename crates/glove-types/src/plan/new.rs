@@ -52,6 +52,10 @@ pub struct PlanRequest {
     pub egress_policy_ids: Vec<String>,
     /// Tool policy ids, in any order.
     pub tool_policy_ids: Vec<String>,
+    /// Path exposures (id, generation, access), in any order; they are
+    /// checked against the service's exposure journal when the plan is
+    /// created, not here.
+    pub exposures: Vec<PlanExposure>,
     /// Lifetime in seconds of the plan and of every grant; `None` takes the
     /// policy's maxima (`max_plan_ttl_ms`, each alias's `max_ttl_secs`).
     pub ttl_secs: Option<u64>,
@@ -179,8 +183,19 @@ pub fn build(policy: &ValidatedPolicy, req: &PlanRequest) -> Result<AdmittedPlan
             )
         })
         .collect();
+    let exposures = sorted(
+        req.exposures
+            .iter()
+            .map(|e| {
+                (
+                    e.exposure_id.as_str().to_owned(),
+                    json!({"exposure_id": e.exposure_id, "generation": e.generation, "access": e.access}),
+                )
+            })
+            .collect(),
+    );
     let l = profile.limits();
-    let plan = json!({
+    let mut plan = json!({
         "schema_version": 1,
         "session_id": req.session_id,
         "idempotency_key": req.idempotency_key,
@@ -206,6 +221,9 @@ pub fn build(policy: &ValidatedPolicy, req: &PlanRequest) -> Result<AdmittedPlan
         "path_grants": sorted(grants),
         "library_projections": sorted(projections),
     });
+    if !exposures.is_empty() {
+        plan["path_exposures"] = serde_json::Value::Array(exposures);
+    }
     let bytes = canon::to_canonical(&plan)?;
     admit(DecodedPlan::decode(&bytes)?, None, policy, req.now_ms)
 }
@@ -266,6 +284,7 @@ mod tests {
             secret_handles: vec![],
             egress_policy_ids: vec![],
             tool_policy_ids: vec![],
+            exposures: Vec::new(),
             ttl_secs: None,
             session_id: "plan-0123456789abcdef".into(),
             idempotency_key: "plan-0123456789abcdef".into(),
@@ -290,6 +309,7 @@ mod tests {
             secret_handles: vec!["codex-token".into()],
             egress_policy_ids: vec!["no-network".into()],
             tool_policy_ids: vec!["sage-readonly".into()],
+            exposures: Vec::new(),
             ttl_secs: Some(60),
             session_id: "session-0001".into(),
             idempotency_key: "create-0001".into(),

@@ -323,3 +323,57 @@ fn a_brokered_handle_needs_the_egress_policy_that_brokers_it() {
     // A handle no egress policy brokers is still a lease candidate.
     admit_with(json!(["no-network"]), json!(["codex-token"])).expect("lease");
 }
+
+#[test]
+fn path_exposures_are_optional_sorted_and_never_empty() {
+    use glove_types::codes::exposure::*;
+    // Without the field, the example plan's bytes and digests are those of
+    // the file (a plan that never names an exposure is unchanged).
+    let raw = crate::example("plan.json");
+    let canonical = bytes(&base());
+    let p = DecodedPlan::decode(&canonical).expect("decode");
+    assert!(p.path_exposures().is_empty());
+    assert_eq!(
+        canon::to_canonical(&serde_json::from_slice::<Value>(&raw).expect("json")).expect("c"),
+        canonical
+    );
+    let e = |id: &str, g: u64, a: &str| json!({"exposure_id": id, "generation": g, "access": a});
+    let mut v = base();
+    v["path_exposures"] = json!([e("a1", 1, "read_only"), e("b2", 3, "ephemeral_write")]);
+    let p = DecodedPlan::decode(&bytes(&v)).expect("decode");
+    assert_eq!(p.path_exposures().len(), 2);
+    assert_eq!(p.path_exposures()[1].generation, 3);
+    // Admission against the policy alone leaves them to gloved's journal.
+    admit(p, None, &policy(), NOW).expect("admitted");
+    for (list, want) in [
+        (json!([]), PLAN_ARRAY_NOT_CANONICAL),
+        (
+            json!([e("b2", 1, "read_only"), e("a1", 1, "read_only")]),
+            PLAN_ARRAY_NOT_CANONICAL,
+        ),
+        (
+            json!([e("a1", 1, "read_only"), e("a1", 2, "read_only")]),
+            PLAN_ARRAY_DUPLICATE,
+        ),
+        (json!([e("a1", 0, "read_only")]), EXPOSURE_GENERATION_STALE),
+        (
+            json!([e("a1", 1, "retained_write")]),
+            EXPOSURE_ACCESS_NOT_ALLOWED,
+        ),
+        (json!([e("a1", 1, "direct")]), JSON_INVALID_TYPE),
+        (
+            json!([e("A1", 1, "read_only")]),
+            glove_types::codes::ids::ID_INVALID,
+        ),
+        (
+            json!([{"exposure_id": "a1", "generation": 1, "access": "read_only", "path": "/x"}]),
+            JSON_UNKNOWN_FIELD,
+        ),
+    ] {
+        assert_eq!(
+            reject(|v| v["path_exposures"] = list.clone()),
+            want,
+            "{list}"
+        );
+    }
+}

@@ -112,14 +112,6 @@ fn start_checked(s: &Settings) -> Result<Started, Rejection> {
             true
         }
     };
-    if let Some((policy_path, journal_path)) = &s.path_exposure {
-        placement::require_absolute(policy_path, "the path-exposure policy")?;
-        protected::read(policy_path, Requirements::POLICY)?;
-        placement::check_parent(journal_path, "the path-exposure journal")?;
-        if exists(journal_path) {
-            placement::check_file(journal_path, "the path-exposure journal")?;
-        }
-    }
     placement::require_absolute(&s.receipt_key, "the receipt key")?;
     let key_bytes = protected::read(
         &s.receipt_key,
@@ -154,6 +146,36 @@ fn start_checked(s: &Settings) -> Result<Started, Rejection> {
             )?)
         }
         None => None,
+    };
+    // The exposure policy (a protected file) and its journal (anchored
+    // with the receipt key, like the other journals): loaded, replayed and
+    // every live lease's project opened again, or the start is refused.
+    let exposures = match &s.path_exposure {
+        None => None,
+        Some((policy_path, journal_path)) => {
+            placement::require_absolute(policy_path, "the path-exposure policy")?;
+            placement::check_parent(journal_path, "the path-exposure journal")?;
+            if exists(journal_path) {
+                placement::check_file(journal_path, "the path-exposure journal")?;
+            }
+            let (x, report) = glove_control::exposures::Exposures::load(
+                policy_path,
+                journal_path,
+                key.clone(),
+                held_paths(s),
+                s.clock.now_ms(),
+            )?;
+            if let Some(r) = report {
+                if r.unanchored {
+                    tracing::warn!(path = ?journal_path, "the path-exposure journal had no anchor file; one is kept from now on");
+                }
+                if let Some(torn) = r.torn {
+                    tracing::warn!(path = ?journal_path, torn = ?torn, "path-exposure journal had a torn tail; it was cut off and a copy kept");
+                }
+            }
+            tracing::info!(path = ?journal_path, "path exposures loaded");
+            Some(x)
+        }
     };
     // The store and the receipt journal each keep an anchor file beside
     // them (`<file>.anchor`, keyed with the receipt key), rewritten after
@@ -274,6 +296,10 @@ fn start_checked(s: &Settings) -> Result<Started, Rejection> {
         clock: s.clock,
         max_frame_bytes: s.limits.max_frame_bytes,
     });
+    let service = match exposures {
+        Some(x) => service.with_exposures(x),
+        None => service,
+    };
     let service = match runtime {
         Some((cfg, key, ok)) => service.with_runtime(cfg, key, ok),
         None => service,

@@ -1,0 +1,37 @@
+//! Codes of dynamic path exposures: the exposure policy, enrollment
+//! (`exposure_create`, `glove init`), the exposure journal's records and a
+//! plan's use of an exposure.
+
+define_codes! { Exposure;
+    EXPOSURE_POLICY_INVALID = "exposure_policy_invalid": "the exposure policy is malformed: wrong schema version, a missing or unknown field, or no root",
+    EXPOSURE_POLICY_ROOT_INVALID = "exposure_policy_root_invalid": "an exposure root's path is not a canonical absolute path, is '/' or lies in a restricted host directory",
+    EXPOSURE_POLICY_ROOTS_OVERLAP = "exposure_policy_roots_overlap": "two exposure roots are the same directory or one lies beneath the other",
+    EXPOSURE_POLICY_MODE_INVALID = "exposure_policy_mode_invalid": "an exposure mode names an access or materialization exposures do not support, or a byte quota outside its bound",
+    EXPOSURE_POLICY_TTL_INVALID = "exposure_policy_ttl_invalid": "a root's max_ttl_secs is zero or past its bound",
+    EXPOSURE_POLICY_NOT_CANONICAL = "exposure_policy_not_canonical": "an array of the exposure policy is not sorted, repeats an entry or is past its bound",
+    EXPOSURE_PATH_INVALID = "exposure_path_invalid": "the project path is not a canonical absolute UTF-8 path",
+    EXPOSURE_PATH_OUTSIDE_ROOTS = "exposure_path_outside_roots": "the project lies beneath no root of the exposure policy",
+    EXPOSURE_PATH_IS_ROOT = "exposure_path_is_root": "the project is an exposure root itself; only a directory beneath a root can be exposed",
+    EXPOSURE_PATH_SYMLINK = "exposure_path_symlink": "a component of the project path beneath its root is a symbolic link",
+    EXPOSURE_PATH_CROSSES_MOUNT = "exposure_path_crosses_mount": "the project path beneath its root crosses onto another file system",
+    EXPOSURE_PATH_NOT_DIRECTORY = "exposure_path_not_directory": "the project is not a directory",
+    EXPOSURE_PATH_NOT_FOUND = "exposure_path_not_found": "the project, or its root, does not exist",
+    EXPOSURE_PATH_IO = "exposure_path_io": "opening the project beneath its root failed",
+    EXPOSURE_PATH_PROTECTED = "exposure_path_protected": "the project holds, or is held by, a key, journal or directory the service keeps",
+    EXPOSURE_LIVE_EXISTS = "exposure_live_exists": "the project already has a live exposure; revoke it, let it expire or ask to replace it",
+    EXPOSURE_MODE_NOT_ALLOWED = "exposure_mode_not_allowed": "a requested mode is not one of the root's allowed tuples",
+    EXPOSURE_TTL_INVALID = "exposure_ttl_invalid": "the requested lifetime is zero or past the root's max_ttl_secs",
+    EXPOSURE_RUNTIME_INVALID = "exposure_runtime_invalid": "a requested runtime template is not one the exposure policy allows",
+    EXPOSURE_UNKNOWN = "exposure_unknown": "no exposure with this id exists",
+    EXPOSURE_GENERATION_STALE = "exposure_generation_stale": "the plan names a generation of the exposure that is not its newest",
+    EXPOSURE_REVOKED = "exposure_revoked": "the exposure's generation was revoked",
+    EXPOSURE_EXPIRED = "exposure_expired": "the exposure's generation has expired",
+    EXPOSURE_ACCESS_NOT_ALLOWED = "exposure_access_not_allowed": "the plan asks an exposure for an access mode its lease does not allow",
+    EXPOSURE_RUNTIME_NOT_ALLOWED = "exposure_runtime_not_allowed": "the plan's runtime template is not among the exposure's runtimes",
+    EXPOSURE_LABEL_CONFLICT = "exposure_label_conflict": "two exposures of one plan share a label, and so a destination",
+    EXPOSURE_IDENTITY_CHANGED = "exposure_identity_changed": "the project opened at start is not the directory the journal recorded (device and inode differ)",
+    EXPOSURE_UNAVAILABLE = "exposure_unavailable": "the plan names exposures but this service has no exposure policy and journal",
+    EXPOSURE_RECORD_INVALID = "exposure_record_invalid": "an exposure journal record does not decode as its schema or is not canonical",
+    EXPOSURE_JOURNAL_HISTORY_INVALID = "exposure_journal_history_invalid": "the exposure journal's records do not replay: a generation out of order, a revocation of no live lease, two live leases of one project, or a scope digest that does not verify",
+    EXPOSURE_COPY_FAILED = "exposure_copy_failed": "materializing an exposure for a session failed",
+}
