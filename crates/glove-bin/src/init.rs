@@ -10,7 +10,6 @@
 //! not guessed at by the client.
 
 use crate::control::client::{Client, ClientError};
-use crate::control::config::default_runtime_dir;
 use crate::report::{print_json, EXIT_OK, EXIT_REJECTED};
 use clap::{Args, Subcommand};
 use serde_json::{json, Value};
@@ -37,7 +36,7 @@ pub struct InitArgs {
     /// one durable step.
     #[arg(long)]
     pub replace: bool,
-    /// gloved's runtime directory (default: the per-user one).
+    /// gloved's runtime directory [default: found as every client finds it].
     #[arg(long, value_name = "DIR")]
     pub runtime_dir: Option<PathBuf>,
     /// Print one JSON object.
@@ -57,7 +56,7 @@ pub enum ExposuresCommand {
 /// Arguments of `glove exposures list`.
 #[derive(Debug, Args)]
 pub struct ExposuresList {
-    /// gloved's runtime directory (default: the per-user one).
+    /// gloved's runtime directory [default: found as every client finds it].
     #[arg(long, value_name = "DIR")]
     pub runtime_dir: Option<PathBuf>,
     /// Print the catalog as JSON.
@@ -74,7 +73,7 @@ pub struct ExposuresRevoke {
     /// The generation meant (refused unless it is the newest).
     #[arg(long, value_name = "GEN")]
     pub generation: Option<u64>,
-    /// gloved's runtime directory (default: the per-user one).
+    /// gloved's runtime directory [default: found as every client finds it].
     #[arg(long, value_name = "DIR")]
     pub runtime_dir: Option<PathBuf>,
     /// Print one JSON object.
@@ -83,7 +82,8 @@ pub struct ExposuresRevoke {
 }
 
 fn connect(runtime_dir: &Option<PathBuf>) -> Result<Client, ClientError> {
-    Client::connect_owner(&runtime_dir.clone().unwrap_or_else(default_runtime_dir))
+    let dir = crate::control::discover::runtime_dir(runtime_dir.as_deref())?;
+    Client::connect_owner(&dir)
 }
 
 fn fail(code: &str, location: &str, message: &str, json: bool) -> i32 {
@@ -162,7 +162,7 @@ pub fn init(a: &InitArgs) -> i32 {
                     v["destination"].as_str().unwrap_or_default()
                 );
                 println!("  expires    {} (Unix ms)", x["expires_at_ms"]);
-                println!("next: glove plan new --policy FILE --template T --profile P --exposure {id}:{generation}[:MODE]");
+                println!("next: glove plan new --template T --profile P --exposure {id}:{generation}[:MODE]");
             }
             EXIT_OK
         }

@@ -388,21 +388,37 @@ fn exposure_policy(
         run.push("path-exposure policy", &path, Action::Unchanged, note);
         return Ok(Some(()));
     }
-    let mut bytes = exposure_starter(roots)?;
+    let mut bytes = exposure_starter(roots, &run.layout.session_policy())?;
     bytes.push(b'\n');
     let made = create_new(config, &path, &bytes, 0o600)?;
     run.push("path-exposure policy", &path, placed(made), None);
     Ok(Some(()))
 }
 
-/// The exposure policy's bytes for these roots.
-fn exposure_starter(roots: &[PathBuf]) -> Result<Vec<u8>, Rejection> {
-    let _ = roots;
-    Err(Rejection::new(
-        glove_types::codes::cli::CLI_INVALID_ARGUMENT,
-        "path exposures are not available in this build",
-    )
-    .at("path_root"))
+/// The exposure policy's bytes for these roots (canonical paths; every
+/// mode the defaults allow), usable by every template of the session
+/// policy.
+fn exposure_starter(roots: &[PathBuf], session_policy: &Path) -> Result<Vec<u8>, Rejection> {
+    use glove_types::codes::cli::CLI_INVALID_ARGUMENT;
+    use glove_types::exposure::{starter, StarterRoot};
+    let mut canonical = Vec::new();
+    for r in roots {
+        let c = std::fs::canonicalize(r).map_err(|e| {
+            Rejection::new(CLI_INVALID_ARGUMENT, format!("{}: {e}", r.display())).at("path_root")
+        })?;
+        canonical.push((c, StarterRoot::default()));
+    }
+    let bytes = files::read_protected(session_policy, 1024 * 1024)?;
+    let v: Value = serde_json::from_slice(&bytes)
+        .map_err(|e| Rejection::new(glove_types::codes::cli::SETUP_IO, e.to_string()))?;
+    let templates = v["runtime_templates"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|t| t["runtime_template_id"].as_str())
+        .map(glove_types::ids::RuntimeTemplateId::new)
+        .collect::<Result<Vec<_>, _>>()?;
+    starter(&canonical, &templates)
 }
 
 fn next_steps(run: &Run) -> Vec<String> {
@@ -411,12 +427,14 @@ fn next_steps(run: &Run) -> Vec<String> {
         "glove daemon install --now".to_owned(),
         format!("(or in a terminal: gloved --config {cfg})"),
     ];
-    if files::exists(&run.layout.exposure_policy()) {
-        out.push("glove init ~/project".into());
-    }
+    let exposure = if files::exists(&run.layout.exposure_policy()) {
+        out.push("glove init DIR            (a project beneath a --path-root)".into());
+        " --exposure ID:GEN"
+    } else {
+        ""
+    };
     out.push(format!(
-        "glove plan new --policy {} --template {} --profile small --out plan.json",
-        run.layout.show(&run.layout.session_policy()),
+        "glove plan new --template {} --profile small{exposure} --out plan.json",
         policy::SHELL_TEMPLATE
     ));
     out.push("glove session run plan.json".into());

@@ -463,7 +463,7 @@ impl Unprivileged {
 }
 
 #[test]
-fn an_unprivileged_newcomer_runs_a_managed_session_in_a_delegated_cgroup() {
+fn an_unprivileged_newcomer_goes_from_setup_to_a_session_with_an_exposed_project() {
     let Some(u) = Unprivileged::new() else {
         return;
     };
@@ -475,17 +475,40 @@ fn an_unprivileged_newcomer_runs_a_managed_session_in_a_delegated_cgroup() {
         eprintln!("skipping: no v1 memory, pids and cpuacct hierarchies to delegate");
         return;
     };
-    u.ok(&["setup"]);
+    // A project under a root setup approves for exposures.
+    let src = u.home().join("src");
+    let proj = src.join("proj");
+    std::fs::create_dir_all(&proj).expect("mkdir");
+    std::fs::write(proj.join("README"), "hello from the host project\n").expect("write");
+    for p in [&src, &proj, &proj.join("README")] {
+        std::os::unix::fs::chown(p, Some(u.uid), Some(u.uid)).expect("chown");
+    }
+    u.ok(&["setup", "--path-root", src.to_str().expect("utf8")]);
     let d = u.gloved(&cg);
     let caps: Value = serde_json::from_str(&u.ok(&["capabilities", "--json"])).expect("json");
+    let methods = caps["methods"].as_array().expect("methods");
+    for m in ["start_session", "exposure_catalog", "exposure_create"] {
+        assert!(methods.iter().any(|x| x == m), "{m}: {caps}");
+    }
+    // `glove init` enrols the project; the catalog shows it, redacted.
+    let init: Value =
+        serde_json::from_str(&u.ok(&["init", proj.to_str().expect("utf8"), "--json"]))
+            .expect("json");
+    assert_eq!(init["destination"], "/work/proj", "{init}");
+    let id = init["exposure"]["exposure_id"]
+        .as_str()
+        .expect("id")
+        .to_owned();
+    let generation = init["exposure"]["generation"].as_u64().expect("generation");
+    let catalog = u.ok(&["exposures", "list", "--json"]);
+    assert!(catalog.contains(&id), "{catalog}");
     assert!(
-        caps["methods"]
-            .as_array()
-            .expect("methods")
-            .iter()
-            .any(|m| m == "start_session"),
-        "{caps}"
+        !catalog.contains("/src/proj"),
+        "the catalog names no path: {catalog}"
     );
+
+    // A plan with the exposure: the session sees the project copied in.
+    let exposure = format!("{id}:{generation}:ephemeral_write");
     u.ok(&[
         "plan",
         "new",
@@ -493,20 +516,47 @@ fn an_unprivileged_newcomer_runs_a_managed_session_in_a_delegated_cgroup() {
         "shell",
         "--profile",
         "small",
+        "--exposure",
+        &exposure,
         "--out",
         "plan.json",
     ]);
     let out = u.glove(
         &["session", "run", "plan.json"],
-        b"echo I am $(id -u) inside; exit 5\n",
+        b"echo I am $(id -u) inside; cat /work/proj/README; echo scratch > /work/proj/new; exit 5\n",
     );
     assert_eq!(out.status.code(), Some(5), "{}", text(&out.stderr));
+    let shown = text(&out.stdout);
     assert!(
-        text(&out.stdout).contains("inside"),
-        "{}",
-        text(&out.stdout)
+        shown.contains("inside") && shown.contains("hello from the host project"),
+        "{shown}"
+    );
+    assert!(
+        !proj.join("new").exists(),
+        "an ephemeral copy never reaches the host tree"
     );
     assert!(no_children_named(d.pid(), "glove-launcher"));
+    let receipts = u.ok(&["receipts", "show"]);
+    assert!(receipts.contains("exited with code 5"), "{receipts}");
+
+    // Revoked: a plan naming it is refused.
+    u.ok(&["exposures", "revoke", &id]);
+    u.ok(&[
+        "plan",
+        "new",
+        "--template",
+        "shell",
+        "--profile",
+        "small",
+        "--exposure",
+        &exposure,
+        "--out",
+        "plan2.json",
+    ]);
+    let refused = u.glove(&["session", "run", "plan2.json", "--json"], b"");
+    assert_eq!(refused.status.code(), Some(1));
+    let v: Value = serde_json::from_slice(&refused.stdout).expect("json");
+    assert_eq!(v["code"], "exposure_revoked", "{v}");
     d.stop();
 }
 
