@@ -242,18 +242,20 @@ fn check_config(config: &Path) -> Result<PathBuf, Rejection> {
         config: Some(config.to_path_buf()),
         ..GlovedArgs::default()
     };
-    // The unit runs gloved with this file for as long as it is installed:
-    // nobody but root and the caller may be able to swap it or a
-    // directory above it.
-    let why = unit::unsafe_reasons(config);
-    if !why.is_empty() {
-        return Err(Rejection::new(
-            DAEMON_CONFIG_UNSAFE,
-            format!("{}: {}", config.display(), why.join("; ")),
-        ));
-    }
     match args.resolve(crate::control::service::Clock::System) {
-        Ok((s, _)) => Ok(s.runtime_dir),
+        Ok((s, _)) => {
+            // The unit runs gloved with this file for as long as it is installed:
+            // nobody but root and the caller may be able to swap it or a
+            // directory above it.
+            let why = unit::unsafe_reasons(config);
+            if !why.is_empty() {
+                return Err(Rejection::new(
+                    DAEMON_CONFIG_UNSAFE,
+                    format!("{}: {}", config.display(), why.join("; ")),
+                ));
+            }
+            Ok(s.runtime_dir)
+        }
         Err(e) if e.code() == FILE_NOT_FOUND => Err(Rejection::new(
             FILE_NOT_FOUND,
             format!(

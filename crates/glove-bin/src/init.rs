@@ -122,6 +122,19 @@ pub fn absolute(path: &Path, cwd: &Path) -> Option<String> {
 
 /// `glove init`.
 pub fn init(a: &InitArgs) -> i32 {
+    // `..` after a symbolic link is another directory than the lexical
+    // one: refused rather than guessed.
+    if a.project
+        .components()
+        .any(|c| matches!(c, Component::ParentDir))
+    {
+        return fail(
+            "exposure_path_invalid",
+            "project",
+            "the project path has a `..` component; name the directory without one",
+            a.json,
+        );
+    }
     let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"));
     let Some(path) = absolute(&a.project, &cwd) else {
         return fail(

@@ -246,7 +246,7 @@ pub struct LaunchSpec {
 }
 
 /// Most path exposures in one session.
-pub const MAX_EXPOSURES: usize = 16;
+pub const MAX_EXPOSURES: usize = glove_types::plan::MAX_PLAN_EXPOSURES;
 
 /// A path exposure as the sandbox gets it: the project directory's
 /// descriptor (opened by the supervisor beneath its root, never by path

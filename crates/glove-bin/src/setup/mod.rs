@@ -224,6 +224,24 @@ fn setup(a: &SetupArgs) -> Result<(Run, u128), Rejection> {
         .iter()
         .map(|p| absolute_existing_dir(p, "path_root"))
         .collect::<Result<_, _>>()?;
+    // Nobody else may plant or swap a directory that `glove init` would
+    // then expose (a root under /tmp, or someone else's directory).
+    for r in &roots {
+        let why = std::fs::canonicalize(r)
+            .map(|c| glove_control::harness::unsafe_reasons(&c))
+            .unwrap_or_default();
+        if !why.is_empty() {
+            return Err(Rejection::new(
+                glove_types::codes::cli::SETUP_ANCESTOR_UNSAFE,
+                format!(
+                    "--path-root {} is not safe to expose from: {}",
+                    r.display(),
+                    why.join("; ")
+                ),
+            )
+            .at("path_root"));
+        }
+    }
     // Keys, policies and the config go nowhere someone else could swap a
     // directory on the way (a root shell that kept a user's XDG variables,
     // a home under /tmp).

@@ -237,6 +237,24 @@ fn setup_refuses_loose_or_foreign_directories_and_replaced_files() {
     assert!(!h.root.join("config").exists());
     std::fs::set_permissions(&h.root, std::fs::Permissions::from_mode(0o755)).expect("chmod");
 
+    // An exposure root others may write.
+    let h = Home::new();
+    let open = h.root.join("shared");
+    std::fs::create_dir(&open).expect("mkdir");
+    std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o1777)).expect("chmod");
+    let out = h.glove(&[
+        "setup",
+        "--json",
+        "--path-root",
+        open.to_str().expect("utf8"),
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stdout).contains("setup_ancestor_unsafe"),
+        "{}",
+        text(&out.stdout)
+    );
+
     // A policy replaced by a symbolic link.
     let h = Home::new();
     h.setup_json(&[]);

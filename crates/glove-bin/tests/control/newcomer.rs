@@ -217,6 +217,27 @@ fn setup_gloved_plan_new_session_run_list_and_receipts_show() {
     let out = n.glove(&["session", "run", "p2.json"], b"kill -9 $$\n");
     assert_eq!(out.status.code(), Some(137), "{}", text(&out.stderr));
 
+    // A session created but never started (its start refused, or never
+    // asked for) can be cleaned up: it ends with a receipt that says so.
+    n.ok(&[
+        "plan",
+        "new",
+        "--template",
+        "shell",
+        "--profile",
+        "small",
+        "--out",
+        "p3.json",
+    ]);
+    let never = session_of(&n.root.join("p3.json"));
+    n.ok(&["session", "create", "--plan", "p3.json"]);
+    let cleaned = n.ok(&["session", "cleanup", &never, "--json"]);
+    assert!(cleaned.contains("\"abandoned\":true"), "{cleaned}");
+    let status = n.ok(&["session", "status", &never]);
+    assert!(status.contains("failed"), "{status}");
+    let shown = n.ok(&["receipts", "show", "--session", &never]);
+    assert!(shown.contains("session_abandoned"), "{shown}");
+
     // Attach after the end: the transcript, and the same status.
     let out = n.glove(&["session", "attach", &id], b"");
     assert_eq!(out.status.code(), Some(7), "{}", text(&out.stderr));

@@ -214,6 +214,9 @@ impl Runtime {
                 ))
             }
         };
+        if stage == SessionStage::Created && receipt.is_none() {
+            return self.abandon(id);
+        }
         let terminal = matches!(stage, SessionStage::Exited | SessionStage::Failed);
         if !terminal || receipt.is_none() {
             return Err(err(
@@ -223,5 +226,51 @@ impl Runtime {
         }
         let removed = mem(&self.live).remove(id).is_some();
         Ok(json!({"session_id": id.as_str(), "cleaned": true, "live_state_removed": removed}))
+    }
+}
+
+impl Runtime {
+    /// A session that was created but never started (its start refused, or
+    /// simply never asked for) is ended for good: a failure receipt with
+    /// `session_abandoned`, then the terminal record, so it no longer waits
+    /// in the store.
+    fn abandon(&self, id: &SessionId) -> Result<Value, ControlError> {
+        use super::receipt::{receipt_body, Ending, ReceiptFacts};
+        let any = {
+            let store = lock(&self.store)?;
+            crate::ports::replay(&store, id)
+                .ok_or(ControlError::Internal("session state"))?
+                .map_err(ControlError::Port)?
+        };
+        if !matches!(any, AnySession::Created(_)) {
+            return Err(err(
+                SESSION_NOT_TERMINAL,
+                format!("session {} is {}", id.as_str(), any.stage().as_str()),
+            ));
+        }
+        let facts = ReceiptFacts {
+            digests: *any.digests(),
+            binding: None,
+            limits: self.limits_of(id),
+            projections: vec![],
+            adapter: None,
+            egress: None,
+            mcp: None,
+            retained: Vec::new(),
+        };
+        let body = receipt_body(
+            id,
+            &facts,
+            &Ending::Failure {
+                code: SESSION_ABANDONED.as_str().into(),
+                message: "cleaned up before it ever started".into(),
+            },
+            None,
+        );
+        self.fail_any(any, SESSION_ABANDONED, &body)?;
+        tracing::info!(session_id = ?id.as_str(), "created session abandoned at cleanup");
+        Ok(
+            json!({"session_id": id.as_str(), "cleaned": true, "abandoned": true, "live_state_removed": false}),
+        )
     }
 }

@@ -231,7 +231,22 @@ impl ExposureJournal {
         now_ms: u64,
     ) -> Result<&Lease, JournalError> {
         crate::anchor_file::refuse_if_poisoned(self.anchor_failed)?;
-        let revoke = match (replace, self.table.live_of(&rec, now_ms)) {
+        let matches = self.table.live_matches(&rec, now_ms);
+        if replace && matches.len() > 1 {
+            // A directory moved or swapped under the project's name: one
+            // replace cannot tell which lease it stands for.
+            return Err(JournalError::Invalid {
+                field: "exposure",
+                rejection: glove_types::Rejection::new(
+                    glove_types::codes::exposure::EXPOSURE_LIVE_EXISTS,
+                    format!(
+                        "{} live exposures match this project (by place or by identity); revoke them first",
+                        matches.len()
+                    ),
+                ),
+            });
+        }
+        let revoke = match (replace, matches.first()) {
             (true, Some(live)) => Some(RevokedRecord {
                 exposure_id: live.record().exposure_id.clone(),
                 generation: live.record().generation,

@@ -75,10 +75,17 @@ impl LeaseTable {
     /// The live (unrevoked, unexpired at `now_ms`) lease of the project
     /// `rec` names, if any.
     pub fn live_of(&self, rec: &CreatedRecord, now_ms: u64) -> Option<&Lease> {
+        self.live_matches(rec, now_ms).into_iter().next()
+    }
+
+    /// Every newest live lease of the same project as `rec` (by place or
+    /// by identity: a directory moved or swapped may match two).
+    pub fn live_matches(&self, rec: &CreatedRecord, now_ms: u64) -> Vec<&Lease> {
         self.leases
             .values()
             .filter_map(|g| g.last())
-            .find(|l| l.state(now_ms) == LeaseState::Live && same_project(l.record(), rec))
+            .filter(|l| l.state(now_ms) == LeaseState::Live && same_project(l.record(), rec))
+            .collect()
     }
 
     /// Whether `rec` may be appended at `now_ms` (see the module docs),
@@ -119,9 +126,11 @@ impl LeaseTable {
                 format!("the journal holds {MAX_EXPOSURES} exposures already"),
             ));
         }
+        // Every live match counts but the one revoked in the same batch.
         let live = self
-            .live_of(rec, now_ms)
-            .filter(|l| skip != Some((&l.record().exposure_id, l.record().generation)));
+            .live_matches(rec, now_ms)
+            .into_iter()
+            .find(|l| skip != Some((&l.record().exposure_id, l.record().generation)));
         if let Some(live) = live {
             return Err(Rejection::new(
                 EXPOSURE_LIVE_EXISTS,

@@ -286,3 +286,25 @@ fn a_revocation_proof_for_another_generation_gives_the_lease_back() {
         .unwrap_err();
     assert_eq!(back.rec.generation, 2);
 }
+
+/// Two live exposures that a moved or swapped directory makes match one
+/// replace (by place, and by identity): the replace is refused, nothing is
+/// written, and the journal still replays. Both id orders.
+#[test]
+fn a_replace_matching_two_live_exposures_is_refused_and_the_journal_still_opens() {
+    for (x, y) in [("ex", "ey"), ("ey", "ex")] {
+        let (_d, p) = dir();
+        let mut j = ExposureJournal::create(&p, Some(anchor(&p))).unwrap();
+        j.grant(rec(x, 1, "a", 10), false, 2_000).unwrap();
+        j.grant(rec(y, 1, "b", 20), false, 2_000).unwrap();
+        let before = j.record_count();
+        // `a` now names the directory `b` was (inode 20).
+        assert_eq!(
+            code(j.grant(rec(x, 2, "a", 20), true, 3_000).unwrap_err()),
+            EXPOSURE_LIVE_EXISTS
+        );
+        assert_eq!(j.record_count(), before);
+        drop(j);
+        ExposureJournal::open(&p, Some(anchor(&p))).expect("the journal still replays");
+    }
+}

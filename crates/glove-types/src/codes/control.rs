@@ -36,6 +36,7 @@ define_codes! { Control;
     SESSION_NOT_STARTABLE = "session_not_startable": "start_session names a session that is not in the created stage",
     SESSION_NOT_LIVE = "session_not_live": "the session has no live sandbox in this service (not started, already ended, or recovered)",
     SESSION_NOT_TERMINAL = "session_not_terminal": "cleanup_session names a session whose terminal receipt is not durable yet",
+    SESSION_ABANDONED = "session_abandoned": "a created session was cleaned up before it ever started (its receipt says so)",
     SESSION_DIRECT_WRITE_REFUSED = "session_direct_write_refused": "a direct_write path grant is refused at launch",
     SESSION_GRANT_EXPOSES_PROTECTED_PATH = "session_grant_exposes_protected_path": "a path grant's host directory is, is inside of, or holds a path the service keeps (a key, the policy, a journal, an anchor, an ack, the runtime or materialization directory)",
     SESSION_RETAINED_WRITE_UNSUPPORTED = "session_retained_write_unsupported": "a retained_write path grant needs retained images, which this version does not have",

@@ -216,7 +216,10 @@ fn wire<T>(v: &str, field: &str, parse: impl Fn(&str) -> Option<T>) -> Result<T,
     })
 }
 
-/// The `path_exposures` array: absent, or 1 to [`MAX_PLAN_ENTRIES`]
+/// Most exposures one plan (and so one sandbox) may name.
+pub const MAX_PLAN_EXPOSURES: usize = 16;
+
+/// The `path_exposures` array: absent, or 1 to [`MAX_PLAN_EXPOSURES`]
 /// entries sorted by exposure id without repeats (an empty array is not
 /// canonical: it is omitted instead), generations from 1, access
 /// `read_only` or `ephemeral_write`.
@@ -228,6 +231,13 @@ fn decode_exposures(raw: Option<&[RawExposure]>) -> Result<Vec<PlanExposure>, Re
         return Err(Rejection::new(
             PLAN_ARRAY_NOT_CANONICAL,
             "an empty path_exposures is omitted, never written",
+        )
+        .at("path_exposures"));
+    }
+    if raw.len() > MAX_PLAN_EXPOSURES {
+        return Err(Rejection::new(
+            PLAN_TOO_MANY,
+            format!("at most {MAX_PLAN_EXPOSURES} exposures"),
         )
         .at("path_exposures"));
     }
