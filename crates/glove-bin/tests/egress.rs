@@ -585,11 +585,11 @@ fn egress_show_refuses_a_fifo_or_a_symlink_at_once() {
     common::mkfifo(&fifo);
     let link = dir.path().join("link");
     std::os::unix::fs::symlink("/etc/hostname", &link).expect("symlink");
-    // The egress codes name a journal that cannot be read as one; the
-    // message says why.
-    for (path, why) in [
-        (&fifo, "the path names no regular file"),
-        (&link, "the path names a symbolic link"),
+    // A journal path that names no journal is a placement error, with the
+    // placement's code; the message says why.
+    for (path, why, code) in [
+        (&fifo, "the path names no regular file", "file_not_regular"),
+        (&link, "the path names a symbolic link", "file_symlink"),
     ] {
         let p = path.display().to_string();
         let out = glove(
@@ -599,7 +599,7 @@ fn egress_show_refuses_a_fifo_or_a_symlink_at_once() {
         );
         assert!(!out.status.success());
         let (v, _) = outcome(&out);
-        assert_eq!(v["code"], "egress_audit_failed", "{v}");
+        assert_eq!(v["code"], code, "{v}");
         assert!(
             v["message"].as_str().is_some_and(|m| m.contains(why)),
             "{v}"

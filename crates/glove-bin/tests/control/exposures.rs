@@ -113,8 +113,12 @@ fn the_owner_enrolls_and_everything_else_is_refused_with_its_code() {
     let (id, generation) = enrolled(&d.run, &[s(&app)]);
     assert_eq!(generation, 1);
     // A second live exposure of the same project, by another spelling too.
-    let other = format!("{}/team/./x/../app", s(&x.root));
+    let other = format!("{}/team/./app/", s(&x.root));
     assert_eq!(refused(&d.run, &[&other]), "exposure_live_exists");
+    // `..` is refused by glove init itself: after a symbolic link it would
+    // be another directory than the lexical one.
+    let dotdot = format!("{}/team/x/../app", s(&x.root));
+    assert_eq!(refused(&d.run, &[&dotdot]), "exposure_path_invalid");
     assert_eq!(refused(&d.run, &[s(&x.root)]), "exposure_path_is_root");
     assert_eq!(refused(&d.run, &["/"]), "exposure_path_invalid");
     assert_eq!(refused(&d.run, &["/usr"]), "exposure_path_outside_roots");

@@ -82,7 +82,7 @@ fn happy_paths() {
     let pf = plan_file.to_str().expect("utf-8");
     let (st, v, all) = glove(&d.run, &["capabilities", "--json"]);
     assert_eq!(st, Some(0), "{all}");
-    assert_eq!(v["methods"].as_array().map(Vec::len), Some(6));
+    assert_eq!(v["methods"].as_array().map(Vec::len), Some(7));
     let (st, v, all) = glove(&d.run, &["session", "validate", "--plan", pf, "--json"]);
     assert_eq!((st, &v["admitted"]), (Some(0), &json!(true)), "{all}");
     let (st, v, all) = glove(&d.run, &["session", "create", "--plan", pf, "--json"]);
