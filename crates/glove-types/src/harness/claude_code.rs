@@ -47,6 +47,11 @@ pub static HARNESS: Harness = Harness {
         key_header: "x-api-key",
         key_format: KeyFormat::Plain,
         settings: model_settings,
+        arguments_at: super::arguments_first,
+        vendor: Some(Endpoint {
+            base_url: "https://api.anthropic.com",
+            model: "claude-sonnet-4-5",
+        }),
     },
 };
 

@@ -59,6 +59,11 @@ pub static HARNESS: Harness = Harness {
         key_header: "authorization",
         key_format: KeyFormat::Bearer,
         settings: model_settings,
+        arguments_at: opencode_arguments_at,
+        vendor: Some(Endpoint {
+            base_url: "https://api.openai.com",
+            model: "gpt-5",
+        }),
     },
 };
 
@@ -85,5 +90,15 @@ fn model_settings(e: &Endpoint<'_>) -> Settings {
             format!("OPENCODE_CONFIG_CONTENT={config}"),
             "OPENCODE_DISABLE_MODELS_FETCH=1".into(),
         ],
+    }
+}
+
+/// After `run` (its one-turn mode), else first. Its endpoint arguments are
+/// none today (the provider is in its environment); the place is kept
+/// for when a flag is needed.
+fn opencode_arguments_at(args: &[String]) -> usize {
+    match args.first().map(String::as_str) {
+        Some("run") => 1,
+        _ => 0,
     }
 }
