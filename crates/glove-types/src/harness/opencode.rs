@@ -69,7 +69,8 @@ pub static HARNESS: Harness = Harness {
 
 /// A provider `glove` (`@ai-sdk/openai-compatible`) at `<base_url>/v1`
 /// with the key from [`KEY_VARIABLE`], the model chosen, its shell and
-/// edit tools allowed, no autoupdate and no sharing.
+/// edit tools allowed (outside the working directory too: the sandbox is
+/// the boundary, and its own check refuses a tool that reads `/proc`), no autoupdate and no sharing.
 fn model_settings(e: &Endpoint<'_>) -> Settings {
     let config = serde_json::json!({
         "$schema": "https://opencode.ai/config.json",
@@ -80,7 +81,7 @@ fn model_settings(e: &Endpoint<'_>) -> Settings {
             "models": {e.model: {"name": e.model, "tool_call": true}},
         }},
         "model": format!("glove/{}", e.model),
-        "permission": {"bash": "allow", "edit": "allow"},
+        "permission": {"bash": "allow", "edit": "allow", "external_directory": "allow"},
         "autoupdate": false,
         "share": "disabled",
     });
