@@ -72,6 +72,7 @@ fn help_snapshots() {
         ("cli_plan_new_help", vec!["plan", "new", "--help"]),
         ("cli_plan_fmt_help", vec!["plan", "fmt", "--help"]),
         ("cli_apply_help", vec!["apply", "--help"]),
+        ("cli_run_help", vec!["run", "--help"]),
         ("cli_receipts_help", vec!["receipts", "--help"]),
         ("cli_receipts_show_help", vec!["receipts", "show", "--help"]),
         ("cli_setup_help", vec!["setup", "--help"]),
