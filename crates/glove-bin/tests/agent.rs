@@ -112,8 +112,15 @@ fn mcp_profile(env: &Env) -> Option<PathBuf> {
 }
 
 /// One `glove run --agent` turn of `agent` with its one-turn `args`, and
-/// every check of the issue.
+/// every check of the issue; the harness given with `--harness-path`.
 fn turn(agent: &str, args: &[&str], mcp: bool) {
+    turn_from(agent, args, mcp, false)
+}
+
+/// [`turn`], the harness found where it is (`staged`: the copy `glove
+/// policy stage` made in the state directory `glove setup` uses, found
+/// with no `--harness-path`).
+fn turn_from(agent: &str, args: &[&str], mcp: bool, staged: bool) {
     let Some(nm) = common::harnesses() else {
         return;
     };
@@ -154,6 +161,25 @@ fn turn(agent: &str, args: &[&str], mcp: bool) {
         key.display().to_string(),
         nm.display().to_string(),
     );
+    if staged {
+        let root = env.p("state/glove/harnesses").display().to_string();
+        let out = glove(
+            &env,
+            &[
+                "policy",
+                "stage",
+                "--runtime",
+                agent,
+                "--source",
+                &nm_s,
+                "--directory",
+                &root,
+                "--yes",
+                "--json",
+            ],
+        );
+        assert_eq!(out.status.code(), Some(0), "stage: {}", text(&out.stderr));
+    }
     let mut cmd: Vec<String> = [
         "run",
         "--agent",
@@ -164,8 +190,6 @@ fn turn(agent: &str, args: &[&str], mcp: bool) {
         "glove-stub",
         "--key-file",
         &key_s,
-        "--harness-path",
-        &nm_s,
         "--workspace",
         &src,
         "--disk",
@@ -183,6 +207,9 @@ fn turn(agent: &str, args: &[&str], mcp: bool) {
     .iter()
     .map(|s| s.to_string())
     .collect();
+    if !staged {
+        cmd.extend(["--harness-path".into(), nm_s.clone()]);
+    }
     let profile = if mcp { mcp_profile(&env) } else { None };
     if let Some(p) = &profile {
         cmd.extend(["--profile".into(), p.display().to_string()]);
@@ -212,6 +239,12 @@ fn turn(agent: &str, args: &[&str], mcp: bool) {
         text(&out.stderr).contains("preparing the sandbox"),
         "no status line\n{what}"
     );
+    if staged {
+        assert!(
+            text(&out.stderr).contains("staged by glove setup"),
+            "not the staged copy\n{what}"
+        );
+    }
     let outcome: Value = serde_json::from_str(stdout.lines().last().unwrap_or_default())
         .unwrap_or_else(|e| panic!("{e}: no outcome line\n{what}"));
 
@@ -388,6 +421,17 @@ fn opencode_one_command_turn_comes_back_through_apply() {
 #[test]
 fn pi_one_command_turn_comes_back_through_apply() {
     turn("pi", &["-p", "--no-session", "--offline", PROMPT], false);
+}
+
+/// pi is a node script: staged, it runs under the node staged with it.
+#[test]
+fn pi_staged_by_setup_is_found_without_a_harness_path() {
+    turn_from(
+        "pi",
+        &["-p", "--no-session", "--offline", PROMPT],
+        false,
+        true,
+    );
 }
 
 #[test]
