@@ -14,11 +14,11 @@
 mod common;
 
 use common::apply_env::{json_of, ready, snapshot, text, Env};
+use common::model_stub::Stub;
 use serde_json::Value;
-use std::io::BufRead;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::Output;
 use std::sync::Mutex;
 
 const PROMPT: &str = "Change the files as the task says.";
@@ -31,40 +31,10 @@ const SCRIPT: &str = "cat /proc/[0-9]*/environ 2>/dev/null | tr '\\0' '\\n' | so
 /// One harness at a time: each turn is a few hundred MB of memory.
 static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 
-/// The stub on host loopback; killed on drop.
-struct Stub {
-    child: std::process::Child,
-    port: u16,
-    log: PathBuf,
-}
-
-impl Drop for Stub {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 fn stub(dir: &Path, extra: &[&str]) -> Stub {
-    let log = dir.join("requests.jsonl");
-    let mut child = Command::new("/usr/bin/python3")
-        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/model_stub/stub.py"))
-        .args(extra)
-        .args(["--shell-command", SCRIPT, "--port", "0", "--log"])
-        .arg(&log)
-        .env_clear()
-        .env("PATH", "/usr/bin:/bin")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("python3");
-    let mut first = String::new();
-    let out = child.stdout.take().expect("stdout");
-    std::io::BufReader::new(out)
-        .read_line(&mut first)
-        .expect("the stub's port");
-    let port = first.trim().parse().expect("a port");
-    Stub { child, port, log }
+    let mut args = vec!["--shell-command", SCRIPT];
+    args.extend_from_slice(extra);
+    common::model_stub::start(dir, &args)
 }
 
 fn header<'a>(entry: &'a Value, name: &str) -> Option<&'a str> {
