@@ -211,7 +211,7 @@ fn turn_from(agent: &str, args: &[&str], mcp: bool, staged: bool) {
     );
     if staged {
         assert!(
-            text(&out.stderr).contains("staged by glove setup"),
+            text(&out.stderr).contains("(staged, "),
             "not the staged copy\n{what}"
         );
     }

@@ -45,7 +45,7 @@ fn candidates(explicit: Option<&Path>) -> Vec<(PathBuf, &'static str)> {
     }
     let mut out = Vec::new();
     if let Some(l) = crate::layout::Layout::current() {
-        out.push((l.harness_root().join("bin"), "staged by glove setup"));
+        out.push((l.harness_root().join("bin"), "staged"));
     }
     if let Some(h) = std::env::var_os("HOME").filter(|h| Path::new(h).is_absolute()) {
         out.push((
@@ -61,6 +61,9 @@ fn candidates(explicit: Option<&Path>) -> Vec<(PathBuf, &'static str)> {
 
 fn not_installed(h: &Harness, tried: &[PathBuf]) -> AgentError {
     let list: Vec<String> = tried.iter().map(|p| p.display().to_string()).collect();
+    let root = crate::layout::Layout::current()
+        .map(|l| l.harness_root().display().to_string())
+        .unwrap_or_else(|| "DIR".into());
     AgentError::new(
         AGENT_NOT_INSTALLED,
         format!(
@@ -70,8 +73,9 @@ fn not_installed(h: &Harness, tried: &[PathBuf]) -> AgentError {
             list.join(", ")
         ),
         format!(
-            "install it with `npm install -g {}` and stage it with `glove setup`, or give --harness-path DIR (its npm bin directory)",
-            h.npm.package
+            "`npm install -g {pkg}` (found there), then optionally stage it: `glove policy stage --runtime {id} --source \"$(npm root -g)\" --directory {root} --yes`; or give --harness-path DIR",
+            pkg = h.npm.package,
+            id = h.id,
         ),
     )
 }
@@ -120,7 +124,7 @@ pub(crate) fn locate(h: &Harness, explicit: Option<&Path>) -> Result<Found, Agen
             return Err(AgentError::new(
                 AGENT_UNSAFE_INSTALL,
                 format!("{} at {}: {}", h.id, exe.display(), problems.join("; ")),
-                "stage it into a protected directory with `glove setup` (or `glove policy stage`)",
+                "stage it into a protected directory with `glove policy stage` (or `glove setup --search-path`)",
             ));
         }
         let version = r["version"].as_str().unwrap_or("?").to_owned();
