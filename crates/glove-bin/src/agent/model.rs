@@ -223,17 +223,32 @@ pub(crate) fn key_file(path: &Path) -> Result<PathBuf, AgentError> {
     Ok(canon)
 }
 
-/// The session's egress policy: the model endpoint (mapped to
-/// [`MAPPED_PORT`] for plain HTTP), the `--allow` endpoints, the key
-/// brokered into the harness's header on the model endpoint only, over the
-/// endpoint's scheme. Validated as any egress policy file is.
-pub(crate) fn egress_settings(
+/// Names in an egress policy made for a model endpoint.
+pub(crate) struct PolicyNames<'a> {
+    /// The egress policy's id.
+    pub(crate) policy_id: &'a str,
+    /// The brokered credential's handle.
+    pub(crate) handle: &'a str,
+}
+
+/// The names `glove run --agent` uses.
+pub(crate) const AGENT_NAMES: PolicyNames<'static> = PolicyNames {
+    policy_id: POLICY_ID,
+    handle: KEY_HANDLE,
+};
+
+/// The egress policy file (JSON) for a model endpoint: the endpoint
+/// (mapped to [`MAPPED_PORT`] for plain HTTP), the `--allow` endpoints,
+/// the key brokered into the harness's header on the model endpoint only,
+/// over the endpoint's scheme.
+pub(crate) fn egress_file(
     h: &Harness,
     model: &Model,
     allow: &[Endpoint],
     allow_private: bool,
     key_source: &Path,
-) -> Result<EgressSettings, AgentError> {
+    names: &PolicyNames<'_>,
+) -> serde_json::Value {
     let ep = model.endpoint.to_string();
     let mut endpoints = vec![ep.clone()];
     for a in allow {
@@ -248,14 +263,14 @@ pub(crate) fn egress_settings(
     };
     let mut v = serde_json::json!({
         "schema_version": 1,
-        "egress_policy_id": POLICY_ID,
+        "egress_policy_id": names.policy_id,
         "endpoints": endpoints,
         // The model endpoint the operator named is reached even when it
         // is private (a loopback test endpoint); `--allow` entries were
-        // held to `--allow-private` above.
+        // held to `--allow-private` when they were read.
         "allow_private": allow_private || private(&model.endpoint.host),
         "brokered": [{
-            "secret_handle": KEY_HANDLE,
+            "secret_handle": names.handle,
             "source_path": key_source.display().to_string(),
             "env": h.model.key_variable,
             "header": h.model.key_header,
@@ -266,14 +281,38 @@ pub(crate) fn egress_settings(
     if model.scheme == Scheme::Http {
         v["port_mappings"] = serde_json::json!([{"listen_port": MAPPED_PORT, "endpoint": ep}]);
     }
-    let bytes = serde_json::to_vec(&v).unwrap_or_default();
+    v
+}
+
+/// Validates an egress policy file made by [`egress_file`], as any egress
+/// policy file is validated.
+pub(crate) fn validate(v: &serde_json::Value) -> Result<EgressSettings, AgentError> {
+    let bytes = serde_json::to_vec(v).unwrap_or_default();
     EgressSettings::from_json(&bytes).map_err(|r| {
         AgentError::new(
             r.code(),
-            format!("the agent's egress policy: {}", r.message()),
+            format!("the egress policy for the model: {}", r.message()),
             "check --model and --allow",
         )
     })
+}
+
+/// The session's egress policy for `glove run --agent`, validated.
+pub(crate) fn egress_settings(
+    h: &Harness,
+    model: &Model,
+    allow: &[Endpoint],
+    allow_private: bool,
+    key_source: &Path,
+) -> Result<EgressSettings, AgentError> {
+    validate(&egress_file(
+        h,
+        model,
+        allow,
+        allow_private,
+        key_source,
+        &AGENT_NAMES,
+    ))
 }
 
 #[cfg(test)]
@@ -314,5 +353,23 @@ mod tests {
         assert!(allows(&["10.1.2.3:80".into()], true).is_ok());
         assert!(allows(&["example.com:443".into()], false).is_ok());
         assert!(allows(&["example.com".into()], false).is_err());
+    }
+
+    #[test]
+    fn an_https_endpoint_is_brokered_inside_tls_and_not_mapped() {
+        let h = glove_types::harness::all().next().expect("a harness");
+        let m = resolve(h, Some("https://api.example.com"), Some("m")).expect("model");
+        assert_eq!(m.base_url, "https://api.example.com");
+        let v = egress_file(h, &m, &[], false, Path::new("/k"), &AGENT_NAMES);
+        assert_eq!(v["brokered"][0]["scheme"], "https");
+        assert_eq!(v["allow_private"], false);
+        assert!(v.get("port_mappings").is_none());
+        validate(&v).expect("valid");
+        let m = resolve(h, Some("http://127.0.0.1:8080"), None).expect("model");
+        assert_eq!(m.base_url, format!("http://127.0.0.1:{MAPPED_PORT}"));
+        let v = egress_file(h, &m, &[], false, Path::new("/k"), &AGENT_NAMES);
+        assert_eq!(v["allow_private"], true);
+        assert_eq!(v["port_mappings"][0]["endpoint"], "127.0.0.1:8080");
+        validate(&v).expect("valid");
     }
 }
