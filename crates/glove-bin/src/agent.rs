@@ -78,6 +78,14 @@ impl AgentError {
         }
     }
 
+    /// As a rejection (the hint appended to the message).
+    pub(crate) fn rejection(&self) -> Rejection {
+        if self.hint.is_empty() {
+            return Rejection::new(self.code, self.message.clone());
+        }
+        Rejection::new(self.code, format!("{}; hint: {}", self.message, self.hint))
+    }
+
     fn from_rejection(r: &Rejection) -> Self {
         AgentError::new(r.code(), r.message().to_owned(), "")
     }

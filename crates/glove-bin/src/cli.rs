@@ -187,6 +187,9 @@ pub struct GenerateArgs {
     /// The sandbox backend.
     #[arg(long, value_name = "BACKEND", default_value = "linux_production")]
     pub sandbox_backend: String,
+    /// A model endpoint preset (the same as `glove run --agent`'s).
+    #[command(flatten)]
+    pub model: crate::generate_cmd::ModelPreset,
 }
 
 /// Arguments of `glove policy detect`.
