@@ -1,3 +1,4 @@
+// This file is over 600 lines because it is one end-to-end battery of the `glove` command line sharing one set of helpers (the run --help snapshot pushed it past).
 //! `glove` end to end: real binary, real files with real modes.
 
 use std::os::unix::fs::PermissionsExt;
