@@ -43,8 +43,10 @@ pub enum Command {
     /// Run one command inside the sandbox with the built-in default profile.
     Exec(crate::exec::ExecArgs),
     /// Run one command inside the sandbox as `exec` does, with its MCP tool
-    /// calls mediated under an MCP profile (docs/mcp.md).
-    Run(crate::run::RunCommand),
+    /// calls mediated under an MCP profile (docs/mcp.md); with --agent, a
+    /// coding agent with its model endpoint, a brokered key and a retained
+    /// workspace (docs/quickstart.md).
+    Run(Box<crate::run::RunCommand>),
     /// Check or show an MCP audit journal.
     #[command(subcommand)]
     Audit(crate::audit::AuditCommand),
@@ -191,6 +193,9 @@ pub struct GenerateArgs {
     /// The sandbox backend.
     #[arg(long, value_name = "BACKEND", default_value = "linux_production")]
     pub sandbox_backend: String,
+    /// A model endpoint preset (the same as `glove run --agent`'s).
+    #[command(flatten)]
+    pub model: crate::generate_cmd::ModelPreset,
 }
 
 /// Arguments of `glove policy detect`.
@@ -319,7 +324,7 @@ pub fn run(cli: Cli) -> i32 {
         Command::Plan(PlanCommand::New(a)) => crate::plan_new::plan_new(&a),
         Command::Plan(PlanCommand::Fmt(a)) => crate::plan_new::plan_fmt(&a),
         Command::Exec(a) => crate::exec::run(a),
-        Command::Run(c) => crate::run::command(c),
+        Command::Run(c) => crate::run::command(*c),
         Command::Audit(c) => crate::audit::command(&c),
         Command::McpRelay { server } => glove_mcp::relay::run(&server),
         Command::McpDemoServer { root } => glove_mcp::demo::server(&root),

@@ -179,6 +179,17 @@ fn diff_inner(a: &DiffArgs) -> Result<i32, Rejection> {
     Ok(0)
 }
 
+/// `glove diff --stat SESSION`'s text (no colour), for the end of
+/// `glove run --agent`.
+pub(crate) fn stat_text(session: &str) -> Result<String, Rejection> {
+    let store = crate::workspace::store()?;
+    let stage = store.open_stage(session, None)?;
+    let seen = stages::inspect(&stage, now_ms())?;
+    let text = render_stat(&seen.changes(), &seen.trees(), false).map_err(|e| e.to_rejection())?;
+    seen.release()?;
+    Ok(text)
+}
+
 fn age(ms: u64) -> String {
     let s = now_ms().saturating_sub(ms) / 1000;
     match s {

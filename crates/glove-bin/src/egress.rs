@@ -18,7 +18,7 @@ fn invalid(m: impl Into<String>) -> Rejection {
 
 /// The default journal directory: `$XDG_STATE_HOME/glove/egress`, else
 /// `$HOME/.local/state/glove/egress` (made with mode 0700).
-fn default_journal_dir() -> Result<PathBuf, Rejection> {
+pub(crate) fn default_journal_dir() -> Result<PathBuf, Rejection> {
     let base = crate::report::state_home()
         .ok_or_else(|| invalid("neither XDG_STATE_HOME nor HOME is set: give --egress-journal"))?;
     let dir = base.join("glove/egress");

@@ -269,7 +269,7 @@ fn network_pool() -> Result<Option<std::path::PathBuf>, SandboxError> {
 /// Runs `glove exec` and returns the exit status.
 pub fn run(a: ExecArgs) -> i32 {
     match local::session_id("exec") {
-        Ok(id) => run_with(a, id, None),
+        Ok(id) => run_with(a, id, None, None),
         Err(r) => fail_with(&r, a.json),
     }
 }
@@ -281,9 +281,20 @@ pub fn run_mcp(a: crate::run::RunArgs) -> i32 {
     let input =
         local::session_id("run").and_then(|id| crate::run::mcp_input(&a, &id).map(|m| (id, m)));
     match input {
-        Ok((id, m)) => run_with(a.exec, id, Some(m)),
+        Ok((id, m)) => run_with(a.exec, id, Some(m), None),
         Err(r) => fail_with(&r, json),
     }
+}
+
+/// Runs `glove run --agent` (`crate::agent`): the flags the preset filled
+/// in, its egress part and private home, and its end.
+pub(crate) fn run_preset(
+    a: ExecArgs,
+    id: SessionId,
+    mcp: Option<McpInput>,
+    preset: crate::agent::Preset,
+) -> i32 {
+    run_with(a, id, mcp, Some(preset))
 }
 
 /// The six limits from the flags and the defaults.
@@ -325,27 +336,36 @@ fn spec_of(a: &ExecArgs, stdin: &std::io::Stdin) -> Result<LaunchSpec, SandboxEr
     })
 }
 
-fn run_with(a: ExecArgs, session_id: SessionId, mcp: Option<McpInput>) -> i32 {
+fn run_with(
+    a: ExecArgs,
+    session_id: SessionId,
+    mcp: Option<McpInput>,
+    mut preset: Option<crate::agent::Preset>,
+) -> i32 {
     glove_sandbox::launch::trace_mark("exec start");
     let stdin = std::io::stdin();
     let stdin_tty = tty::is_tty(stdin.as_fd());
-    let spec = match spec_of(&a, &stdin) {
+    let mut spec = match spec_of(&a, &stdin) {
         Ok(s) => s,
         Err(e) => return fail(&e, a.json),
     };
+    for d in preset.iter().flat_map(|p| p.home_dirs.iter()) {
+        assembly::SpecParts::seed_dir(&mut spec, d.clone());
+    }
     let retained = match crate::workspace::retained_input(&a, &session_id) {
         Ok(r) => r,
         Err(r) => return fail_with(&r, a.json),
     };
-    let egress = match &a.egress {
-        Some(file) => {
+    let egress = match (&a.egress, preset.as_mut()) {
+        (_, Some(p)) => p.egress.take(),
+        (Some(file), None) => {
             match crate::egress::input(file, a.egress_journal.as_deref(), &a.egress_ca, &session_id)
             {
                 Ok(e) => Some(e),
                 Err(r) => return fail_with(&r, a.json),
             }
         }
-        None => None,
+        (None, None) => None,
     };
     glove_sandbox::launch::trace_mark("spec built");
     // The one assembly: the parts prepared on the spec, the sandbox built
@@ -358,7 +378,10 @@ fn run_with(a: ExecArgs, session_id: SessionId, mcp: Option<McpInput>) -> i32 {
         leases: Vec::new(),
         retained: retained.into_iter().collect(),
     };
-    let (running, parts) = match assembly::assemble(&mut LocalDoor, inputs, spec) {
+    let assembled = assembly::assemble(&mut LocalDoor, inputs, spec);
+    // The proxy has read a key of glove's own (or failed): it goes now.
+    drop(preset.as_mut().and_then(|p| p.temp_key.take()));
+    let (running, parts) = match assembled {
         Ok(v) => v,
         Err(f) => {
             return match &f.fault {
@@ -458,6 +481,9 @@ fn run_with(a: ExecArgs, session_id: SessionId, mcp: Option<McpInput>) -> i32 {
                         limit_exit_status(l)
                     );
                 }
+            }
+            if let (Some(p), false) = (&preset, a.json) {
+                crate::agent::report_end(p.id, exit_status(&outcome), workspace.as_ref());
             }
             glove_sandbox::launch::trace_mark("exec end");
             exit_status(&outcome)

@@ -25,6 +25,7 @@
 //!   `glove session` and `glove receipts`.
 #![forbid(unsafe_code)]
 
+pub mod agent;
 pub mod apply;
 pub mod apply_run;
 pub mod audit;

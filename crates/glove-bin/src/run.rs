@@ -105,11 +105,12 @@ pub struct PinsApprove {
 
 /// Arguments of `glove run` with a command.
 #[derive(Debug, clap::Args)]
+#[command(mut_arg("command", |a| a.required(false).required_unless_present("agent")))]
 pub struct RunArgs {
     /// The MCP profile (docs/mcp.md): a protected file (a regular file of
     /// mode 0600 owned by you) naming the upstream servers and the tool
     /// policy.
-    #[arg(long, value_name = "PROFILE_FILE", required = true)]
+    #[arg(long, value_name = "PROFILE_FILE", required_unless_present = "agent")]
     pub profile: Option<PathBuf>,
     /// Where the MCP audit journal is written (a new file in an existing
     /// directory of mode 0700) [default: a new file in
@@ -120,6 +121,9 @@ pub struct RunArgs {
     /// $XDG_STATE_HOME/glove/mcp/pins.json].
     #[arg(long, value_name = "FILE")]
     pub pins: Option<PathBuf>,
+    /// An agent preset (docs/quickstart.md).
+    #[command(flatten)]
+    pub agent: crate::agent::AgentArgs,
     /// Everything `glove exec` takes.
     #[command(flatten)]
     pub exec: ExecArgs,
@@ -249,6 +253,7 @@ pub fn command(c: RunCommand) -> i32 {
         Some(RunSubcommand::Pins(PinsCommand::Show(a))) => pins_show(&a),
         Some(RunSubcommand::Pins(PinsCommand::Approve(a))) => pins_approve(&a),
         Some(RunSubcommand::Demo(a)) => crate::run_demo::run(a.json),
+        None if c.run.agent.agent.is_some() => crate::agent::run(c.run),
         None => crate::exec::run_mcp(c.run),
     }
 }

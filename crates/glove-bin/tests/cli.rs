@@ -1,3 +1,4 @@
+// This file is over 600 lines because it is one end-to-end battery of the `glove` command line sharing one set of helpers (the run --help snapshot pushed it past).
 //! `glove` end to end: real binary, real files with real modes.
 
 use std::os::unix::fs::PermissionsExt;
@@ -72,6 +73,7 @@ fn help_snapshots() {
         ("cli_plan_new_help", vec!["plan", "new", "--help"]),
         ("cli_plan_fmt_help", vec!["plan", "fmt", "--help"]),
         ("cli_apply_help", vec!["apply", "--help"]),
+        ("cli_run_help", vec!["run", "--help"]),
         ("cli_receipts_help", vec!["receipts", "--help"]),
         ("cli_receipts_show_help", vec!["receipts", "show", "--help"]),
         ("cli_setup_help", vec!["setup", "--help"]),

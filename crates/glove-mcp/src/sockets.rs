@@ -312,10 +312,13 @@ mod tests {
     #[test]
     fn the_harness_configurations_are_byte_identical_to_before() {
         let got = harness_configs(&["everything", "fs-1"]);
-        let want: [(&str, &str); 3] = [
+        // Issue 30: claude-code with its `CLAUDE_CONFIG_DIR` reads the
+        // third (the first two alone left a managed claude without tools).
+        let want: [(&str, &str); 4] = [
             ("/home/agent/.codex/config.toml", CODEX),
             ("/home/agent/.mcp.json", CLAUDE),
             ("/home/agent/.claude.json", CLAUDE),
+            ("/home/agent/.claude/.claude.json", CLAUDE),
         ];
         let got: Vec<(&str, &str)> = got.iter().map(|(p, t)| (p.as_str(), t.as_str())).collect();
         assert_eq!(got, want);
@@ -327,6 +330,10 @@ mod tests {
                 ("/home/agent/.codex/config.toml", CODEX_HEADER),
                 ("/home/agent/.mcp.json", "{\n  \"mcpServers\": {}\n}\n"),
                 ("/home/agent/.claude.json", "{\n  \"mcpServers\": {}\n}\n"),
+                (
+                    "/home/agent/.claude/.claude.json",
+                    "{\n  \"mcpServers\": {}\n}\n"
+                ),
             ]
         );
     }

@@ -9,6 +9,7 @@ use std::process::{Command, Output, Stdio};
 use std::sync::OnceLock;
 
 pub(crate) mod apply_env;
+pub(crate) mod model_stub;
 
 pub(crate) fn required() -> bool {
     std::env::var("GLOVE_REQUIRE_SANDBOX").is_ok_and(|v| v == "1")

@@ -25,7 +25,9 @@ same answer):
 With --mcp-tool NAME, a tool whose name is NAME or ends with `_NAME` (an
 MCP tool as the harness names it, e.g. `mcp__everything__echo`) is called
 instead of the shell when it is offered, with `message` (and any other
-required string) set to `glove-mcp-turn`.
+required string) set to `glove-mcp-turn`; with --then-shell as well, the
+shell call follows the MCP tool's result (the text comes after both).
+--shell-command CMD replaces the shell command.
 
 GET .../models answers one model `glove-stub`, in a shape both the OpenAI
 and the Anthropic clients accept. A CONNECT (a client using the stub as
@@ -81,6 +83,7 @@ SHELL_TOOLS = (
 LOG_LOCK = threading.Lock()
 LOG_PATH = None
 MCP_TOOL = None
+THEN_SHELL = False
 MCP_TEXT = "glove-mcp-turn"
 
 
@@ -199,25 +202,31 @@ def shell_arguments(schema):
     return args
 
 
-def has_tool_result(body, fmt):
+def tool_results(body, fmt):
+    """How many tool results the conversation holds."""
     if fmt == "chat":
-        return any(
-            isinstance(m, dict) and m.get("role") == "tool" for m in body.get("messages") or []
+        return sum(
+            1 for m in body.get("messages") or [] if isinstance(m, dict) and m.get("role") == "tool"
         )
     if fmt == "anthropic":
+        n = 0
         for m in body.get("messages") or []:
             content = m.get("content") if isinstance(m, dict) else None
-            if isinstance(content, list) and any(
-                isinstance(c, dict) and c.get("type") == "tool_result" for c in content
-            ):
-                return True
-        return False
+            if isinstance(content, list):
+                n += sum(
+                    1 for c in content if isinstance(c, dict) and c.get("type") == "tool_result"
+                )
+        return n
     items = body.get("input")
     if not isinstance(items, list):
-        return False
-    return any(
-        isinstance(i, dict) and str(i.get("type", "")).endswith("_call_output") for i in items
+        return 0
+    return sum(
+        1 for i in items if isinstance(i, dict) and str(i.get("type", "")).endswith("_call_output")
     )
+
+
+def has_tool_result(body, fmt):
+    return tool_results(body, fmt) > 0
 
 
 def mcp_tool(body, fmt):
@@ -236,11 +245,13 @@ def mcp_tool(body, fmt):
 
 def plan(body, fmt):
     """("tool", name, arguments, kind) or ("text", FINAL_TEXT)."""
-    if has_tool_result(body, fmt):
-        return ("text", FINAL_TEXT)
+    n = tool_results(body, fmt)
     mcp = mcp_tool(body, fmt)
-    if mcp is not None:
+    if n == 0 and mcp is not None:
         return mcp
+    # With --then-shell, the MCP tool's result is followed by the shell call.
+    if n > (1 if (mcp is not None and THEN_SHELL) else 0):
+        return ("text", FINAL_TEXT)
     tool = shell_tool(body, fmt)
     if tool is None:
         return ("text", FINAL_TEXT)
@@ -654,9 +665,11 @@ class Server(http.server.ThreadingHTTPServer):
 
 
 def main():
-    global LOG_PATH, MCP_TOOL
+    global LOG_PATH, MCP_TOOL, THEN_SHELL, COMMAND
     p = argparse.ArgumentParser()
     p.add_argument("--mcp-tool", default=None)
+    p.add_argument("--then-shell", action="store_true")
+    p.add_argument("--shell-command", default=None)
     p.add_argument("--port", type=int, default=0)
     p.add_argument("--log", required=True)
     p.add_argument("--isolate", action="store_true")
@@ -665,6 +678,9 @@ def main():
     a = p.parse_args()
     LOG_PATH = a.log
     MCP_TOOL = a.mcp_tool
+    THEN_SHELL = a.then_shell
+    if a.shell_command:
+        COMMAND = a.shell_command
     if a.isolate:
         isolate()
     srv = Server(("127.0.0.1", a.port), Handler)

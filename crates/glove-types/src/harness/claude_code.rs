@@ -3,7 +3,8 @@
 //! What runs is a Bun ELF in the platform package (the install script
 //! hard-links it as `bin/claude.exe`). State lives in `CLAUDE_CONFIG_DIR`;
 //! MCP servers are the `mcpServers` object of `~/.mcp.json` and
-//! `~/.claude.json` (both written, the same text). It reads its endpoint
+//! `~/.claude.json` and, as `CLAUDE_CONFIG_DIR` moves it,
+//! `$CLAUDE_CONFIG_DIR/.claude.json` (all written, the same text). It reads its endpoint
 //! from `ANTHROPIC_BASE_URL` and sends the key from `ANTHROPIC_API_KEY` in
 //! `x-api-key`. It takes `-p` for one turn.
 
@@ -13,7 +14,13 @@ use super::{
 };
 
 /// Its MCP configuration files (the same text in each).
-pub const CONFIGS: [&str; 2] = ["/home/agent/.mcp.json", "/home/agent/.claude.json"];
+/// With `CLAUDE_CONFIG_DIR` set (the private home's managed variable) its
+/// global configuration is `$CLAUDE_CONFIG_DIR/.claude.json`: the third.
+pub const CONFIGS: [&str; 3] = [
+    "/home/agent/.mcp.json",
+    "/home/agent/.claude.json",
+    "/home/agent/.claude/.claude.json",
+];
 
 /// Claude Code.
 pub static HARNESS: Harness = Harness {
@@ -37,7 +44,7 @@ pub static HARNESS: Harness = Harness {
     },
     skills_directory: "/home/agent/.claude/skills",
     mcp: Mcp::Files {
-        directories: &[],
+        directories: &["/home/agent/.claude"],
         format: ConfigFormat::Json,
         write: mcp_files,
     },
@@ -47,6 +54,11 @@ pub static HARNESS: Harness = Harness {
         key_header: "x-api-key",
         key_format: KeyFormat::Plain,
         settings: model_settings,
+        arguments_at: super::arguments_first,
+        vendor: Some(Endpoint {
+            base_url: "https://api.anthropic.com",
+            model: "claude-sonnet-4-5",
+        }),
     },
 };
 

@@ -51,6 +51,11 @@ pub static HARNESS: Harness = Harness {
         key_header: "authorization",
         key_format: KeyFormat::Bearer,
         settings: model_settings,
+        arguments_at: codex_arguments_at,
+        vendor: Some(Endpoint {
+            base_url: "https://api.openai.com",
+            model: "gpt-5-codex",
+        }),
     },
 };
 
@@ -85,5 +90,14 @@ fn model_settings(e: &Endpoint<'_>) -> Settings {
     Settings {
         arguments: strings(&["-m", e.model, "-c", &provider, "-c", "model_provider=glove"]),
         environment: Vec::new(),
+    }
+}
+
+/// After `exec` (its one-turn mode, whose options are its own), else
+/// first.
+fn codex_arguments_at(args: &[String]) -> usize {
+    match args.first().map(String::as_str) {
+        Some("exec" | "e") => 1,
+        _ => 0,
     }
 }

@@ -56,6 +56,11 @@ pub static HARNESS: Harness = Harness {
         key_header: "authorization",
         key_format: KeyFormat::Bearer,
         settings: model_settings,
+        arguments_at: super::arguments_first,
+        vendor: Some(Endpoint {
+            base_url: "https://api.openai.com",
+            model: "gpt-5",
+        }),
     },
 };
 

@@ -279,6 +279,19 @@ pub struct ModelEndpoint {
     /// The template arguments and environment that point it at an
     /// endpoint (base URL, provider settings, the variable above).
     pub settings: fn(&Endpoint<'_>) -> Settings,
+    /// Where, among the operator's own arguments for it, the endpoint's
+    /// arguments go (`glove run --agent`): an index into them (a harness
+    /// whose one-turn mode is a subcommand takes its options after it).
+    pub arguments_at: fn(&[String]) -> usize,
+    /// The vendor's own endpoint and a model there, used when no
+    /// endpoint is given (`None`: the harness has no vendor default Glove
+    /// can point it at; an endpoint must be given).
+    pub vendor: Option<Endpoint<'static>>,
+}
+
+/// The endpoint's arguments go first (see [`ModelEndpoint::arguments_at`]).
+pub fn arguments_first(_: &[String]) -> usize {
+    0
 }
 
 macro_rules! native_runtimes {

@@ -59,12 +59,18 @@ pub static HARNESS: Harness = Harness {
         key_header: "authorization",
         key_format: KeyFormat::Bearer,
         settings: model_settings,
+        arguments_at: opencode_arguments_at,
+        vendor: Some(Endpoint {
+            base_url: "https://api.openai.com",
+            model: "gpt-5",
+        }),
     },
 };
 
 /// A provider `glove` (`@ai-sdk/openai-compatible`) at `<base_url>/v1`
 /// with the key from [`KEY_VARIABLE`], the model chosen, its shell and
-/// edit tools allowed, no autoupdate and no sharing.
+/// edit tools allowed (outside the working directory too: the sandbox is
+/// the boundary, and its own check refuses a tool that reads `/proc`), no autoupdate and no sharing.
 fn model_settings(e: &Endpoint<'_>) -> Settings {
     let config = serde_json::json!({
         "$schema": "https://opencode.ai/config.json",
@@ -75,7 +81,7 @@ fn model_settings(e: &Endpoint<'_>) -> Settings {
             "models": {e.model: {"name": e.model, "tool_call": true}},
         }},
         "model": format!("glove/{}", e.model),
-        "permission": {"bash": "allow", "edit": "allow"},
+        "permission": {"bash": "allow", "edit": "allow", "external_directory": "allow"},
         "autoupdate": false,
         "share": "disabled",
     });
@@ -85,5 +91,15 @@ fn model_settings(e: &Endpoint<'_>) -> Settings {
             format!("OPENCODE_CONFIG_CONTENT={config}"),
             "OPENCODE_DISABLE_MODELS_FETCH=1".into(),
         ],
+    }
+}
+
+/// After `run` (its one-turn mode), else first. Its endpoint arguments are
+/// none today (the provider is in its environment); the place is kept
+/// for when a flag is needed.
+fn opencode_arguments_at(args: &[String]) -> usize {
+    match args.first().map(String::as_str) {
+        Some("run") => 1,
+        _ => 0,
     }
 }

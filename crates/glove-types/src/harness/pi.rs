@@ -47,6 +47,8 @@ pub static HARNESS: Harness = Harness {
         key_header: "api-key",
         key_format: KeyFormat::Plain,
         settings: model_settings,
+        arguments_at: super::arguments_first,
+        vendor: None,
     },
 };
 
