@@ -53,6 +53,21 @@ fn main() {
         Ok(s) => s,
         Err(e) => std::process::exit(refuse(&e)),
     };
+    // Every live exposure, session and connection holds descriptors: the
+    // soft limit (often 1024) is raised to the hard one.
+    {
+        use rustix::process::{getrlimit, setrlimit, Resource};
+        let lim = getrlimit(Resource::Nofile);
+        if lim.current < lim.maximum {
+            let raised = rustix::process::Rlimit {
+                current: lim.maximum,
+                maximum: lim.maximum,
+            };
+            if let Err(e) = setrlimit(Resource::Nofile, raised) {
+                tracing::warn!(error = %e, "cannot raise the descriptor limit");
+            }
+        }
+    }
     // In a delegated cgroup v2 subtree (the `glove daemon` unit's
     // `Delegate=`), move into a leaf and enable the controllers for the
     // sessions' cgroups, while this process still has one thread.

@@ -146,6 +146,16 @@ fn setup_gloved_plan_new_session_run_list_and_receipts_show() {
         text(&refused.stderr)
     );
     let d = n.gloved();
+    // gloved raised its descriptor limit to the hard one (every exposure,
+    // session and connection holds descriptors).
+    let limits = std::fs::read_to_string(format!("/proc/{}/limits", d.pid())).expect("limits");
+    let files: Vec<&str> = limits
+        .lines()
+        .find(|l| l.starts_with("Max open files"))
+        .expect("Max open files")
+        .split_whitespace()
+        .collect();
+    assert_eq!(files[3], files[4], "soft = hard: {files:?}");
     let caps = n.ok(&["capabilities", "--json"]);
     let caps: Value = serde_json::from_str(&caps).expect("json");
     assert!(caps["methods"]

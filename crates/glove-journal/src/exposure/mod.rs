@@ -278,6 +278,20 @@ impl ExposureJournal {
             }
             None => None,
         };
+        // Room is kept for the new lease's own revocation too: a full
+        // journal must never leave a live lease that cannot be revoked.
+        let own_revocation = RevokedRecord {
+            exposure_id: rec.exposure_id.clone(),
+            generation: rec.generation,
+            // The widest time a record can hold (JSON's exact integers).
+            revoked_at_ms: 9_007_199_254_740_991,
+        }
+        .encode()
+        .map_err(|r| JournalError::Invalid {
+            field: "exposure",
+            rejection: r,
+        })?;
+        lens.push(own_revocation.len());
         if !self.journal.has_room(&lens) {
             return Err(JournalError::Full(crate::error::Bound::Records));
         }
