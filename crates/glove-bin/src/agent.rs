@@ -203,6 +203,17 @@ fn prepare(a: &mut crate::run::RunArgs, session: &str) -> Result<Preset, AgentEr
     };
     let model = model::resolve(h, g.model.as_deref(), g.model_name.as_deref())?;
     let allow = model::allows(&g.allow, g.allow_private)?;
+    // A private model endpoint lets the whole session's egress reach
+    // private addresses (the proxy decides that per policy): other hosts
+    // next to it need the operator to say so.
+    if model.is_private() && !allow.is_empty() && !g.allow_private {
+        return Err(AgentError::new(
+            glove_types::codes::cli::AGENT_ALLOW_PRIVATE,
+            "with a private --model endpoint, every --allow host may reach private addresses too"
+                .into(),
+            "add --allow-private to accept that, or give a public model endpoint",
+        ));
+    }
     let (key_path, temp_key) = match (&g.key_file, &g.key_env) {
         (Some(f), _) => (model::key_file(f)?, None),
         (None, Some(v)) => {
@@ -218,6 +229,7 @@ fn prepare(a: &mut crate::run::RunArgs, session: &str) -> Result<Preset, AgentEr
         }
     };
     let found = find::locate(h, g.harness_path.as_deref())?;
+    exposes_nothing_private(&found.ro_binds, &key_path)?;
     let settings = model::egress_settings(h, &model, &allow, g.allow_private, &key_path)?;
     let journal = crate::egress::default_journal_dir()
         .map_err(|r| AgentError::from_rejection(&r))?
@@ -320,4 +332,35 @@ pub(crate) fn report_end(id: &str, status: i32, workspace: Option<&serde_json::V
         ),
     }
     eprintln!("glove: take the changes with `glove apply {session}`");
+}
+
+/// Refuses a harness mount that would show the agent the key file, Glove's
+/// own configuration or state, or a whole home directory (the sandbox may
+/// run as the operator's own uid, which can read them).
+fn exposes_nothing_private(binds: &[String], key: &std::path::Path) -> Result<(), AgentError> {
+    let layout = crate::layout::Layout::current();
+    let mut private: Vec<PathBuf> = vec![key.to_path_buf()];
+    if let Some(l) = &layout {
+        private.extend([l.config.clone(), l.state.clone()]);
+    }
+    let home = layout.as_ref().and_then(|l| l.home.clone());
+    for b in binds {
+        let b = std::path::Path::new(b);
+        let holds = private.iter().find(|p| p.starts_with(b));
+        let is_home = home.as_ref().is_some_and(|h| h.starts_with(b));
+        if let Some(p) = holds
+            .map(|p| p.display().to_string())
+            .or_else(|| is_home.then(|| "the home directory".to_owned()))
+        {
+            return Err(AgentError::new(
+                glove_types::codes::cli::AGENT_UNSAFE_INSTALL,
+                format!(
+                    "the harness at {} would be mounted with {p} inside it",
+                    b.display()
+                ),
+                "install the harness with npm, or stage it with `glove policy stage`, outside your home and Glove's directories",
+            ));
+        }
+    }
+    Ok(())
 }

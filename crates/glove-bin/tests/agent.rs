@@ -117,14 +117,12 @@ fn turn_from(agent: &str, args: &[&str], mcp: bool, staged: bool) {
     let key = env.p("model.key");
     std::fs::write(&key, format!("{real}\n")).expect("key");
     std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600)).expect("chmod");
-    let st = stub(
-        env.dir.path(),
-        if mcp {
-            &["--mcp-tool", "echo", "--then-shell"]
-        } else {
-            &[]
-        },
-    );
+    let mut stub_args: Vec<String> = Vec::new();
+    if mcp {
+        stub_args.extend(["--mcp-tool", "echo", "--then-shell"].map(String::from));
+    }
+    let stub_refs: Vec<&str> = stub_args.iter().map(String::as_str).collect();
+    let st = stub(env.dir.path(), &stub_refs);
     let url = format!("http://127.0.0.1:{}", st.port);
     let (src, key_s, nm_s) = (
         env.src().display().to_string(),
@@ -530,6 +528,36 @@ fn each_refusal_has_a_code_and_a_one_line_hint() {
             vec!["--agent", "pi", "--key-file", &good],
             "agent_model_url_invalid",
             "--model URL",
+        ),
+        // Plain HTTP only to this machine or a private network: the key
+        // would cross the internet in the clear.
+        (
+            vec![
+                "--agent",
+                "codex",
+                "--model",
+                "http://api.example.com",
+                "--key-file",
+                &good,
+            ],
+            "agent_model_url_invalid",
+            "use https://",
+        ),
+        // A private model endpoint opens private addresses to the session:
+        // other hosts beside it need the operator's word.
+        (
+            vec![
+                "--agent",
+                "codex",
+                "--model",
+                url,
+                "--allow",
+                "example.com:443",
+                "--key-file",
+                &good,
+            ],
+            "agent_allow_private",
+            "--allow-private",
         ),
         (
             vec![

@@ -142,10 +142,14 @@ pub(crate) fn locate(h: &Harness, explicit: Option<&Path>) -> Result<Found, Agen
                     node.is_file().then(|| node.display().to_string()),
                 )
             }
+            // An npm install: its node_modules tree. A bare executable
+            // (no package around it): that file alone, never the directory
+            // it sits in (which may be a home holding keys).
             None => (
                 node_modules_root(&exe)
-                    .or_else(|| exe.parent().map(Path::to_owned))
-                    .map(|d| vec![d.display().to_string()])
+                    .unwrap_or_else(|| exe.clone())
+                    .to_str()
+                    .map(|d| vec![d.to_owned()])
                     .unwrap_or_default(),
                 Vec::new(),
                 None,

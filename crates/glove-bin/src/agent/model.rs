@@ -108,6 +108,13 @@ pub(crate) fn parse_url(url: &str) -> Result<(Scheme, Endpoint), AgentError> {
     Ok((scheme, endpoint))
 }
 
+impl Model {
+    /// Whether the endpoint is on this machine or a private network.
+    pub(crate) fn is_private(&self) -> bool {
+        private(&self.endpoint.host)
+    }
+}
+
 /// The endpoint from `--model` (or the harness's vendor default) and the
 /// model name (`--model-name`, else the vendor's, else `default`).
 pub(crate) fn resolve(
@@ -127,6 +134,17 @@ pub(crate) fn resolve(
         }
     };
     let (scheme, endpoint) = parse_url(&shown)?;
+    // Plain HTTP carries the key in the clear: only to this machine or a
+    // private network the operator runs (a loopback test endpoint).
+    if scheme == Scheme::Http && !private(&endpoint.host) {
+        return Err(AgentError::new(
+            AGENT_MODEL_URL_INVALID,
+            format!(
+                "--model {shown:?}: plain http:// would send the key in the clear to a public host"
+            ),
+            "use https:// (http:// is for a loopback or private endpoint only)",
+        ));
+    }
     let base_url = match scheme {
         Scheme::Http => format!("http://127.0.0.1:{MAPPED_PORT}"),
         Scheme::Https if endpoint.port == 443 => format!("https://{}", endpoint.host),

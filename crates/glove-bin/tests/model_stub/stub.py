@@ -674,6 +674,9 @@ def main():
     p.add_argument("--log", required=True)
     p.add_argument("--isolate", action="store_true")
     p.add_argument("--timeout", type=float, default=300)
+    # HTTPS: serve TLS with this certificate chain and key (PEM files).
+    p.add_argument("--tls-cert", default=None)
+    p.add_argument("--tls-key", default=None)
     p.add_argument("command", nargs="*")
     a = p.parse_args()
     LOG_PATH = a.log
@@ -684,6 +687,11 @@ def main():
     if a.isolate:
         isolate()
     srv = Server(("127.0.0.1", a.port), Handler)
+    if a.tls_cert:
+        import ssl
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        ctx.load_cert_chain(a.tls_cert, a.tls_key)
+        srv.socket = ctx.wrap_socket(srv.socket, server_side=True)
     print(srv.server_address[1], flush=True)
     if not a.command:
         try:
