@@ -142,6 +142,20 @@ fn key_from_env(var: &str, session: &str) -> Result<TempKey, AgentError> {
         .join("glove/agent-keys");
     glove_control::assembly::egress::journal_dir(&base)
         .map_err(|e| AgentError::from_rejection(&e.local()))?;
+    // Keys a killed run left behind (nothing reads them once the proxy
+    // that needed them is gone) go first: older than a day.
+    let day = std::time::Duration::from_secs(86_400);
+    for e in std::fs::read_dir(&base).into_iter().flatten().flatten() {
+        let old = e
+            .metadata()
+            .ok()
+            .and_then(|m| m.modified().ok())
+            .and_then(|t| t.elapsed().ok())
+            .is_some_and(|age| age > day);
+        if old && e.file_name().to_string_lossy().ends_with(".key") {
+            let _ = std::fs::remove_file(e.path());
+        }
+    }
     let path = base.join(format!("{session}.key"));
     let mut f = std::fs::OpenOptions::new()
         .write(true)
