@@ -183,6 +183,7 @@ pub(crate) struct Preset {
 
 /// Runs `glove run --agent …`.
 pub fn run(mut a: crate::run::RunArgs) -> i32 {
+    glove_sandbox::launch::trace_mark("agent start");
     let json = a.exec.json;
     let session_id = match glove_control::assembly::local::session_id("agent") {
         Ok(id) => id,
@@ -242,7 +243,9 @@ fn prepare(a: &mut crate::run::RunArgs, session: &str) -> Result<Preset, AgentEr
             ))
         }
     };
+    glove_sandbox::launch::trace_mark("agent: find");
     let found = find::locate(h, g.harness_path.as_deref())?;
+    glove_sandbox::launch::trace_mark("agent: found");
     exposes_nothing_private(&found.ro_binds, &key_path)?;
     let settings = model::egress_settings(h, &model, &allow, g.allow_private, &key_path)?;
     let journal = crate::egress::default_journal_dir()

@@ -32,8 +32,9 @@ shell call follows the MCP tool's result (the text comes after both).
 GET .../models answers one model `glove-stub`, in a shape both the OpenAI
 and the Anthropic clients accept. A CONNECT (a client using the stub as
 its proxy) and anything else is answered with an error. Every request is
-appended to the log file as one JSON line: method, path, headers (the API
-key among them) and body (parsed JSON when it is JSON).
+appended to the log file as one JSON line: its arrival (`time`, and
+`monotonic_ns` on CLOCK_MONOTONIC, the clock of GLOVE_LAUNCH_TRACE), method,
+path, headers (the API key among them) and body (parsed JSON when it is JSON).
 
 With `-- COMMAND ...` the stub runs COMMAND once it listens, waits for it
 (at most --timeout seconds, then kills its process group), and exits with
@@ -564,6 +565,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
     def entry(self, raw):
         e = {
             "time": time.time(),
+            "monotonic_ns": time.monotonic_ns(),
             "method": self.command,
             "path": self.path,
             "headers": [[k, v] for k, v in self.headers.items()],

@@ -302,16 +302,19 @@ impl Attachments {
             retained: retained_inputs,
         } = inputs;
         let fail = |e, leases| Box::new((e, lease::finish_all(leases, false)));
+        mark("parts: prepare");
         let egress = match egress.map(|e| egress::Prepared::prepare(e, spec)) {
             Some(Err(e)) => return Err(fail(e, leases)),
             Some(Ok(p)) => Some(p),
             None => None,
         };
+        mark("egress prepared");
         let mcp = match mcp.map(|m| mcp::Prepared::prepare(m, spec)) {
             Some(Err(e)) => return Err(fail(e, leases)),
             Some(Ok(p)) => Some(p),
             None => None,
         };
+        mark("mcp prepared");
         let mut retained = Vec::new();
         for r in retained_inputs {
             match retained::Prepared::prepare(r, &session_id, spec) {
@@ -322,6 +325,7 @@ impl Attachments {
                 }
             }
         }
+        mark("workspace staged");
         Ok(Attachments {
             session_id,
             egress,
@@ -360,6 +364,7 @@ impl Attachments {
                 return Err(fail(Fault::Door(e), lease::finish_all(leases, false)));
             }
         };
+        mark("sandbox built");
         // Started once the sandbox is built (a build in this process needs
         // it single-threaded; the agent's connections wait on the channel).
         let egress = match egress.map(|e| e.start(&session_id)) {
@@ -371,6 +376,7 @@ impl Attachments {
             Some(Ok(r)) => Some(r),
             None => None,
         };
+        mark("egress started");
         let mcp = match mcp.map(|m| m.start(&session_id)) {
             Some(Err(e)) => {
                 door.abort(built);
@@ -382,6 +388,7 @@ impl Attachments {
             Some(Ok(r)) => Some(r),
             None => None,
         };
+        mark("mcp started");
         let started = Started {
             egress,
             mcp,
@@ -402,6 +409,12 @@ impl Attachments {
             .for_each(retained::Prepared::discard);
         lease::finish_all(self.leases, false)
     }
+}
+
+/// A phase mark for `GLOVE_LAUNCH_TRACE` (a no-op when it is unset; see
+/// `docs/performance.md`).
+fn mark(label: &str) {
+    glove_sandbox::launch::trace_mark(label);
 }
 
 /// Runs steps 2 to 5 at once (see [`Attachments::prepare`] and
