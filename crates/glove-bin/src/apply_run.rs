@@ -244,7 +244,13 @@ fn service_run(session: &str, a: &ApplyRunArgs) -> Result<i32, Rejection> {
             a,
             &Binding {
                 session_id: session.to_owned(),
-                alias: a.alias.clone().unwrap_or_else(|| "workspace".into()),
+                // The stage the service showed (a session's only stage
+                // may be an exposure's, named by its label).
+                alias: a
+                    .alias
+                    .clone()
+                    .or_else(|| v["alias"].as_str().map(str::to_owned))
+                    .unwrap_or_else(|| "workspace".into()),
                 baseline: digest("baseline_digest"),
                 last: digest("final_digest"),
             },

@@ -106,6 +106,7 @@ pub fn retained_input(
         alias: ALIAS.into(),
         target: TARGET.into(),
         source: Some(source),
+        source_fd: None,
         bytes: a
             .disk
             .unwrap_or(glove_sandbox::profile::DEFAULT_LIMITS.disk_bytes),

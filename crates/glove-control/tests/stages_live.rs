@@ -36,6 +36,7 @@ fn a_live_mount_keeps_the_stage_from_being_frozen_or_inspected() {
             mkfs: &mkfs,
             target: "/workspace",
             source: Some(&src),
+            source_fd: None,
             bytes: 64 << 20,
             owner: (0, 0),
             now_ms: 1,

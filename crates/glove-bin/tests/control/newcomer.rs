@@ -655,3 +655,93 @@ fn ctrl_close_bracket_detaches_a_terminal_and_the_session_goes_on() {
     );
     d.stop();
 }
+
+/// A project exposed as a retained workspace: the session works on an
+/// image filled from the project's held descriptor; `glove diff` shows the
+/// changes and `glove apply` brings them into the project.
+#[test]
+fn an_exposed_project_comes_back_through_diff_and_apply() {
+    if !crate::common::need(
+        crate::common::is_root(),
+        "retained workspaces need root (loop devices, ext4)",
+    ) {
+        return;
+    }
+    let n = Newcomer::new();
+    let proj = n.root.join("src/proj");
+    std::fs::create_dir_all(&proj).expect("mkdir");
+    std::fs::write(proj.join("README"), "hello\n").expect("write");
+    n.ok(&[
+        "setup",
+        "--path-root",
+        n.root.join("src").to_str().expect("utf8"),
+    ]);
+    let d = n.gloved();
+    let init: Value =
+        serde_json::from_str(&n.ok(&["init", proj.to_str().expect("utf8"), "--json"]))
+            .expect("json");
+    let id = init["exposure"]["exposure_id"]
+        .as_str()
+        .expect("id")
+        .to_owned();
+    let exposure = format!("{id}:1:retained_write");
+    n.ok(&[
+        "plan",
+        "new",
+        "--template",
+        "shell",
+        "--profile",
+        "small",
+        "--exposure",
+        &exposure,
+        "--out",
+        "plan.json",
+    ]);
+    let session = session_of(&n.root.join("plan.json"));
+    let out = n.glove(
+        &["session", "run", "plan.json"],
+        b"pwd; echo changed >> README; echo added > new.txt; exit 0\n",
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stdout).contains("/work/proj"),
+        "{}",
+        text(&out.stdout)
+    );
+    // Nothing reached the project yet.
+    assert!(!proj.join("new.txt").exists());
+    let diff: Value =
+        serde_json::from_str(&n.ok(&["diff", &session, "--service", "--json"])).expect("json");
+    assert_eq!(diff["alias"], "proj", "{diff}");
+    let mut changes: Vec<String> = diff["changes"]
+        .as_array()
+        .expect("changes")
+        .iter()
+        .map(|c| {
+            format!(
+                "{} {}",
+                c["path"].as_str().unwrap_or(""),
+                c["change"].as_str().unwrap_or("")
+            )
+        })
+        .collect();
+    changes.sort();
+    assert_eq!(changes, ["README modified", "new.txt added"], "{diff}");
+    let applied = n.glove(&["apply", &session, "--service", "--yes"], b"");
+    assert_eq!(
+        applied.status.code(),
+        Some(0),
+        "{}{}",
+        text(&applied.stdout),
+        text(&applied.stderr)
+    );
+    assert_eq!(
+        std::fs::read_to_string(proj.join("README")).expect("read"),
+        "hello\nchanged\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(proj.join("new.txt")).expect("read"),
+        "added\n"
+    );
+    d.stop();
+}

@@ -23,6 +23,9 @@ pub struct RetainedInput {
     pub target: String,
     /// The host directory it is filled from (`None`: starts empty).
     pub source: Option<PathBuf>,
+    /// That directory already held open (a path exposure): filled through
+    /// it, the path kept only for the stage record.
+    pub source_fd: Option<Arc<rustix::fd::OwnedFd>>,
     /// The image's size in bytes.
     pub bytes: u64,
     /// The agent's host identity: every entry is its.
@@ -110,6 +113,7 @@ impl Prepared {
                 mkfs: &mkfs,
                 target: &input.target,
                 source: input.source.as_deref(),
+                source_fd: input.source_fd.as_deref().map(rustix::fd::AsFd::as_fd),
                 bytes: input.bytes,
                 owner: input.owner,
                 now_ms: now_ms(),

@@ -70,6 +70,14 @@ pub struct OpenedExposure {
     pub read_only: bool,
     /// The copy's byte quota.
     pub max_bytes: u64,
+    /// A retained copy (an image kept for `glove diff` and `glove apply`,
+    /// filled from [`OpenedExposure::source`]) rather than a tmpfs one.
+    pub retained: bool,
+    /// The exposure's label (names a retained stage).
+    pub label: String,
+    /// The project's path on this machine (for the stage record and apply,
+    /// which re-open it and check its identity; never sent anywhere).
+    pub project: std::path::PathBuf,
 }
 
 /// The service's exposures (see the module docs).
@@ -476,11 +484,21 @@ impl Exposures {
             }
             let source = rustix::io::fcntl_dupfd_cloexec(held, 3)
                 .map_err(|e| Rejection::new(EXPOSURE_COPY_FAILED, format!("dup: {e}")))?;
+            let project = self
+                .policy
+                .roots()
+                .iter()
+                .find(|r| r.id() == &rec.root_id)
+                .map(|r| std::path::Path::new(r.path()).join(&rec.relative_path))
+                .ok_or_else(changed)?;
             out.push(OpenedExposure {
                 source,
                 target: destination(&rec.label),
                 read_only: mode.access == Access::ReadOnly,
                 max_bytes: mode.max_bytes,
+                retained: mode.access == Access::RetainedWrite,
+                label: rec.label.as_str().to_owned(),
+                project,
             });
         }
         Ok(out)

@@ -35,9 +35,10 @@ pub struct Built {
     pub retained: Vec<RetainedGrant>,
 }
 
-/// A `retained_write` grant: an ext4 stage filled from the alias's host
-/// directory, kept after the session for diff and apply.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// A `retained_write` grant (of a path alias, or of a path exposure): an
+/// ext4 stage filled from the host directory, kept after the session for
+/// diff and apply.
+#[derive(Clone, Debug)]
 pub struct RetainedGrant {
     /// The path alias (names the stage).
     pub alias: String,
@@ -49,6 +50,8 @@ pub struct RetainedGrant {
     pub max_bytes: u64,
     /// Start empty when the host directory does not exist.
     pub create_if_missing: bool,
+    /// The host directory already held open (a path exposure's project).
+    pub source_fd: Option<std::sync::Arc<rustix::fd::OwnedFd>>,
 }
 
 /// The leases a plan's secret handles become: each handle needs a
@@ -187,6 +190,7 @@ pub fn build_spec(
                     max_bytes: g.max_bytes,
                     create_if_missing: tuple
                         .is_some_and(|t| t.create_policy == CreatePolicy::EmptyDirectory),
+                    source_fd: None,
                 });
                 continue;
             }

@@ -155,15 +155,31 @@ impl Runtime {
             // The session's parts, prepared on its spec before anything is
             // recorded: a part that cannot be prepared leaves the session
             // created.
-            let inputs = self.inputs(policy, &admitted, id, built.leases, built.retained)?;
+            // A retained exposure is a retained workspace filled from the
+            // project's held descriptor; the others are tmpfs copies.
+            let (kept, exposed): (Vec<_>, Vec<_>) = exposed.into_iter().partition(|x| x.retained);
+            let mut retained_grants = built.retained;
+            for x in kept {
+                retained_grants.push(super::spec::RetainedGrant {
+                    alias: x.label,
+                    host_path: x.project.display().to_string(),
+                    target: x.target,
+                    max_bytes: x.max_bytes,
+                    create_if_missing: false,
+                    source_fd: Some(std::sync::Arc::new(x.source)),
+                });
+            }
+            let first_target = retained_grants.first().map(|g| g.target.clone());
+            let inputs = self.inputs(policy, &admitted, id, built.leases, retained_grants)?;
             let mut spec = WireSpec {
                 wire: built.wire,
                 channel: None,
                 retained: Vec::new(),
                 exposures: Vec::new(),
             };
-            if let (Some(first), true) = (exposed.first(), admitted.path_grants().is_empty()) {
-                spec.wire.working_directory = first.target.clone();
+            let first = exposed.first().map(|x| x.target.clone()).or(first_target);
+            if let (Some(first), true) = (first, admitted.path_grants().is_empty()) {
+                spec.wire.working_directory = first;
             }
             for x in exposed {
                 spec.wire
@@ -418,6 +434,7 @@ impl Runtime {
                     store: store.clone(),
                     alias: g.alias,
                     target: g.target,
+                    source_fd: g.source_fd,
                     source,
                     bytes: g.max_bytes,
                     owner: (owner, owner),

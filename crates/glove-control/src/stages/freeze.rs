@@ -58,8 +58,13 @@ pub struct MakeStage<'a> {
     pub mkfs: &'a Mkfs,
     /// Where the workspace appears inside the sandbox.
     pub target: &'a str,
-    /// The host directory to fill it from (`None`: start empty).
+    /// The host directory to fill it from (`None`: start empty); with
+    /// `source_fd`, only what the stage record names (apply re-opens it and
+    /// checks its identity).
     pub source: Option<&'a Path>,
+    /// The source already held open (a path exposure's project): the fill
+    /// reads it through this descriptor, never resolving the path again.
+    pub source_fd: Option<rustix::fd::BorrowedFd<'a>>,
     /// The image's size.
     pub bytes: u64,
     /// Who owns every entry (the agent's host identity).
@@ -91,9 +96,21 @@ pub struct LiveStage {
 /// returns the mount for the launch.
 pub fn make(stage: StageDir, m: &MakeStage<'_>) -> Result<(LiveStage, RetainedMount), Rejection> {
     let lock = stage.lock_or_live()?;
-    let source = match m.source {
-        None => None,
-        Some(p) => {
+    let source = match (m.source_fd, m.source) {
+        (Some(held), _) => {
+            let fd = rustix::io::fcntl_dupfd_cloexec(held, 3)
+                .map_err(|e| super::io("duplicate the source", e))?;
+            let st = rustix::fs::fstat(&fd).map_err(|e| super::io("stat the source", e))?;
+            if rustix::fs::FileType::from_raw_mode(st.st_mode) != rustix::fs::FileType::Directory {
+                return Err(Rejection::new(
+                    RETAINED_SOURCE_INVALID,
+                    "the held source is not a directory",
+                ));
+            }
+            Some(fd)
+        }
+        (None, None) => None,
+        (None, Some(p)) => {
             if !p.is_absolute() {
                 return Err(Rejection::new(
                     RETAINED_SOURCE_INVALID,

@@ -117,6 +117,8 @@ impl Inspection {
                 "final_digest".into(),
                 self.record.final_digest.clone().into(),
             );
+            // Which stage it is (an apply authorization names it).
+            m.insert("alias".into(), self.record.alias.clone().into());
         }
     }
 

@@ -48,7 +48,7 @@ pub const SCOPE_DOMAIN: &str = "glove.exposure-scope.v1";
 /// quota, exactly.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
 pub struct ExposureMode {
-    /// Access mode: `read_only` or `ephemeral_write`.
+    /// Access mode: `read_only`, `ephemeral_write` or `retained_write`.
     pub access: Access,
     /// Materialization: `copy` (the project is copied into a quota-sized
     /// file system of the sandbox).
@@ -68,14 +68,18 @@ impl ExposureMode {
         }
     }
 
-    /// Whether exposures support this tuple: read-only or ephemeral
-    /// writable copies of 1 byte to [`super::MAX_MODE_BYTES`].
+    /// Whether exposures support this tuple: read-only, ephemeral or
+    /// retained writable copies of 1 byte to [`super::MAX_MODE_BYTES`] (a
+    /// retained copy is an image of at least 16 MiB, checked when it is
+    /// made).
     pub fn check(&self) -> Result<(), Rejection> {
         let bad = |m: &str| Rejection::new(EXPOSURE_POLICY_MODE_INVALID, m.to_owned());
         match self.access {
-            Access::ReadOnly | Access::EphemeralWrite => {}
-            Access::RetainedWrite | Access::DirectWrite => {
-                return Err(bad("an exposure's access is read_only or ephemeral_write"))
+            Access::ReadOnly | Access::EphemeralWrite | Access::RetainedWrite => {}
+            Access::DirectWrite => {
+                return Err(bad(
+                    "an exposure's access is read_only, ephemeral_write or retained_write",
+                ))
             }
         }
         if self.materialization != Materialization::Copy {

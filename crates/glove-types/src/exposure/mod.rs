@@ -311,14 +311,20 @@ pub const STARTER_MODE_BYTES: u64 = 1 << 30;
 pub const STARTER_TTL_SECS: u64 = 30 * 24 * 3600;
 
 impl Default for StarterRoot {
-    /// A read-only copy and an ephemeral writable copy, 1 GiB each, for at
-    /// most 30 days.
+    /// A read-only copy, an ephemeral writable copy and a retained one
+    /// (kept for `glove diff` and `glove apply`), 1 GiB each, for at most
+    /// 30 days.
     fn default() -> Self {
         StarterRoot {
             modes: vec![
                 ExposureMode::new(Access::ReadOnly, Materialization::Copy, STARTER_MODE_BYTES),
                 ExposureMode::new(
                     Access::EphemeralWrite,
+                    Materialization::Copy,
+                    STARTER_MODE_BYTES,
+                ),
+                ExposureMode::new(
+                    Access::RetainedWrite,
                     Materialization::Copy,
                     STARTER_MODE_BYTES,
                 ),

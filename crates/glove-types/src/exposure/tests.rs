@@ -56,8 +56,11 @@ fn every_bad_policy_has_its_code() {
     assert_eq!(code(&policy("")), "exposure_policy_invalid");
     let ttl = root("a", "/srv/a").replace("3600", "0");
     assert_eq!(code(&policy(&ttl)), "exposure_policy_ttl_invalid");
-    let rw = root("a", "/srv/a").replace("read_only", "retained_write");
+    let rw = root("a", "/srv/a").replace("read_only", "direct_write");
     assert_eq!(code(&policy(&rw)), "exposure_policy_mode_invalid");
+    // A retained copy is an exposure mode (kept for diff and apply).
+    let kept = root("a", "/srv/a").replace("read_only", "retained_write");
+    assert!(ExposurePolicy::decode(policy(&kept).as_bytes()).is_ok());
     let bind = root("a", "/srv/a").replace("\"copy\"", "\"bind\"");
     assert_eq!(code(&policy(&bind)), "exposure_policy_mode_invalid");
     let zero = root("a", "/srv/a").replace("1024", "0");

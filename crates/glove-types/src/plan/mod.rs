@@ -247,10 +247,10 @@ fn decode_exposures(raw: Option<&[RawExposure]>) -> Result<Vec<PlanExposure>, Re
         .map(|(i, e)| {
             let at = format!("path_exposures[{i}]");
             let access = wire(&e.access, "access", Access::parse).map_err(|r| r.at(&at))?;
-            if !matches!(access, Access::ReadOnly | Access::EphemeralWrite) {
+            if access == Access::DirectWrite {
                 return Err(Rejection::new(
                     crate::codes::exposure::EXPOSURE_ACCESS_NOT_ALLOWED,
-                    "an exposure is used read_only or ephemeral_write",
+                    "an exposure is used read_only, ephemeral_write or retained_write",
                 )
                 .at(format!("{at}.access")));
             }

@@ -357,7 +357,7 @@ fn path_exposures_are_optional_sorted_and_never_empty() {
         ),
         (json!([e("a1", 0, "read_only")]), EXPOSURE_GENERATION_STALE),
         (
-            json!([e("a1", 1, "retained_write")]),
+            json!([e("a1", 1, "direct_write")]),
             EXPOSURE_ACCESS_NOT_ALLOWED,
         ),
         (json!([e("a1", 1, "direct")]), JSON_INVALID_TYPE),
