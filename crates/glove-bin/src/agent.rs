@@ -54,6 +54,12 @@ pub struct AgentArgs {
     /// Let --allow name loopback, private and link-local addresses.
     #[arg(long, requires = "agent")]
     pub allow_private: bool,
+    /// The proxy resolves NAME (the --model host or an --allow host) to
+    /// IP, and, once given, resolves names through --resolve only
+    /// (repeatable): e.g. an HTTPS test endpoint on loopback, reached by
+    /// name through the proxy.
+    #[arg(long, value_name = "NAME:IP", requires = "agent")]
+    pub resolve: Vec<String>,
     /// The directory holding the harness's executable (an npm `bin`
     /// directory, or `node_modules`) [default: the copy `glove setup`
     /// staged, else the usual npm install locations].
@@ -218,10 +224,11 @@ fn prepare(a: &mut crate::run::RunArgs, session: &str) -> Result<Preset, AgentEr
     };
     let model = model::resolve(h, g.model.as_deref(), g.model_name.as_deref())?;
     let allow = model::allows(&g.allow, g.allow_private)?;
+    let resolved = model::resolves(&g.resolve, &model, &allow, g.allow_private)?;
     // A private model endpoint lets the whole session's egress reach
     // private addresses (the proxy decides that per policy): other hosts
     // next to it need the operator to say so.
-    if model.is_private() && !allow.is_empty() && !g.allow_private {
+    if model.is_private(&resolved) && !allow.is_empty() && !g.allow_private {
         return Err(AgentError::new(
             glove_types::codes::cli::AGENT_ALLOW_PRIVATE,
             "with a private --model endpoint, every --allow host may reach private addresses too"
@@ -247,7 +254,10 @@ fn prepare(a: &mut crate::run::RunArgs, session: &str) -> Result<Preset, AgentEr
     let found = find::locate(h, g.harness_path.as_deref())?;
     glove_sandbox::launch::trace_mark("agent: found");
     exposes_nothing_private(&found.ro_binds, &key_path)?;
-    let settings = model::egress_settings(h, &model, &allow, g.allow_private, &key_path)?;
+    let settings =
+        model::egress_settings(h, &model, &allow, g.allow_private, &resolved, &key_path)?;
+    let extra_roots = crate::egress::read_extra_roots(&a.exec.egress_ca)
+        .map_err(|r| AgentError::from_rejection(&r))?;
     let journal = crate::egress::default_journal_dir()
         .map_err(|r| AgentError::from_rejection(&r))?
         .join(format!("{session}.journal"));
@@ -315,7 +325,7 @@ fn prepare(a: &mut crate::run::RunArgs, session: &str) -> Result<Preset, AgentEr
     Ok(Preset {
         egress: Some(EgressInput {
             settings,
-            extra_roots: Vec::new(),
+            extra_roots,
             journal,
         }),
         home_dirs: h.home.directories.iter().map(|d| (*d).to_owned()).collect(),

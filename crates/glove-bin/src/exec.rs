@@ -106,8 +106,8 @@ pub struct ExecArgs {
     pub egress_journal: Option<std::path::PathBuf>,
     /// Also trust this CA (a PEM file, mode 0600, at most 1 MiB) for the
     /// upstreams the proxy reaches over TLS, besides the system bundle;
-    /// repeatable, at most 16.
-    #[arg(long, value_name = "FILE", requires = "egress")]
+    /// repeatable, at most 16 (with --egress, or `glove run --agent`).
+    #[arg(long, value_name = "FILE")]
     pub egress_ca: Vec<std::path::PathBuf>,
     /// The command and its arguments.
     #[arg(last = true, required = true, value_name = "CMD")]
@@ -365,6 +365,13 @@ fn run_with(
                 Err(r) => return fail_with(&r, a.json),
             }
         }
+        (None, None) if !a.egress_ca.is_empty() => return fail_with(
+            &glove_types::Rejection::new(
+                glove_types::codes::egress::EGRESS_TRUST_ROOTS_INVALID,
+                "--egress-ca is for the egress proxy: give --egress FILE (or glove run --agent)",
+            ),
+            a.json,
+        ),
         (None, None) => None,
     };
     glove_sandbox::launch::trace_mark("spec built");

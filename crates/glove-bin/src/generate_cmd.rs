@@ -68,7 +68,8 @@ fn preset(
         policy_id: &policy_id,
         handle: &handle,
     };
-    let mut file_form = model::egress_file(h, &m, &[], false, &source, &names);
+    let mut file_form =
+        model::egress_file(h, &m, &[], false, &model::Resolved::new(), &source, &names);
     model::validate(&file_form).map_err(reject)?;
     // The session policy's form: no schema version, and the credential
     // named by its handle (its source is the credential_sources entry).

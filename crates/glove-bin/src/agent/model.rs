@@ -10,6 +10,8 @@ use glove_types::codes::cli::{
 use glove_types::egress::settings::EgressSettings;
 use glove_types::egress::{classify, AddressClass, Endpoint, Host};
 use glove_types::harness::Harness;
+use std::collections::BTreeMap;
+use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 
 /// The loopback port inside the sandbox that reaches a plain-HTTP model
@@ -110,8 +112,17 @@ pub(crate) fn parse_url(url: &str) -> Result<(Scheme, Endpoint), AgentError> {
 
 impl Model {
     /// Whether the endpoint is on this machine or a private network.
-    pub(crate) fn is_private(&self) -> bool {
+    /// `resolved` is the `--resolve` table: a name it maps to a private
+    /// address is private.
+    pub(crate) fn is_private(&self, resolved: &Resolved) -> bool {
         private(&self.endpoint.host)
+            || match &self.endpoint.host {
+                Host::Name(n) => resolved.get(n).is_some_and(|ips| {
+                    ips.iter()
+                        .any(|ip| !matches!(classify(*ip), AddressClass::Public))
+                }),
+                Host::Ip(_) => false,
+            }
     }
 }
 
@@ -196,6 +207,88 @@ pub(crate) fn allows(list: &[String], allow_private: bool) -> Result<Vec<Endpoin
     Ok(out)
 }
 
+/// The `hosts` table `--resolve NAME:IP` entries make.
+pub(crate) type Resolved = BTreeMap<String, Vec<IpAddr>>;
+
+fn bad_resolve(r: &str, why: impl std::fmt::Display) -> AgentError {
+    AgentError::new(
+        AGENT_ALLOW_INVALID,
+        format!("--resolve {r:?}: {why}"),
+        "write --resolve NAME:IP for the --model host or an --allow host, e.g. --resolve model.test:127.0.0.1",
+    )
+}
+
+/// Reads each `--resolve NAME:IP`: the name is the model endpoint's or an
+/// `--allow` host's (with `--resolve`, the proxy resolves names through
+/// these only, so every `--allow` name needs one too); the address is
+/// neither a metadata nor a reserved one. A private address for an
+/// `--allow` host needs `--allow-private`; for the model host it makes
+/// the model endpoint private (see [`Model::is_private`]).
+pub(crate) fn resolves(
+    list: &[String],
+    model: &Model,
+    allow: &[Endpoint],
+    allow_private: bool,
+) -> Result<Resolved, AgentError> {
+    let mut out = Resolved::new();
+    for r in list {
+        let Some((n, ip)) = r.split_once(':') else {
+            return Err(bad_resolve(r, "not NAME:IP"));
+        };
+        let name = match Host::parse(n) {
+            Ok(Host::Name(name)) => name,
+            _ => return Err(bad_resolve(r, format!("{n:?} is not a DNS name"))),
+        };
+        let ip_s = ip.strip_prefix('[').and_then(|i| i.strip_suffix(']'));
+        let Ok(ip) = ip_s.unwrap_or(ip).parse::<IpAddr>() else {
+            return Err(bad_resolve(r, format!("{ip:?} is not an IP address")));
+        };
+        let host = Host::Name(name.clone());
+        let is_model = model.endpoint.host == host;
+        if !is_model && !allow.iter().any(|a| a.host == host) {
+            return Err(bad_resolve(
+                r,
+                format!("{name} is neither the --model host nor an --allow host"),
+            ));
+        }
+        match classify(ip) {
+            AddressClass::Metadata | AddressClass::Reserved => {
+                return Err(bad_resolve(
+                    r,
+                    "a metadata or reserved address is never reached",
+                ))
+            }
+            AddressClass::Public => {}
+            _ if is_model || allow_private => {}
+            _ => {
+                return Err(AgentError::new(
+                    AGENT_ALLOW_PRIVATE,
+                    format!("--resolve {r}: {ip} is a loopback, private or link-local address"),
+                    "add --allow-private to let the agent reach it",
+                ))
+            }
+        }
+        let ips = out.entry(name).or_default();
+        if !ips.contains(&ip) {
+            ips.push(ip);
+        }
+    }
+    if !out.is_empty() {
+        for a in allow {
+            if let Host::Name(n) = &a.host {
+                if !out.contains_key(n) {
+                    return Err(AgentError::new(
+                        AGENT_ALLOW_INVALID,
+                        format!("--allow {a}: with --resolve the proxy resolves names through --resolve only, and {n} has none"),
+                        format!("add --resolve {n}:IP, or give --allow as IP:PORT"),
+                    ));
+                }
+            }
+        }
+    }
+    Ok(out)
+}
+
 /// Checks a key file: it exists, is a regular file of this user, and
 /// neither group nor others can read or write it. Returns its canonical
 /// path (what the egress policy names).
@@ -258,12 +351,14 @@ pub(crate) const AGENT_NAMES: PolicyNames<'static> = PolicyNames {
 /// The egress policy file (JSON) for a model endpoint: the endpoint
 /// (mapped to [`MAPPED_PORT`] for plain HTTP), the `--allow` endpoints,
 /// the key brokered into the harness's header on the model endpoint only,
-/// over the endpoint's scheme.
+/// over the endpoint's scheme; `resolved` (from `--resolve`), when not
+/// empty, as the proxy's whole resolver (`hosts`).
 pub(crate) fn egress_file(
     h: &Harness,
     model: &Model,
     allow: &[Endpoint],
     allow_private: bool,
+    resolved: &Resolved,
     key_source: &Path,
     names: &PolicyNames<'_>,
 ) -> serde_json::Value {
@@ -286,7 +381,7 @@ pub(crate) fn egress_file(
         // The model endpoint the operator named is reached even when it
         // is private (a loopback test endpoint); `--allow` entries were
         // held to `--allow-private` when they were read.
-        "allow_private": allow_private || private(&model.endpoint.host),
+        "allow_private": allow_private || model.is_private(resolved),
         "brokered": [{
             "secret_handle": names.handle,
             "source_path": key_source.display().to_string(),
@@ -296,6 +391,9 @@ pub(crate) fn egress_file(
             "scheme": scheme,
         }],
     });
+    if !resolved.is_empty() {
+        v["hosts"] = serde_json::json!(resolved);
+    }
     if model.scheme == Scheme::Http {
         v["port_mappings"] = serde_json::json!([{"listen_port": MAPPED_PORT, "endpoint": ep}]);
     }
@@ -310,7 +408,7 @@ pub(crate) fn validate(v: &serde_json::Value) -> Result<EgressSettings, AgentErr
         AgentError::new(
             r.code(),
             format!("the egress policy for the model: {}", r.message()),
-            "check --model and --allow",
+            "check --model, --allow and --resolve",
         )
     })
 }
@@ -321,6 +419,7 @@ pub(crate) fn egress_settings(
     model: &Model,
     allow: &[Endpoint],
     allow_private: bool,
+    resolved: &Resolved,
     key_source: &Path,
 ) -> Result<EgressSettings, AgentError> {
     validate(&egress_file(
@@ -328,6 +427,7 @@ pub(crate) fn egress_settings(
         model,
         allow,
         allow_private,
+        resolved,
         key_source,
         &AGENT_NAMES,
     ))
@@ -378,16 +478,63 @@ mod tests {
         let h = glove_types::harness::all().next().expect("a harness");
         let m = resolve(h, Some("https://api.example.com"), Some("m")).expect("model");
         assert_eq!(m.base_url, "https://api.example.com");
-        let v = egress_file(h, &m, &[], false, Path::new("/k"), &AGENT_NAMES);
+        let v = egress_file(
+            h,
+            &m,
+            &[],
+            false,
+            &Resolved::new(),
+            Path::new("/k"),
+            &AGENT_NAMES,
+        );
         assert_eq!(v["brokered"][0]["scheme"], "https");
         assert_eq!(v["allow_private"], false);
         assert!(v.get("port_mappings").is_none());
         validate(&v).expect("valid");
         let m = resolve(h, Some("http://127.0.0.1:8080"), None).expect("model");
         assert_eq!(m.base_url, format!("http://127.0.0.1:{MAPPED_PORT}"));
-        let v = egress_file(h, &m, &[], false, Path::new("/k"), &AGENT_NAMES);
+        let v = egress_file(
+            h,
+            &m,
+            &[],
+            false,
+            &Resolved::new(),
+            Path::new("/k"),
+            &AGENT_NAMES,
+        );
         assert_eq!(v["allow_private"], true);
         assert_eq!(v["port_mappings"][0]["endpoint"], "127.0.0.1:8080");
         validate(&v).expect("valid");
+    }
+
+    #[test]
+    fn resolve_names_the_model_or_an_allow_host_and_fills_hosts() {
+        let h = glove_types::harness::all().next().expect("a harness");
+        let m = resolve(h, Some("https://model.test:8443"), None).expect("model");
+        let npm = allows(&["npm.test:443".into()], true).expect("allow");
+        let r = |l: &[&str], allow: &[Endpoint], p: bool| {
+            let l: Vec<String> = l.iter().map(|s| (*s).to_owned()).collect();
+            resolves(&l, &m, allow, p)
+        };
+        let t = r(&["model.test:127.0.0.1", "npm.test:[::1]"], &npm, true).expect("ok");
+        assert!(m.is_private(&t));
+        assert!(!m.is_private(&Resolved::new()));
+        let v = egress_file(h, &m, &npm, false, &t, Path::new("/k"), &AGENT_NAMES);
+        assert_eq!(v["hosts"]["model.test"][0], "127.0.0.1");
+        assert_eq!(v["allow_private"], true);
+        validate(&v).expect("valid");
+        for bad in [
+            "model.test",
+            "other.test:1.2.3.4",
+            "model.test:nope",
+            "1.2.3.4:1.2.3.4",
+            "model.test:169.254.169.254",
+        ] {
+            assert!(r(&[bad], &npm, true).is_err(), "{bad}");
+        }
+        // A private address for an --allow host needs --allow-private.
+        assert!(r(&["model.test:8.8.8.8", "npm.test:10.0.0.1"], &npm, false).is_err());
+        // With --resolve, every --allow name needs one.
+        assert!(r(&["model.test:8.8.8.8"], &npm, true).is_err());
     }
 }

@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::sync::OnceLock;
 
+pub(crate) mod agent_turn;
 pub(crate) mod apply_env;
 pub(crate) mod model_stub;
 

@@ -14,6 +14,6 @@ define_codes! { Cli;
     AGENT_KEY_MISSING = "agent_key_missing": "the API key's file or variable is missing or empty",
     AGENT_KEY_FILE_LOOSE = "agent_key_file_loose": "the API key file is not a regular file of yours readable by you alone",
     AGENT_MODEL_URL_INVALID = "agent_model_url_invalid": "--model is not an http:// or https:// origin (scheme, host and optional port)",
-    AGENT_ALLOW_INVALID = "agent_allow_invalid": "--allow is not HOST:PORT",
-    AGENT_ALLOW_PRIVATE = "agent_allow_private": "--allow names a loopback, private or link-local address without --allow-private",
+    AGENT_ALLOW_INVALID = "agent_allow_invalid": "--allow is not HOST:PORT, or --resolve is not NAME:IP for the --model host or an --allow host",
+    AGENT_ALLOW_PRIVATE = "agent_allow_private": "--allow (or a --resolve address for an --allow host) names a loopback, private or link-local address without --allow-private",
 }
