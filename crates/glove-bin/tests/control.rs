@@ -33,6 +33,8 @@ mod methods;
 mod model;
 #[path = "control/newcomer.rs"]
 mod newcomer;
+#[path = "control/preset_session.rs"]
+mod preset_session;
 #[path = "control/receipts_show.rs"]
 mod receipts_show;
 #[path = "control/retained.rs"]

@@ -128,7 +128,7 @@ const HARNESSES: &[Harness] = &[
     },
 ];
 
-fn glove(args: &[&str]) -> Value {
+pub(super) fn glove(args: &[&str]) -> Value {
     let out = common::glove(common::As::Caller, args, None);
     let v: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|_| {
         panic!(
@@ -141,7 +141,7 @@ fn glove(args: &[&str]) -> Value {
     v
 }
 
-fn strings(v: &Value) -> Vec<String> {
+pub(super) fn strings(v: &Value) -> Vec<String> {
     v.as_array()
         .expect("array")
         .iter()
@@ -150,10 +150,10 @@ fn strings(v: &Value) -> Vec<String> {
 }
 
 /// The stub on host loopback; killed on drop.
-struct Stub {
+pub(super) struct Stub {
     child: std::process::Child,
-    port: u16,
-    log: PathBuf,
+    pub(super) port: u16,
+    pub(super) log: PathBuf,
 }
 
 impl Drop for Stub {
@@ -163,7 +163,7 @@ impl Drop for Stub {
     }
 }
 
-fn stub(dir: &Path, extra: &[&str]) -> Stub {
+pub(super) fn stub(dir: &Path, extra: &[&str]) -> Stub {
     let log = dir.join("requests.jsonl");
     let mut child = Command::new("/usr/bin/python3")
         .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/model_stub/stub.py"))
@@ -185,7 +185,7 @@ fn stub(dir: &Path, extra: &[&str]) -> Stub {
     Stub { child, port, log }
 }
 
-fn header<'a>(entry: &'a Value, name: &str) -> Option<&'a str> {
+pub(super) fn header<'a>(entry: &'a Value, name: &str) -> Option<&'a str> {
     entry["headers"].as_array()?.iter().find_map(|h| {
         (h[0].as_str()?.eq_ignore_ascii_case(name))
             .then(|| h[1].as_str())
