@@ -29,9 +29,9 @@ pub(crate) fn key_hex() -> String {
     "0123456789abcdef".repeat(4)
 }
 
-/// A private directory tree for one test, under the target directory (not
-/// `/tmp`: `install` refuses a unit directory below a directory others can
-/// write, and so would it a `gloved` there).
+/// A private directory tree for one test, below [`safe_base`] (not `/tmp`:
+/// `install` refuses a unit directory below a directory others can write,
+/// and so would it a `gloved` there).
 pub(crate) struct Env {
     pub(crate) _dir: tempfile::TempDir,
     pub(crate) base: PathBuf,
@@ -44,7 +44,7 @@ impl Env {
     pub(crate) fn new() -> Env {
         let dir = tempfile::Builder::new()
             .prefix("daemon-")
-            .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
+            .tempdir_in(safe_base())
             .expect("tempdir");
         let base = dir.path().to_path_buf();
         std::fs::set_permissions(&base, std::fs::Permissions::from_mode(0o755)).expect("chmod");
@@ -98,7 +98,13 @@ impl Env {
         let units = self.units.to_str().expect("utf-8");
         let sc = self.systemctl.to_str().expect("utf-8");
         all.extend_from_slice(&["--unit-dir", units, "--systemctl", sc]);
-        glove_env(&all, &[("XDG_CONFIG_HOME", &self.config_home)])
+        Command::new(kit_glove())
+            .args(&all)
+            .env("NO_COLOR", "1")
+            .env("COLUMNS", "100")
+            .env("XDG_CONFIG_HOME", &self.config_home)
+            .output()
+            .expect("run glove")
     }
 
     fn calls(&self) -> String {
@@ -116,8 +122,57 @@ fn json(out: &Output) -> serde_json::Value {
         .unwrap_or_else(|e| panic!("{e}: {} / {}", text(&out.stdout), text(&out.stderr)))
 }
 
+/// A directory nobody else can write, down from `/` (`install` refuses a
+/// unit, a configuration or a `gloved` below one others may write, and a
+/// checkout may live under `/tmp`): `/var/lib/glove-tests` for root,
+/// `~/.cache/glove-tests` otherwise.
+pub(crate) fn safe_base() -> PathBuf {
+    let base = if rustix::process::geteuid().is_root() {
+        PathBuf::from("/var/lib/glove-tests")
+    } else {
+        PathBuf::from(std::env::var_os("HOME").expect("HOME")).join(".cache/glove-tests")
+    };
+    std::fs::create_dir_all(&base).expect("mkdir safe base");
+    std::fs::set_permissions(&base, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    base
+}
+
+/// `glove` beside the kit's [`gloved`] (what `install` finds next to it).
+pub(crate) fn kit_glove() -> PathBuf {
+    gloved().with_file_name("glove")
+}
+
+/// The `gloved` under test (with `glove` and `glove-launcher`), copied once per test
+/// process into [`safe_base`] (`daemon-kit-<pid>`; kits of processes that
+/// are gone are removed first).
 pub(crate) fn gloved() -> PathBuf {
-    std::fs::canonicalize(env!("CARGO_BIN_EXE_gloved")).expect("gloved")
+    static KIT: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    KIT.get_or_init(|| {
+        let base = safe_base();
+        for e in std::fs::read_dir(&base).into_iter().flatten().flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            if let Some(pid) = name.strip_prefix("daemon-kit-") {
+                if !Path::new("/proc").join(pid).exists() {
+                    let _ = std::fs::remove_dir_all(e.path());
+                }
+            }
+        }
+        let kit = base.join(format!("daemon-kit-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&kit);
+        std::fs::create_dir(&kit).expect("mkdir kit");
+        std::fs::set_permissions(&kit, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+        for (exe, name) in [
+            (env!("CARGO_BIN_EXE_glove"), "glove"),
+            (env!("CARGO_BIN_EXE_gloved"), "gloved"),
+            (env!("CARGO_BIN_EXE_glove-launcher"), "glove-launcher"),
+        ] {
+            std::fs::copy(exe, kit.join(name)).expect("copy");
+            std::fs::set_permissions(kit.join(name), std::fs::Permissions::from_mode(0o755))
+                .expect("chmod");
+        }
+        kit.join("gloved")
+    })
+    .clone()
 }
 
 /// `systemd-analyze verify` of `unit` offline (no manager, no man pages,

@@ -108,7 +108,7 @@ impl User {
             .arg(format!("HOME={}", self.home.display()))
             .arg(format!("XDG_CONFIG_HOME={}", self.config_home.display()))
             .arg(format!("XDG_RUNTIME_DIR={}", self.runtime.display()))
-            .arg(env!("CARGO_BIN_EXE_glove"))
+            .arg(super::daemon::kit_glove())
             .args(args)
             .output()
             .expect("run glove")
@@ -221,7 +221,7 @@ fn install_now_runs_gloved_under_a_real_systemd_user_manager() {
     };
     let dir = tempfile::Builder::new()
         .prefix("daemon-systemd-")
-        .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
+        .tempdir_in(super::daemon::safe_base())
         .expect("tempdir");
     let base = dir.path();
     std::fs::set_permissions(base, std::fs::Permissions::from_mode(0o755)).expect("chmod");
