@@ -293,6 +293,22 @@ fn each_refusal_has_a_code_and_a_one_line_hint() {
         ),
         // --resolve: NAME:IP, for the model host or an --allow host only;
         // a private address for an --allow host needs --allow-private.
+        // A plain-http model named `localhost` may not be pointed at a
+        // public address: the key would cross the network in the clear.
+        (
+            vec![
+                "--agent",
+                "codex",
+                "--model",
+                "http://localhost:8000",
+                "--key-file",
+                &good,
+                "--resolve",
+                "localhost:8.8.8.8",
+            ],
+            "agent_allow_invalid",
+            "NAME:IP",
+        ),
         (
             vec![
                 "--agent",

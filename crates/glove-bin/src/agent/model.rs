@@ -258,6 +258,14 @@ pub(crate) fn resolves(
                     "a metadata or reserved address is never reached",
                 ))
             }
+            // Plain HTTP to the model carries the key in the clear: the
+            // name may only stand for this machine or a private network.
+            AddressClass::Public if is_model && model.scheme == Scheme::Http => {
+                return Err(bad_resolve(
+                    r,
+                    "a plain http:// model endpoint resolves only to a loopback or private address (the key would cross the network in the clear)",
+                ))
+            }
             AddressClass::Public => {}
             _ if is_model || allow_private => {}
             _ => {

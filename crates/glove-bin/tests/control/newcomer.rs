@@ -743,5 +743,51 @@ fn an_exposed_project_comes_back_through_diff_and_apply() {
         std::fs::read_to_string(proj.join("new.txt")).expect("read"),
         "added\n"
     );
+
+    // The apply swapped a new directory in: the exposure no longer names
+    // it, and says how to grant the one there now.
+    n.ok(&[
+        "plan",
+        "new",
+        "--template",
+        "shell",
+        "--profile",
+        "small",
+        "--exposure",
+        &exposure,
+        "--out",
+        "again.json",
+    ]);
+    let again = n.glove(&["session", "run", "again.json", "--json"], b"");
+    assert_eq!(again.status.code(), Some(1));
+    let v: Value = serde_json::from_slice(&again.stdout).expect("json");
+    assert_eq!(v["code"], "exposure_identity_changed", "{v}");
+    assert!(
+        v["message"]
+            .as_str()
+            .unwrap_or("")
+            .contains("glove init --replace"),
+        "{v}"
+    );
+    let replaced: Value =
+        serde_json::from_str(&n.ok(&["init", proj.to_str().expect("utf8"), "--replace", "--json"]))
+            .expect("json");
+    assert_eq!(replaced["exposure"]["generation"], 2, "{replaced}");
+    let exposure2 = format!("{id}:2:read_only");
+    n.ok(&[
+        "plan",
+        "new",
+        "--template",
+        "shell",
+        "--profile",
+        "small",
+        "--exposure",
+        &exposure2,
+        "--out",
+        "third.json",
+    ]);
+    let out = n.glove(&["session", "run", "third.json"], b"cat new.txt; exit 0\n");
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(text(&out.stdout).contains("added"), "{}", text(&out.stdout));
     d.stop();
 }

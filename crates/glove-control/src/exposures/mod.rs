@@ -470,7 +470,7 @@ impl Exposures {
                 Rejection::new(
                     EXPOSURE_IDENTITY_CHANGED,
                     format!(
-                        "exposure {} no longer names the directory it was granted for",
+                        "exposure {} no longer names the directory it was granted for (it was moved, replaced or applied to); `glove init --replace` grants the directory there now",
                         rec.exposure_id
                     ),
                 )
@@ -481,6 +481,23 @@ impl Exposures {
             let st = rustix::fs::fstat(held).map_err(|_| changed())?;
             if (st.st_dev, st.st_ino) != (rec.dev, rec.ino) || st.st_nlink == 0 {
                 return Err(changed());
+            }
+            // The project's place beneath its root must still be this very
+            // directory: one moved away, replaced (an apply swaps in a new
+            // directory) or deleted is not exposed from its old inode.
+            let here = self
+                .roots
+                .get(&rec.root_id)
+                .ok_or_else(changed)
+                .and_then(|root| open_project(root, &rec.relative_path).map_err(|_| changed()))?;
+            if here.1 != (rec.dev, rec.ino) {
+                return Err(Rejection::new(
+                    EXPOSURE_IDENTITY_CHANGED,
+                    format!(
+                        "exposure {} no longer names the directory it was granted for (it was moved, replaced or applied to); `glove init --replace` grants the directory there now",
+                        rec.exposure_id
+                    ),
+                ));
             }
             let source = rustix::io::fcntl_dupfd_cloexec(held, 3)
                 .map_err(|e| Rejection::new(EXPOSURE_COPY_FAILED, format!("dup: {e}")))?;
