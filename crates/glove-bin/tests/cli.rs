@@ -23,16 +23,6 @@ fn glove(args: &[&str]) -> Output {
         .expect("run glove")
 }
 
-/// `glove` with extra environment variables.
-fn glove_env(args: &[&str], env: &[(&str, &Path)]) -> Output {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_glove"));
-    c.args(args).env("NO_COLOR", "1").env("COLUMNS", "100");
-    for (k, v) in env {
-        c.env(k, v);
-    }
-    c.output().expect("run glove")
-}
-
 fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
 }

@@ -3,7 +3,7 @@
 //! systemctl calls it makes (a recording stand-in for systemctl, in a
 //! temporary unit directory: never the real systemd directories).
 
-use super::{glove_env, repo, text};
+use super::{repo, text};
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -98,13 +98,7 @@ impl Env {
         let units = self.units.to_str().expect("utf-8");
         let sc = self.systemctl.to_str().expect("utf-8");
         all.extend_from_slice(&["--unit-dir", units, "--systemctl", sc]);
-        Command::new(kit_glove())
-            .args(&all)
-            .env("NO_COLOR", "1")
-            .env("COLUMNS", "100")
-            .env("XDG_CONFIG_HOME", &self.config_home)
-            .output()
-            .expect("run glove")
+        kit_run(&all, &self.config_home)
     }
 
     fn calls(&self) -> String {
@@ -135,6 +129,17 @@ pub(crate) fn safe_base() -> PathBuf {
     std::fs::create_dir_all(&base).expect("mkdir safe base");
     std::fs::set_permissions(&base, std::fs::Permissions::from_mode(0o755)).expect("chmod");
     base
+}
+
+/// The kit's `glove` with `args`, its configuration home `config_home`.
+pub(crate) fn kit_run(args: &[&str], config_home: &Path) -> Output {
+    Command::new(kit_glove())
+        .args(args)
+        .env("NO_COLOR", "1")
+        .env("COLUMNS", "100")
+        .env("XDG_CONFIG_HOME", config_home)
+        .output()
+        .expect("run glove")
 }
 
 /// `glove` beside the kit's [`gloved`] (what `install` finds next to it).
@@ -436,7 +441,7 @@ fn without_systemd_every_subcommand_says_how_to_run_gloved_by_hand() {
         let mut all = vec!["daemon"];
         all.extend_from_slice(args);
         all.extend_from_slice(&["--unit-dir", units, "--json"]);
-        json(&glove_env(&all, &[("XDG_CONFIG_HOME", &env.config_home)]))
+        json(&kit_run(&all, &env.config_home))
     };
     let v = run(&["install"]);
     assert_eq!(v["code"], "daemon_systemd_unreachable", "{v}");
