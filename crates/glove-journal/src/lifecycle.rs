@@ -77,7 +77,7 @@ use core::borrow::{Borrow, BorrowMut};
 use glove_lifecycle::apply::TransactionId;
 use glove_lifecycle::{
     AppendReceipt, PendingRecord, PlanDigests, PortError, ReceiptEntry, ReceiptLog, RecordSource,
-    StoredRecord, Subject, TerminalReceiptRef, TransitionLog,
+    StoredRecord, Subject, TerminalKind, TerminalReceiptRef, TransitionLog,
 };
 use glove_types::codes::journal::JOURNAL_RECORD_KIND_REFUSED;
 use glove_types::codes::lifecycle::{
@@ -389,10 +389,25 @@ fn subject_kind(subject: Subject<'_>) -> ReceiptKind {
     }
 }
 
-/// What the receipt log reports for a stored receipt: its sequence number
-/// and the SHA-256 of its stored envelope.
+/// Whether a receipt of `kind` may end `subject`: a session ends with a
+/// resource or a refinement receipt (which one its plan requires is the
+/// lifecycle's check), a transaction with an apply receipt.
+fn kind_fits(subject: Subject<'_>, kind: ReceiptKind) -> bool {
+    match subject {
+        Subject::Session(_) => matches!(kind, ReceiptKind::ResourceV1 | ReceiptKind::RefinementV1),
+        Subject::Apply(_) => kind == ReceiptKind::ApplyV1,
+    }
+}
+
+/// What the receipt log reports for a stored receipt: its sequence number,
+/// the SHA-256 of its stored envelope, and its kind.
 pub fn reference(r: &StoredReceipt) -> ReceiptEntry {
-    ReceiptEntry::new(r.seq, Sha256Digest::of(&r.envelope))
+    let kind = match r.kind {
+        ReceiptKind::RefinementV1 => TerminalKind::Refinement,
+        ReceiptKind::ApplyV1 => TerminalKind::Apply,
+        ReceiptKind::ResourceV1 => TerminalKind::Resource,
+    };
+    ReceiptEntry::of_kind(r.seq, Sha256Digest::of(&r.envelope), kind)
 }
 
 /// The subject a receipt body of `kind` names (its
@@ -405,17 +420,16 @@ fn body_names(body: &[u8], kind: ReceiptKind) -> Option<String> {
 /// Whether a stored receipt is `subject`'s: of the subject's kind, with a
 /// body naming the subject in that kind's subject field.
 fn is_receipt_of(r: &StoredReceipt, subject: Subject<'_>) -> bool {
-    let kind = subject_kind(subject);
     let named = || {
         let v: serde_json::Value = serde_json::from_slice(&r.envelope).ok()?;
         Some(
             v.get("body")?
-                .get(kind.subject_field())?
+                .get(r.kind.subject_field())?
                 .as_str()?
                 .to_owned(),
         )
     };
-    r.kind == kind && named().as_deref() == Some(subject.id())
+    kind_fits(subject, r.kind) && named().as_deref() == Some(subject.id())
 }
 
 impl<J: Borrow<ReceiptJournal>> ReceiptLog for StoreReceipts<J> {

@@ -126,6 +126,14 @@ pub enum LifecycleError {
         /// The durable receipt's sequence number.
         durable_seq: u64,
     },
+    /// The durable terminal receipt is of another kind than the session's
+    /// plan requires.
+    ReceiptKindMismatch {
+        /// The kind the plan requires.
+        expected: crate::evidence::TerminalKind,
+        /// The kind the receipt log holds.
+        durable: crate::evidence::TerminalKind,
+    },
     /// A recorded failure code is not in the catalogue.
     FailureCodeUnknown {
         /// The code as stored (at most 64 characters kept).
@@ -167,6 +175,7 @@ impl LifecycleError {
             LifecycleError::LaunchSpecInvalid { .. } => c::LIFECYCLE_LAUNCH_SPEC_INVALID,
             LifecycleError::ReceiptMissing { .. } => c::LIFECYCLE_RECEIPT_MISSING,
             LifecycleError::ReceiptMismatch { .. } => c::LIFECYCLE_RECEIPT_MISMATCH,
+            LifecycleError::ReceiptKindMismatch { .. } => c::LIFECYCLE_RECEIPT_KIND_MISMATCH,
             LifecycleError::FailureCodeUnknown { .. } => c::LIFECYCLE_FAILURE_CODE_UNKNOWN,
             LifecycleError::StartAuth(e) => e.code(),
             LifecycleError::GrantReused => c::APPLY_GRANT_REUSED,
@@ -262,6 +271,12 @@ impl fmt::Display for LifecycleError {
                 f,
                 "referenced receipt {referenced_seq} differs from durable receipt {durable_seq}"
             ),
+            LifecycleError::ReceiptKindMismatch { expected, durable } => write!(
+                f,
+                "the session's plan ends with a {} receipt; the durable receipt is {}",
+                expected.as_str(),
+                durable.as_str()
+            ),
             LifecycleError::FailureCodeUnknown { code } => {
                 write!(f, "failure code {code:?} is not in the catalogue")
             }
@@ -299,6 +314,7 @@ impl std::error::Error for LifecycleError {
             | LifecycleError::ProcessIdentityInvalid { .. }
             | LifecycleError::ReceiptMissing { .. }
             | LifecycleError::ReceiptMismatch { .. }
+            | LifecycleError::ReceiptKindMismatch { .. }
             | LifecycleError::FailureCodeUnknown { .. }
             | LifecycleError::GrantReused
             | LifecycleError::AuthorizationReused

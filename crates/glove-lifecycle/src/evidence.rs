@@ -10,21 +10,66 @@ use crate::proof::Subject;
 use glove_types::canon;
 use glove_types::{Blake3Digest, Sha256Digest};
 
-/// The two digests a session is created with and bound to for life.
+/// The kind of terminal receipt a subject ends with, as the receipt log
+/// reports it. A session's plan fixes which one it must be (see
+/// [`PlanDigests::terminal_kind`]): a refinement evaluation ends only with
+/// a refinement receipt, any other session only with a resource receipt.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum TerminalKind {
+    /// `resource_v1`.
+    Resource,
+    /// `refinement_v1`.
+    Refinement,
+    /// `apply_v1`.
+    Apply,
+}
+
+impl TerminalKind {
+    /// The receipt kind's wire name.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            TerminalKind::Resource => "resource_v1",
+            TerminalKind::Refinement => "refinement_v1",
+            TerminalKind::Apply => "apply_v1",
+        }
+    }
+}
+
+/// The two digests a session is created with and bound to for life, and
+/// the kind of terminal receipt its plan requires.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct PlanDigests {
     plan_content_digest: Sha256Digest,
     controller_plan_digest: Blake3Digest,
+    terminal: TerminalKind,
 }
 
 impl PlanDigests {
     /// Glove's SHA-256 of the plan's canonical bytes and the controller's
-    /// BLAKE3 correlation digest.
+    /// BLAKE3 correlation digest, for a plan that ends with a resource
+    /// receipt.
     pub fn new(plan_content_digest: Sha256Digest, controller_plan_digest: Blake3Digest) -> Self {
         Self {
             plan_content_digest,
             controller_plan_digest,
+            terminal: TerminalKind::Resource,
         }
+    }
+
+    /// The same digests for a refinement evaluation plan, which must end
+    /// with a refinement receipt.
+    pub fn refinement(self) -> Self {
+        Self {
+            terminal: TerminalKind::Refinement,
+            ..self
+        }
+    }
+
+    /// The kind of terminal receipt the plan requires: [`TerminalKind::Resource`]
+    /// or [`TerminalKind::Refinement`].
+    pub fn terminal_kind(&self) -> TerminalKind {
+        self.terminal
     }
 
     /// SHA-256 of the exact canonical plan bytes.

@@ -133,7 +133,9 @@ pub mod start_auth;
 pub use any::AnySession;
 pub use brand::{with_brand, Brand};
 pub use error::{LifecycleError, Refused};
-pub use evidence::{LaunchBinding, PlanDigests, ProcessIdentity, StopReason, TerminalReceiptRef};
+pub use evidence::{
+    LaunchBinding, PlanDigests, ProcessIdentity, StopReason, TerminalKind, TerminalReceiptRef,
+};
 pub use parked::ParkedSession;
 pub use ports::{
     BaselineCleanup, Clock, ObservedProcess, PortError, ReceiptEntry, ReceiptLog, RecordSource,

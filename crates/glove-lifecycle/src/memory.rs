@@ -213,6 +213,22 @@ impl MemoryReceipts {
             ReceiptEntry::new(receipt.receipt_seq(), receipt.receipt_digest()),
         );
     }
+
+    /// [`MemoryReceipts::append`] for a receipt of `kind` (a refinement
+    /// receipt, say).
+    pub fn append_of_kind(
+        &mut self,
+        subject: Subject<'_>,
+        receipt_seq: u64,
+        receipt_digest: Sha256Digest,
+        kind: crate::evidence::TerminalKind,
+    ) -> TerminalReceiptRef {
+        self.receipts.insert(
+            (subject.kind(), subject.id().to_owned()),
+            ReceiptEntry::of_kind(receipt_seq, receipt_digest, kind),
+        );
+        forge_receipt(receipt_seq, receipt_digest)
+    }
 }
 
 impl ReceiptLog for MemoryReceipts {

@@ -3,7 +3,7 @@
 //! and `glove-bin` the clock and the cleanup.
 
 use crate::error::LifecycleError;
-use crate::evidence::{PlanDigests, TerminalReceiptRef};
+use crate::evidence::{PlanDigests, TerminalKind, TerminalReceiptRef};
 use crate::proof::{AppendReceipt, PendingRecord, Subject};
 use core::fmt;
 use glove_types::ids::SessionId;
@@ -134,15 +134,28 @@ pub trait RecordSource {
 pub struct ReceiptEntry {
     receipt_seq: u64,
     receipt_digest: Sha256Digest,
+    kind: TerminalKind,
 }
 
 impl ReceiptEntry {
-    /// A durable receipt as the receipt journal holds it.
+    /// A durable resource receipt (`resource_v1`) as the receipt journal
+    /// holds it.
     pub fn new(receipt_seq: u64, receipt_digest: Sha256Digest) -> Self {
+        Self::of_kind(receipt_seq, receipt_digest, TerminalKind::Resource)
+    }
+
+    /// A durable receipt of `kind` as the receipt journal holds it.
+    pub fn of_kind(receipt_seq: u64, receipt_digest: Sha256Digest, kind: TerminalKind) -> Self {
         Self {
             receipt_seq,
             receipt_digest,
+            kind,
         }
+    }
+
+    /// The receipt's kind.
+    pub fn kind(&self) -> TerminalKind {
+        self.kind
     }
 
     /// Sequence number in the receipt journal.
@@ -211,15 +224,29 @@ pub(crate) fn confirm_receipt<R: ReceiptLog + ?Sized>(
     receipts: &R,
     subject: Subject<'_>,
     referenced: &TerminalReceiptRef,
+    expected: Option<TerminalKind>,
 ) -> Result<(), LifecycleError> {
-    match TerminalReceiptRef::durable(receipts, subject)? {
+    let entry = receipts
+        .terminal_receipt(subject)
+        .map_err(PortError::into_lifecycle)?;
+    match entry {
         None => Err(LifecycleError::ReceiptMissing {
             receipt_seq: referenced.receipt_seq(),
         }),
-        Some(durable) if durable == *referenced => Ok(()),
-        Some(durable) => Err(LifecycleError::ReceiptMismatch {
-            referenced_seq: referenced.receipt_seq(),
-            durable_seq: durable.receipt_seq(),
-        }),
+        Some(e) if e.receipt_seq() != referenced.receipt_seq()
+            || e.receipt_digest() != referenced.receipt_digest() =>
+        {
+            Err(LifecycleError::ReceiptMismatch {
+                referenced_seq: referenced.receipt_seq(),
+                durable_seq: e.receipt_seq(),
+            })
+        }
+        Some(e) => match expected {
+            Some(want) if e.kind() != want => Err(LifecycleError::ReceiptKindMismatch {
+                expected: want,
+                durable: e.kind(),
+            }),
+            _ => Ok(()),
+        },
     }
 }

@@ -198,6 +198,10 @@ enum WireEntry {
     Created {
         plan_content_digest: String,
         controller_plan_digest: String,
+        /// `"refinement_v1"` for a refinement evaluation plan; absent
+        /// otherwise (so every other creation record keeps its bytes).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        receipt_kind: Option<String>,
     },
     Preparing {},
     Starting {
@@ -233,6 +237,10 @@ impl WireEntry {
             SessionEntry::Created { digests } => WireEntry::Created {
                 plan_content_digest: digests.plan_content_digest().to_hex(),
                 controller_plan_digest: digests.controller_plan_digest().to_hex(),
+                receipt_kind: match digests.terminal_kind() {
+                    crate::evidence::TerminalKind::Resource => None,
+                    k => Some(k.as_str().to_owned()),
+                },
             },
             SessionEntry::Preparing => WireEntry::Preparing {},
             SessionEntry::Starting {
@@ -278,13 +286,26 @@ impl WireEntry {
             WireEntry::Created {
                 plan_content_digest,
                 controller_plan_digest,
-            } => SessionEntry::Created {
-                digests: PlanDigests::new(
+                receipt_kind,
+            } => {
+                let digests = PlanDigests::new(
                     sha(&plan_content_digest, "entry.plan_content_digest")?,
                     Blake3Digest::parse(&controller_plan_digest)
                         .map_err(|r| rec(r, "entry.controller_plan_digest"))?,
-                ),
-            },
+                );
+                // One encoding: a resource plan's record has no member.
+                let digests = match receipt_kind.as_deref() {
+                    None => digests,
+                    Some("refinement_v1") => digests.refinement(),
+                    Some(_) => {
+                        return Err(bad(
+                            "entry.receipt_kind",
+                            "receipt_kind is absent or \"refinement_v1\"",
+                        ))
+                    }
+                };
+                SessionEntry::Created { digests }
+            }
             WireEntry::Preparing {} => SessionEntry::Preparing,
             WireEntry::Starting {
                 launch_binding,

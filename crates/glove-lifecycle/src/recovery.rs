@@ -280,7 +280,8 @@ impl Unreplayable {
             });
         };
         let subject = Subject::Session(&self.id);
-        confirm_receipt(receipts, subject, &receipt)?;
+        // The plan is not known here: either kind the log holds will do.
+        confirm_receipt(receipts, subject, &receipt, None)?;
         let entry = SessionEntry::Failed {
             code: c::LIFECYCLE_RECOVERY_REPLAY_FAILED,
             failed_in: from,

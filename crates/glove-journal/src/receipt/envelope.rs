@@ -10,14 +10,20 @@
 //!
 //! * `body_mac = HMAC(key, D 0x00 || canonical body)`, with `D` the kind's
 //!   body domain ([`ReceiptKind::body_domain`]: `"glove-receipt-body-v1"`
-//!   for session receipts, `"glove-apply-receipt-body-v1"` for apply
+//!   for resource receipts, `"glove-apply-receipt-body-v1"` for apply
+//!   receipts, `"glove-refinement-receipt-body-v1"` for refinement
 //!   receipts);
-//! * `chain = HMAC(key, "glove-receipt-envelope-v1" 0x00 || previous chain ||
-//!   canonical envelope without the "chain" field)`;
+//! * `chain = HMAC(key, E 0x00 || previous chain || canonical envelope
+//!   without the "chain" field)`, with `E` the kind's envelope domain
+//!   ([`ReceiptKind::envelope_domain`]: `"glove-refinement-receipt-envelope-v1"`
+//!   for refinement receipts, `"glove-receipt-envelope-v1"` otherwise);
 //! * `seq` is the previous head's sequence number plus one. Every receipt
 //!   kind shares this one sequence and chain.
 
-use super::mac::{ReceiptHead, ReceiptKey, APPLY_BODY_DOMAIN, BODY_DOMAIN, ENVELOPE_DOMAIN};
+use super::mac::{
+    ReceiptHead, ReceiptKey, APPLY_BODY_DOMAIN, BODY_DOMAIN, ENVELOPE_DOMAIN,
+    REFINEMENT_BODY_DOMAIN, REFINEMENT_ENVELOPE_DOMAIN,
+};
 use super::scan::scan_envelope;
 use crate::error::{JournalError, ReceiptRefusal};
 use glove_types::canon::{parse_canonical, to_canonical, MAX_SAFE_INTEGER};
@@ -35,7 +41,9 @@ pub const ENVELOPE_OVERHEAD: usize = 256;
 pub enum ReceiptKind {
     /// A session's terminal resource receipt.
     ResourceV1,
-    /// A refinement evaluation receipt (reserved for a later issue).
+    /// A refinement evaluation's terminal receipt; the body is
+    /// `glove_types::receipt::RefinementReceiptV1`, which nests the
+    /// session's resource receipt.
     RefinementV1,
     /// An apply transaction's terminal receipt (applied or failed); the body
     /// is `glove_types::receipt::ApplyReceiptV1`.
@@ -64,8 +72,18 @@ impl ReceiptKind {
     /// receipt, nor the reverse.
     pub const fn body_domain(self) -> &'static [u8] {
         match self {
-            ReceiptKind::ResourceV1 | ReceiptKind::RefinementV1 => BODY_DOMAIN,
+            ReceiptKind::ResourceV1 => BODY_DOMAIN,
+            ReceiptKind::RefinementV1 => REFINEMENT_BODY_DOMAIN,
             ReceiptKind::ApplyV1 => APPLY_BODY_DOMAIN,
+        }
+    }
+
+    /// The domain of this kind's chain MAC. Every kind shares the one
+    /// sequence and chain; a refinement link is keyed under its own domain.
+    pub const fn envelope_domain(self) -> &'static [u8] {
+        match self {
+            ReceiptKind::ResourceV1 | ReceiptKind::ApplyV1 => ENVELOPE_DOMAIN,
+            ReceiptKind::RefinementV1 => REFINEMENT_ENVELOPE_DOMAIN,
         }
     }
 
@@ -148,7 +166,7 @@ pub fn seal(
         })
     };
     let unsigned = encode(&env)?;
-    let chain = key.mac(ENVELOPE_DOMAIN, &[&prev.chain, &unsigned]);
+    let chain = key.mac(kind.envelope_domain(), &[&prev.chain, &unsigned]);
     env.insert("chain".into(), Value::String(to_hex(&chain)));
     let sealed = encode(&env)?;
     Ok((sealed, ReceiptHead { seq, chain }))
@@ -199,7 +217,7 @@ pub(crate) fn verify(
     env.remove("chain");
     let unsigned = to_canonical(&Value::Object(env)).map_err(|_| EnvelopeProblem::Malformed)?;
     let want_chain: bool = key
-        .mac(ENVELOPE_DOMAIN, &[&prev.chain, &unsigned])
+        .mac(kind.envelope_domain(), &[&prev.chain, &unsigned])
         .ct_eq(&chain)
         .into();
     if !(want_body & want_chain) {
@@ -245,7 +263,7 @@ pub(crate) fn verify_cheap(
         .into();
     let want_chain: bool = key
         .mac(
-            ENVELOPE_DOMAIN,
+            s.kind.envelope_domain(),
             &[&prev.chain, s.unsigned_head, s.unsigned_tail],
         )
         .ct_eq(&chain)
@@ -302,10 +320,9 @@ pub fn forge_envelope(
     kind: &[u8],
     seq: &[u8],
 ) -> Vec<u8> {
-    let domain = core::str::from_utf8(kind)
-        .ok()
-        .and_then(ReceiptKind::parse)
-        .map_or(BODY_DOMAIN, ReceiptKind::body_domain);
+    let parsed = core::str::from_utf8(kind).ok().and_then(ReceiptKind::parse);
+    let domain = parsed.map_or(BODY_DOMAIN, ReceiptKind::body_domain);
+    let envelope_domain = parsed.map_or(ENVELOPE_DOMAIN, ReceiptKind::envelope_domain);
     let body_mac = to_hex(&key.mac(domain, &[body]));
     let mut head = b"{\"body\":".to_vec();
     head.extend_from_slice(body);
@@ -315,7 +332,7 @@ pub fn forge_envelope(
     tail.extend_from_slice(b"\",\"seq\":");
     tail.extend_from_slice(seq);
     tail.push(b'}');
-    let chain = to_hex(&key.mac(ENVELOPE_DOMAIN, &[&prev.chain, &head, &tail]));
+    let chain = to_hex(&key.mac(envelope_domain, &[&prev.chain, &head, &tail]));
     let mut env = head;
     env.extend_from_slice(format!("\"chain\":\"{chain}\",").as_bytes());
     env.extend_from_slice(&tail);
@@ -389,6 +406,48 @@ mod tests {
             verify(&key, &prev, swapped.as_bytes(), 4096),
             Err(EnvelopeProblem::Mac)
         );
+    }
+
+    #[test]
+    fn refinement_receipts_have_their_own_body_and_envelope_domains() {
+        let key = ReceiptKey::from_bytes([1; 32]);
+        let prev = ReceiptHead {
+            seq: 4,
+            chain: [2; 32],
+        };
+        let body = br#"{"receipt_kind":"refinement_v1"}"#;
+        let (env, head) = seal(&key, &prev, ReceiptKind::RefinementV1, body, 1024).unwrap();
+        assert_eq!(
+            verify(&key, &prev, &env, 4096).map(|v| v.kind),
+            Ok(ReceiptKind::RefinementV1)
+        );
+        assert_eq!(verify_stored(&key, &prev, &env, 4096).unwrap().head, head);
+        let text = String::from_utf8(env).unwrap();
+        let mac = to_hex(&key.mac(REFINEMENT_BODY_DOMAIN, &[body]));
+        assert!(text.contains(&mac), "{text}");
+        // A resource receipt's body MAC does not verify for a refinement
+        // body.
+        let swapped = text.replace(&mac, &to_hex(&key.mac(BODY_DOMAIN, &[body])));
+        assert_eq!(
+            verify(&key, &prev, swapped.as_bytes(), 4096),
+            Err(EnvelopeProblem::Mac)
+        );
+        // The chain value is the refinement envelope domain's: re-chained
+        // under the resource domain (body MAC intact) it is refused.
+        let unsigned = {
+            let mut v: serde_json::Map<String, Value> = serde_json::from_str(&text).unwrap();
+            v.remove("chain");
+            to_canonical(&Value::Object(v)).unwrap()
+        };
+        let good = to_hex(&key.mac(REFINEMENT_ENVELOPE_DOMAIN, &[&prev.chain, &unsigned]));
+        assert_eq!(good, to_hex(&head.chain));
+        let wrong = to_hex(&key.mac(ENVELOPE_DOMAIN, &[&prev.chain, &unsigned]));
+        let rechained = text.replace(&good, &wrong);
+        assert_eq!(
+            verify(&key, &prev, rechained.as_bytes(), 4096),
+            Err(EnvelopeProblem::Mac)
+        );
+        assert!(verify_cheap(&key, &prev, rechained.as_bytes(), 4096).is_none());
     }
 
     fn sealed(body: &[u8], prev_seq: u64) -> (ReceiptKey, ReceiptHead, Vec<u8>) {

@@ -4,9 +4,11 @@
 //! `HMAC-SHA-256(key, domain || 0x00 || message)` with one of three domains:
 //!
 //! * [`BODY_DOMAIN`] over the receipt body's canonical bytes (`body_mac`),
-//!   or [`APPLY_BODY_DOMAIN`] for an apply receipt's body (see
+//!   [`APPLY_BODY_DOMAIN`] for an apply receipt's body, or
+//!   [`REFINEMENT_BODY_DOMAIN`] for a refinement receipt's (see
 //!   [`ReceiptKind::body_domain`](super::ReceiptKind::body_domain));
-//! * [`ENVELOPE_DOMAIN`] over the previous chain value followed by the
+//! * [`ENVELOPE_DOMAIN`] (or [`REFINEMENT_ENVELOPE_DOMAIN`] for a
+//!   refinement receipt) over the previous chain value followed by the
 //!   canonical bytes of the envelope without its `chain` field — the result
 //!   *is* the envelope's `chain` value, so each receipt authenticates all
 //!   earlier ones back to the trusted anchor;
@@ -21,13 +23,21 @@ use hmac::{Hmac, Mac};
 use sha2::Sha256;
 use subtle::ConstantTimeEq;
 
-/// Domain of the receipt body MAC (session receipts: `resource_v1`, and
-/// `refinement_v1`).
+/// Domain of the receipt body MAC of a session's resource receipt
+/// (`resource_v1`).
 pub const BODY_DOMAIN: &[u8] = b"glove-receipt-body-v1";
+/// Domain of the body MAC of a refinement evaluation receipt
+/// (`refinement_v1`).
+pub const REFINEMENT_BODY_DOMAIN: &[u8] = b"glove-refinement-receipt-body-v1";
 /// Domain of the body MAC of an apply receipt (`apply_v1`).
 pub const APPLY_BODY_DOMAIN: &[u8] = b"glove-apply-receipt-body-v1";
-/// Domain of the envelope MAC (the chain value).
+/// Domain of the envelope MAC (the chain value) of resource and apply
+/// receipts.
 pub const ENVELOPE_DOMAIN: &[u8] = b"glove-receipt-envelope-v1";
+/// Domain of the envelope MAC (the chain value) of a refinement receipt:
+/// the chain is one, but a refinement link is keyed apart, so an envelope
+/// sealed as one kind never verifies as the other.
+pub const REFINEMENT_ENVELOPE_DOMAIN: &[u8] = b"glove-refinement-receipt-envelope-v1";
 /// Domain of the acknowledged-head file MAC.
 pub const ACK_DOMAIN: &[u8] = b"glove-receipt-ack-v1";
 

@@ -234,7 +234,7 @@ impl<'id> Txn<'id, Committed> {
         receipts: &R,
         log: &mut L,
     ) -> Result<Durable<'id, Applied>, LifecycleError> {
-        confirm_receipt(receipts, self.subject(), &receipt)?;
+        confirm_receipt(receipts, self.subject(), &receipt, None)?;
         let next = Applied {
             receipt,
             cleaned: false,
@@ -269,7 +269,7 @@ impl<'id, S: Failable> Txn<'id, S> {
         receipts: &R,
         log: &mut L,
     ) -> Result<Durable<'id, Failed>, LifecycleError> {
-        confirm_receipt(receipts, self.subject(), &receipt)?;
+        confirm_receipt(receipts, self.subject(), &receipt, None)?;
         let entry = ApplyEntry::Failed {
             code,
             failed_in: S::STATE,

@@ -5,6 +5,7 @@ use glove_lifecycle::memory::MemoryLog;
 use glove_lifecycle::*;
 use glove_types::codes::lifecycle as c;
 use glove_types::stage::SessionStage;
+use glove_types::Sha256Digest;
 
 #[test]
 fn full_lifecycle_records_one_record_per_transition() {
@@ -174,6 +175,73 @@ fn exit_and_fail_need_the_durable_terminal_receipt() {
         let p = s.log_exit(receipt(8), &w.receipts, &mut w.log).unwrap();
         assert!(s.exit(p).is_ok());
     });
+}
+
+#[test]
+fn a_refinement_plan_ends_only_with_a_refinement_receipt() {
+    let mut w = World::new();
+    let seq_digest = |n: u64| Sha256Digest::of(&n.to_be_bytes());
+    // A refinement plan's session: a resource receipt is refused, from
+    // the running stage as from the failure path.
+    let id = sid("s-eval");
+    let s = with_brand(|b| {
+        let p = Session::log_create(b, &id, digests().refinement(), &mut w.log).unwrap();
+        Session::create(p).unwrap().park()
+    });
+    assert_eq!(s.digests().terminal_kind(), TerminalKind::Refinement);
+    let resource = w.receipts.append(Subject::Session(&id), 4, seq_digest(4));
+    s.enter(|s| {
+        let e = s
+            .log_fail(c::LIFECYCLE_WRONG_STAGE, resource, &w.receipts, &mut w.log)
+            .unwrap_err();
+        assert_eq!(e.code(), c::LIFECYCLE_RECEIPT_KIND_MISMATCH, "{e}");
+    });
+    // The creation record says so and replays to the same kind.
+    let recs = w.session_records();
+    let text = String::from_utf8(recs[0].clone()).unwrap();
+    assert!(text.contains(r#""receipt_kind":"refinement_v1""#), "{text}");
+    let decoded = SessionRecord::decode(&recs[0]).unwrap();
+    let SessionEntry::Created { digests: d } = decoded.entry else {
+        panic!("record 0 is the creation");
+    };
+    assert_eq!(d.terminal_kind(), TerminalKind::Refinement);
+    let refined = w.receipts.append_of_kind(
+        Subject::Session(&id),
+        5,
+        seq_digest(5),
+        TerminalKind::Refinement,
+    );
+    let s = with_brand(|b| {
+        let p = Session::log_create(b, &id, digests().refinement(), &mut w.log).unwrap();
+        Session::create(p).unwrap().park()
+    });
+    s.enter(|s| {
+        let p = s
+            .log_fail(c::LIFECYCLE_WRONG_STAGE, refined, &w.receipts, &mut w.log)
+            .unwrap();
+        assert!(s.fail(p).is_ok());
+    });
+    // And an ordinary plan's session refuses a refinement receipt.
+    let other = sid("s-plain");
+    let r = w.receipts.append_of_kind(
+        Subject::Session(&other),
+        6,
+        seq_digest(6),
+        TerminalKind::Refinement,
+    );
+    w.stopping(&other).enter(|s| {
+        let e = s.log_exit(r, &w.receipts, &mut w.log).unwrap_err();
+        assert_eq!(e.code(), c::LIFECYCLE_RECEIPT_KIND_MISMATCH);
+    });
+    // Ordinary creation records keep their bytes: no receipt_kind member.
+    let plain: Vec<String> = w
+        .session_records()
+        .into_iter()
+        .map(|r| String::from_utf8(r).unwrap())
+        .filter(|r| r.contains("s-plain") && r.contains(r#""stage":"created""#))
+        .collect();
+    assert_eq!(plain.len(), 1);
+    assert!(!plain[0].contains("receipt_kind"), "{}", plain[0]);
 }
 
 #[test]

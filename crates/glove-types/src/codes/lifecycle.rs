@@ -16,6 +16,7 @@ define_codes! { Lifecycle;
     LIFECYCLE_LAUNCH_SPEC_INVALID = "lifecycle_launch_spec_invalid": "the launch specification to bind is not canonical JSON",
     LIFECYCLE_RECEIPT_MISSING = "lifecycle_receipt_missing": "no durable terminal receipt exists for the session or transaction",
     LIFECYCLE_RECEIPT_MISMATCH = "lifecycle_receipt_mismatch": "the durable terminal receipt differs from the one referenced",
+    LIFECYCLE_RECEIPT_KIND_MISMATCH = "lifecycle_receipt_kind_mismatch": "the durable terminal receipt is not of the kind the session's plan requires (a resource receipt for a refinement plan, or the reverse)",
     LIFECYCLE_FAILURE_CODE_UNKNOWN = "lifecycle_failure_code_unknown": "a recorded failure code is not in the catalogue",
     LIFECYCLE_RECOVERY_PREPARING_INTERRUPTED = "lifecycle_recovery_preparing_interrupted": "recovery found a session whose preparation had no recorded outcome",
     LIFECYCLE_RECOVERY_STARTING_INTERRUPTED = "lifecycle_recovery_starting_interrupted": "recovery found a session whose launch had no recorded outcome",
