@@ -4,7 +4,8 @@
 //! a JSON object, not a string).
 //!
 //! Bodies are decoded strictly ([`ResourceReceiptV1::decode`],
-//! [`ApplyReceiptV1::decode`]); a body that does not decode is shown as
+//! [`RefinementReceiptV1::decode`], [`ApplyReceiptV1::decode`]); a body
+//! that does not decode is shown as
 //! such. The client has no receipt key, so it cannot check the MACs: it
 //! checks that each envelope agrees with the page (sequence number, chain
 //! value, kind) and says that `glove receipts verify` checks the MACs
@@ -16,8 +17,8 @@ use crate::report::{print_json, EXIT_OK};
 use clap::Args;
 use glove_types::policy::ResourceLimits;
 use glove_types::receipt::{
-    ApplyOutcome, ApplyReceiptV1, Exit, LimitName, ResourceReceiptV1, Termination, Usage,
-    APPLY_KIND, KIND as RESOURCE_KIND,
+    ApplyOutcome, ApplyReceiptV1, Exit, LimitName, RefinementReceiptV1, ResourceReceiptV1,
+    Termination, Usage, APPLY_KIND, KIND as RESOURCE_KIND,
 };
 use serde_json::{json, Value};
 use std::fmt::Write as _;
@@ -111,6 +112,7 @@ pub(crate) struct Item {
 
 enum Body {
     Resource(Box<ResourceReceiptV1>),
+    Refinement(Box<RefinementReceiptV1>),
     Apply(ApplyReceiptV1),
     /// A kind this client does not render.
     Other,
@@ -142,6 +144,10 @@ impl Item {
             Some(Err(e)) => Body::Invalid(e.code().as_str().into(), e.message().into()),
             Some(Ok(bytes)) if kind == RESOURCE_KIND => match ResourceReceiptV1::decode(&bytes) {
                 Ok(b) => Body::Resource(Box::new(b)),
+                Err(e) => Body::Invalid(e.code().as_str().into(), e.message().into()),
+            },
+            Some(Ok(bytes)) if kind == "refinement_v1" => match RefinementReceiptV1::decode(&bytes) {
+                Ok(b) => Body::Refinement(Box::new(b)),
                 Err(e) => Body::Invalid(e.code().as_str().into(), e.message().into()),
             },
             Some(Ok(bytes)) if kind == APPLY_KIND => match ApplyReceiptV1::decode(&bytes) {
@@ -228,6 +234,11 @@ fn render_item(o: &mut String, i: &Item) {
         Body::Resource(r) => {
             let _ = writeln!(o, "receipt {seq}  {}  session {}", i.kind, r.session_id);
             resource(o, r);
+        }
+        Body::Refinement(r) => {
+            let _ = writeln!(o, "receipt {seq}  {}  session {}", i.kind, r.session_id);
+            refinement(o, r);
+            resource(o, &r.resource);
         }
         Body::Apply(a) => {
             let _ = writeln!(
@@ -345,6 +356,39 @@ fn resource(o: &mut String, r: &ResourceReceiptV1) {
             ),
         );
     }
+}
+
+/// A refinement evaluation's lines (its nested resource receipt follows).
+fn refinement(o: &mut String, r: &RefinementReceiptV1) {
+    let p = |x: &glove_types::receipt::Projection| {
+        format!("{} ({})", clean(x.projection_id.as_str()), short(&x.sha256.to_hex()))
+    };
+    line(o, "evaluation", &format!("refinement-eval-v1, variant {}, skill {}, fixture {}",
+        r.variant.as_str(), p(&r.selected), p(&r.fixture)));
+    line(o, "matched", &short(&r.matched_context_digest.to_hex()));
+    let verdict = match &r.outcome {
+        None => "no outcome: the evaluation did not complete".to_owned(),
+        Some(x) => format!(
+            "{} in {}; required literals {}/{} found, forbidden {}/{} seen{}",
+            if x.passed { "PASSED" } else { "FAILED" },
+            ms(x.latency_us / 1000),
+            x.required_literals.matched,
+            x.required_literals.expected,
+            x.forbidden_literals.matched,
+            x.forbidden_literals.expected,
+            if x.failed_assertions.is_empty() {
+                String::new()
+            } else {
+                format!("; failed: {}", clean(&x.failed_assertions.join(", ")))
+            }
+        ),
+    };
+    line(o, "outcome", &verdict);
+    let evidence = r.evaluator.evidence.map_or("none", |e| e.as_str());
+    let stream = r.raw_pty_sha256.map_or_else(|| "-".to_owned(), |d| short(&d.to_hex()));
+    line(o, "evidence", &format!("{evidence}, evaluator {}; terminal stream {} ({})",
+        if r.evaluator.complete { "complete" } else { "INCOMPLETE" },
+        bytes(r.raw_pty_bytes), stream));
 }
 
 fn apply(o: &mut String, a: &ApplyReceiptV1) {

@@ -10,6 +10,8 @@ mod common;
 
 #[path = "control/managed.rs"]
 mod managed;
+#[path = "control/refinement.rs"]
+mod refinement;
 
 #[path = "control/adapter.rs"]
 mod adapter;

@@ -232,9 +232,10 @@ impl Capabilities {
                 Method::ExposureCatalog,
             ]);
         }
-        // Refinement evaluation needs an operational runtime and a library
-        // bundle store, and its protocol is not served yet: 0 until it is.
-        let refinement = 0u64;
+        // Refinement evaluation runs on the Linux managed runtime and reads
+        // its fixture from the protected library bundle store: 1 only with
+        // both constructed (and so the lifecycle served), 0 otherwise.
+        let refinement = u64::from(lifecycle && c.library_bundle_store);
         let names: Vec<&str> = methods.iter().map(|m| m.as_str()).collect();
         let remote = c.remote_backend.as_ref().map(|r| {
             json!({
@@ -340,6 +341,32 @@ mod tests {
         assert!(!names(&c).contains(&"start_session"));
         c.remote_backend = None;
         assert!(names(&c).contains(&"start_session"));
+    }
+
+    #[test]
+    fn refinement_evaluation_needs_the_managed_runtime_and_the_bundle_store() {
+        let version = |c: &Components| {
+            Capabilities::derive(c).document()["refinement_evaluation_protocol_schema_version"]
+                .clone()
+        };
+        let mut c = Components {
+            receipt_journal: true,
+            session_store: true,
+            policy_revision: Some(1),
+            managed_runtime_operational: true,
+            ..Components::default()
+        };
+        assert_eq!(version(&c), 0, "no bundle store");
+        c.library_bundle_store = true;
+        assert_eq!(version(&c), 1);
+        c.managed_runtime_operational = false;
+        assert_eq!(version(&c), 0, "no operational runtime");
+        c.managed_runtime_operational = true;
+        c.remote_backend = Some(RemoteBackendDiagnostic {
+            container_image_digest: "00".into(),
+            ssh_artifacts_prepared: true,
+        });
+        assert_eq!(version(&c), 0, "a remote backend serves no lifecycle");
     }
 
     #[test]

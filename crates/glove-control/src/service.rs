@@ -473,6 +473,13 @@ impl Service {
             *admitted.plan_content_digest(),
             *admitted.controller_plan_digest(),
         );
+        // A refinement evaluation ends only with a refinement receipt: the
+        // creation record says so, and the lifecycle holds it to that.
+        let digests = if admitted.refinement().is_some() {
+            digests.refinement()
+        } else {
+            digests
+        };
         // The shared adapter creates the session in the store from the staged
         // plan when the lifecycle appends record 0 (see
         // `glove_journal::lifecycle`).

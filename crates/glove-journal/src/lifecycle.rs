@@ -93,12 +93,30 @@ fn journal_err(e: JournalError) -> PortError {
     PortError::new(e.code())
 }
 
+/// The plan digests of a stored session: its two digests, and the kind of
+/// terminal receipt its plan requires (a refinement evaluation plan, one
+/// with a `refinement` binding, ends with a refinement receipt).
+pub fn stored_digests(s: &StoredSession) -> PlanDigests {
+    let d = PlanDigests::new(*s.plan_content_digest(), *s.controller_plan_digest());
+    if plan_is_refinement(s.plan()) {
+        d.refinement()
+    } else {
+        d
+    }
+}
+
+/// Whether canonical plan bytes carry a refinement binding. A plan that
+/// does not decode has none (such a session never starts).
+pub fn plan_is_refinement(plan: &[u8]) -> bool {
+    glove_types::plan::DecodedPlan::decode(plan).is_ok_and(|p| p.refinement().is_some())
+}
+
 /// Lifecycle record 0 of a stored session, in the store's own form: the
 /// lifecycle re-encodes the canonical record from it.
 pub fn creation_record(s: &StoredSession) -> StoredRecord {
     StoredRecord::Creation {
         session_id: s.session_id().clone(),
-        digests: PlanDigests::new(*s.plan_content_digest(), *s.controller_plan_digest()),
+        digests: stored_digests(s),
     }
 }
 
@@ -234,6 +252,12 @@ impl<S: BorrowMut<SessionStore>> TransitionLog for StoreLog<S> {
                     .ok_or(PortError::new(LIFECYCLE_LOG_UNAVAILABLE))?;
                 if Sha256Digest::of(&staged.plan) != digests.plan_content_digest() {
                     return Err(PortError::new(LIFECYCLE_LOG_UNAVAILABLE));
+                }
+                // Record 0 is re-encoded from the stored plan: the receipt
+                // kind it names must be the plan's.
+                let refinement = digests.terminal_kind() == TerminalKind::Refinement;
+                if refinement != plan_is_refinement(&staged.plan) {
+                    return Err(PortError::new(LIFECYCLE_RECORD_INVALID));
                 }
                 let created = store
                     .create_session(NewSession {

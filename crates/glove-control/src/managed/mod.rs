@@ -23,6 +23,7 @@ mod binding;
 pub mod discovery;
 mod door;
 mod egress;
+mod evaluation;
 mod identity;
 mod launcher;
 mod launcher_record;
@@ -46,7 +47,6 @@ use self::receipt::ReceiptFacts;
 use self::transcript::Transcript;
 use crate::error::ControlError;
 use crate::ports::{self, ReceiptView, Transitions};
-use glove_journal::receipt::ReceiptKind;
 use glove_journal::{ReceiptJournal, SessionStore};
 use glove_lifecycle::{AnySession, PortError, ServiceKey, TerminalReceiptRef, UsedNonces};
 use glove_types::codes::control::*;
@@ -112,6 +112,9 @@ struct Live {
     /// leases), stopped when the session ends (their reports into the
     /// receipt; the leases locked until it is written).
     parts: Mutex<Option<crate::assembly::Started>>,
+    /// A refinement evaluation's evaluator, fed every raw PTY byte before
+    /// the transcript sees it; taken at the end.
+    evaluation: Mutex<Option<evaluation::Running>>,
 }
 
 /// The managed runtime.
@@ -279,7 +282,7 @@ impl Runtime {
     fn append_receipt(
         &self,
         id: &SessionId,
-        body: &glove_types::receipt::ResourceReceiptV1,
+        body: &receipt::TerminalBody,
     ) -> Result<TerminalReceiptRef, ControlError> {
         let mut j = lock(&self.receipts)?;
         let subject = glove_lifecycle::Subject::Session(id);
@@ -288,12 +291,12 @@ impl Runtime {
         {
             return Ok(r);
         }
-        let bytes = body.encode().map_err(ControlError::from)?;
+        let (kind, bytes) = body.encode().map_err(ControlError::from)?;
         let res = match j.held_reservation(id) {
             Some(r) => r,
             None => ports::reserve(&mut j, id).map_err(|e| err(e.code(), e.to_string()))?,
         };
-        j.append_receipt(&res, ReceiptKind::ResourceV1, &bytes)
+        j.append_receipt(&res, kind, &bytes)
             .map_err(|e| err(e.code(), e.to_string()))?;
         // The reference comes from the receipt log, now that it is durable.
         TerminalReceiptRef::durable(&ReceiptView::new(&j), subject)
@@ -306,7 +309,7 @@ impl Runtime {
         &self,
         any: AnySession,
         code: ErrorCode,
-        body: &glove_types::receipt::ResourceReceiptV1,
+        body: &receipt::TerminalBody,
     ) -> Result<AnySession, ControlError> {
         let r = self.fail_any_now(any, code, body);
         if r.is_ok() {
@@ -319,7 +322,7 @@ impl Runtime {
         &self,
         any: AnySession,
         code: ErrorCode,
-        body: &glove_types::receipt::ResourceReceiptV1,
+        body: &receipt::TerminalBody,
     ) -> Result<AnySession, ControlError> {
         let id = any.id().clone();
         let r = self.append_receipt(&id, body)?;

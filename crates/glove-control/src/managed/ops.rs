@@ -257,6 +257,7 @@ impl Runtime {
             egress: None,
             mcp: None,
             retained: Vec::new(),
+            refinement: self.refinement_of(id),
         };
         let body = receipt_body(
             id,

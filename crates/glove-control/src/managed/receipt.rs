@@ -1,6 +1,8 @@
-//! A session's terminal receipt: the facts it repeats and its typed
-//! `resource_v1` body ([`glove_types::receipt::ResourceReceiptV1`], whose
-//! canonical encoding is what the receipt journal seals).
+//! A session's terminal receipt: the facts it repeats and its typed body —
+//! `resource_v1` ([`glove_types::receipt::ResourceReceiptV1`]), or for a
+//! refinement evaluation `refinement_v1`
+//! ([`glove_types::receipt::RefinementReceiptV1`], which nests the resource
+//! receipt) — whose canonical encoding is what the receipt journal seals.
 
 use glove_lifecycle::PlanDigests;
 use glove_sandbox::outcome::{ExitStatus, Limit, Outcome};
@@ -29,6 +31,38 @@ pub(super) struct ReceiptFacts {
     pub(super) mcp: Option<glove_types::receipt::McpReceipt>,
     /// The retained workspaces' stages (filled in at the end).
     pub(super) retained: Vec<glove_types::receipt::RetainedReceipt>,
+    /// A refinement evaluation's facts (its evaluation filled in at the
+    /// end); `None` for every other session.
+    pub(super) refinement: Option<super::evaluation::RefinementFacts>,
+}
+
+/// A terminal receipt body of the kind the session's plan requires.
+#[derive(Clone, Debug)]
+pub(super) enum TerminalBody {
+    Resource(ResourceReceiptV1),
+    Refinement(Box<glove_types::receipt::RefinementReceiptV1>),
+}
+
+impl TerminalBody {
+    /// The journal kind and canonical bytes.
+    pub(super) fn encode(
+        &self,
+    ) -> Result<(glove_journal::receipt::ReceiptKind, Vec<u8>), glove_types::Rejection> {
+        use glove_journal::receipt::ReceiptKind;
+        Ok(match self {
+            TerminalBody::Resource(b) => (ReceiptKind::ResourceV1, b.encode()?),
+            TerminalBody::Refinement(b) => (ReceiptKind::RefinementV1, b.encode()?),
+        })
+    }
+
+    /// The resource receipt (nested, for a refinement receipt).
+    #[cfg(test)]
+    pub(super) fn resource(&self) -> &ResourceReceiptV1 {
+        match self {
+            TerminalBody::Resource(b) => b,
+            TerminalBody::Refinement(b) => &b.resource,
+        }
+    }
 }
 
 impl ReceiptFacts {
@@ -75,6 +109,21 @@ fn limit_name(l: Limit) -> LimitName {
 
 /// The receipt body; `recovery` is set when recovery writes it.
 pub(super) fn receipt_body(
+    id: &SessionId,
+    f: &ReceiptFacts,
+    end: &Ending<'_>,
+    recovery: Option<Recovery>,
+) -> TerminalBody {
+    let resource = resource_body(id, f, end, recovery);
+    match &f.refinement {
+        None => TerminalBody::Resource(resource),
+        Some(r) => TerminalBody::Refinement(Box::new(super::evaluation::refinement_body(
+            id, r, resource,
+        ))),
+    }
+}
+
+fn resource_body(
     id: &SessionId,
     f: &ReceiptFacts,
     end: &Ending<'_>,
@@ -184,6 +233,7 @@ mod tests {
             egress: None,
             mcp: None,
             retained: vec![],
+            refinement: None,
         }
     }
 
@@ -221,12 +271,12 @@ mod tests {
             outcome(Some(Limit::WallTime), true, ExitStatus::Exited { code: 1 }),
         ];
         for o in &endings {
-            let body = receipt_body(&id, &facts(), &Ending::Outcome(o), None);
+            let body = resource_body(&id, &facts(), &Ending::Outcome(o), None);
             let bytes = body.encode().expect("encodes");
             assert_eq!(ResourceReceiptV1::decode(&bytes).expect("decodes"), body);
         }
         let long = "é".repeat(5000);
-        let failed = receipt_body(
+        let failed = resource_body(
             &id,
             &facts(),
             &Ending::Failure {

@@ -275,6 +275,16 @@ impl Runtime {
         super::mcp::recovered(&journal, tool.as_deref())
     }
 
+    /// A refinement evaluation's facts from its stored plan (no
+    /// evaluation: the receipt says the evaluator did not complete).
+    pub(super) fn refinement_of(
+        &self,
+        id: &SessionId,
+    ) -> Option<super::evaluation::RefinementFacts> {
+        let store = lock(&self.store).ok()?;
+        super::evaluation::RefinementFacts::of_stored_plan(store.get(id)?.plan())
+    }
+
     pub(super) fn limits_of(&self, id: &SessionId) -> Option<ResourceLimits> {
         let store = lock(&self.store).ok()?;
         recorded_limits(store.get(id)?.plan())
@@ -301,7 +311,7 @@ impl Runtime {
             let store = lock(&self.store).ok()?;
             store
                 .get(&id)
-                .map(|s| PlanDigests::new(*s.plan_content_digest(), *s.controller_plan_digest()))
+                .map(glove_journal::lifecycle::stored_digests)
         }?;
         let facts = ReceiptFacts {
             digests,
@@ -312,6 +322,7 @@ impl Runtime {
             egress: None,
             mcp: self.recovered_mcp(&id),
             retained: Vec::new(),
+            refinement: self.refinement_of(&id),
         };
         let body = receipt_body(
             &id,

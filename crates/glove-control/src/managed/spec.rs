@@ -214,6 +214,15 @@ pub fn build_spec(
     // rehashes itself. Each distinct digest once.
     let mut decoded: Vec<LibraryBundle> = Vec::new();
     for p in admitted.library_projections() {
+        // A refinement evaluation's fixture is the supervisor's alone: it
+        // is read before launch (`evaluation::read_fixture`), never
+        // mounted.
+        if admitted
+            .refinement()
+            .is_some_and(|b| b.fixture().projection_id == p.projection_id)
+        {
+            continue;
+        }
         let root = cfg.bundle_root.as_ref().ok_or_else(|| {
             Rejection::new(
                 SESSION_BUNDLE_ROOT_MISSING,

@@ -137,6 +137,21 @@ impl Runtime {
             })?;
             let built = build_spec(policy, &admitted, &self.cfg, size.0, size.1)
                 .map_err(ControlError::from)?;
+            // A refinement evaluation's fixture, read and checked before
+            // anything is recorded or launched (a refusal leaves the
+            // session created).
+            let fixture =
+                super::evaluation::read_fixture(self.cfg.bundle_root.as_deref(), &admitted)
+                    .map_err(ControlError::from)?;
+            let refinement = admitted.refinement().map(|b| {
+                let target = built
+                    .projections
+                    .iter()
+                    .find(|p| p.projection_id == b.selected().projection_id)
+                    .map(|p| p.target.clone())
+                    .unwrap_or_default();
+                super::evaluation::RefinementFacts::of(b, &target)
+            });
             // The plan's exposures, checked again now and opened from
             // their held descriptors (a refusal leaves the session created).
             let exposed = match (admitted.path_exposures(), self.exposures()) {
@@ -205,6 +220,7 @@ impl Runtime {
                 egress: None,
                 mcp: None,
                 retained: Vec::new(),
+                refinement,
             };
             // Preparing, then receipt capacity.
             let preparing = {
@@ -308,6 +324,7 @@ impl Runtime {
                 ended: Mutex::new(None),
                 facts,
                 parts: Mutex::new(Some(parts)),
+                evaluation: Mutex::new(fixture.as_ref().map(super::evaluation::Running::new)),
             });
             mem(&self.live).insert(id.clone(), live.clone());
             let rt = self.clone();
@@ -479,6 +496,11 @@ impl Runtime {
         let end = loop {
             match link.recv() {
                 Ok(FromLauncher::Output(b)) => {
+                    // The evaluator sees every byte before the transcript
+                    // may evict it.
+                    if let Some(e) = mem(&live.evaluation).as_mut() {
+                        e.feed(&b);
+                    }
                     let mut s = mem(&live.stream);
                     let data: Arc<[u8]> = b.into();
                     let seq = s.0.push(data.clone());
@@ -534,6 +556,12 @@ impl Runtime {
         let reports = mem(&live.parts).take().map(Started::finish);
         if let Some(r) = &reports {
             facts.add_reports(r);
+        }
+        // A refinement evaluation is finished once the stream drained and
+        // the parts reported, with what the supervisor observed.
+        if let Some(run) = mem(&live.evaluation).take() {
+            let outcome = end.as_ref().ok().map(|o| &**o);
+            super::evaluation::record(&mut facts, run.finish(outcome));
         }
         let result = match end {
             Ok(o) => {

@@ -12,6 +12,12 @@
 //! verifier's file and page checks — where a stored apply receipt that
 //! breaks them is `receipt_record_invalid`.
 //!
+//! A `refinement_v1` body must likewise decode strictly as
+//! [`RefinementReceiptV1`](glove_types::receipt::RefinementReceiptV1)
+//! (its outcome commitment recomputed, its nested resource receipt naming
+//! the same session) and name, in its `session_id`, the key it is filed
+//! under.
+//!
 //! Session receipt bodies (`resource_v1`) keep their old rule: the journal
 //! checks their kind and canonical form; their schema is the writer's
 //! (`ResourceReceiptV1::encode` in glove-control) and the consumer's.
@@ -20,7 +26,7 @@ use super::envelope::ReceiptKind;
 use glove_types::canon::to_canonical;
 use glove_types::codes::journal::RECEIPT_BODY_INVALID;
 use glove_types::ids::SessionId;
-use glove_types::receipt::ApplyReceiptV1;
+use glove_types::receipt::{ApplyReceiptV1, RefinementReceiptV1};
 use glove_types::Rejection;
 
 /// Checks `body` (canonical bytes of a `kind` body) by its kind's rules;
@@ -31,7 +37,18 @@ pub(crate) fn check_body(
     key: Option<&SessionId>,
 ) -> Result<(), Rejection> {
     match kind {
-        ReceiptKind::ResourceV1 | ReceiptKind::RefinementV1 => Ok(()),
+        ReceiptKind::ResourceV1 => Ok(()),
+        ReceiptKind::RefinementV1 => {
+            let r = RefinementReceiptV1::decode(body)?;
+            match key {
+                Some(k) if k != &r.session_id => Err(Rejection::new(
+                    RECEIPT_BODY_INVALID,
+                    "the body names another session than the key it is filed under",
+                )
+                .at("session_id")),
+                _ => Ok(()),
+            }
+        }
         ReceiptKind::ApplyV1 => {
             let r = ApplyReceiptV1::decode(body)?;
             match key {
@@ -66,7 +83,7 @@ pub(crate) fn check_stored(
     envelope: &[u8],
     key: Option<&SessionId>,
 ) -> Result<(), Rejection> {
-    if matches!(kind, ReceiptKind::ResourceV1 | ReceiptKind::RefinementV1) {
+    if kind == ReceiptKind::ResourceV1 {
         // Nothing to check: do not parse the envelope again.
         return Ok(());
     }
