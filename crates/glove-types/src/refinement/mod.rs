@@ -54,10 +54,16 @@ pub use outcome::{LiteralCount, Outcome, OUTCOME_DOMAIN};
 
 use serde::{Serialize, Serializer};
 
+/// The `refinement_evaluation_protocol_schema_version` a service
+/// advertises when it can run `refinement-eval-v1` sessions (the Linux
+/// managed runtime and the protected library-bundle store both
+/// constructed); a service that cannot advertises `0`.
+pub const REFINEMENT_EVALUATION_PROTOCOL_SCHEMA_VERSION: u64 = 1;
+
 /// The evaluator a runtime template names in its optional `evaluation`
-/// member. A template without one is an ordinary template.
+/// member. A template without one is an ordinary template. Deliberately
+/// exhaustive: a new evaluator must be handled wherever one is matched.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-#[non_exhaustive]
 pub enum Evaluation {
     /// `refinement-eval-v1`: the declarative transcript evaluator.
     RefinementEvalV1,

@@ -242,3 +242,37 @@ fn variants_and_ids_survive() {
     let b = r.encode().expect("encode");
     assert_eq!(RefinementReceiptV1::decode(&b).expect("decode"), r);
 }
+
+/// The fuzz seeds of `receipt_refinement` and `refinement_fixture` are the
+/// examples' encodings (regenerate with `GLOVE_BLESS=1`).
+#[test]
+fn fuzz_seeds_are_the_examples() {
+    let dir = crate::repo_root().join("fuzz/seeds");
+    let seeds = [
+        (
+            "receipt_refinement/passed",
+            example().encode().expect("encode"),
+        ),
+        (
+            "receipt_refinement/not_run",
+            not_run().encode().expect("encode"),
+        ),
+        (
+            "refinement_fixture/example",
+            crate::example("refinement-fixture.json"),
+        ),
+    ];
+    for (name, want) in seeds {
+        let path = dir.join(name);
+        if std::env::var_os("GLOVE_BLESS").is_some() {
+            std::fs::create_dir_all(path.parent().expect("dir")).expect("mkdir");
+            std::fs::write(&path, &want).expect("write");
+            continue;
+        }
+        let got = std::fs::read(&path).unwrap_or_default();
+        assert!(
+            got == want,
+            "fuzz/seeds/{name} is stale; rerun with GLOVE_BLESS=1"
+        );
+    }
+}
