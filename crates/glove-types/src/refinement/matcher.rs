@@ -82,7 +82,10 @@ impl Matcher {
         }
         // Fail and output links, breadth first.
         let mut queue = std::collections::VecDeque::new();
-        let root_children: Vec<u32> = nodes[0].next.iter().map(|&(_, n)| n).collect();
+        let root_children: Vec<u32> = nodes
+            .first()
+            .map(|root| root.next.iter().map(|&(_, n)| n).collect())
+            .unwrap_or_default();
         for c in root_children {
             queue.push_back(c);
         }
