@@ -123,6 +123,11 @@ define_id!(
     IdempotencyKey
 );
 define_id!(
+    /// An id an evaluation fixture carries: its evaluation run, matched
+    /// pair and fixture ids (`refinement-eval-v1`).
+    EvaluationId
+);
+define_id!(
     /// What an apply authorization applies: a path alias or an exposure id
     /// (an identifier, never a path).
     ApplyTargetId

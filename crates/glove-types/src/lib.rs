@@ -16,8 +16,12 @@
 //!   [`policy::ValidatedPolicy`] that cannot exist unless every rule held;
 //! * [`plan`] — the controller's identifier-only plan and
 //!   [`plan::admit`], which yields an [`plan::AdmittedPlan`];
-//! * [`receipt`] — the typed `resource_v1` and `apply_v1` receipt bodies,
-//!   their canonical encodings and strict decoders;
+//! * [`receipt`] — the typed `resource_v1`, `apply_v1` and
+//!   `refinement_v1` receipt bodies, their canonical encodings and strict
+//!   decoders;
+//! * [`refinement`] — `refinement-eval-v1`: a plan's refinement binding,
+//!   the evaluation fixture, the matched-context digests and the streaming
+//!   evaluator that synthesizes the outcome;
 //! * [`harness`] — the agent harnesses, one file each (names and npm
 //!   layout, staging, private home, skills, MCP configuration, model
 //!   endpoint), and their registry [`harness::NativeRuntime`];
@@ -48,6 +52,7 @@ pub mod paths;
 pub mod plan;
 pub mod policy;
 pub mod receipt;
+pub mod refinement;
 pub mod stage;
 
 pub use codes::ErrorCode;

@@ -30,7 +30,9 @@
 //! workspaces (see [`RetainedReceipt`]).
 //!
 //! The `apply_v1` body of an apply transaction's terminal receipt is in
-//! [`apply`] ([`ApplyReceiptV1`]).
+//! [`apply`] ([`ApplyReceiptV1`]); the `refinement_v1` body of an
+//! evaluation session, which nests its `resource_v1` body, is in
+//! [`refinement`] ([`RefinementReceiptV1`]).
 
 use crate::canon::{self, Form};
 use crate::codes::journal::RECEIPT_BODY_INVALID;
@@ -42,9 +44,13 @@ use crate::{Blake3Digest, Sha256Digest};
 use serde::{Deserialize, Serialize};
 
 pub mod apply;
+pub mod refinement;
 mod wire;
 
 pub use apply::{ApplyOutcome, ApplyReceiptV1, FailedIn, APPLY_KIND, MAX_APPLY_BODY_BYTES};
+pub use refinement::{
+    EvaluatorState, RefinementReceiptV1, MAX_REFINEMENT_BODY_BYTES, REFINEMENT_KIND,
+};
 use wire::Wire;
 
 /// The `receipt_kind` of this body.

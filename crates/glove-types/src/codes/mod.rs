@@ -42,6 +42,7 @@ pub mod lifecycle;
 pub mod mcp;
 pub mod plan;
 pub mod policy;
+pub mod refinement;
 pub mod retained;
 pub mod sandbox;
 pub mod stage;
@@ -89,6 +90,9 @@ pub enum Area {
     Daemon,
     /// Dynamic path exposures: their policy, journal and use by plans.
     Exposure,
+    /// `refinement-eval-v1`: evaluation templates, bindings, fixtures,
+    /// outcomes and their receipt.
+    Refinement,
 }
 
 impl Area {
@@ -114,6 +118,7 @@ impl Area {
             Area::Apply => "apply",
             Area::Daemon => "daemon",
             Area::Exposure => "exposure",
+            Area::Refinement => "refinement",
         }
     }
 }
@@ -172,6 +177,7 @@ impl ErrorCode {
             apply::TABLE,
             daemon::TABLE,
             exposure::TABLE,
+            refinement::TABLE,
         ]
         .into_iter()
         .flatten()

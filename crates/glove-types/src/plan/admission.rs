@@ -87,6 +87,10 @@ pub fn admit(
             "sandbox_backend",
         ));
     }
+    // An evaluation template takes exactly the plans with a binding (and
+    // no path grant): checked before the grants, which such a template
+    // would refuse with a less telling code.
+    crate::refinement::binding::admit_binding(&plan, tpl, policy)?;
     let profile = policy.profile(plan.profile_id.as_str()).ok_or_else(|| {
         Rejection::new(
             PLAN_RESOURCE_PROFILE_UNKNOWN,
@@ -228,30 +232,7 @@ pub fn admit(
     }
     for (i, p) in plan.library_projections.iter().enumerate() {
         let at = format!("library_projections[{i}].destination_alias");
-        if policy.destination(p.destination_alias.as_str()).is_none() {
-            return Err(Rejection::new(
-                PLAN_PROJECTION_DESTINATION_UNKNOWN,
-                format!(
-                    "destination {} is not in the local policy",
-                    p.destination_alias
-                ),
-            )
-            .at(at));
-        }
-        if !tpl
-            .allowed_projection_destinations()
-            .contains(&p.destination_alias)
-        {
-            return Err(Rejection::new(
-                PLAN_PROJECTION_DESTINATION_NOT_ALLOWED,
-                format!(
-                    "template {} does not allow destination {}",
-                    tpl.id(),
-                    p.destination_alias
-                ),
-            )
-            .at(at));
-        }
+        check_destination(policy, tpl, &p.destination_alias, &at)?;
     }
     let plan_context_digest = plan_context_digest(&plan)?;
     Ok(AdmittedPlan {
@@ -260,4 +241,29 @@ pub fn admit(
         plan_context_digest,
         plan,
     })
+}
+
+/// A library projection's destination: defined by the policy and allowed
+/// by the template (`at` locates it in the plan).
+pub(crate) fn check_destination(
+    policy: &ValidatedPolicy,
+    tpl: &crate::policy::RuntimeTemplate,
+    alias: &AliasId,
+    at: &str,
+) -> Result<(), Rejection> {
+    if policy.destination(alias.as_str()).is_none() {
+        return Err(Rejection::new(
+            PLAN_PROJECTION_DESTINATION_UNKNOWN,
+            format!("destination {alias} is not in the local policy"),
+        )
+        .at(at));
+    }
+    if !tpl.allowed_projection_destinations().contains(alias) {
+        return Err(Rejection::new(
+            PLAN_PROJECTION_DESTINATION_NOT_ALLOWED,
+            format!("template {} does not allow destination {alias}", tpl.id()),
+        )
+        .at(at));
+    }
+    Ok(())
 }

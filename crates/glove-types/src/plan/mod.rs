@@ -12,6 +12,7 @@ mod digests;
 pub mod new;
 
 pub use admission::admit;
+pub(crate) use admission::check_destination;
 pub use digests::{plan_context_digest, PLAN_CONTEXT_DOMAIN};
 
 use crate::codes::json::JSON_INVALID_TYPE;
@@ -24,6 +25,8 @@ use crate::ids::{
 use crate::policy::{
     Access, CleanupPolicy, Materialization, ResourceLimits, SandboxBackend, ValidatedPolicy,
 };
+use crate::refinement::binding::RawBinding;
+use crate::refinement::RefinementBinding;
 use crate::{canon, Rejection};
 use serde::{Deserialize, Serialize};
 
@@ -57,6 +60,24 @@ struct RawPlan {
     /// every plan without one keeps its bytes and digests.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     path_exposures: Option<Vec<RawExposure>>,
+    /// Absent unless the plan is for an evaluation template
+    /// (`refinement-eval-v1`), so every other plan keeps its bytes and
+    /// digests.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "present"
+    )]
+    refinement: Option<RawBinding>,
+}
+
+/// An optional member that, when given, is a value: `null` is refused
+/// (`json_invalid_type`) rather than read as absent, which would give one
+/// plan two encodings.
+fn present<'de, D: serde::Deserializer<'de>, T: Deserialize<'de>>(
+    d: D,
+) -> Result<Option<T>, D::Error> {
+    T::deserialize(d).map(Some)
 }
 
 #[derive(Debug, Clone, Deserialize, Serialize)]
@@ -92,10 +113,23 @@ struct RawGrant {
 
 #[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
-struct RawProjection {
+pub(crate) struct RawProjection {
     projection_id: String,
     sha256: String,
     destination_alias: String,
+}
+
+impl RawProjection {
+    /// The typed projection; locations are prefixed with `at`.
+    pub(crate) fn decode(&self, at: &str) -> Result<LibraryProjection, Rejection> {
+        Ok(LibraryProjection {
+            projection_id: ProjectionId::new(self.projection_id.clone())
+                .map_err(|e| e.at(format!("{at}.projection_id")))?,
+            sha256: Sha256Digest::parse(&self.sha256).map_err(|e| e.at(format!("{at}.sha256")))?,
+            destination_alias: AliasId::new(self.destination_alias.clone())
+                .map_err(|e| e.at(format!("{at}.destination_alias")))?,
+        })
+    }
 }
 
 /// A path grant requested by a plan.
@@ -145,26 +179,29 @@ pub struct LibraryProjection {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct DecodedPlan {
     #[serde(skip)]
-    canonical: Vec<u8>,
-    schema_version: u64,
-    session_id: SessionId,
-    idempotency_key: IdempotencyKey,
-    policy_revision: u64,
-    issued_at_ms: u64,
-    expires_at_ms: u64,
-    runtime_template_id: RuntimeTemplateId,
-    runtime_id: RuntimeId,
-    adapter_command_digest: Sha256Digest,
-    sandbox_backend: SandboxBackend,
-    profile_id: ProfileId,
-    limits: ResourceLimits,
-    egress_policy_ids: Vec<PolicyId>,
-    tool_policy_ids: Vec<PolicyId>,
-    secret_handles: Vec<SecretHandle>,
-    path_grants: Vec<PathGrant>,
-    library_projections: Vec<LibraryProjection>,
+    pub(crate) canonical: Vec<u8>,
+    pub(crate) schema_version: u64,
+    pub(crate) session_id: SessionId,
+    pub(crate) idempotency_key: IdempotencyKey,
+    pub(crate) policy_revision: u64,
+    pub(crate) issued_at_ms: u64,
+    pub(crate) expires_at_ms: u64,
+    pub(crate) runtime_template_id: RuntimeTemplateId,
+    pub(crate) runtime_id: RuntimeId,
+    pub(crate) adapter_command_digest: Sha256Digest,
+    pub(crate) sandbox_backend: SandboxBackend,
+    pub(crate) profile_id: ProfileId,
+    pub(crate) limits: ResourceLimits,
+    pub(crate) egress_policy_ids: Vec<PolicyId>,
+    pub(crate) tool_policy_ids: Vec<PolicyId>,
+    pub(crate) secret_handles: Vec<SecretHandle>,
+    pub(crate) path_grants: Vec<PathGrant>,
+    pub(crate) library_projections: Vec<LibraryProjection>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    path_exposures: Vec<PlanExposure>,
+    pub(crate) path_exposures: Vec<PlanExposure>,
+    /// The `refinement` binding of a plan for an evaluation template.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) refinement: Option<RefinementBinding>,
 }
 
 fn sorted_unique<T, K: Ord>(
@@ -311,18 +348,16 @@ impl DecodedPlan {
         })?;
         let mut library_projections = Vec::with_capacity(raw.library_projections.len());
         for (i, p) in raw.library_projections.iter().enumerate() {
-            let at = format!("library_projections[{i}]");
-            library_projections.push(LibraryProjection {
-                projection_id: ProjectionId::new(p.projection_id.clone())
-                    .map_err(|e| e.at(format!("{at}.projection_id")))?,
-                sha256: Sha256Digest::parse(&p.sha256).map_err(|e| e.at(format!("{at}.sha256")))?,
-                destination_alias: AliasId::new(p.destination_alias.clone())
-                    .map_err(|e| e.at(format!("{at}.destination_alias")))?,
-            });
+            library_projections.push(p.decode(&format!("library_projections[{i}]"))?);
         }
         let path_exposures = decode_exposures(raw.path_exposures.as_deref())?;
+        let refinement = match &raw.refinement {
+            Some(b) => Some(b.decode().map_err(|e| e.at("refinement"))?),
+            None => None,
+        };
         Ok(DecodedPlan {
             path_exposures,
+            refinement,
             canonical: bytes.to_vec(),
             schema_version: raw.schema_version,
             session_id: SessionId::new(raw.session_id.clone()).map_err(|e| e.at("session_id"))?,
@@ -371,6 +406,11 @@ impl DecodedPlan {
     /// The path exposures the plan names (empty when it names none).
     pub fn path_exposures(&self) -> &[PlanExposure] {
         &self.path_exposures
+    }
+    /// The `refinement` binding, for a plan of an evaluation template
+    /// (`refinement-eval-v1`).
+    pub fn refinement(&self) -> Option<&RefinementBinding> {
+        self.refinement.as_ref()
     }
     /// The runtime template id.
     pub fn runtime_template_id(&self) -> &RuntimeTemplateId {
@@ -446,6 +486,10 @@ impl AdmittedPlan {
     /// The requested path exposures.
     pub fn path_exposures(&self) -> &[PlanExposure] {
         &self.plan.path_exposures
+    }
+    /// The `refinement` binding, for a plan of an evaluation template.
+    pub fn refinement(&self) -> Option<&RefinementBinding> {
+        self.plan.refinement.as_ref()
     }
     /// The runtime template id.
     pub fn runtime_template_id(&self) -> &RuntimeTemplateId {

@@ -86,6 +86,7 @@ pub fn generate_template(req: &TemplateRequest) -> Result<Vec<u8>, Rejection> {
         allowed_path_aliases: sorted(&req.allowed_path_aliases),
         allowed_projection_destinations: sorted(&req.allowed_projection_destinations),
         launch: raw_launch,
+        evaluation: None,
     };
     check_template_ids(&raw)?;
     canon::encode(&raw)

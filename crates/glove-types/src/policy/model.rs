@@ -207,6 +207,8 @@ pub struct RuntimeTemplate {
     pub(crate) allowed_path_aliases: Vec<AliasId>,
     pub(crate) allowed_projection_destinations: Vec<AliasId>,
     pub(crate) launch: Launch,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) evaluation: Option<crate::refinement::Evaluation>,
 }
 
 impl RuntimeTemplate {
@@ -237,6 +239,11 @@ impl RuntimeTemplate {
     /// The launch fields.
     pub fn launch(&self) -> &Launch {
         &self.launch
+    }
+    /// The evaluator, for an evaluation template (`None` for an ordinary
+    /// one).
+    pub fn evaluation(&self) -> Option<crate::refinement::Evaluation> {
+        self.evaluation
     }
 }
 

@@ -36,6 +36,11 @@ pub(crate) struct RawTemplate {
     pub(crate) allowed_path_aliases: Vec<String>,
     pub(crate) allowed_projection_destinations: Vec<String>,
     pub(crate) launch: RawLaunch,
+    /// The evaluator of an evaluation template (`"refinement-eval-v1"`);
+    /// absent for an ordinary template, so existing policies keep their
+    /// bytes and digests.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) evaluation: Option<String>,
 }
 
 #[derive(Debug, Clone, Deserialize, Serialize)]

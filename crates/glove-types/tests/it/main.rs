@@ -1,6 +1,7 @@
 //! glove-types integration tests: the error catalogue, every policy rule,
-//! plan admission, library bundles, the documented digest vectors, and the
-//! harness files.
+//! plan admission, library bundles, the documented digest vectors, the
+//! harness files, and `refinement-eval-v1` (templates, bindings, fixtures,
+//! digests and the `refinement_v1` receipt).
 
 mod bundle;
 mod codes;
@@ -9,6 +10,9 @@ mod harness;
 mod plan;
 mod policy;
 mod receipt;
+mod refinement;
+mod refinement_digests;
+mod refinement_receipt;
 
 use std::path::PathBuf;
 

@@ -2,6 +2,7 @@
 //! policy's aliases and destinations, and its launch section.
 
 use super::*;
+use crate::refinement::Evaluation;
 
 /// The ids of a template alone (its own id, its aliases and destinations,
 /// sorted and unique), without resolving them against a policy.
@@ -67,6 +68,12 @@ pub(super) fn template(
     }
     let launch = launch(&t.launch, &runtime_id).map_err(|e| e.at("launch"))?;
     let computed = adapter_command_digest(runtime_id.as_str(), &launch)?;
+    let evaluation = evaluation(
+        t.evaluation.as_deref(),
+        backend,
+        &allowed_path_aliases,
+        &allowed_projection_destinations,
+    )?;
     Ok((
         RuntimeTemplate {
             runtime_template_id: id,
@@ -76,9 +83,55 @@ pub(super) fn template(
             allowed_path_aliases,
             allowed_projection_destinations,
             launch,
+            evaluation,
         },
         computed,
     ))
+}
+
+/// An evaluation template's evaluator and its rules: a known evaluator,
+/// the local Linux backend, no path alias (an evaluation has no path
+/// grant) and at least two projection destinations (the fixture's and the
+/// skill's).
+fn evaluation(
+    name: Option<&str>,
+    backend: SandboxBackend,
+    aliases: &[AliasId],
+    destinations: &[AliasId],
+) -> Result<Option<Evaluation>, Rejection> {
+    use crate::codes::refinement::{REFINEMENT_EVALUATION_UNKNOWN, REFINEMENT_TEMPLATE_INVALID};
+    let Some(name) = name else {
+        return Ok(None);
+    };
+    let e = Evaluation::parse(name).ok_or_else(|| {
+        r(
+            REFINEMENT_EVALUATION_UNKNOWN,
+            format!("{name:?} is not an evaluator; the one defined is refinement-eval-v1"),
+        )
+        .at("evaluation")
+    })?;
+    if backend != SandboxBackend::LinuxProduction {
+        return Err(r(
+            REFINEMENT_TEMPLATE_INVALID,
+            "an evaluation template runs on linux_production",
+        )
+        .at("sandbox_backend"));
+    }
+    if !aliases.is_empty() {
+        return Err(r(
+            REFINEMENT_TEMPLATE_INVALID,
+            "an evaluation template allows no path alias",
+        )
+        .at("allowed_path_aliases"));
+    }
+    if destinations.len() < 2 {
+        return Err(r(
+            REFINEMENT_TEMPLATE_INVALID,
+            "an evaluation template allows at least two projection destinations (fixture and skill)",
+        )
+        .at("allowed_projection_destinations"));
+    }
+    Ok(Some(e))
 }
 
 pub(crate) fn launch(l: &RawLaunch, runtime_id: &RuntimeId) -> Result<Launch, Rejection> {
