@@ -13,8 +13,9 @@
 
 mod refinement {
     use glove_types::ids::{AliasId, ProjectionId, SessionId};
+    use glove_types::plan::LibraryProjection;
     use glove_types::receipt::{
-        EvaluatorState, Projection, RefinementReceiptV1, ResourceReceiptV1, Termination, Usage,
+        EvaluatorState, RefinementReceiptV1, ResourceReceiptV1, Termination, Usage,
     };
     use glove_types::refinement::{
         Evaluator, Expectation, ExpectedTermination, Observed, ObservedEnd, Variant,
@@ -24,11 +25,10 @@ mod refinement {
 
     const ID: &str = "[a-z0-9][a-z0-9._-]{0,30}";
 
-    fn projection(id: String, sha: [u8; 32]) -> Projection {
-        Projection {
+    fn projection(id: String, sha: [u8; 32]) -> LibraryProjection {
+        LibraryProjection {
             projection_id: ProjectionId::new(id).unwrap(),
             destination_alias: AliasId::new("skills").unwrap(),
-            target: "/opt/sage/skills/x".into(),
             sha256: Sha256Digest::from_bytes(sha),
         }
     }

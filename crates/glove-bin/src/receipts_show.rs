@@ -146,7 +146,8 @@ impl Item {
                 Ok(b) => Body::Resource(Box::new(b)),
                 Err(e) => Body::Invalid(e.code().as_str().into(), e.message().into()),
             },
-            Some(Ok(bytes)) if kind == "refinement_v1" => match RefinementReceiptV1::decode(&bytes) {
+            Some(Ok(bytes)) if kind == "refinement_v1" => match RefinementReceiptV1::decode(&bytes)
+            {
                 Ok(b) => Body::Refinement(Box::new(b)),
                 Err(e) => Body::Invalid(e.code().as_str().into(), e.message().into()),
             },
@@ -360,11 +361,23 @@ fn resource(o: &mut String, r: &ResourceReceiptV1) {
 
 /// A refinement evaluation's lines (its nested resource receipt follows).
 fn refinement(o: &mut String, r: &RefinementReceiptV1) {
-    let p = |x: &glove_types::receipt::Projection| {
-        format!("{} ({})", clean(x.projection_id.as_str()), short(&x.sha256.to_hex()))
+    let p = |x: &glove_types::plan::LibraryProjection| {
+        format!(
+            "{} ({})",
+            clean(x.projection_id.as_str()),
+            short(&x.sha256.to_hex())
+        )
     };
-    line(o, "evaluation", &format!("refinement-eval-v1, variant {}, skill {}, fixture {}",
-        r.variant.as_str(), p(&r.selected), p(&r.fixture)));
+    line(
+        o,
+        "evaluation",
+        &format!(
+            "refinement-eval-v1, variant {}, skill {}, fixture {}",
+            r.variant.as_str(),
+            p(&r.selected),
+            p(&r.fixture)
+        ),
+    );
     line(o, "matched", &short(&r.matched_context_digest.to_hex()));
     let verdict = match &r.outcome {
         None => "no outcome: the evaluation did not complete".to_owned(),
@@ -385,10 +398,23 @@ fn refinement(o: &mut String, r: &RefinementReceiptV1) {
     };
     line(o, "outcome", &verdict);
     let evidence = r.evaluator.evidence.map_or("none", |e| e.as_str());
-    let stream = r.raw_pty_sha256.map_or_else(|| "-".to_owned(), |d| short(&d.to_hex()));
-    line(o, "evidence", &format!("{evidence}, evaluator {}; terminal stream {} ({})",
-        if r.evaluator.complete { "complete" } else { "INCOMPLETE" },
-        bytes(r.raw_pty_bytes), stream));
+    let stream = r
+        .raw_pty_sha256
+        .map_or_else(|| "-".to_owned(), |d| short(&d.to_hex()));
+    line(
+        o,
+        "evidence",
+        &format!(
+            "{evidence}, evaluator {}; terminal stream {} ({})",
+            if r.evaluator.complete {
+                "complete"
+            } else {
+                "INCOMPLETE"
+            },
+            bytes(r.raw_pty_bytes),
+            stream
+        ),
+    );
 }
 
 fn apply(o: &mut String, a: &ApplyReceiptV1) {

@@ -233,8 +233,9 @@ pub(crate) fn confirm_receipt<R: ReceiptLog + ?Sized>(
         None => Err(LifecycleError::ReceiptMissing {
             receipt_seq: referenced.receipt_seq(),
         }),
-        Some(e) if e.receipt_seq() != referenced.receipt_seq()
-            || e.receipt_digest() != referenced.receipt_digest() =>
+        Some(e)
+            if e.receipt_seq() != referenced.receipt_seq()
+                || e.receipt_digest() != referenced.receipt_digest() =>
         {
             Err(LifecycleError::ReceiptMismatch {
                 referenced_seq: referenced.receipt_seq(),

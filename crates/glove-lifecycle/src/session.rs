@@ -373,7 +373,12 @@ impl<'id> Session<'id, Stopping> {
         receipts: &R,
         log: &mut L,
     ) -> Result<Durable<'id, Exited>, LifecycleError> {
-        confirm_receipt(receipts, self.subject(), &receipt, Some(self.digests().terminal_kind()))?;
+        confirm_receipt(
+            receipts,
+            self.subject(),
+            &receipt,
+            Some(self.digests().terminal_kind()),
+        )?;
         self.log_next(&SessionEntry::Exited { receipt }, Exited { receipt }, log)
     }
 
@@ -393,7 +398,12 @@ impl<'id, S: Live> Session<'id, S> {
         receipts: &R,
         log: &mut L,
     ) -> Result<Durable<'id, Failed>, LifecycleError> {
-        confirm_receipt(receipts, self.subject(), &receipt, Some(self.digests().terminal_kind()))?;
+        confirm_receipt(
+            receipts,
+            self.subject(),
+            &receipt,
+            Some(self.digests().terminal_kind()),
+        )?;
         let entry = SessionEntry::Failed {
             code,
             failed_in: S::STAGE,

@@ -100,6 +100,15 @@ impl Eval {
                 .as_array_mut()
                 .expect("profiles")
                 .push(short);
+            // Policy arrays are sorted by their ids.
+            let sort = |v: &mut Value, key: &str| {
+                v.as_array_mut()
+                    .expect("array")
+                    .sort_by_key(|x| x[key].as_str().unwrap_or("").to_owned());
+            };
+            sort(&mut p["runtime_templates"], "runtime_template_id");
+            sort(&mut p["library_projection_destinations"], "alias");
+            sort(&mut p["resource_profiles"], "profile_id");
         });
         let base = skill_bundle("helper", "the base skill");
         let candidate = skill_bundle("helper", "the candidate skill");
@@ -259,7 +268,8 @@ fn run(e: &Eval, d: &Daemon, session: &str, plan: &str) -> Value {
     c.call("attach", json!({"session_id": session}))
         .expect("attach");
     let mut out = Vec::new();
-    until_ended(&mut c, &mut out);
+    let ended = until_ended(&mut c, &mut out);
+    assert_ne!(ended["stage"], "unrecorded", "{session}: {ended}");
     refinement_receipt(&mut c, session)
 }
 
@@ -277,14 +287,22 @@ fn refinement_receipt(c: &mut Client, session: &str) -> Value {
             found.push(env["body"].clone());
         }
     }
-    assert_eq!(found.len(), 1, "exactly one receipt for {session}: {found:?}");
+    assert_eq!(
+        found.len(),
+        1,
+        "exactly one receipt for {session}: {found:?}"
+    );
     found.remove(0)
 }
 
 fn failed(body: &Value) -> Vec<String> {
     body["outcome"]["failed_assertions"]
         .as_array()
-        .map(|a| a.iter().map(|s| s.as_str().unwrap_or("").to_owned()).collect())
+        .map(|a| {
+            a.iter()
+                .map(|s| s.as_str().unwrap_or("").to_owned())
+                .collect()
+        })
         .unwrap_or_default()
 }
 
@@ -311,9 +329,28 @@ fn a_matched_pair_is_judged_by_glove_and_both_receipts_verify_offline() {
     let e = Eval::new();
     let d = e.m.start();
     let caps = d.client().call("capabilities", json!({})).expect("caps");
-    assert_eq!(caps["refinement_evaluation_protocol_schema_version"], 1, "{caps}");
-    let b = side(&e, "pair-base", "base", "eval-pair", "default", &expect_ok(), |_| {});
-    let c = side(&e, "pair-cand", "candidate", "eval-pair", "default", &expect_ok(), |_| {});
+    assert_eq!(
+        caps["refinement_evaluation_protocol_schema_version"], 1,
+        "{caps}"
+    );
+    let b = side(
+        &e,
+        "pair-base",
+        "base",
+        "eval-pair",
+        "small",
+        &expect_ok(),
+        |_| {},
+    );
+    let c = side(
+        &e,
+        "pair-cand",
+        "candidate",
+        "eval-pair",
+        "small",
+        &expect_ok(),
+        |_| {},
+    );
     assert_eq!(b.matched, c.matched, "a matched pair shares its context");
     let base = run(&e, &d, "pair-base", &b.plan);
     assert_eq!(base["outcome"]["passed"], true, "{base}");
@@ -322,13 +359,20 @@ fn a_matched_pair_is_judged_by_glove_and_both_receipts_verify_offline() {
     let cand = run(&e, &d, "pair-cand", &c.plan);
     assert_eq!(cand["outcome"]["passed"], false, "{cand}");
     assert_eq!(failed(&cand), ["forbidden_literal:0"], "{cand}");
-    assert_eq!(base["matched_context_digest"], cand["matched_context_digest"]);
+    assert_eq!(
+        base["matched_context_digest"],
+        cand["matched_context_digest"]
+    );
     assert_ne!(base["raw_pty_sha256"], cand["raw_pty_sha256"]);
     // The fixture was the supervisor's: never mounted; the skill was.
-    assert_eq!(base["fixture"]["target"], "");
-    assert!(base["selected"]["target"]
-        .as_str()
-        .is_some_and(|t| t.ends_with("/skill-base")));
+    assert_eq!(base["fixture"]["projection_id"], "fixture");
+    let mounted: Vec<&str> = base["resource"]["projections"]
+        .as_array()
+        .expect("projections")
+        .iter()
+        .filter_map(|p| p["projection_id"].as_str())
+        .collect();
+    assert_eq!(mounted, ["skill-base"], "{base}");
     let (status, log) = d.stop();
     assert!(status.success(), "gloved stopped badly: {log}");
     let v = verify_offline(&e);
@@ -359,11 +403,17 @@ fn each_failed_assertion_is_named_and_a_resource_stop_overrides() {
         ..expect_ok()
     };
     let cases: [(&str, &str, &str, Expect, &[&str]); 5] = [
-        ("miss", "eval-silent", "default", missing, &["required_literal:0", "required_literal:1"]),
-        ("exit", "eval-exit3", "default", expect_ok(), &["exit_code"]),
-        ("slow", "eval-slow", "default", slow, &["wall_latency"]),
+        (
+            "miss",
+            "eval-silent",
+            "small",
+            missing,
+            &["required_literal:0", "required_literal:1"],
+        ),
+        ("exit", "eval-exit3", "small", expect_ok(), &["exit_code"]),
+        ("slow", "eval-slow", "small", slow, &["wall_latency"]),
         ("hang", "eval-hang", "short", killed, &["resource_stop"]),
-        ("bin", "eval-binary", "default", expect_ok(), &["utf8"]),
+        ("bin", "eval-binary", "small", expect_ok(), &["utf8"]),
     ];
     for (session, template, profile, x, want) in cases {
         let s = side(&e, session, "base", template, profile, &x, |_| {});
@@ -409,16 +459,32 @@ fn a_fixture_that_does_not_match_its_plan_is_refused_before_launch() {
     let d = e.m.start();
     let ok = expect_ok();
     let cases: [(&str, fn(&mut Value), &str); 4] = [
-        ("other-session", |f| f["session_id"] = json!("someone-else"), "refinement_fixture_mismatch"),
-        ("other-variant", |f| f["variant"] = json!("candidate"), "refinement_fixture_mismatch"),
-        ("other-context", |f| f["seed"] = json!(8), "refinement_matched_context_mismatch"),
-        ("unknown-field", |f| f["verdict"] = json!("passed"), "json_unknown_field"),
+        (
+            "other-session",
+            |f| f["session_id"] = json!("someone-else"),
+            "refinement_fixture_mismatch",
+        ),
+        (
+            "other-variant",
+            |f| f["variant"] = json!("candidate"),
+            "refinement_fixture_mismatch",
+        ),
+        (
+            "other-context",
+            |f| f["seed"] = json!(8),
+            "refinement_matched_context_mismatch",
+        ),
+        (
+            "unknown-field",
+            |f| f["verdict"] = json!("passed"),
+            "json_unknown_field",
+        ),
     ];
     for (session, tamper, code) in cases {
         // The matched context is computed before the tamper for the seed
         // case: that is the mismatch.
         let s = if session == "other-context" {
-            let s = side(&e, session, "base", "eval-pair", "default", &ok, |_| {});
+            let s = side(&e, session, "base", "eval-pair", "small", &ok, |_| {});
             let mut f = fixture_json(
                 session,
                 "base",
@@ -433,7 +499,10 @@ fn a_fixture_that_does_not_match_its_plan_is_refused_before_launch() {
             write_mode(&e.root.join(sha.to_hex()), &bytes, 0o600);
             let mut v: Value = serde_json::from_str(&s.plan).expect("plan");
             v["refinement"]["fixture"]["sha256"] = json!(sha.to_hex());
-            for p in v["library_projections"].as_array_mut().expect("projections") {
+            for p in v["library_projections"]
+                .as_array_mut()
+                .expect("projections")
+            {
                 if p["projection_id"] == "fixture" {
                     p["sha256"] = json!(sha.to_hex());
                 }
@@ -443,20 +512,23 @@ fn a_fixture_that_does_not_match_its_plan_is_refused_before_launch() {
                 matched: s.matched,
             }
         } else {
-            side(&e, session, "base", "eval-pair", "default", &ok, tamper)
+            side(&e, session, "base", "eval-pair", "small", &ok, tamper)
         };
         refused(&e, &d, session, &s.plan, code);
     }
     // A plan for an evaluation template without its binding is refused at
     // creation.
-    let s = side(&e, "unbound", "base", "eval-pair", "default", &ok, |_| {});
+    let s = side(&e, "unbound", "base", "eval-pair", "small", &ok, |_| {});
     let mut v: Value = serde_json::from_str(&s.plan).expect("plan");
     v.as_object_mut().expect("object").remove("refinement");
     let err = d
         .client()
         .create_session(&String::from_utf8(canon(&v)).expect("utf-8"), None)
         .expect_err("refused");
-    assert!(format!("{err:?}").contains("refinement_binding_missing"), "{err:?}");
+    assert!(
+        format!("{err:?}").contains("refinement_binding_missing"),
+        "{err:?}"
+    );
 }
 
 #[test]
@@ -466,7 +538,15 @@ fn sigkilled_gloved_during_an_evaluation_reconciles_one_refinement_receipt() {
     }
     let e = Eval::new();
     let mut d = e.m.start();
-    let s = side(&e, "crash", "base", "eval-hang", "default", &expect_ok(), |_| {});
+    let s = side(
+        &e,
+        "crash",
+        "base",
+        "eval-hang",
+        "small",
+        &expect_ok(),
+        |_| {},
+    );
     let mut c = d.client();
     c.create_session(&s.plan, None).expect("create");
     start(&mut c, &e.m, "crash");
@@ -475,7 +555,10 @@ fn sigkilled_gloved_during_an_evaluation_reconciles_one_refinement_receipt() {
     drop(c);
     let d = e.m.start();
     let mut c = d.client();
-    assert_eq!(c.session_status("crash").expect("status")["stage"], "failed");
+    assert_eq!(
+        c.session_status("crash").expect("status")["stage"],
+        "failed"
+    );
     let body = refinement_receipt(&mut c, "crash");
     assert_eq!(body["outcome"], Value::Null, "{body}");
     assert_eq!(body["evaluator"]["complete"], false);

@@ -25,9 +25,9 @@ use super::receipt::ReceiptFacts;
 use glove_sandbox::outcome::{ExitStatus, Limit, Outcome};
 use glove_types::codes::control::SESSION_PLAN_NOT_ADMITTED;
 use glove_types::plan::{AdmittedPlan, DecodedPlan, LibraryProjection};
-use glove_types::receipt::Projection;
+use glove_types::refinement::evaluator::Evaluation;
 use glove_types::refinement::{
-    Evaluation, Evaluator, Fixture, ObservedEnd, Observed, RefinementBinding, Variant,
+    Evaluator, Fixture, Observed, ObservedEnd, RefinementBinding, Variant,
 };
 use glove_types::{Rejection, Sha256Digest};
 use std::path::Path;
@@ -38,32 +38,19 @@ use std::time::Instant;
 /// an outcome — the evaluation.
 #[derive(Clone, Debug)]
 pub(super) struct RefinementFacts {
-    pub(super) fixture: Projection,
-    pub(super) selected: Projection,
+    pub(super) fixture: LibraryProjection,
+    pub(super) selected: LibraryProjection,
     pub(super) variant: Variant,
     pub(super) matched_context_digest: Sha256Digest,
     pub(super) evaluation: Option<Evaluation>,
 }
 
-/// The fixture is never mounted: its receipt entry names no target.
-pub(super) const SUPERVISOR_ONLY: &str = "";
-
-fn projection(p: &LibraryProjection, target: &str) -> Projection {
-    Projection {
-        projection_id: p.projection_id.clone(),
-        destination_alias: p.destination_alias.clone(),
-        target: target.to_owned(),
-        sha256: p.sha256,
-    }
-}
-
 impl RefinementFacts {
-    /// The facts of a binding; `selected_target` is where the selected
-    /// skill projection is mounted (empty when not known, at recovery).
-    pub(super) fn of(b: &RefinementBinding, selected_target: &str) -> Self {
+    /// The facts of a binding.
+    pub(super) fn of(b: &RefinementBinding) -> Self {
         RefinementFacts {
-            fixture: projection(b.fixture(), SUPERVISOR_ONLY),
-            selected: projection(b.selected(), selected_target),
+            fixture: b.fixture().clone(),
+            selected: b.selected().clone(),
             variant: b.variant(),
             matched_context_digest: *b.matched_context_digest(),
             evaluation: None,
@@ -74,7 +61,7 @@ impl RefinementFacts {
     /// the start's facts (recovery, abandonment); `None` for any other plan.
     pub(super) fn of_stored_plan(plan: &[u8]) -> Option<Self> {
         let p = DecodedPlan::decode(plan).ok()?;
-        p.refinement().map(|b| Self::of(b, ""))
+        p.refinement().map(Self::of)
     }
 }
 

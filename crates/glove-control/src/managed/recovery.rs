@@ -6,7 +6,6 @@ use super::{life, lock, Runtime};
 use crate::error::ControlError;
 use crate::ports::{self, ReceiptView, Transitions};
 use crate::process;
-use glove_lifecycle::PlanDigests;
 use glove_types::ids::SessionId;
 use glove_types::policy::ResourceLimits;
 use glove_types::stage::SessionStage;
@@ -126,6 +125,7 @@ impl Runtime {
                 egress: None,
                 mcp: self.recovered_mcp(&id),
                 retained: Vec::new(),
+                refinement: self.refinement_of(&id),
             };
             let body = receipt_body(
                 &id,
@@ -309,9 +309,7 @@ impl Runtime {
         let r = self.reconcile(&id, u.process_identity());
         let digests = {
             let store = lock(&self.store).ok()?;
-            store
-                .get(&id)
-                .map(glove_journal::lifecycle::stored_digests)
+            store.get(&id).map(glove_journal::lifecycle::stored_digests)
         }?;
         let facts = ReceiptFacts {
             digests,

@@ -143,15 +143,9 @@ impl Runtime {
             let fixture =
                 super::evaluation::read_fixture(self.cfg.bundle_root.as_deref(), &admitted)
                     .map_err(ControlError::from)?;
-            let refinement = admitted.refinement().map(|b| {
-                let target = built
-                    .projections
-                    .iter()
-                    .find(|p| p.projection_id == b.selected().projection_id)
-                    .map(|p| p.target.clone())
-                    .unwrap_or_default();
-                super::evaluation::RefinementFacts::of(b, &target)
-            });
+            let refinement = admitted
+                .refinement()
+                .map(super::evaluation::RefinementFacts::of);
             // The plan's exposures, checked again now and opened from
             // their held descriptors (a refusal leaves the session created).
             let exposed = match (admitted.path_exposures(), self.exposures()) {

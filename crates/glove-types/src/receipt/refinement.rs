@@ -12,9 +12,11 @@
 //!  "selected":{projection},"session_id":…,"variant":"base"|"candidate"}
 //! ```
 //!
-//! A projection is `{"destination_alias","projection_id","sha256","target"}`
-//! as in `resource_v1`. The receipt journal files the body under its
-//! top-level `session_id`.
+//! A projection is the plan's commitment,
+//! `{"destination_alias","projection_id","sha256"}`, as in the binding: the
+//! fixture is never mounted, and where the selected skill was mounted is in
+//! the nested resource receipt's `projections`. The receipt journal files
+//! the body under its top-level `session_id`.
 //!
 //! An evaluation that ran has its outcome, the outcome's commitment
 //! ([`Outcome::commitment`]), the stream's SHA-256 and an evidence state;
@@ -30,7 +32,7 @@
 //! resource body of another session; the nested body is decoded by
 //! [`ResourceReceiptV1::decode`] with its own codes.
 
-use super::{Projection, ResourceReceiptV1};
+use super::ResourceReceiptV1;
 use crate::canon::{self, Form};
 use crate::codes::journal::RECEIPT_BODY_INVALID;
 use crate::codes::refinement::{
@@ -38,6 +40,7 @@ use crate::codes::refinement::{
 };
 use crate::error::Rejection;
 use crate::ids::{AliasId, ProjectionId, SessionId};
+use crate::plan::LibraryProjection;
 use crate::refinement::{Evidence, Outcome, Variant};
 use crate::Sha256Digest;
 use serde::{Deserialize, Serialize};
@@ -65,9 +68,9 @@ pub struct RefinementReceiptV1 {
     /// The session.
     pub session_id: SessionId,
     /// The fixture projection (read by Glove, not mounted).
-    pub fixture: Projection,
+    pub fixture: LibraryProjection,
     /// The selected skill projection.
-    pub selected: Projection,
+    pub selected: LibraryProjection,
     /// The variant evaluated.
     pub variant: Variant,
     /// The matched-context digest of the plan's binding.
@@ -91,7 +94,6 @@ pub struct RefinementReceiptV1 {
 struct WireProjection {
     projection_id: String,
     destination_alias: String,
-    target: String,
     sha256: String,
 }
 
@@ -123,23 +125,20 @@ fn bad(msg: impl Into<String>) -> Rejection {
     Rejection::new(RECEIPT_BODY_INVALID, msg)
 }
 
-fn to_wire(p: &Projection) -> WireProjection {
+fn to_wire(p: &LibraryProjection) -> WireProjection {
     WireProjection {
         projection_id: p.projection_id.as_str().into(),
         destination_alias: p.destination_alias.as_str().into(),
-        target: p.target.clone(),
         sha256: p.sha256.to_hex(),
     }
 }
 
-fn from_wire(p: WireProjection, at: &str) -> Result<Projection, Rejection> {
-    crate::paths::check_canonical(&p.target).map_err(|r| r.at(format!("{at}.target")))?;
-    Ok(Projection {
+fn from_wire(p: WireProjection, at: &str) -> Result<LibraryProjection, Rejection> {
+    Ok(LibraryProjection {
         projection_id: ProjectionId::new(p.projection_id)
             .map_err(|r| r.at(format!("{at}.projection_id")))?,
         destination_alias: AliasId::new(p.destination_alias)
             .map_err(|r| r.at(format!("{at}.destination_alias")))?,
-        target: p.target,
         sha256: Sha256Digest::parse(&p.sha256).map_err(|r| r.at(format!("{at}.sha256")))?,
     })
 }

@@ -79,14 +79,11 @@ pub(crate) fn example() -> RefinementReceiptV1 {
     let plan = glove_types::plan::DecodedPlan::decode(&crate::example("refinement-plan.json"))
         .expect("plan");
     let b = plan.refinement().expect("binding");
-    let selected = projection(b.selected(), "/opt/sage/skills/skill-base");
+    let mounted = projection(b.selected(), "/opt/sage/skills/skill-base");
     RefinementReceiptV1 {
         session_id: fixture.session_id().clone(),
-        fixture: projection(
-            b.fixture(),
-            "/opt/glove/evaluation/fixtures/fixture-review-smoke",
-        ),
-        selected: selected.clone(),
+        fixture: b.fixture().clone(),
+        selected: b.selected().clone(),
         variant: b.variant(),
         matched_context_digest: *b.matched_context_digest(),
         outcome_commitment: Some(r.outcome.commitment()),
@@ -97,7 +94,7 @@ pub(crate) fn example() -> RefinementReceiptV1 {
             complete: r.complete,
             evidence: Some(r.evidence),
         },
-        resource: resource(fixture.session_id(), &selected),
+        resource: resource(fixture.session_id(), &mounted),
     }
 }
 
@@ -200,7 +197,11 @@ fn refuses_what_is_not_the_encoding_of_a_value() {
         ok.replacen("\"evaluator\":{", "\"evaluator\":{\"x\":1,", 1),
         ok.replacen("\"eval-0001-base\"", "\"Eval\"", 1),
         ok.replacen(&hex, &"0G".repeat(32), 1),
-        ok.replacen("\"target\":\"/opt/glove", "\"target\":\"opt/glove", 1),
+        ok.replacen(
+            "\"destination_alias\":",
+            "\"target\":\"/x\",\"destination_alias\":",
+            1,
+        ),
         ok.replacen("\"passed\":true", "\"passed\":false", 1),
         ok.replacen(':', ": ", 1),
         format!("{ok}\n"),
