@@ -256,3 +256,18 @@ fn json_gives_each_body_as_an_object() {
     assert_eq!(r[2]["body_error"]["code"], "json_missing_field");
     assert!(r[2]["body"].is_object());
 }
+
+#[test]
+fn a_refinement_receipt_shows_its_outcome_then_its_resource_receipt() {
+    let passed = include_bytes!("../../../fuzz/seeds/receipt_refinement/passed");
+    let not_run = include_bytes!("../../../fuzz/seeds/receipt_refinement/not_run");
+    let items = [
+        item(1, "refinement_v1", passed),
+        item(2, "refinement_v1", not_run),
+    ];
+    let text = shown(&items);
+    assert!(text.contains("PASSED"), "{text}");
+    assert!(text.contains("no outcome: the evaluation did not complete"), "{text}");
+    assert!(text.contains("evaluator INCOMPLETE"), "{text}");
+    insta::assert_snapshot!(text);
+}

@@ -25,6 +25,7 @@ mod door;
 mod egress;
 mod evaluation;
 mod identity;
+mod inputs;
 mod launcher;
 mod launcher_record;
 pub use crate::assembly::lease;
