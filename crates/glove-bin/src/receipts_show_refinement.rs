@@ -61,4 +61,3 @@ pub(super) fn refinement(o: &mut String, r: &RefinementReceiptV1) {
         ),
     );
 }
-

@@ -267,7 +267,10 @@ fn a_refinement_receipt_shows_its_outcome_then_its_resource_receipt() {
     ];
     let text = shown(&items);
     assert!(text.contains("PASSED"), "{text}");
-    assert!(text.contains("no outcome: the evaluation did not complete"), "{text}");
+    assert!(
+        text.contains("no outcome: the evaluation did not complete"),
+        "{text}"
+    );
     assert!(text.contains("evaluator INCOMPLETE"), "{text}");
     insta::assert_snapshot!(text);
 }

@@ -36,4 +36,5 @@ mod model;
 mod random_bytes;
 mod receipt_compaction_crash;
 mod receipts;
+mod refinement_receipts;
 mod sessions;
