@@ -22,7 +22,10 @@
 //! * [`daemon`] — `glove daemon`: gloved as a systemd service;
 //! * [`control`] — the `gloved` control service (socket, handshake,
 //!   JSON-RPC dispatch) and the client behind `glove capabilities`,
-//!   `glove session` and `glove receipts`.
+//!   `glove session` and `glove receipts`;
+//! * [`remote_executor`] — `glove-remote-executor --stdio`, the forced
+//!   command of the construction-only remote backend: its identity file,
+//!   deadlines and the `remote_health` method.
 #![forbid(unsafe_code)]
 
 pub mod agent;
@@ -44,6 +47,7 @@ pub mod plan_new;
 pub use glove_control::protected;
 pub mod receipts_show;
 pub mod receipts_verify;
+pub mod remote_executor;
 pub mod report;
 pub mod run;
 pub mod run_demo;

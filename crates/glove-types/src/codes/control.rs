@@ -2,7 +2,9 @@
 //!
 //! Two groups: `control_*` for framing, JSON-RPC shape, limits, service
 //! configuration and the client's view of the service, and `auth_*` for
-//! the bootstrap-secret handshake and peer credentials.
+//! the bootstrap-secret handshake and peer credentials. The `remote_*`
+//! block belongs to `glove-remote-executor`, the construction-only remote
+//! backend's forced command (its identity file and its channel).
 
 define_codes! { Control;
     METHOD_NOT_FOUND = "method_not_found": "the method is not advertised by this service",
@@ -27,6 +29,20 @@ define_codes! { Control;
     CONTROL_SECRET_IO = "control_secret_io": "the bootstrap secret file could not be written or removed",
     CONTROL_REMOTE_BACKEND_CONFLICT = "control_remote_backend_conflict": "a policy remote_backend is combined with a materialization root",
     CONTROL_REMOTE_ARTIFACT_IO = "control_remote_artifact_io": "the remote backend's SSH artifacts could not be written",
+    REMOTE_USAGE = "remote_usage": "glove-remote-executor was started with arguments other than exactly --stdio",
+    REMOTE_IDENTITY_MISSING = "remote_identity_missing": "the remote executor's identity file /etc/glove/remote-executor.identity, or a directory above it, does not exist",
+    REMOTE_IDENTITY_EMPTY = "remote_identity_empty": "the remote executor's identity file is empty",
+    REMOTE_IDENTITY_MALFORMED = "remote_identity_malformed": "the remote executor's identity file is not the canonical identity document (schema, exactly two 64-hex SHA-256 digests, at most 4096 bytes)",
+    REMOTE_IDENTITY_UNSAFE = "remote_identity_unsafe": "the remote executor's identity file is a symbolic link or not a regular file, or it or a directory above it is not owned by root or is writable by group or others",
+    REMOTE_IDENTITY_UNREADABLE = "remote_identity_unreadable": "the remote executor's identity file could not be opened, inspected or read",
+    REMOTE_EXECUTABLE_UNREADABLE = "remote_executable_unreadable": "the remote executor could not open, inspect or read its own executable to measure it",
+    REMOTE_EXECUTABLE_MISMATCH = "remote_executable_mismatch": "the remote executor's own executable does not have the SHA-256 digest its identity file names",
+    REMOTE_TTL_INVALID = "remote_ttl_invalid": "a remote executor request lacks params.ttl_ms, or it is not an integer from 1 to 60000",
+    REMOTE_REQUEST_EXPIRED = "remote_request_expired": "receiving the request's frame used up its ttl_ms; the request was refused (and no reply could be written within its deadline)",
+    REMOTE_REPLY_DEADLINE = "remote_reply_deadline": "a remote executor reply could not be written before its request deadline",
+    REMOTE_CHANNEL_DEADLINE = "remote_channel_deadline": "the remote executor's channel reached its lifetime bound (5 minutes)",
+    REMOTE_TOO_MANY_REQUESTS = "remote_too_many_requests": "the remote executor's channel already carried its maximum number of frames (256)",
+    REMOTE_IO = "remote_io": "the remote executor could not read its standard input or write its standard output",
     CONTROL_OWNER_ONLY = "control_owner_only": "the method answers only the owner at this machine, on the owner socket; a controller cannot use it",
     CONTROL_UNREACHABLE = "control_unreachable": "the client could not connect to the service socket",
     CONTROL_CONNECTION_CLOSED = "control_connection_closed": "the peer closed the connection",
