@@ -11,7 +11,7 @@ use glove_types::plan::DecodedPlan;
 use glove_types::refinement::{matched_context_digest, refinement_plan_context_digest, Fixture};
 use glove_types::Sha256Digest;
 use serde_json::{json, Value};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 fn canon(v: &Value) -> Vec<u8> {
     glove_types::canon::to_canonical(v).expect("canonical")
@@ -450,6 +450,9 @@ fn refused(e: &Eval, d: &Daemon, session: &str, plan: &str, code: &str) {
     );
 }
 
+/// A change made to a fixture.
+type Tamper = fn(&mut Value);
+
 #[test]
 fn a_fixture_that_does_not_match_its_plan_is_refused_before_launch() {
     if !sandbox_ok() {
@@ -458,7 +461,7 @@ fn a_fixture_that_does_not_match_its_plan_is_refused_before_launch() {
     let e = Eval::new();
     let d = e.m.start();
     let ok = expect_ok();
-    let cases: [(&str, fn(&mut Value), &str); 4] = [
+    let cases: [(&str, Tamper, &str); 4] = [
         (
             "other-session",
             |f| f["session_id"] = json!("someone-else"),

@@ -39,7 +39,7 @@ pub(super) struct ReceiptFacts {
 /// A terminal receipt body of the kind the session's plan requires.
 #[derive(Clone, Debug)]
 pub(super) enum TerminalBody {
-    Resource(ResourceReceiptV1),
+    Resource(Box<ResourceReceiptV1>),
     Refinement(Box<glove_types::receipt::RefinementReceiptV1>),
 }
 
@@ -53,15 +53,6 @@ impl TerminalBody {
             TerminalBody::Resource(b) => (ReceiptKind::ResourceV1, b.encode()?),
             TerminalBody::Refinement(b) => (ReceiptKind::RefinementV1, b.encode()?),
         })
-    }
-
-    /// The resource receipt (nested, for a refinement receipt).
-    #[cfg(test)]
-    pub(super) fn resource(&self) -> &ResourceReceiptV1 {
-        match self {
-            TerminalBody::Resource(b) => b,
-            TerminalBody::Refinement(b) => &b.resource,
-        }
     }
 }
 
@@ -116,7 +107,7 @@ pub(super) fn receipt_body(
 ) -> TerminalBody {
     let resource = resource_body(id, f, end, recovery);
     match &f.refinement {
-        None => TerminalBody::Resource(resource),
+        None => TerminalBody::Resource(Box::new(resource)),
         Some(r) => TerminalBody::Refinement(Box::new(super::evaluation::refinement_body(
             id, r, resource,
         ))),
