@@ -40,6 +40,7 @@ const SCRIPTS: &[(&str, &str)] = &[
     (
         "eval-pair",
         "cat $HOME/.codex/skills/*/SKILL.md; ls /opt/sage/library-bundles; \
+         if [ -e /opt/sage/fixtures ]; then echo fixture-visible; fi; \
          if grep -q candidate $HOME/.codex/skills/*/SKILL.md; then printf 'FORB'; sleep 0.5; printf 'IDDEN\\n'; fi; \
          echo all-done; exit 0",
     ),
@@ -163,7 +164,9 @@ fn expect_ok() -> Expect {
         exit_code: 0,
         max_wall_latency_ms: None,
         required: vec!["all-done"],
-        forbidden: vec!["FORBIDDEN"],
+        // The pair's script prints `fixture-visible` if the fixture's
+        // destination exists inside the sandbox.
+        forbidden: vec!["FORBIDDEN", "fixture-visible"],
     }
 }
 
