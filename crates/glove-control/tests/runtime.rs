@@ -158,6 +158,7 @@ fn outcome(code: i32, stopped: bool) -> Outcome {
         },
         enforcement: enforcement(),
         stopped,
+        output_complete: true,
     }
 }
 

@@ -105,10 +105,15 @@ pub fn stored_digests(s: &StoredSession) -> PlanDigests {
     }
 }
 
-/// Whether canonical plan bytes carry a refinement binding. A plan that
-/// does not decode has none (such a session never starts).
+/// Whether stored plan bytes carry a refinement binding: a top-level
+/// `refinement` member. Read from the JSON object itself, not through the
+/// plan decoder, so a plan a later, stricter decoder refuses keeps its
+/// kind; bytes that are not a JSON object count as a refinement plan
+/// (fail closed: such a session can end only with a refinement receipt,
+/// never silently with a resource one).
 pub fn plan_is_refinement(plan: &[u8]) -> bool {
-    glove_types::plan::DecodedPlan::decode(plan).is_ok_and(|p| p.refinement().is_some())
+    serde_json::from_slice::<serde_json::Map<String, serde_json::Value>>(plan)
+        .map_or(true, |m| m.contains_key("refinement"))
 }
 
 /// Lifecycle record 0 of a stored session, in the store's own form: the

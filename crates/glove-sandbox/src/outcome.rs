@@ -130,4 +130,14 @@ pub struct Outcome {
     pub enforcement: Enforcement,
     /// Whether the caller asked the session to stop.
     pub stopped: bool,
+    /// Whether every byte the terminal produced was delivered: false when
+    /// output past the terminal limit was cut, or the final drain ran out
+    /// of time with output still coming. (Absent on the wire from an older
+    /// launcher: read as true.)
+    #[serde(default = "delivered")]
+    pub output_complete: bool,
+}
+
+fn delivered() -> bool {
+    true
 }

@@ -185,6 +185,7 @@ impl Running {
         }
 
         let mut terminal_bytes = 0u64;
+        let mut output_complete = true;
         let mut ended_by: Option<Limit> = None;
         let mut pending: Vec<u8> = Vec::new();
         let mut input_open = io.input().is_some();
@@ -282,6 +283,7 @@ impl Running {
                         Ok(n) => {
                             let room = limits.terminal_output_bytes.saturating_sub(terminal_bytes);
                             let take = (n as u64).min(room) as usize;
+                            output_complete &= take == n;
                             terminal_bytes += n as u64;
                             io.output(stream, &buf[..take]);
                             if terminal_bytes > limits.terminal_output_bytes && ended_by.is_none() {
@@ -398,21 +400,34 @@ impl Running {
                 Stream::Stderr
             };
             let deadline = Instant::now() + Duration::from_millis(200);
+            let mut drained = false;
             while Instant::now() < deadline {
                 match output_end(f).map_or(Ok(0), |f| drain_once(f, &mut buf)) {
-                    Ok(0) => break,
+                    Ok(0) => {
+                        drained = true;
+                        break;
+                    }
                     Ok(n) => {
                         let room = limits.terminal_output_bytes.saturating_sub(terminal_bytes);
                         let take = (n as u64).min(room) as usize;
+                        output_complete &= take == n;
                         terminal_bytes += n as u64;
                         io.output(stream, &buf[..take]);
                         if terminal_bytes > limits.terminal_output_bytes && ended_by.is_none() {
                             ended_by = Some(Limit::TerminalOutput);
                         }
                     }
-                    Err(_) => break,
+                    // Nothing more to read now (the terminal never says
+                    // EOF while its slave is held), or the end hung up.
+                    Err(_) => {
+                        drained = true;
+                        break;
+                    }
                 }
             }
+            // Out of time with output still coming: what was left unread
+            // is lost, and the outcome says so.
+            output_complete &= drained;
         }
 
         crate::sys::trace::mark("drained");
@@ -505,6 +520,7 @@ impl Running {
             },
             enforcement: self.mechanisms,
             stopped,
+            output_complete,
         };
         let remains = Remains {
             cgroup: self.cgroup.take(),

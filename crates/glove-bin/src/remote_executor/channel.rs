@@ -98,6 +98,11 @@ pub fn write_all(fd: BorrowedFd<'_>, bytes: &[u8], deadline: Instant) -> Result<
     let mut written = 0;
     while written < bytes.len() {
         wait(fd, PollFlags::OUT, deadline)?;
+        // Checked again right before the write: a process descheduled
+        // after the poll must not write once the deadline has passed.
+        if remaining(deadline, Instant::now()).is_none() {
+            return Err(ChannelError::Deadline);
+        }
         match rustix::io::write(fd, &bytes[written..]) {
             Ok(n) => written += n,
             Err(Errno::INTR | Errno::AGAIN) => continue,

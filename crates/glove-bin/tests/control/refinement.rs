@@ -578,3 +578,61 @@ fn sigkilled_gloved_during_an_evaluation_reconciles_one_refinement_receipt() {
     assert!(status.success(), "{log}");
     verify_offline(&e);
 }
+
+#[test]
+fn an_evaluation_takes_no_input_and_a_stop_fails_it() {
+    if !sandbox_ok() {
+        return;
+    }
+    let e = Eval::new();
+    let d = e.m.start();
+    let s = side(
+        &e,
+        "stopped",
+        "base",
+        "eval-hang",
+        "small",
+        &expect_ok(),
+        |_| {},
+    );
+    let mut c = d.client();
+    c.create_session(&s.plan, None).expect("create");
+    start(&mut c, &e.m, "stopped");
+    c.call("attach", json!({"session_id": "stopped"}))
+        .expect("attach");
+    // Typed text would be echoed into the judged stream; a signal would
+    // choose the termination; a resize would change line wrapping.
+    for (method, params) in [
+        (
+            "write_stdin",
+            json!({"session_id": "stopped", "data": "all-done\n"}),
+        ),
+        ("signal", json!({"session_id": "stopped", "signal": "TERM"})),
+        (
+            "resize",
+            json!({"session_id": "stopped", "rows": 10, "cols": 20}),
+        ),
+    ] {
+        let err = c.call(method, params).expect_err("refused");
+        assert!(
+            format!("{err:?}").contains("refinement_session_not_interactive"),
+            "{method}: {err:?}"
+        );
+    }
+    let mut out = Vec::new();
+    c.call(
+        "stop_session",
+        json!({"session_id": "stopped", "grace_ms": 500}),
+    )
+    .expect("stop");
+    until_ended(&mut c, &mut out);
+    let body = refinement_receipt(&mut c, "stopped");
+    // Printed and exited after TERM, perhaps: a stop fails the run anyway.
+    assert_eq!(body["outcome"]["passed"], false, "{body}");
+    assert!(
+        failed(&body).contains(&"resource_stop".to_owned()),
+        "{body}"
+    );
+    let (status, log) = d.stop();
+    assert!(status.success(), "{log}");
+}

@@ -59,6 +59,9 @@ impl From<ControlError> for DoorFault {
 pub(super) struct Released {
     pub(super) link: Box<dyn LauncherLink>,
     pub(super) info: Box<Started>,
+    /// When the release was sent: a refinement evaluation's wall latency
+    /// starts here.
+    pub(super) at: std::time::Instant,
 }
 
 /// The managed door.
@@ -179,6 +182,7 @@ impl<'id> Door for ManagedDoor<'_, 'id> {
     /// Releases the agent, reads its process identity and records
     /// `running`.
     fn release(&mut self, mut link: Self::Built) -> Result<Released, DoorFault> {
+        let at = std::time::Instant::now();
         let started = link.send(&ToLauncher::Release).and_then(|()| link.recv());
         let info = match expect_frame(started, |f| match f {
             FromLauncher::Started(s) => Ok(s),
@@ -214,7 +218,7 @@ impl<'id> Door for ManagedDoor<'_, 'id> {
         match logged {
             Ok(p) => {
                 self.stage = Stage::Running(starting.run(p).map_err(|e| life(e.error()))?);
-                Ok(Released { link, info })
+                Ok(Released { link, info, at })
             }
             Err(e) => {
                 // The agent runs but its identity is not durable: end it now

@@ -103,18 +103,27 @@ pub(super) fn read_fixture(
     Ok(Some(fixture))
 }
 
-/// The evaluator of a running session and when its agent was released.
+/// The evaluator of a running session, when its agent was released (the
+/// release sent to the launcher) and when the launcher reported its end.
 pub(super) struct Running {
     evaluator: Evaluator,
     released: Instant,
+    ended: Option<Instant>,
 }
 
 impl Running {
-    pub(super) fn new(fixture: &Fixture) -> Self {
+    pub(super) fn new(fixture: &Fixture, released: Instant) -> Self {
         Running {
             evaluator: Evaluator::new(fixture.expect()),
-            released: Instant::now(),
+            released,
+            ended: None,
         }
+    }
+
+    /// The launcher reported the agent's end (the wall latency stops here,
+    /// not when the receipt is written).
+    pub(super) fn ended(&mut self) {
+        self.ended.get_or_insert_with(Instant::now);
     }
 
     /// Every raw PTY byte, in order.
@@ -125,17 +134,26 @@ impl Running {
     /// Finishes the evaluation: `end` is the launcher's report (`None` when
     /// the session failed or the launcher was lost, so the stream is not
     /// known to be complete).
-    pub(super) fn finish(self, end: Option<&Outcome>) -> Evaluation {
-        let latency_us = u64::try_from(self.released.elapsed().as_micros()).unwrap_or(u64::MAX);
-        let observed = match end {
+    pub(super) fn finish(self, outcome: Option<&Outcome>) -> Evaluation {
+        let end = self.ended.unwrap_or_else(Instant::now);
+        let latency_us = u64::try_from(end.saturating_duration_since(self.released).as_micros())
+            .unwrap_or(u64::MAX);
+        let observed = match outcome {
             Some(o) => Observed {
                 termination: match o.exit {
                     ExitStatus::Exited { code } => ObservedEnd::Exited(code),
                     ExitStatus::Signaled { signal } => ObservedEnd::Signaled(signal),
                 },
                 latency_us,
-                stream_complete: true,
-                resource_stop: o.ended_by.map(|l| limit_name(l).to_owned()),
+                // Every byte the terminal produced reached the evaluator
+                // (the launcher says whether its final drain emptied it).
+                stream_complete: o.output_complete,
+                // A limit, or a stop asked for while the agent ran: either
+                // way the agent did not end by itself, and the run fails.
+                resource_stop: o
+                    .ended_by
+                    .map(|l| limit_name(l).to_owned())
+                    .or_else(|| o.stopped.then(|| "stopped".to_owned())),
             },
             None => Observed {
                 termination: ObservedEnd::Failed,

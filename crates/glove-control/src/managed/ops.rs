@@ -29,6 +29,18 @@ impl Runtime {
                 format!("session {} has ended", id.as_str()),
             ));
         }
+        // Input, a resize or a signal would become part of the evidence
+        // (echoed literals, a chosen termination): an evaluation is the
+        // agent's run alone. Stop stays available, and fails the run.
+        if mem(&live.evaluation).is_some() {
+            return Err(err(
+                glove_types::codes::refinement::REFINEMENT_SESSION_NOT_INTERACTIVE,
+                format!(
+                    "session {} is a refinement evaluation: it takes no input, resize or signal",
+                    id.as_str()
+                ),
+            ));
+        }
         let r = mem(&live.writer).send(&m);
         r.map_err(|_| {
             err(

@@ -41,6 +41,9 @@ pub(super) struct ReceiptFacts {
 pub(super) enum TerminalBody {
     Resource(Box<ResourceReceiptV1>),
     Refinement(Box<glove_types::receipt::RefinementReceiptV1>),
+    /// The plan requires a refinement receipt but its facts could not be
+    /// read: nothing is appended (never a receipt of the wrong kind).
+    RefinementFactsMissing,
 }
 
 impl TerminalBody {
@@ -52,6 +55,12 @@ impl TerminalBody {
         Ok(match self {
             TerminalBody::Resource(b) => (ReceiptKind::ResourceV1, b.encode()?),
             TerminalBody::Refinement(b) => (ReceiptKind::RefinementV1, b.encode()?),
+            TerminalBody::RefinementFactsMissing => {
+                return Err(glove_types::Rejection::new(
+                    glove_types::codes::control::CONTROL_INTERNAL,
+                    "the refinement evaluation's facts could not be read; no receipt was written",
+                ))
+            }
         })
     }
 }
@@ -106,11 +115,14 @@ pub(super) fn receipt_body(
     recovery: Option<Recovery>,
 ) -> TerminalBody {
     let resource = resource_body(id, f, end, recovery);
-    match &f.refinement {
-        None => TerminalBody::Resource(Box::new(resource)),
-        Some(r) => TerminalBody::Refinement(Box::new(super::evaluation::refinement_body(
-            id, r, resource,
-        ))),
+    // The kind is the plan's (fixed in the creation record), not whether
+    // facts happened to be found.
+    match (f.digests.terminal_kind(), &f.refinement) {
+        (glove_lifecycle::TerminalKind::Refinement, Some(r)) => TerminalBody::Refinement(Box::new(
+            super::evaluation::refinement_body(id, r, resource),
+        )),
+        (glove_lifecycle::TerminalKind::Refinement, None) => TerminalBody::RefinementFactsMissing,
+        _ => TerminalBody::Resource(Box::new(resource)),
     }
 }
 
@@ -244,6 +256,7 @@ mod tests {
                 terminal_output: m,
             },
             stopped,
+            output_complete: true,
         }
     }
 

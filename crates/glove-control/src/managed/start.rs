@@ -252,7 +252,14 @@ impl Runtime {
             let launched = attachments.launch(&mut door, spec);
             let ManagedDoor { stage, facts: door_facts, .. } = door;
             facts = door_facts;
-            let (Released { mut link, info }, parts) = match launched {
+            let (
+                Released {
+                    mut link,
+                    info,
+                    at: released_at,
+                },
+                parts,
+            ) = match launched {
                 Ok(v) => v,
                 Err(failed) => {
                     let failed = *failed;
@@ -316,7 +323,11 @@ impl Runtime {
                 ended: Mutex::new(None),
                 facts,
                 parts: Mutex::new(Some(parts)),
-                evaluation: Mutex::new(fixture.as_ref().map(super::evaluation::Running::new)),
+                evaluation: Mutex::new(
+                    fixture
+                        .as_ref()
+                        .map(|f| super::evaluation::Running::new(f, released_at)),
+                ),
             });
             mem(&self.live).insert(id.clone(), live.clone());
             let rt = self.clone();
@@ -395,7 +406,13 @@ impl Runtime {
                     let seq = s.0.push(data.clone());
                     let _ = s.1.send(Event::Output(seq, data));
                 }
-                Ok(FromLauncher::Exited(o)) => break Ok(o),
+                Ok(FromLauncher::Exited(o)) => {
+                    // The agent's end, for an evaluation's wall latency.
+                    if let Some(e) = mem(&live.evaluation).as_mut() {
+                        e.ended();
+                    }
+                    break Ok(o);
+                }
                 Ok(FromLauncher::Failed(f)) => break Err(launch_failure(&f)),
                 Ok(_) => {}
                 Err(e) => break Err((SESSION_LAUNCHER_LOST, e)),

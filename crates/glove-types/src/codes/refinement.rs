@@ -19,5 +19,6 @@ define_codes! { Refinement;
     REFINEMENT_MATCHED_CONTEXT_MISMATCH = "refinement_matched_context_mismatch": "the matched-context digest of the plan and fixture is not the one the plan's binding commits to",
     REFINEMENT_OUTCOME_INVALID = "refinement_outcome_invalid": "a refinement outcome's parts disagree: unsorted or unknown assertion names, passed with failed assertions, or more matched literals than expected",
     REFINEMENT_OUTCOME_COMMITMENT_MISMATCH = "refinement_outcome_commitment_mismatch": "a refinement receipt's outcome_commitment is not the commitment of its outcome",
+    REFINEMENT_SESSION_NOT_INTERACTIVE = "refinement_session_not_interactive": "a refinement evaluation takes no terminal input, resize or signal from a client: what the evaluator judges is the agent's own run",
     REFINEMENT_RECEIPT_SESSION_MISMATCH = "refinement_receipt_session_mismatch": "a refinement receipt's nested resource receipt names another session",
 }

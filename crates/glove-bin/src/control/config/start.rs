@@ -33,10 +33,13 @@ pub fn held_paths(s: &Settings) -> super::super::held::HeldPaths {
     let mut h = super::super::held::HeldPaths::new();
     h.add(&s.runtime_dir).add(&s.receipt_key);
     h.add_journal(&s.receipt_journal);
+    // The bundle store too: it holds refinement fixtures, which no agent
+    // may read through a grant of an ancestor.
     for p in [
         &s.materialization_root,
         &s.start_auth_key,
         &s.session_policy,
+        &s.library_bundle_root,
     ]
     .into_iter()
     .flatten()
