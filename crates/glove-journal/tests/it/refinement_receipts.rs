@@ -5,7 +5,9 @@
 
 use crate::common::{anchor, key, tempdir};
 use glove_journal::lifecycle::StoreReceipts;
-use glove_journal::receipt::{verify_file, ReceiptConfig, ReceiptJournal, ReceiptKind};
+use glove_journal::receipt::{
+    verify_file, verify_page, ReceiptConfig, ReceiptJournal, ReceiptKind,
+};
 use glove_lifecycle::{ReceiptLog, Subject, TerminalKind};
 use glove_types::codes::journal as jc;
 use glove_types::ids::SessionId;
@@ -67,6 +69,14 @@ fn refinement_and_resource_receipts_share_the_chain_page_ack_and_recover() {
     let page = j.page(j.base().seq, 10, 1 << 20).unwrap();
     let kinds: Vec<_> = page.receipts.iter().map(|r| r.kind).collect();
     assert_eq!(kinds, [ReceiptKind::RefinementV1, ReceiptKind::ResourceV1]);
+    // Replayed or reordered, the refinement envelope does not verify.
+    let (e0, e1) = (
+        &page.receipts[0].envelope[..],
+        &page.receipts[1].envelope[..],
+    );
+    assert_eq!(verify_page([e0, e1], &key(), &anchor()).unwrap(), page.head);
+    assert!(verify_page([e0, e0], &key(), &anchor()).is_err());
+    assert!(verify_page([e1, e0], &key(), &anchor()).is_err());
     j.ack(&page.head).unwrap();
     assert_eq!(j.acked(), Some(page.head));
     let head = j.head();
