@@ -263,11 +263,17 @@ fn side(
     }
 }
 
-/// Creates, starts and waits for `session`; its receipt body.
-fn run(e: &Eval, d: &Daemon, session: &str, plan: &str) -> Value {
+/// Creates and starts `session`; the client that did.
+fn started(e: &Eval, d: &Daemon, session: &str, plan: &str) -> Client {
     let mut c = d.client();
     c.create_session(plan, None).expect("create");
     start(&mut c, &e.m, session);
+    c
+}
+
+/// Creates, starts and waits for `session`; its receipt body.
+fn run(e: &Eval, d: &Daemon, session: &str, plan: &str) -> Value {
+    let mut c = started(e, d, session, plan);
     c.call("attach", json!({"session_id": session}))
         .expect("attach");
     let mut out = Vec::new();
@@ -553,9 +559,7 @@ fn sigkilled_gloved_during_an_evaluation_reconciles_one_refinement_receipt() {
         &expect_ok(),
         |_| {},
     );
-    let mut c = d.client();
-    c.create_session(&s.plan, None).expect("create");
-    start(&mut c, &e.m, "crash");
+    let c = started(&e, &d, "crash", &s.plan);
     d.child.kill().expect("SIGKILL gloved");
     d.child.wait().expect("wait");
     drop(c);
@@ -595,9 +599,7 @@ fn an_evaluation_takes_no_input_and_a_stop_fails_it() {
         &expect_ok(),
         |_| {},
     );
-    let mut c = d.client();
-    c.create_session(&s.plan, None).expect("create");
-    start(&mut c, &e.m, "stopped");
+    let mut c = started(&e, &d, "stopped", &s.plan);
     c.call("attach", json!({"session_id": "stopped"}))
         .expect("attach");
     // Typed text would be echoed into the judged stream; a signal would

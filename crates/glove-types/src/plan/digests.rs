@@ -24,8 +24,17 @@ pub const PLAN_CONTEXT_DOMAIN: &str = "glove.plan-context.v1";
 
 /// Computes the plan-context digest of a decoded plan.
 pub fn plan_context_digest(plan: &DecodedPlan) -> Result<Sha256Digest, Rejection> {
+    let mut ctx = shared_context(plan);
+    ctx["library_projections"] = json!(plan.library_projections);
+    let bytes = canon::to_canonical(&ctx)?;
+    Ok(Sha256Digest::of_domain(PLAN_CONTEXT_DOMAIN, &bytes))
+}
+
+/// The members every plan context shares: everything but the projections
+/// (the refinement plan context names its two skills instead).
+pub(crate) fn shared_context(plan: &DecodedPlan) -> serde_json::Value {
     let l = &plan.limits;
-    let ctx = json!({
+    json!({
         "policy_revision": plan.policy_revision,
         "runtime_template_id": plan.runtime_template_id,
         "runtime_id": plan.runtime_id,
@@ -43,8 +52,5 @@ pub fn plan_context_digest(plan: &DecodedPlan) -> Result<Sha256Digest, Rejection
             "disk_bytes": l.disk_bytes,
             "terminal_output_bytes": l.terminal_output_bytes,
         },
-        "library_projections": plan.library_projections,
-    });
-    let bytes = canon::to_canonical(&ctx)?;
-    Ok(Sha256Digest::of_domain(PLAN_CONTEXT_DOMAIN, &bytes))
+    })
 }

@@ -13,6 +13,7 @@ pub mod new;
 
 pub use admission::admit;
 pub(crate) use admission::check_destination;
+pub(crate) use digests::shared_context;
 pub use digests::{plan_context_digest, PLAN_CONTEXT_DOMAIN};
 
 use crate::codes::json::JSON_INVALID_TYPE;

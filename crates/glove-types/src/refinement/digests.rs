@@ -52,29 +52,10 @@ pub fn refinement_plan_context_digest(plan: &DecodedPlan) -> Result<Sha256Digest
         )
         .at("refinement")
     })?;
-    let l = &plan.limits;
-    let ctx = json!({
-        "policy_revision": plan.policy_revision,
-        "runtime_template_id": plan.runtime_template_id,
-        "runtime_id": plan.runtime_id,
-        "adapter_command_digest": plan.adapter_command_digest,
-        "sandbox_backend": plan.sandbox_backend,
-        "egress_policy_ids": plan.egress_policy_ids,
-        "tool_policy_ids": plan.tool_policy_ids,
-        "secret_handles": plan.secret_handles,
-        "resource_limits": {
-            "profile_id": plan.profile_id,
-            "cpu_time_ms": l.cpu_time_ms,
-            "memory_bytes": l.memory_bytes,
-            "pids": l.pids,
-            "wall_time_ms": l.wall_time_ms,
-            "disk_bytes": l.disk_bytes,
-            "terminal_output_bytes": l.terminal_output_bytes,
-        },
-        "skills": {
-            "base": binding.base(),
-            "candidate": binding.candidate(),
-        },
+    let mut ctx = crate::plan::shared_context(plan);
+    ctx["skills"] = json!({
+        "base": binding.base(),
+        "candidate": binding.candidate(),
     });
     let bytes = canon::to_canonical(&ctx)?;
     Ok(Sha256Digest::of_domain(
